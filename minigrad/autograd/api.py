@@ -1,0 +1,152 @@
+"""Functional differentiation, MindSpore style: ``grad``, ``value_and_grad``, ``GradOperation``.
+
+These return gradients instead of writing ``.grad``: the positional inputs to differentiate are
+re-wrapped as fresh leaves, the weights (Parameters) are differentiated in place, and the output
+is seeded with ones — or with ``sens`` (this is how a loss scale enters backprop).
+"""
+from minigrad import backend
+from minigrad._config import enable_grad
+from minigrad.autograd import engine
+
+
+def _tensor():
+    from minigrad.tensor import Tensor
+    return Tensor
+
+
+def _positions(grad_position, n):
+    single = isinstance(grad_position, int)
+    positions = (grad_position,) if single else tuple(grad_position)
+    for p in positions:
+        if not isinstance(p, int) or not -n <= p < n:
+            raise ValueError(f"grad_position={grad_position!r} is out of range for {n} inputs")
+    return tuple(p % n for p in positions), single
+
+
+def _differentiate(fn, args, positions, weights, has_aux, sens):
+    """Run ``fn(*args)`` and backprop; return (outputs, input grads, weight grads)."""
+    Tensor = _tensor()
+    args = list(args)
+    leaves = []
+    for p in positions:
+        if not isinstance(args[p], Tensor):
+            raise TypeError(f"input {p} to differentiate must be a Tensor, got {type(args[p]).__name__}")
+        args[p] = Tensor._make(args[p].data, None, 0).requires_grad_()
+        leaves.append(args[p])
+    weights = list(weights or ())
+    with enable_grad():
+        out = fn(*args)
+    if has_aux:
+        if not isinstance(out, tuple) or not out:
+            raise TypeError("has_aux=True needs fn to return a tuple (output, aux...), "
+                            f"got {type(out).__name__}")
+        roots = [out[0]]
+    else:
+        roots = list(out) if isinstance(out, tuple) else [out]
+    from minigrad.tensor import seed_like
+    if sens is not None and len(roots) > 1:
+        sens_list = list(sens) if isinstance(sens, (tuple, list)) else [sens] * len(roots)
+    else:
+        sens_list = [sens] * len(roots)
+    differentiable = [(r, s) for r, s in zip(roots, sens_list) if r.requires_grad]
+    targets = leaves + weights
+    if differentiable:
+        seeds = [seed_like(r, s if s is not None else _ones(r)) for r, s in differentiable]
+        grads = engine.run_backward([r for r, _ in differentiable], seeds, targets=targets)
+    else:
+        grads = [None] * len(targets)
+    grads = [Tensor(_zeros(t) if g is None else g) for t, g in zip(targets, grads)]
+    return out, grads[:len(leaves)], tuple(grads[len(leaves):])
+
+
+def _ones(t):
+    return backend.get_array_module(t.data).ones(t.shape, t.dtype)
+
+
+def _zeros(t):
+    return backend.get_array_module(t.data).zeros(t.shape, t.dtype)
+
+
+def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
+    """Wrap ``fn`` to return ``(fn(*args), gradients)``.
+
+    Args:
+        fn: function of tensors returning a tensor (or a tuple; all outputs are differentiated
+            and their gradients summed, unless ``has_aux``).
+        grad_position: int or tuple of ints: which positional inputs to differentiate, or
+            ``None`` to differentiate only ``weights``. Default 0.
+        weights: Parameters (a list, tuple, or a Cell's ``trainable_params()``) to differentiate.
+        has_aux: ``fn`` returns ``(output, *aux)``; only ``output`` is differentiated.
+
+    Returns:
+        A function returning ``(value, grads)``: ``grads`` is one tensor (int position), a tuple
+        (tuple of positions or weights only), or ``(input_grads, weight_grads)`` when both.
+
+    Raises:
+        ValueError: if both ``grad_position`` and ``weights`` are None.
+    """
+    if grad_position is None and weights is None:
+        raise ValueError("grad_position and weights cannot both be None")
+
+    def wrapped(*args):
+        positions, single = ((), False) if grad_position is None else _positions(grad_position, len(args))
+        out, input_grads, weight_grads = _differentiate(fn, args, positions, weights, has_aux, None)
+        if grad_position is None:
+            return out, weight_grads
+        input_grads = input_grads[0] if single else tuple(input_grads)
+        return out, (input_grads if weights is None else (input_grads, weight_grads))
+    return wrapped
+
+
+def grad(fn, grad_position=0, weights=None, has_aux=False):
+    """Like ``value_and_grad`` but returns only the gradients (with ``has_aux``: ``(grads, aux)``)."""
+    vag = value_and_grad(fn, grad_position, weights, has_aux)
+
+    def wrapped(*args):
+        out, grads = vag(*args)
+        return (grads, tuple(out[1:])) if has_aux else grads
+    return wrapped
+
+
+class GradOperation:
+    """MindSpore's higher-order gradient: ``GradOperation(get_all, get_by_list, sens_param)(net, weights)``.
+
+    Args:
+        get_all: gradients of all positional inputs (a tuple) instead of only the first.
+        get_by_list: gradients of ``weights`` (a tuple in their order).
+        sens_param: the last positional argument is ``sens``, the seed of backprop (same shape as
+            the output, or broadcastable to it); ``TrainOneStepWithLossScaleCell`` passes the loss
+            scale here.
+
+    ``grad_fn = GradOperation(get_by_list=True, sens_param=True)(net, weights)``;
+    ``grad_fn(*inputs, sens)`` returns the weight gradients. With both ``get_all`` and
+    ``get_by_list`` the result is ``(input_grads, weight_grads)``.
+    """
+
+    def __init__(self, get_all=False, get_by_list=False, sens_param=False):
+        for name, value in (("get_all", get_all), ("get_by_list", get_by_list), ("sens_param", sens_param)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {value!r}")
+        self.get_all, self.get_by_list, self.sens_param = get_all, get_by_list, sens_param
+
+    def __call__(self, fn, weights=None):
+        if self.get_by_list and weights is None:
+            raise ValueError("GradOperation(get_by_list=True) needs weights")
+
+        def grad_fn(*args):
+            sens = None
+            if self.sens_param:
+                if not args:
+                    raise TypeError("sens_param=True: the last input must be the sens tensor")
+                args, sens = args[:-1], args[-1]
+            Tensor = _tensor()
+            tensor_positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+            positions = tensor_positions if self.get_all else tensor_positions[:1]
+            if self.get_by_list and not self.get_all:
+                positions = ()
+            _, input_grads, weight_grads = _differentiate(
+                fn, args, positions, weights if self.get_by_list else None, False, sens)
+            if self.get_by_list:
+                return (tuple(input_grads), weight_grads) if self.get_all else weight_grads
+            return tuple(input_grads) if self.get_all else input_grads[0]
+        return grad_fn

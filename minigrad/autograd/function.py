@@ -1,0 +1,59 @@
+"""``Function``: one differentiable op, forward on raw arrays, backward on gradient arrays.
+
+A subclass implements::
+
+    class Exp(Function):
+        def forward(self, x):            # arrays in, array (or tuple of arrays) out
+            self.y = xp.exp(x)           # keep only what backward needs
+            return self.y
+        def backward(self, gy):          # one gradient per output
+            return gy * self.y           # one gradient per input (None: no gradient)
+
+``Exp.apply(tensor)`` runs it and, when gradients are recorded, links the output tensors to the
+node so that ``Tensor.backward`` can walk the graph. Non-tensor arguments go to ``forward`` as
+keyword arguments. ``backward`` must not modify the gradients it receives.
+"""
+from minigrad._config import config
+
+
+class Function:
+    # inputs: the input tensors while the graph is alive (None once freed)
+    # needs_grad: per input, whether it wants a gradient
+    # n_outputs / out_hooks: for the engine; out_hooks[i] lists hooks on output i
+    inputs = None
+    needs_grad = ()
+    n_outputs = 1
+    out_hooks = None
+    freed = False
+
+    def forward(self, *arrays, **kwargs):
+        raise NotImplementedError
+
+    def backward(self, *grads):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs, **kwargs):
+        """Run the op on tensors; return a Tensor (or a tuple of them for several outputs)."""
+        from minigrad.tensor import Tensor  # tensor.py imports the ops, which import this module
+
+        fn = cls()
+        out = fn.forward(*[t.data for t in inputs], **kwargs)
+        record = config.grad_enabled and any(t.requires_grad for t in inputs)
+        if record:
+            fn.inputs = inputs
+            fn.needs_grad = tuple(t.requires_grad for t in inputs)
+        if type(out) is tuple:
+            fn.n_outputs = len(out)
+            if record:
+                fn.out_meta = [(o.shape, o.dtype) for o in out]
+            return tuple(Tensor._make(o, fn if record else None, i) for i, o in enumerate(out))
+        return Tensor._make(out, fn if record else None, 0)
+
+    def release(self):
+        """Drop references to inputs and saved arrays so the graph can be garbage-collected."""
+        self.__dict__.clear()
+        self.freed = True
+
+    def __repr__(self):
+        return f"<{type(self).__name__} backward>"

@@ -1,0 +1,64 @@
+"""NumPy/CuPy dispatch: the only module that imports CuPy.
+
+Everything else writes backend-neutral code with the ``xp`` idiom::
+
+    xp = backend.get_array_module(x)
+    y = xp.exp(x)
+
+``cupy`` is ``None`` when CuPy is not installed or no GPU is visible; ``CUDA_AVAILABLE`` says
+which, and ``CUPY_IMPORT_ERROR`` keeps the reason for a helpful message.
+"""
+import numpy
+
+try:  # the one guarded CuPy import of the package
+    import cupy
+    cupy.cuda.runtime.getDeviceCount()
+    CUDA_AVAILABLE = True
+    CUPY_IMPORT_ERROR = None
+except Exception as error:  # ImportError, or CuPy present but no driver/device
+    cupy = None
+    CUDA_AVAILABLE = False
+    CUPY_IMPORT_ERROR = error
+
+DEVICES = ("CPU", "GPU")
+
+
+def get_array_module(*arrays):
+    """Return ``cupy`` if any of ``arrays`` is a CuPy array, else ``numpy``."""
+    if cupy is not None:
+        for a in arrays:
+            if isinstance(a, cupy.ndarray):
+                return cupy
+    return numpy
+
+
+def device_of(array):
+    """``"GPU"`` for a CuPy array, ``"CPU"`` otherwise."""
+    return "GPU" if cupy is not None and isinstance(array, cupy.ndarray) else "CPU"
+
+
+def check_device(device):
+    """Normalise a device name (``"CPU"``, ``"GPU"``, ``"cpu"``, ``"cuda"``) or raise ValueError."""
+    name = str(device).upper()
+    if name == "CUDA":
+        name = "GPU"
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if name == "GPU" and not CUDA_AVAILABLE:
+        raise RuntimeError(f"device 'GPU' needs CuPy and a CUDA device: {CUPY_IMPORT_ERROR}")
+    return name
+
+
+def to_device(array, device):
+    """Return ``array`` as a NumPy (``"CPU"``) or CuPy (``"GPU"``) array, copying only if needed."""
+    device = check_device(device)
+    if device == "GPU":
+        return cupy.asarray(array)
+    if cupy is not None and isinstance(array, cupy.ndarray):
+        return cupy.asnumpy(array)
+    return numpy.asarray(array)
+
+
+def as_numpy(array):
+    """Host copy of ``array`` (no copy for a NumPy array)."""
+    return to_device(array, "CPU")

@@ -1,0 +1,83 @@
+"""Data types and the dtype policy.
+
+``from minigrad import dtype as mstype`` gives the MindSpore-style names. Dtypes are plain
+``numpy.dtype`` objects, so ``tensor.dtype == mstype.float16`` and ``numpy.float16`` both work.
+
+The policy, in one table (tested in ``tests/test_dtype_policy.py``):
+
+==========================================  ==================================================
+situation                                   result
+==========================================  ==================================================
+tensor (op) Python/NumPy scalar, 0-d array  the tensor's dtype: operands that are not tensors
+or other non-tensor array                   are *weak* (no silent upcast of fp16)
+fp16 tensor (op) fp32 tensor                fp32 (the wider float wins), gradients cast back
+int tensor (op) Python float                float32
+fp16 matmul / conv                          fp32 accumulation (computed in fp32, stored fp16)
+fp16 sum/mean, softmax, log_softmax, log    fp32 accumulation, result fp16
+losses                                      computed and returned in fp32
+gradient of a tensor                        always that tensor's dtype
+==========================================  ==================================================
+"""
+import numpy
+
+float16 = numpy.dtype("float16")
+float32 = numpy.dtype("float32")
+float64 = numpy.dtype("float64")
+int8 = numpy.dtype("int8")
+int32 = numpy.dtype("int32")
+int64 = numpy.dtype("int64")
+uint8 = numpy.dtype("uint8")
+bool_ = numpy.dtype("bool")
+# MindSpore spellings
+float_ = float32
+half = float16
+double = float64
+
+SUPPORTED = (float16, float32, float64, int8, int32, int64, uint8, bool_)
+FLOATS = (float16, float32, float64)
+
+FP16_MAX = 65504.0
+FP16_TINY = 2.0 ** -14  # smallest normal fp16
+FP16_SUBNORMAL_MIN = 2.0 ** -24
+
+
+def as_dtype(dtype, name="dtype"):
+    """Return the ``numpy.dtype`` for ``dtype`` (a dtype, a type or a name) or raise TypeError."""
+    try:
+        result = numpy.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got {dtype!r}") from None
+    if result not in SUPPORTED:
+        raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got {result}")
+    return result
+
+
+def is_float(dtype):
+    return dtype.kind == "f"
+
+
+def acc_dtype(dtype):
+    """Accumulation dtype for reductions and fragile ops: float32 for float16, else ``dtype``."""
+    return float32 if dtype == float16 else dtype
+
+
+def default_dtype(value):
+    """Dtype of a tensor built from Python data: float32 for floats, int64 for ints, bool."""
+    if isinstance(value, bool):
+        return bool_
+    if isinstance(value, int):
+        return int64
+    return float32
+
+
+def weak_dtype(value, tensor_dtype):
+    """Dtype that a non-tensor operand takes next to a tensor of ``tensor_dtype``.
+
+    A float (or int) value beside a float tensor takes the tensor's dtype; beside an integer
+    tensor a float value gives float32 and an integer value the tensor's dtype.
+    """
+    kind = getattr(value, "dtype", None)
+    kind = kind.kind if kind is not None else ("f" if isinstance(value, float) else "i")
+    if is_float(tensor_dtype) or kind in "iub":
+        return tensor_dtype
+    return float32

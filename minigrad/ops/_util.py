@@ -1,0 +1,78 @@
+"""Helpers shared by the ops: operand coercion (the dtype policy) and gradient un-broadcasting."""
+import numpy
+
+from minigrad import backend, dtype as dtypes
+
+
+def tensor_class():
+    from minigrad.tensor import Tensor
+    return Tensor
+
+
+def as_tensor(value, like=None):
+    """``value`` as a Tensor; a non-tensor beside tensor ``like`` is weak (takes its dtype)."""
+    Tensor = tensor_class()
+    if isinstance(value, Tensor):
+        return value
+    if like is None:
+        return Tensor(value)
+    xp = backend.get_array_module(like.data)
+    dtype = dtypes.weak_dtype(value, like.data.dtype)
+    return Tensor._make(xp.asarray(value, dtype=dtype), None, 0)
+
+
+def binary_operands(a, b):
+    """Coerce two operands to tensors of one dtype: weak scalars adopt, mixed floats promote."""
+    Tensor = tensor_class()
+    a_is, b_is = isinstance(a, Tensor), isinstance(b, Tensor)
+    if not a_is:
+        if not b_is:
+            raise TypeError(f"expected at least one Tensor operand, got {type(a).__name__} "
+                            f"and {type(b).__name__}")
+        a = as_tensor(a, b)
+    elif not b_is:
+        b = as_tensor(b, a)
+    if a.data.dtype != b.data.dtype:
+        common = numpy.result_type(a.data.dtype, b.data.dtype)
+        a, b = cast(a, common), cast(b, common)
+    return a, b
+
+
+def cast(t, dtype):
+    from minigrad.ops.arithmetic import cast as cast_op
+    return cast_op(t, dtype)
+
+
+def unbroadcast(grad, shape):
+    """Sum ``grad`` over the axes that broadcasting added or stretched, giving ``shape``."""
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    return sum_acc(grad, axes, keepdims=False).reshape(shape)
+
+
+def sum_acc(x, axis, keepdims):
+    """Sum with fp32 accumulation for fp16, returned in ``x``'s dtype."""
+    if x.dtype == dtypes.float16:
+        return x.sum(axis=axis, dtype=numpy.float32, keepdims=keepdims).astype(numpy.float16)
+    return x.sum(axis=axis, keepdims=keepdims)
+
+
+def normalize_axis(axis, ndim, name="axis"):
+    """``axis`` (None, int or sequence) as a sorted tuple of non-negative ints; ValueError if out of range."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, numpy.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1):
+            raise ValueError(f"{name}={axis} is out of range for a tensor of {ndim} dimensions")
+        out.append(int(a) % max(ndim, 1))
+    return tuple(sorted(set(out)))
+
+
+def check_float(t, op):
+    if t.data.dtype.kind != "f":
+        raise TypeError(f"{op} expects a float tensor (float16/float32/float64), got {t.data.dtype}")

@@ -1,0 +1,191 @@
+"""Elementwise binary arithmetic, cast and comparisons, with broadcasting.
+
+Each gradient is summed back to its input's shape (``unbroadcast``) and kept in its dtype.
+"""
+from minigrad import backend, dtype as dtypes
+from minigrad.autograd.function import Function
+from minigrad.ops._util import binary_operands, tensor_class, unbroadcast
+
+
+class _Binary(Function):
+    def forward(self, a, b):
+        self.shapes = a.shape, b.shape
+        return self.compute(a, b)
+
+    def reduce(self, ga, gb):
+        sa, sb = self.shapes
+        return (None if ga is None else unbroadcast(ga, sa),
+                None if gb is None else unbroadcast(gb, sb))
+
+
+class Add(_Binary):
+    """out = a + b;  da = g, db = g."""
+    def compute(self, a, b):
+        return a + b
+
+    def backward(self, g):
+        return self.reduce(g, g)
+
+
+class Sub(_Binary):
+    """out = a - b;  da = g, db = -g."""
+    def compute(self, a, b):
+        return a - b
+
+    def backward(self, g):
+        return self.reduce(g, -g if self.needs_grad[1] else None)
+
+
+class Mul(_Binary):
+    """out = a * b;  da = g * b, db = g * a."""
+    def compute(self, a, b):
+        self.a, self.b = a, b
+        return a * b
+
+    def backward(self, g):
+        na, nb = self.needs_grad
+        return self.reduce(g * self.b if na else None, g * self.a if nb else None)
+
+
+class Div(_Binary):
+    """out = a / b;  da = g / b, db = -g * a / b²."""
+    def compute(self, a, b):
+        self.a, self.b = a, b
+        return a / b
+
+    def backward(self, g):
+        ga = g / self.b
+        return self.reduce(ga, -ga * self.a / self.b if self.needs_grad[1] else None)
+
+
+class Pow(_Binary):
+    """out = a ** b;  da = g * b * a^(b-1), db = g * out * log(a) (taken as 0 where a <= 0)."""
+    def compute(self, a, b):
+        self.a, self.b = a, b
+        self.out = a ** b
+        return self.out
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        a, b = self.a, self.b
+        ga = g * b * a ** (b - 1) if self.needs_grad[0] else None
+        gb = None
+        if self.needs_grad[1]:
+            safe = xp.where(a > 0, a, 1)
+            gb = g * self.out * xp.log(safe)
+        return self.reduce(ga, gb)
+
+
+class Maximum(_Binary):
+    """out = max(a, b); the gradient goes to the larger input, split evenly on ties."""
+    def compute(self, a, b):
+        self.a, self.b = a, b
+        return backend.get_array_module(a).maximum(a, b)
+
+    def backward(self, g):
+        return self.reduce(*_split_by(g, self.a > self.b, self.a == self.b))
+
+
+class Minimum(_Binary):
+    """out = min(a, b); the gradient goes to the smaller input, split evenly on ties."""
+    def compute(self, a, b):
+        self.a, self.b = a, b
+        return backend.get_array_module(a).minimum(a, b)
+
+    def backward(self, g):
+        return self.reduce(*_split_by(g, self.a < self.b, self.a == self.b))
+
+
+def _split_by(g, first, tie):
+    xp = backend.get_array_module(g)
+    wa = xp.where(first, 1.0, xp.where(tie, 0.5, 0.0)).astype(g.dtype)
+    return g * wa, g * (1 - wa)
+
+
+class Cast(Function):
+    """out = a.astype(dtype); the gradient is cast back to a's dtype."""
+    def forward(self, a, dtype):
+        self.dtype = a.dtype
+        return a.astype(dtype)
+
+    def backward(self, g):
+        return g.astype(self.dtype)
+
+
+class ToDevice(Function):
+    """Move between NumPy and CuPy; the gradient moves back."""
+    def forward(self, a, device):
+        self.device = backend.device_of(a)
+        return backend.to_device(a, device)
+
+    def backward(self, g):
+        return backend.to_device(g, self.device)
+
+
+def add(a, b):
+    """Elementwise a + b with broadcasting."""
+    return Add.apply(*binary_operands(a, b))
+
+
+def sub(a, b):
+    """Elementwise a - b with broadcasting."""
+    return Sub.apply(*binary_operands(a, b))
+
+
+def mul(a, b):
+    """Elementwise a * b with broadcasting."""
+    return Mul.apply(*binary_operands(a, b))
+
+
+def div(a, b):
+    """Elementwise a / b with broadcasting (true division)."""
+    a, b = binary_operands(a, b)
+    if a.data.dtype.kind != "f":
+        a, b = cast(a, dtypes.float32), cast(b, dtypes.float32)
+    return Div.apply(a, b)
+
+
+def pow(a, b):
+    """Elementwise a ** b with broadcasting."""
+    return Pow.apply(*binary_operands(a, b))
+
+
+def maximum(a, b):
+    """Elementwise max(a, b); at ties each input receives half the gradient."""
+    return Maximum.apply(*binary_operands(a, b))
+
+
+def minimum(a, b):
+    """Elementwise min(a, b); at ties each input receives half the gradient."""
+    return Minimum.apply(*binary_operands(a, b))
+
+
+def cast(a, dtype):
+    """``a`` converted to ``dtype`` (a no-op returning ``a`` when it already has it)."""
+    dtype = dtypes.as_dtype(dtype)
+    if a.data.dtype == dtype:
+        return a
+    return Cast.apply(a, dtype=dtype)
+
+
+def to_device(a, device):
+    """``a`` on ``"CPU"`` or ``"GPU"``."""
+    return ToDevice.apply(a, device=backend.check_device(device))
+
+
+def _compare(name):
+    def compare(a, b):
+        a, b = binary_operands(a, b)
+        xp = backend.get_array_module(a.data)
+        return tensor_class()._make(getattr(xp, name)(a.data, b.data), None, 0)
+    compare.__name__ = name
+    compare.__doc__ = f"Elementwise ``{name}`` as a bool tensor (not differentiable)."
+    return compare
+
+
+equal = _compare("equal")
+not_equal = _compare("not_equal")
+less = _compare("less")
+less_equal = _compare("less_equal")
+greater = _compare("greater")
+greater_equal = _compare("greater_equal")

@@ -1,0 +1,61 @@
+"""Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16."""
+import numpy
+
+from minigrad import dtype as dtypes
+from minigrad.autograd.function import Function
+from minigrad.ops._util import binary_operands, unbroadcast
+
+
+def _mm(a, b):
+    """a @ b with fp32 accumulation for fp16 (tensor-core numerics; NumPy has no fp16 BLAS)."""
+    if a.dtype == dtypes.float16:
+        return (a.astype(numpy.float32) @ b.astype(numpy.float32)).astype(numpy.float16)
+    return a @ b
+
+
+class MatMul(Function):
+    """out = a @ b;  da = g @ bᵀ, db = aᵀ @ g (batch axes summed back to each input's shape).
+
+    1-D operands follow NumPy: a vector ``a`` is a row, a vector ``b`` a column, and the added
+    axis is removed from the result.
+    """
+    def forward(self, a, b):
+        self.a_shape, self.b_shape = a.shape, b.shape
+        self.a = a[None, :] if a.ndim == 1 else a
+        self.b = b[:, None] if b.ndim == 1 else b
+        out = _mm(self.a, self.b)
+        if b.ndim == 1:
+            out = out[..., 0]
+        if a.ndim == 1:
+            out = out[..., 0, :] if b.ndim > 1 else out[..., 0]
+        return out
+
+    def backward(self, g):
+        if len(self.b_shape) == 1:
+            g = g[..., None]
+        if len(self.a_shape) == 1:
+            g = g[..., None, :]
+        ga = gb = None
+        if self.needs_grad[0]:
+            ga = unbroadcast(_mm(g, self.b.swapaxes(-1, -2)), self.a.shape).reshape(self.a_shape)
+        if self.needs_grad[1]:
+            gb = unbroadcast(_mm(self.a.swapaxes(-1, -2), g), self.b.shape).reshape(self.b_shape)
+        return ga, gb
+
+
+def matmul(a, b):
+    """Matrix product ``a @ b`` with NumPy's batching and broadcasting rules.
+
+    Raises:
+        ValueError: naming both shapes when the inner dimensions differ.
+    """
+    a, b = binary_operands(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {a.shape} and {b.shape}")
+    ka = a.shape[-1]
+    kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if ka != kb:
+        raise ValueError(f"matmul shape mismatch: {a.shape} @ {b.shape} (inner dimensions {ka} != {kb})")
+    return MatMul.apply(a, b)
+
+

