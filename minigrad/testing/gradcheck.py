@@ -1,0 +1,209 @@
+"""Gradient checking: minigrad's backward against a float64 central difference.
+
+``check_backward(fn, inputs)`` follows Chainer's ``check_backward``: for each differentiable input
+``x_i`` it draws a random unit direction ``v_i`` and compares
+
+    analytic:  ⟨∇_i L, v_i⟩                     with L = Σ_j ⟨gy_j, y_j⟩, y = fn(x), by backward
+    numeric:   (L(x_i + ε v_i) - L(x_i - ε v_i)) / 2ε   with fn evaluated on float64 copies
+
+The numeric side always runs in float64, so it stays precise when the op under test is float16;
+only the analytic side carries the tested dtype's rounding, which ``tolerance(dtype)`` allows for.
+One direction per input costs two extra forward passes, whatever the input's size.
+"""
+import numpy
+
+from minigrad import backend, dtype as dtypes
+from minigrad._config import enable_grad, no_grad
+from minigrad.autograd import engine
+from minigrad.autograd.function import Function
+
+# (atol, rtol) for the directional derivative of a gradient computed in each dtype
+_TOLERANCES = {
+    dtypes.float16: (5e-3, 5e-2),
+    dtypes.float32: (1e-4, 1e-3),
+    dtypes.float64: (1e-6, 1e-5),
+}
+DEFAULT_EPS = 1e-3
+
+
+def tolerance(dtype):
+    """``(atol, rtol)`` for checking gradients computed in ``dtype`` (float16, float32 or float64).
+
+    Raises:
+        TypeError: for a non-float dtype.
+    """
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in _TOLERANCES:
+        raise TypeError(f"tolerance(dtype) needs a float dtype, got {dtype}")
+    return _TOLERANCES[dtype]
+
+
+class _Probe(Function):
+    """Identity that records the gradient arriving at an input before the engine casts it."""
+    def forward(self, x, box):
+        self.box = box  # a list outliving the node (the engine frees the node after backward)
+        return x
+
+    def backward(self, g):
+        self.box.append(g)
+        return g
+
+
+def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=None, eps=None,
+                   seed=0, no_grads=None):
+    """Check ``fn``'s backward against a float64 central difference along random directions.
+
+    Args:
+        fn: function of Tensors (one per entry of ``inputs``) returning a Tensor or a tuple.
+        inputs: Tensors or arrays (NumPy or CuPy); float ones are differentiated, integer and
+            bool ones (labels, indices) are passed through untouched.
+        grad_outputs: the seed for each output (an array, a Tensor, or a tuple with one entry per
+            output, None for outputs not to seed); default standard-normal values in the
+            output's dtype.
+        dtype: cast the float inputs to this dtype first (the dtype under test).
+        atol, rtol: tolerances; default ``tolerance(d)`` for the lowest-precision float input d.
+        eps: finite-difference step along the unit direction; default 1e-3.
+        seed: seeds the random grad_outputs and directions (the check is deterministic).
+        no_grads: positions of float inputs not to differentiate.
+
+    Each gradient must also have its input's shape and dtype.
+
+    Raises:
+        AssertionError: naming the function, the input, both derivatives and the tolerances.
+    """
+    name = getattr(fn, "__name__", repr(fn))
+    rng = numpy.random.RandomState(seed)
+    arrays = [_as_array(x, dtype) for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
+    skip = set(no_grads or ())
+    diff = [i for i, a in enumerate(arrays) if a.dtype.kind == "f" and i not in skip]
+    if not diff:
+        raise ValueError(f"check_backward({name}): no float input to differentiate")
+    if atol is None or rtol is None:
+        lowest = min((arrays[i].dtype for i in diff), key=lambda d: d.itemsize)
+        default_atol, default_rtol = tolerance(lowest)
+        atol = default_atol if atol is None else atol
+        rtol = default_rtol if rtol is None else rtol
+    eps = DEFAULT_EPS if eps is None else eps
+
+    grads, seeds = _analytic(fn, arrays, diff, grad_outputs, rng, name)
+    for i in diff:
+        x, g = arrays[i], grads[i]
+        where = f"check_backward({name}): gradient of input {i} (shape {x.shape}, dtype {x.dtype})"
+        if g.shape != x.shape:
+            raise AssertionError(f"{where} has shape {g.shape}")
+        if g.dtype != x.dtype:
+            raise AssertionError(f"{where} has dtype {g.dtype}")
+        xp = backend.get_array_module(x)
+        v = rng.standard_normal(x.shape)
+        v /= max(numpy.sqrt((v * v).sum()), 1e-300)
+        v = xp.asarray(v)
+        got = float((g.astype(numpy.float64) * v).sum())
+        expected = _directional(fn, arrays, i, v, seeds, eps)
+        if not numpy.isfinite(got) or abs(got - expected) > atol + rtol * abs(expected):
+            raise AssertionError(
+                f"{where} is wrong: directional derivative along a random unit vector: "
+                f"backward gives {got:.6g}, float64 central difference gives {expected:.6g} "
+                f"(|difference| {abs(got - expected):.3g} > atol {atol:g} + rtol {rtol:g} * "
+                f"|expected|; eps {eps:g})")
+
+
+def numerical_grad(fn, inputs, grad_outputs, eps=DEFAULT_EPS):
+    """Elementwise float64 central-difference gradients of ``L = Σ_j ⟨gy_j, fn(inputs)_j⟩``.
+
+    Costs two forward passes per element: for tiny shapes (exhaustive checks).
+
+    Args:
+        fn: as for ``check_backward``.
+        inputs: Tensors or arrays; integer ones are passed through.
+        grad_outputs: an array (or tuple of arrays, None entries skipped) per output.
+        eps: the step.
+
+    Returns:
+        A list with a float64 NumPy array per float input (None for integer inputs).
+    """
+    arrays = [_as_array(x, None) for x in inputs]
+    seeds = grad_outputs if isinstance(grad_outputs, (list, tuple)) else [grad_outputs]
+    seeds = [None if s is None else _as_array(s, None).astype(numpy.float64) for s in seeds]
+    result = []
+    for i, x in enumerate(arrays):
+        if x.dtype.kind != "f":
+            result.append(None)
+            continue
+        xp = backend.get_array_module(x)
+        g = numpy.zeros(x.shape)
+        for k in numpy.ndindex(*x.shape):
+            e = numpy.zeros(x.shape)
+            e[k] = 1.0
+            g[k] = _directional(fn, arrays, i, xp.asarray(e), seeds, eps)
+        result.append(g)
+    return result
+
+
+def _as_array(x, dtype):
+    from minigrad.tensor import Tensor
+    array = x.data if isinstance(x, Tensor) else x
+    xp = backend.get_array_module(array)
+    array = xp.asarray(array)
+    if dtype is not None and array.dtype.kind == "f":
+        array = array.astype(dtypes.as_dtype(dtype))
+    return array
+
+
+def _outputs(out, name):
+    from minigrad.tensor import Tensor
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise TypeError(f"check_backward({name}): fn must return Tensors, got {type(o).__name__}")
+    return outs
+
+
+def _analytic(fn, arrays, diff, grad_outputs, rng, name):
+    """Run fn and backward; return (gradient array per input or None, float64 seeds per output)."""
+    from minigrad.tensor import Tensor
+    leaves = [Tensor(a, requires_grad=i in diff) for i, a in enumerate(arrays)]
+    boxes = [[] for _ in arrays]
+    with enable_grad():
+        probes = [_Probe.apply(t, box=boxes[i]) if i in diff else t for i, t in enumerate(leaves)]
+        outs = _outputs(fn(*probes), name)
+    if grad_outputs is None:
+        given = [None] * len(outs)
+    else:
+        given = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
+        if len(given) != len(outs):
+            raise ValueError(f"check_backward({name}): {len(given)} grad_outputs for {len(outs)} outputs")
+    roots, seeds, seeds64 = [], [], []
+    for o, gy in zip(outs, given):
+        xp = backend.get_array_module(o.data)
+        if o.dtype.kind != "f" or not o.requires_grad:
+            seeds64.append(None)
+            continue
+        if gy is None and grad_outputs is None:
+            gy = rng.standard_normal(o.shape)
+        elif gy is None:
+            seeds64.append(None)
+            continue
+        gy = xp.asarray(_as_array(gy, None)).astype(o.dtype)
+        roots.append(o)
+        seeds.append(gy)
+        seeds64.append(gy.astype(numpy.float64))
+    if roots:
+        engine.run_backward(roots, seeds, targets=[leaves[i] for i in diff])
+    grads = [box[0] if box else backend.get_array_module(a).zeros(a.shape, a.dtype)
+             for box, a in zip(boxes, arrays)]
+    return grads, seeds64
+
+
+def _directional(fn, arrays, i, v, seeds, eps):
+    """Central difference of L along ``v`` for input ``i``, all float inputs in float64."""
+    from minigrad.tensor import Tensor
+    x64 = [a.astype(numpy.float64) if a.dtype.kind == "f" else a for a in arrays]
+
+    def objective(sign):
+        args = list(x64)
+        args[i] = x64[i] + sign * eps * v
+        with no_grad():
+            outs = _outputs(fn(*[Tensor(a) for a in args]), "fn")
+        return sum(float((o.data.astype(numpy.float64) * s).sum())
+                   for o, s in zip(outs, seeds) if s is not None)
+    return (objective(1.0) - objective(-1.0)) / (2 * eps)

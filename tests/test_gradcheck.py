@@ -1,0 +1,145 @@
+"""The gradient checker itself: it passes correct ops and catches wrong backward rules."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import ops
+from minigrad.autograd.function import Function
+from minigrad.testing import check_backward, numerical_grad, tolerance
+
+
+class WrongSquare(Function):
+    """x² with a backward that is off by a factor: the checker must notice."""
+    factor = 2.2
+
+    def forward(self, x):
+        self.x = x
+        return x * x
+
+    def backward(self, g):
+        return g * self.x * self.x.dtype.type(self.factor)
+
+
+class DroppedTerm(Function):
+    """a * b whose backward forgets the gradient of b."""
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return a * b
+
+    def backward(self, g):
+        return g * self.b, g * 0
+
+
+class WrongDtype(Function):
+    """Correct values, but the gradient comes back in float64."""
+    def forward(self, x):
+        return x * 3
+
+    def backward(self, g):
+        return g.astype(numpy.float64) * 3
+
+
+def _x(shape=(3, 4), seed=0):
+    return numpy.random.RandomState(seed).uniform(-2, 2, shape)
+
+
+def test_passes_correct_ops(dtype):
+    check_backward(lambda x: ops.tanh(x) * x, [_x()], dtype=dtype)
+    check_backward(ops.matmul, [_x((3, 4)), _x((4, 2), 1)], dtype=dtype)
+    check_backward(lambda a, b: (a / (b * b + 1)).sum(axis=1), [_x(), _x((4,), 1)], dtype=dtype)
+
+
+def test_fails_on_wrong_factor(dtype):
+    with pytest.raises(AssertionError, match=r"check_backward\(square\): gradient of input 0"):
+        def square(x):
+            return WrongSquare.apply(x)
+        check_backward(square, [_x()], dtype=dtype)
+
+
+def test_fails_on_dropped_term_and_names_the_input(dtype):
+    with pytest.raises(AssertionError, match="input 1"):
+        check_backward(lambda a, b: DroppedTerm.apply(a, b), [_x(), _x(seed=1)], dtype=dtype)
+
+
+def test_fails_on_sign_error(dtype):
+    class Flipped(Function):
+        def forward(self, x):
+            return -x
+
+        def backward(self, g):
+            return g
+
+    with pytest.raises(AssertionError, match="central difference"):
+        check_backward(lambda x: Flipped.apply(x), [_x()], dtype=dtype)
+
+
+def test_catches_gradient_dtype_the_engine_would_hide(dtype):
+    with pytest.raises(AssertionError, match="has dtype float64"):
+        check_backward(lambda x: WrongDtype.apply(x), [_x()], dtype=dtype)
+
+
+def test_catches_gradient_shape():
+    class Unsummed(Function):
+        def forward(self, a, b):
+            return a + b
+
+        def backward(self, g):
+            return g, g  # b was broadcast: its gradient must be summed back
+
+    # the engine also refuses the shape, so either layer may report it
+    with pytest.raises((AssertionError, RuntimeError), match="shape"):
+        check_backward(lambda a, b: Unsummed.apply(a, b), [_x((3, 4)), _x((4,))])
+
+
+def test_small_wrong_factor_fails_in_float32_and_float64():
+    WrongSmall = type("WrongSmall", (WrongSquare,), {"factor": 2.01})
+    for dt in (numpy.float32, numpy.float64):
+        with pytest.raises(AssertionError):
+            check_backward(lambda x: WrongSmall.apply(x), [_x()], dtype=dt)
+
+
+def test_integer_inputs_pass_through():
+    labels = numpy.array([0, 2, 1])
+    seen = []
+
+    def pick(x, idx):
+        seen.append(idx.dtype)
+        return x[numpy.arange(3), idx.data]
+    check_backward(pick, [_x((3, 3)), labels])
+    assert all(d == numpy.int64 for d in seen)
+
+
+def test_no_grads_skips_a_float_input():
+    # the dropped term of b is not checked when b is listed in no_grads
+    check_backward(lambda a, b: DroppedTerm.apply(a, b), [_x(), _x(seed=1)], no_grads=[1])
+
+
+def test_multiple_outputs_and_given_grad_outputs():
+    def two(x):
+        return x * 2, ops.exp(x)
+    x = _x((5,))
+    check_backward(two, [x], grad_outputs=(numpy.ones(5), None))
+    check_backward(two, [x])
+
+
+def test_accepts_tensors_and_keeps_their_dtype():
+    x = minigrad.Tensor(_x(), dtype=minigrad.float16)
+    check_backward(ops.exp, [x])
+    check_backward(ops.exp, x)
+
+
+def test_tolerance_table():
+    assert tolerance(minigrad.float16)[1] > tolerance(minigrad.float32)[1] > tolerance(minigrad.float64)[1]
+    with pytest.raises(TypeError, match="float dtype"):
+        tolerance(minigrad.int32)
+
+
+def test_numerical_grad_elementwise():
+    x = numpy.array([[1.0, -2.0], [0.5, 3.0]])
+    (g,) = numerical_grad(lambda t: t * t * t, [x], numpy.ones((2, 2)))
+    numpy.testing.assert_allclose(g, 3 * x * x, rtol=1e-5)
+
+
+def test_error_without_float_inputs():
+    with pytest.raises(ValueError, match="no float input"):
+        check_backward(lambda i: i, [numpy.array([1, 2])])
