@@ -48,16 +48,10 @@ class Tensor:
         self._index = 0
         self._hooks = None
 
-    @classmethod
-    def _make(cls, array, ctx, index):
-        t = object.__new__(Tensor)
-        t.data = array
-        t.requires_grad = ctx is not None
-        t.grad = None
-        t._ctx = ctx
-        t._index = index
-        t._hooks = None
-        return t
+    @staticmethod
+    def _make(array, ctx, index):
+        """Wrap an xp array without checks (internal fast path); ``ctx`` is its creator or None."""
+        return make(array, ctx, index)
 
     # ---- array properties -------------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -224,6 +218,20 @@ class Tensor:
     @property
     def T(self):
         return ops.transpose(self, None)
+
+
+def make(array, ctx, index):
+    t = _new(Tensor)
+    t.data = array
+    t.requires_grad = ctx is not None
+    t.grad = None
+    t._ctx = ctx
+    t._index = index
+    t._hooks = None
+    return t
+
+
+_new = object.__new__
 
 
 def seed_like(tensor, gradient):

@@ -4,45 +4,37 @@ Gradients flow from the roots to the leaves. A node is processed only after ever
 consumes its outputs, so each output gradient is complete when its node runs; the order comes from
 an explicit-stack depth-first search (no recursion, so a 10,000-op chain is fine). Unless
 ``retain_graph`` is set, each node releases its inputs and saved arrays as soon as it has run.
+
+Leaf gradients are handed out fresh: never aliased with one another or with the seed, writable,
+in the leaf's shape and dtype, so optimizers and loss scalers may update them in place.
 """
+import minigrad.tensor as _tensor
 from minigrad import backend
 
 
 def _toposort(roots):
     """Nodes reachable from ``roots``, each before the nodes that produced its inputs."""
     order, visited = [], set()
-    for root in roots:
-        if id(root) in visited:
+    stack = [(fn, False) for fn in roots]
+    while stack:
+        fn, expanded = stack.pop()
+        if expanded:
+            order.append(fn)
             continue
-        visited.add(id(root))
-        stack = [(root, False)]
-        while stack:
-            fn, expanded = stack.pop()
-            if expanded:
-                order.append(fn)
-                continue
-            if fn.freed:
-                raise RuntimeError(
-                    "backward through a graph that has already been freed: call "
-                    "backward(retain_graph=True) the first time to backprop twice")
-            stack.append((fn, True))
-            for t, need in zip(fn.inputs, fn.needs_grad):
-                child = t._ctx
-                if need and child is not None and id(child) not in visited:
-                    visited.add(id(child))
-                    stack.append((child, False))
+        if fn in visited:
+            continue
+        if fn.freed:
+            raise RuntimeError(
+                "backward through a graph that has already been freed: call "
+                "backward(retain_graph=True) the first time to backprop twice")
+        visited.add(fn)
+        stack.append((fn, True))
+        for t, need in zip(fn.inputs, fn.needs_grad):
+            child = t._ctx
+            if need and child is not None and child not in visited:
+                stack.append((child, False))
     order.reverse()
     return order
-
-
-def _owner(array):
-    base = array.base
-    return id(array if base is None else base)
-
-
-def _accumulate(store, key, grad):
-    old = store.get(key)
-    store[key] = grad if old is None else old + grad
 
 
 def run_backward(roots, seeds, retain_graph=False, targets=None):
@@ -52,38 +44,38 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
     ``.grad`` (Torch style). With a list of tensors, their gradients are returned instead (``None``
     for a target that the roots do not depend on) and no ``.grad`` is touched.
     """
-    node_grads = {}   # id(fn) -> list of output gradients
-    leaf_grads = {}   # id(tensor) -> gradient
-    leaves = {}
-    wanted = None if targets is None else {id(t): t for t in targets}
-    captured = {}
+    node_grads = {}   # fn -> list of its output gradients
+    leaf_grads = {}   # id(leaf) -> [leaf, gradient]
+    captured = {}     # id(non-leaf target) -> gradient
 
     def send(tensor, grad):
         fn = tensor._ctx
         if fn is None:
-            leaves[id(tensor)] = tensor
-            _accumulate(leaf_grads, id(tensor), grad)
+            entry = leaf_grads.get(id(tensor))
+            if entry is None:
+                leaf_grads[id(tensor)] = [tensor, grad]
+            else:
+                entry[1] = entry[1] + grad
             return
-        slots = node_grads.get(id(fn))
+        slots = node_grads.get(fn)
         if slots is None:
-            slots = node_grads[id(fn)] = [None] * fn.n_outputs
+            slots = node_grads[fn] = [None] * fn.n_outputs
         i = tensor._index
         slots[i] = grad if slots[i] is None else slots[i] + grad
 
     for root, seed in zip(roots, seeds):
         send(root, seed)
-    nodes = _toposort([r._ctx for r in roots if r._ctx is not None])
-    for fn in nodes:
-        grads = node_grads.pop(id(fn), None)
+    inner_targets = [t for t in targets or () if t._ctx is not None]
+    for fn in _toposort([r._ctx for r in roots if r._ctx is not None]):
+        grads = node_grads.pop(fn, None)
         if grads is None:
             continue
         if fn.out_hooks:
             grads = [_run_hooks(fn.out_hooks.get(i), g) for i, g in enumerate(grads)]
-        if wanted:
-            for t in wanted.values():
-                if t._ctx is fn and grads[t._index] is not None:
-                    captured[id(t)] = grads[t._index]
-        if fn.n_outputs > 1 and any(g is None for g in grads):
+        for t in inner_targets:
+            if t._ctx is fn:
+                captured[id(t)] = grads[t._index]
+        if fn.n_outputs > 1 and None in grads:
             grads = _fill_missing(fn, grads)
         in_grads = fn.backward(*grads)
         if type(in_grads) is not tuple:
@@ -93,7 +85,21 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
                 send(t, g)
         if not retain_graph:
             fn.release()
-    return _deliver(leaves, leaf_grads, wanted, captured, seeds)
+
+    seen = {_owner(s) for s in seeds}
+    if targets is not None:
+        out = []
+        for t in targets:
+            entry = leaf_grads.get(id(t))
+            g = entry[1] if entry is not None else captured.get(id(t))
+            out.append(None if g is None else _fresh(g, t, seen))
+        return out
+    for leaf, g in leaf_grads.values():
+        if leaf._hooks:
+            g = _run_hooks(leaf._hooks, g)
+        g = _fresh(g, leaf, seen)
+        leaf.grad = _tensor.make(g if leaf.grad is None else leaf.grad.data + g, None, 0)
+    return None
 
 
 def _fill_missing(fn, grads):
@@ -105,36 +111,20 @@ def _fill_missing(fn, grads):
 def _run_hooks(hooks, grad):
     if not hooks or grad is None:
         return grad
-    from minigrad.tensor import Tensor
     for hook in hooks:
-        result = hook(Tensor(grad))
+        result = hook(_tensor.make(grad, None, 0))
         if result is not None:
-            grad = result.data if isinstance(result, Tensor) else result
+            grad = result.data if isinstance(result, _tensor.Tensor) else result
     return grad
 
 
-def _deliver(leaves, leaf_grads, wanted, captured, seeds):
-    """Hand leaf gradients out: never aliased, always writable, in the leaf's shape and dtype."""
-    from minigrad.tensor import Tensor
-
-    seen = {_owner(s) for s in seeds}
-    if wanted is not None:
-        out = []
-        for key, t in wanted.items():
-            g = leaf_grads.get(key, captured.get(key))
-            out.append(None if g is None else _fresh(g, t, seen))
-        return out
-    for key, t in leaves.items():
-        g = _run_hooks(t._hooks, leaf_grads[key])
-        g = _fresh(g, t, seen)
-        if t.grad is None:
-            t.grad = Tensor(g)
-        else:
-            t.grad = Tensor(t.grad.data + g)
-    return None
+def _owner(array):
+    base = array.base
+    return id(array if base is None else base)
 
 
 def _fresh(grad, tensor, seen):
+    """``grad`` as the gradient of ``tensor``: its dtype, its shape, writable, not aliased."""
     if grad.dtype != tensor.data.dtype:
         grad = grad.astype(tensor.data.dtype)
     if grad.shape != tensor.data.shape:
@@ -143,6 +133,6 @@ def _fresh(grad, tensor, seen):
     key = _owner(grad)
     if key in seen or not grad.flags.writeable:
         grad = grad.copy()
-        key = _owner(grad)
+        key = id(grad)
     seen.add(key)
     return grad

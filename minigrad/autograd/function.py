@@ -13,6 +13,7 @@ A subclass implements::
 node so that ``Tensor.backward`` can walk the graph. Non-tensor arguments go to ``forward`` as
 keyword arguments. ``backward`` must not modify the gradients it receives.
 """
+import minigrad.tensor as _tensor  # a cycle: tensor.py imports the ops, which import this module
 from minigrad._config import config
 
 
@@ -35,20 +36,21 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **kwargs):
         """Run the op on tensors; return a Tensor (or a tuple of them for several outputs)."""
-        from minigrad.tensor import Tensor  # tensor.py imports the ops, which import this module
-
         fn = cls()
         out = fn.forward(*[t.data for t in inputs], **kwargs)
-        record = config.grad_enabled and any(t.requires_grad for t in inputs)
-        if record:
-            fn.inputs = inputs
-            fn.needs_grad = tuple(t.requires_grad for t in inputs)
+        record = None
+        if config.grad_enabled:
+            needs = tuple([t.requires_grad for t in inputs])
+            if True in needs:
+                record = fn
+                fn.inputs = inputs
+                fn.needs_grad = needs
         if type(out) is tuple:
             fn.n_outputs = len(out)
             if record:
                 fn.out_meta = [(o.shape, o.dtype) for o in out]
-            return tuple(Tensor._make(o, fn if record else None, i) for i, o in enumerate(out))
-        return Tensor._make(out, fn if record else None, 0)
+            return tuple(_tensor.make(o, record, i) for i, o in enumerate(out))
+        return _tensor.make(out, record, 0)
 
     def release(self):
         """Drop references to inputs and saved arrays so the graph can be garbage-collected."""

@@ -1,12 +1,12 @@
 """Helpers shared by the ops: operand coercion (the dtype policy) and gradient un-broadcasting."""
 import numpy
 
+import minigrad.tensor as _tensor  # a cycle: tensor.py imports the ops
 from minigrad import backend, dtype as dtypes
 
 
 def tensor_class():
-    from minigrad.tensor import Tensor
-    return Tensor
+    return _tensor.Tensor
 
 
 def as_tensor(value, like=None):

@@ -5,11 +5,12 @@ from minigrad.ops._util import as_tensor, normalize_axis, sum_acc
 
 
 def _expand(g, shape, axes, keepdims):
-    """Put back the reduced axes of ``g`` (as size 1) and broadcast it to ``shape``."""
-    xp = backend.get_array_module(g)
+    """Put back the reduced axes of ``g`` (as size 1) and broadcast it to ``shape`` (a new array)."""
     if not keepdims:
         g = g.reshape([1 if i in axes else n for i, n in enumerate(shape)])
-    return xp.broadcast_to(g, shape)
+    out = backend.get_array_module(g).empty(shape, g.dtype)
+    out[...] = g
+    return out
 
 
 class Sum(Function):
