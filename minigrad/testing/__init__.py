@@ -1,2 +1,3 @@
-"""Test tools: the gradient checker and its per-dtype tolerance table."""
+"""Test tools: the gradient checker, its per-dtype tolerance table, and op-test helpers."""
 from minigrad.testing.gradcheck import check_backward, numerical_grad, tolerance
+from minigrad.testing.helpers import assert_forward, noncontiguous

@@ -1,0 +1,222 @@
+"""Reductions, shape ops, indexing and matmul: forward vs NumPy, backward vs the checker."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous
+
+
+def _distinct(shape, seed=0):
+    """Values with no ties (a shuffled grid), so max/min have one winner per slice."""
+    n = int(numpy.prod(shape))
+    values = (numpy.arange(n) - n / 2) * (4.0 / max(n, 1))
+    return numpy.random.RandomState(seed).permutation(values).reshape(shape)
+
+
+def _rand(shape, seed=0):
+    return numpy.random.RandomState(seed).uniform(-2, 2, shape)
+
+
+# ---- reductions ---------------------------------------------------------------------------
+
+REDUCTIONS = {"sum": numpy.sum, "mean": numpy.mean, "max": numpy.max, "min": numpy.min}
+AXES = [None, 0, -1, (0, 2), (), (2, 0, 1)]
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@pytest.mark.parametrize("axis", AXES, ids=str)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduction(name, axis, keepdims, dtype, device):
+    x = _distinct((3, 4, 5)).astype(dtype)
+
+    def fn(t):
+        return getattr(ops, name)(t, axis=axis, keepdims=keepdims)
+    out = fn(minigrad.Tensor(x, device=device))
+    assert_forward(out, REDUCTIONS[name](x.astype(numpy.float64), axis=axis, keepdims=keepdims), dtype)
+    check_backward(fn, [minigrad.Tensor(x, device=device)])
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_methods_and_noncontiguous(name, dtype):
+    x = _distinct((4, 6)).astype(dtype)
+    for view in (x.T, noncontiguous(x)):
+        out = getattr(minigrad.Tensor(view), name)(axis=1, keepdims=True)
+        assert_forward(out, REDUCTIONS[name](view.astype(numpy.float64), axis=1, keepdims=True), dtype)
+        check_backward(lambda t: getattr(t, name)(axis=1), [view])
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_of_scalar_tensor(name):
+    x = minigrad.Tensor(numpy.float32(2.5), requires_grad=True)
+    out = getattr(ops, name)(x)
+    assert out.shape == () and out.item() == 2.5
+    out.backward()
+    assert x.grad.item() == 1.0
+
+
+def test_reduction_axis_out_of_range():
+    with pytest.raises(ValueError, match=r"axis=3 is out of range for a tensor of 2 dimensions"):
+        ops.sum(minigrad.Tensor(numpy.ones((2, 3))), axis=3)
+
+
+def test_max_min_of_empty_tensor_raise():
+    with pytest.raises(ValueError, match=r"empty tensor of shape \(0, 3\)"):
+        ops.max(minigrad.Tensor(numpy.ones((0, 3))))
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_share_gradient_among_ties(name, dtype):
+    x = numpy.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], dtype)
+    if name == "min":
+        x = -x
+    t = minigrad.Tensor(x, requires_grad=True)
+    getattr(t, name)(axis=1).sum().backward()
+    assert t.grad.dtype == dtype
+    numpy.testing.assert_allclose(t.grad.asnumpy(), [[0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]], rtol=1e-3)
+    t.grad = None
+    getattr(t, name)().backward(minigrad.Tensor(numpy.array(6.0, dtype)))  # a global tie of 2
+    numpy.testing.assert_allclose(t.grad.asnumpy(), [[0, 3, 3], [0, 0, 0]])
+
+
+def test_fp16_sum_and_mean_accumulate_in_fp32():
+    x = minigrad.Tensor(numpy.full(4096, 0.1, numpy.float16))
+    exact = 4096 * float(numpy.float16(0.1))
+    assert x.sum().dtype == numpy.float16 and x.mean().dtype == numpy.float16
+    assert abs(float(x.sum()) - exact) < 0.5   # fp16 spacing at 409.6 is 0.25
+    assert abs(float(x.mean()) - float(numpy.float16(0.1))) < 1e-4
+    naive = numpy.float16(0)
+    for _ in range(4096):
+        naive = numpy.float16(naive + numpy.float16(0.1))
+    assert abs(float(naive) - exact) > 50  # what fp16 accumulation would have given
+
+
+# ---- shape ops ----------------------------------------------------------------------------
+
+SHAPE_CASES = {
+    # name: (minigrad function, NumPy reference, input shape)
+    "reshape": (lambda t: ops.reshape(t, (4, -1)), lambda a: a.reshape(4, -1), (2, 3, 4)),
+    "reshape_int": (lambda t: ops.reshape(t, 24), lambda a: a.reshape(24), (2, 3, 4)),
+    "reshape_method": (lambda t: t.reshape(6, 4), lambda a: a.reshape(6, 4), (2, 3, 4)),
+    "view_method": (lambda t: t.view((3, 8)), lambda a: a.reshape(3, 8), (2, 3, 4)),
+    "flatten": (lambda t: t.flatten(), lambda a: a.reshape(-1), (2, 3, 4)),
+    "transpose": (lambda t: ops.transpose(t), lambda a: a.transpose(), (2, 3, 4)),
+    "transpose_axes": (lambda t: ops.transpose(t, (1, 2, 0)), lambda a: a.transpose(1, 2, 0), (2, 3, 4)),
+    "transpose_negative": (lambda t: t.transpose(0, -1, 1), lambda a: a.transpose(0, 2, 1), (2, 3, 4)),
+    "T": (lambda t: t.T, lambda a: a.T, (3, 4)),
+    "swapaxes": (lambda t: ops.swapaxes(t, 0, -1), lambda a: a.swapaxes(0, -1), (2, 3, 4)),
+    "expand_dims": (lambda t: ops.expand_dims(t, 1), lambda a: numpy.expand_dims(a, 1), (2, 3)),
+    "expand_dims_end": (lambda t: t.expand_dims(-1), lambda a: numpy.expand_dims(a, -1), (2, 3)),
+    "squeeze": (lambda t: ops.squeeze(t), lambda a: a.squeeze(), (2, 1, 3, 1)),
+    "squeeze_axis": (lambda t: t.squeeze(-1), lambda a: a.squeeze(-1), (2, 1, 3, 1)),
+    "broadcast_to": (lambda t: ops.broadcast_to(t, (2, 3, 4)),
+                     lambda a: numpy.broadcast_to(a, (2, 3, 4)), (3, 1)),
+    "broadcast_method": (lambda t: t.broadcast_to((5, 3)), lambda a: numpy.broadcast_to(a, (5, 3)), (3,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_CASES))
+def test_shape_op(name, dtype, device):
+    fn, ref, shape = SHAPE_CASES[name]
+    x = _rand(shape).astype(dtype)
+    out = fn(minigrad.Tensor(x, device=device))
+    numpy.testing.assert_array_equal(out.asnumpy(), ref(x))
+    assert out.dtype == dtype
+    check_backward(fn, [minigrad.Tensor(x, device=device)])
+    check_backward(fn, [noncontiguous(x)])
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda t: ops.reshape(t, (5, 5)), r"cannot reshape a tensor of shape \(2, 3, 4\) \(24 elements\) to \(5, 5\)"),
+    (lambda t: ops.transpose(t, (0, 0, 1)), r"not a permutation"),
+    (lambda t: ops.squeeze(t, 1), r"cannot squeeze axis 1 of size 3"),
+    (lambda t: ops.expand_dims(t, 5), r"axis=5 is out of range"),
+    (lambda t: ops.broadcast_to(t, (3, 3)), r"cannot broadcast a tensor of shape \(2, 3, 4\) to \(3, 3\)"),
+    (lambda t: ops.swapaxes(t, 0, 3), r"out of range"),
+])
+def test_shape_errors_name_the_shapes(call, message):
+    with pytest.raises(ValueError, match=message):
+        call(minigrad.Tensor(numpy.zeros((2, 3, 4))))
+
+
+# ---- indexing ----------------------------------------------------------------------------
+
+INDICES = {
+    "int": 1,
+    "negative_int": -1,
+    "slice": slice(1, 3),
+    "step_slice": (slice(None), slice(None, None, 2)),
+    "reverse": (slice(None, None, -1), 0),
+    "ellipsis_newaxis": (Ellipsis, None, 1),
+    "int_array": numpy.array([0, 2]),
+    "repeated_int_array": numpy.array([0, 2, 0, 0]),
+    "list": [3, 1, 1],
+    "two_int_arrays": (numpy.array([0, 1, 1]), numpy.array([2, 2, 0])),
+    "mixed_slice_array": (slice(None), numpy.array([[0, 1], [2, 0]])),
+    "bool_mask": numpy.array([True, False, True, True]),
+    "bool_mask_2d": _rand((4, 3), 7) > 0,
+    "int_tensor": minigrad.Tensor([2, 2, 3]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDICES))
+def test_getitem(name, dtype, device):
+    index = INDICES[name]
+    x = _rand((4, 3)).astype(dtype)
+    np_index = numpy.asarray(index) if isinstance(index, minigrad.Tensor) else index
+    out = minigrad.Tensor(x, device=device)[index]
+    numpy.testing.assert_array_equal(out.asnumpy(), x[np_index])
+    check_backward(lambda t: t[index], [minigrad.Tensor(x, device=device)])
+    check_backward(lambda t: ops.getitem(t, index), [x.T.copy().T])  # an F-ordered input
+
+
+def test_getitem_repeated_indices_add_their_gradients(dtype):
+    x = minigrad.Tensor(numpy.zeros(4, dtype), requires_grad=True)
+    x[numpy.array([0, 2, 0, 0])].sum().backward()
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), [3, 0, 1, 0])
+    assert x.grad.dtype == dtype
+
+
+def test_getitem_bool_tensor_mask():
+    x = minigrad.Tensor(numpy.array([1.0, -2.0, 3.0]), requires_grad=True)
+    y = x[x > 0]
+    numpy.testing.assert_array_equal(y.asnumpy(), [1.0, 3.0])
+    (y * y).sum().backward()
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 0.0, 6.0])
+
+
+# ---- matmul -------------------------------------------------------------------------------
+
+MATMUL_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((3, 4), (2, 4, 5)),
+                 ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4,)), ((4,), (4, 5)), ((3, 4), (4,)),
+                 ((2, 3, 4), (4,)), ((4,), (2, 4, 5)), ((1, 4), (4, 1))]
+
+
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul(shapes, dtype, device):
+    a, b = _rand(shapes[0]).astype(dtype), _rand(shapes[1], 1).astype(dtype)
+    out = ops.matmul(minigrad.Tensor(a, device=device), minigrad.Tensor(b, device=device))
+    # the reference: exact products of the rounded inputs, accumulated in float64
+    assert_forward(out, numpy.matmul(a.astype(numpy.float64), b.astype(numpy.float64)), dtype)
+    check_backward(ops.matmul, [minigrad.Tensor(a, device=device), minigrad.Tensor(b, device=device)])
+
+
+def test_matmul_noncontiguous_and_operator(dtype):
+    a, b = _rand((4, 3)).astype(dtype).T, noncontiguous(_rand((4, 5), 1).astype(dtype))
+    expected = a.astype(numpy.float64) @ b.astype(numpy.float64)
+    assert_forward(minigrad.Tensor(a) @ minigrad.Tensor(b), expected, dtype)
+    assert_forward(minigrad.Tensor(a).matmul(minigrad.Tensor(b)), expected, dtype)
+    check_backward(lambda x, y: x @ y, [a, b])
+    check_backward(lambda x, y: y.T @ x.T, [b.T, a.T])
+
+
+def test_matmul_float64_tight():
+    check_backward(ops.matmul, [_rand((2, 3, 4)), _rand((4, 5), 1)])
+
+
+def test_matmul_errors_name_both_shapes():
+    a, b = minigrad.Tensor(numpy.zeros((3, 4))), minigrad.Tensor(numpy.zeros((5, 2)))
+    with pytest.raises(ValueError, match=r"\(3, 4\) @ \(5, 2\) \(inner dimensions 4 != 5\)"):
+        ops.matmul(a, b)
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        ops.matmul(minigrad.Tensor(2.0), a)
