@@ -1,0 +1,78 @@
+"""Property tests: broadcasting binary ops over random broadcast-compatible shapes.
+
+For each drawn pair (or triple, for ``where``) of shapes the output shape must be
+``numpy.broadcast_shapes``, each gradient must have its input's shape and dtype, and the
+values must pass the float64 gradient check.
+"""
+import numpy
+import pytest
+from hypothesis import given, strategies as st
+
+import minigrad
+from minigrad import ops
+from minigrad.testing import assert_forward, check_backward
+
+
+@st.composite
+def broadcastable_shapes(draw, n=2, max_dims=4, max_side=4):
+    """``n`` shapes that broadcast together: each drops leading axes of a common shape and
+    sets some of its sides to 1."""
+    common = draw(st.lists(st.integers(1, max_side), min_size=0, max_size=max_dims))
+    shapes = []
+    for _ in range(n):
+        dropped = draw(st.integers(0, len(common)))
+        shapes.append(tuple(1 if draw(st.booleans()) else side for side in common[dropped:]))
+    return shapes
+
+
+def _values(shape, name, role, seed):
+    rng = numpy.random.RandomState(seed)
+    if name in ("maximum", "minimum"):  # even vs odd tenths: never tied
+        return rng.randint(-10, 10, shape) * 0.2 + (0.1 if role else 0.0)
+    if name == "div" and role:
+        return rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    return rng.uniform(-2.0, 2.0, shape)
+
+
+BINARY = {"add": numpy.add, "sub": numpy.subtract, "mul": numpy.multiply, "div": numpy.divide,
+          "maximum": numpy.maximum, "minimum": numpy.minimum}
+
+
+@pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32], ids=["float16", "float32"])
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(shapes=broadcastable_shapes(), seed=st.integers(0, 2 ** 16))
+def test_binary_broadcasting(name, dtype, shapes, seed):
+    a, b = (_values(s, name, role, seed + role).astype(dtype) for role, s in enumerate(shapes))
+    fn = getattr(ops, name)
+    ta = minigrad.Tensor(a, requires_grad=True)
+    tb = minigrad.Tensor(b, requires_grad=True)
+    out = fn(ta, tb)
+    assert out.shape == numpy.broadcast_shapes(a.shape, b.shape)
+    assert_forward(out, BINARY[name](a.astype(numpy.float64), b.astype(numpy.float64)), dtype)
+    out.backward(numpy.ones(out.shape))
+    assert ta.grad.shape == a.shape and tb.grad.shape == b.shape
+    assert ta.grad.dtype == dtype and tb.grad.dtype == dtype
+    check_backward(fn, [a, b], seed=seed)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32], ids=["float16", "float32"])
+@given(shapes=broadcastable_shapes(n=3), seed=st.integers(0, 2 ** 16))
+def test_where_broadcasting(dtype, shapes, seed):
+    s_cond, s_x, s_y = shapes
+    cond = numpy.random.RandomState(seed).rand(*s_cond) > 0.5
+    x, y = _values(s_x, "where", 0, seed).astype(dtype), _values(s_y, "where", 1, seed + 1).astype(dtype)
+    out = ops.where(cond, minigrad.Tensor(x), minigrad.Tensor(y))
+    assert out.shape == numpy.broadcast_shapes(*shapes)
+    numpy.testing.assert_array_equal(out.asnumpy(), numpy.where(cond, x, y))
+    check_backward(lambda p, q: ops.where(cond, p, q), [x, y], seed=seed)
+
+
+@given(shapes=broadcastable_shapes(n=1), target_extra=st.lists(st.integers(1, 3), max_size=2),
+       seed=st.integers(0, 2 ** 16))
+def test_broadcast_to_then_sum_back(shapes, target_extra, seed):
+    (shape,) = shapes
+    target = tuple(target_extra) + tuple(side if side != 1 else 3 for side in shape)
+    x = numpy.random.RandomState(seed).uniform(-1, 1, shape).astype(numpy.float32)
+    out = ops.broadcast_to(minigrad.Tensor(x), target)
+    numpy.testing.assert_array_equal(out.asnumpy(), numpy.broadcast_to(x, target))
+    check_backward(lambda t: ops.broadcast_to(t, target), [x], seed=seed)
