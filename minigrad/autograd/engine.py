@@ -75,7 +75,7 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
         for t in inner_targets:
             if t._ctx is fn:
                 captured[id(t)] = grads[t._index]
-        if fn.n_outputs > 1 and None in grads:
+        if fn.n_outputs > 1 and any(g is None for g in grads):
             grads = _fill_missing(fn, grads)
         in_grads = fn.backward(*grads)
         if type(in_grads) is not tuple:
