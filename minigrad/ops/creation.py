@@ -1,0 +1,102 @@
+"""Tensor creation: zeros, ones, full, zeros_like, ones_like, arange; and ``square``.
+
+New tensors are made on ``set_context(device_target=...)`` (or ``device=``); the ``*_like``
+functions follow their argument's device. Created tensors are leaves without gradient.
+"""
+import numpy
+
+from minigrad import backend, dtype as dtypes
+from minigrad._config import config
+from minigrad.autograd.function import Function
+from minigrad.ops._util import as_tensor, tensor_class
+
+
+def _module(device):
+    device = backend.check_device(config.device_target if device is None else device)
+    return backend.cupy if device == "GPU" else numpy
+
+
+def _shape(shape):
+    shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
+    if not all(isinstance(n, (int, numpy.integer)) and not isinstance(n, bool) and n >= 0
+               for n in shape):
+        raise ValueError(f"shape must be a tuple of non-negative ints, got {shape}")
+    return tuple(int(n) for n in shape)
+
+
+def _leaf(array):
+    return tensor_class()._make(array, None, 0)
+
+
+def full(shape, value, dtype=None, device=None):
+    """A tensor of ``shape`` filled with ``value``.
+
+    ``dtype`` defaults to float32 for a float value, int64 for an int, bool for a bool.
+
+    Raises:
+        ValueError: for a shape that is not a tuple of non-negative ints.
+        TypeError: for an unsupported dtype.
+    """
+    dtype = dtypes.default_dtype(value) if dtype is None else dtypes.as_dtype(dtype)
+    return _leaf(_module(device).full(_shape(shape), value, dtype))
+
+
+def zeros(shape, dtype=dtypes.float32, device=None):
+    """A tensor of ``shape`` filled with 0 (default float32)."""
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape, dtype=dtypes.float32, device=None):
+    """A tensor of ``shape`` filled with 1 (default float32)."""
+    return full(shape, 1, dtype, device)
+
+
+def full_like(x, value, dtype=None):
+    """A tensor with ``x``'s shape and device (and dtype unless given) filled with ``value``."""
+    x = as_tensor(x)
+    xp = backend.get_array_module(x.data)
+    dtype = x.dtype if dtype is None else dtypes.as_dtype(dtype)
+    return _leaf(xp.full(x.shape, value, dtype))
+
+
+def zeros_like(x, dtype=None):
+    """Zeros with ``x``'s shape, device and dtype (no gradient flows to ``x``)."""
+    return full_like(x, 0, dtype)
+
+
+def ones_like(x, dtype=None):
+    """Ones with ``x``'s shape, device and dtype (no gradient flows to ``x``)."""
+    return full_like(x, 1, dtype)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None):
+    """``[start, start + step, ...)`` below ``stop`` (``arange(n)`` counts 0..n-1).
+
+    ``dtype`` defaults to int64 when all of start, stop and step are ints, else float32.
+
+    Raises:
+        ValueError: if ``step`` is 0.
+    """
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange step must be non-zero, got 0")
+    if dtype is None:
+        ints = all(isinstance(v, (int, numpy.integer)) for v in (start, stop, step))
+        dtype = dtypes.int64 if ints else dtypes.float32
+    return _leaf(_module(device).arange(start, stop, step, dtype=dtypes.as_dtype(dtype)))
+
+
+class Square(Function):
+    """out = x²;  dx = 2 x g."""
+    def forward(self, x):
+        self.x = x
+        return x * x
+
+    def backward(self, g):
+        return g * (2 * self.x)
+
+
+def square(x):
+    """x² elementwise, in ``x``'s dtype."""
+    return Square.apply(as_tensor(x))

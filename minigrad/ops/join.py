@@ -1,0 +1,103 @@
+"""Joining and splitting: concat, stack, split."""
+import numpy
+
+from minigrad import backend
+from minigrad.autograd.function import Function
+from minigrad.ops._util import as_tensor, cast, normalize_axis
+
+
+class Concat(Function):
+    """out = [x₀, x₁, ...] joined along axis;  dxᵢ = the slice of g that xᵢ filled."""
+    def forward(self, *arrays, axis):
+        self.axis = axis
+        self.bounds = numpy.cumsum([a.shape[axis] for a in arrays])[:-1].tolist()
+        return backend.get_array_module(*arrays).concatenate(arrays, axis=axis)
+
+    def backward(self, g):
+        return tuple(backend.get_array_module(g).split(g, self.bounds, axis=self.axis))
+
+
+class Stack(Function):
+    """out = [x₀, x₁, ...] stacked along a new axis;  dxᵢ = g taken at index i of that axis."""
+    def forward(self, *arrays, axis):
+        self.axis = axis
+        return backend.get_array_module(*arrays).stack(arrays, axis=axis)
+
+    def backward(self, g):
+        return tuple(backend.get_array_module(g).moveaxis(g, self.axis, 0))
+
+
+class Split(Function):
+    """out = the pieces of x along axis;  dx = the piece gradients joined (zeros for unused pieces)."""
+    def forward(self, x, bounds, axis):
+        self.axis = axis
+        return tuple(backend.get_array_module(x).split(x, bounds, axis=axis))
+
+    def backward(self, *grads):
+        return backend.get_array_module(*grads).concatenate(grads, axis=self.axis)
+
+
+def _same_dtype(tensors, op):
+    if isinstance(tensors, (str, bytes)) or not hasattr(tensors, "__len__"):
+        raise TypeError(f"{op} expects a list or tuple of tensors, got {type(tensors).__name__}")
+    if len(tensors) == 0:
+        raise ValueError(f"{op} needs at least one tensor, got an empty {type(tensors).__name__}")
+    tensors = [as_tensor(t) for t in tensors]
+    common = numpy.result_type(*[t.dtype for t in tensors])
+    return [cast(t, common) for t in tensors]
+
+
+def concat(tensors, axis=0):
+    """Join tensors along an existing ``axis`` (default 0); mixed dtypes promote (fp16+fp32 -> fp32).
+
+    Raises:
+        ValueError: for an empty list, an axis out of range, or shapes that differ off ``axis``.
+    """
+    tensors = _same_dtype(tensors, "concat")
+    first = tensors[0]
+    ax = normalize_axis(axis, first.ndim)[0]
+    for i, t in enumerate(tensors):
+        if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape))
+                                       if k != ax):
+            raise ValueError(f"concat along axis {axis}: tensor {i} has shape {t.shape}, which does "
+                             f"not match tensor 0's shape {first.shape} off that axis")
+    return Concat.apply(*tensors, axis=ax)
+
+
+def stack(tensors, axis=0):
+    """Join equal-shaped tensors along a new ``axis`` (default 0; from -ndim-1 to ndim).
+
+    Raises:
+        ValueError: for an empty list, an axis out of range, or differing shapes.
+    """
+    tensors = _same_dtype(tensors, "stack")
+    first = tensors[0]
+    for i, t in enumerate(tensors):
+        if t.shape != first.shape:
+            raise ValueError(f"stack needs tensors of one shape: tensor {i} has shape {t.shape}, "
+                             f"tensor 0 has {first.shape}")
+    ax = normalize_axis(axis, first.ndim + 1)[0]
+    return Stack.apply(*tensors, axis=ax)
+
+
+def split(x, sections_or_indices, axis=0):
+    """Cut ``x`` along ``axis`` into a tuple of tensors (views of ``x``'s data).
+
+    ``sections_or_indices`` is either an int n (n equal pieces) or a sorted sequence of cut
+    indices, as in ``numpy.split``: ``[2, 5]`` gives ``x[:2], x[2:5], x[5:]``.
+
+    Raises:
+        ValueError: if n does not divide the axis length, n < 1, or an axis out of range.
+    """
+    x = as_tensor(x)
+    ax = normalize_axis(axis, x.ndim)[0]
+    length = x.shape[ax]
+    if isinstance(sections_or_indices, (int, numpy.integer)):
+        n = int(sections_or_indices)
+        if n < 1 or length % n:
+            raise ValueError(f"split: sections_or_indices={n} must be a positive divisor of the "
+                             f"length {length} of axis {axis} (shape {x.shape})")
+        bounds = [length // n * i for i in range(1, n)]
+    else:
+        bounds = [int(i) for i in sections_or_indices]
+    return Split.apply(x, bounds=bounds, axis=ax)

@@ -1,0 +1,42 @@
+"""Seeded random generators, one per backend.
+
+Dropout, the initializers and dataset shuffling draw from ``get_rng(xp)``, so one call to
+``minigrad.set_seed(n)`` makes all of them reproducible. Without a seed the generators start
+from fresh OS entropy.
+"""
+import numpy
+
+_seed = None
+_generators = {}  # module name ("numpy" / "cupy") -> Generator
+
+
+def set_seed(seed):
+    """Seed every minigrad generator (NumPy, and CuPy when used) with ``seed``.
+
+    Generators are re-created lazily from the new seed, so draws after ``set_seed(n)`` repeat
+    exactly on every run.
+
+    Raises:
+        TypeError: if ``seed`` is not an int.
+        ValueError: if ``seed`` is negative.
+    """
+    global _seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, numpy.integer)):
+        raise TypeError(f"seed must be a non-negative int, got {seed!r} ({type(seed).__name__})")
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed}")
+    _seed = int(seed)
+    _generators.clear()
+
+
+def get_seed():
+    """The seed last given to ``set_seed`` (``None`` if it was never called)."""
+    return _seed
+
+
+def get_rng(xp=numpy):
+    """The generator for array module ``xp``: a ``numpy.random.Generator`` or its CuPy twin."""
+    gen = _generators.get(xp.__name__)
+    if gen is None:
+        gen = _generators[xp.__name__] = xp.random.default_rng(_seed)
+    return gen
