@@ -33,7 +33,7 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
             raise TypeError(f"input {p} to differentiate must be a Tensor, got {type(args[p]).__name__}")
         args[p] = Tensor._make(args[p].data, None, 0).requires_grad_()
         leaves.append(args[p])
-    weights = list(weights or ())
+    weights = [weights] if isinstance(weights, Tensor) else list(weights or ())  # one Parameter
     with enable_grad():
         out = fn(*args)
     if has_aux:

@@ -91,7 +91,7 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
         out = []
         for t in targets:
             entry = leaf_grads.get(id(t))
-            g = entry[1] if entry is not None else captured.get(id(t))
+            g = _run_hooks(t._hooks, entry[1]) if entry is not None else captured.get(id(t))
             out.append(None if g is None else _fresh(g, t, seen))
         return out
     for leaf, g in leaf_grads.values():
