@@ -1,0 +1,158 @@
+"""AMP levels and ``build_train_network``: how ``Model(amp_level=..., loss_scale_manager=...)``
+becomes a training cell.
+
+=====  ==================================================  ====================  ==================
+level  network                                             loss                  loss scale default
+=====  ==================================================  ====================  ==================
+O0     unchanged (fp32)                                    as the network        none
+O1     white-list ops (matmul, conv) in fp16 via autocast  fp32 (autocast list)  none
+O2     fp16 parameters and compute; BatchNorm/LayerNorm    inputs cast to fp32   DynamicLossScale-
+       in fp32 (output cast back to fp16); the optimizer                         Manager()
+       keeps fp32 master weights
+O3     everything fp16, BatchNorm included                 inputs cast to fp32   none
+=====  ==================================================  ====================  ==================
+
+Keyword arguments override a level's defaults: ``cast_model_type`` (float16/float32),
+``keep_batchnorm_fp32`` (bool), ``loss_scale_manager`` (a ``LossScaleManager`` or None).
+"""
+from minigrad import dtype as dtypes, ops
+from minigrad.amp.autocast import autocast
+from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
+from minigrad.nn.cell import Cell
+
+LEVELS = ("O0", "O1", "O2", "O3")
+
+
+def _level_config(level):
+    return {"O0": dict(cast_model_type=dtypes.float32, keep_batchnorm_fp32=False, loss_scale_manager=None),
+            "O1": dict(cast_model_type=dtypes.float32, keep_batchnorm_fp32=False, loss_scale_manager=None),
+            "O2": dict(cast_model_type=dtypes.float16, keep_batchnorm_fp32=True,
+                       loss_scale_manager=DynamicLossScaleManager()),
+            "O3": dict(cast_model_type=dtypes.float16, keep_batchnorm_fp32=False,
+                       loss_scale_manager=None)}[level]
+
+
+def _check_level(level):
+    if not isinstance(level, str):
+        raise TypeError(f"build_train_network: 'level' must be a str, but got {level!r} "
+                        f"of type {type(level).__name__}")
+    if level == "auto":
+        from minigrad.context import get_context
+        if get_context("device_target") == "GPU":
+            return "O2"
+        raise ValueError("build_train_network: level 'auto' is only supported when device_target "
+                         "is 'GPU' (it means O2 there); choose one of " + ", ".join(LEVELS))
+    if level not in LEVELS:
+        raise ValueError(f"build_train_network: 'level' must be one of {LEVELS + ('auto',)}, "
+                         f"but got {level!r}")
+    return level
+
+
+class _AutocastCell(Cell):
+    """Runs the wrapped network under ``autocast()`` (level O1)."""
+
+    def __init__(self, network):
+        super().__init__(auto_prefix=False)
+        self._backbone = network
+
+    def construct(self, *inputs):
+        with autocast():
+            return self._backbone(*inputs)
+
+
+class _WithLossCellFp32(Cell):
+    """``loss_fn(cast(net(x), fp32), cast(label, fp32))``: the loss of an fp16 network in fp32."""
+
+    def __init__(self, backbone, loss_fn):
+        super().__init__(auto_prefix=False)
+        self._backbone = backbone
+        self._loss_fn = loss_fn
+
+    def construct(self, data, label):
+        out = self._backbone(data)
+        return self._loss_fn(_to_fp32(out), _to_fp32(label))
+
+
+def _to_fp32(t):
+    return ops.cast(t, dtypes.float32) if t.dtype == dtypes.float16 else t
+
+
+def _output_to_fp16(cell, inputs, output):
+    return ops.cast(output, dtypes.float16)
+
+
+def _normalization_classes():
+    from minigrad import nn
+    return tuple(getattr(nn, name) for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm")
+                 if hasattr(nn, name))
+
+
+def cast_network(network, cast_model_type, keep_batchnorm_fp32):
+    """Cast ``network`` in place: fp16 compute and parameters; normalization cells kept fp32 (with
+    their output cast back to fp16) when ``keep_batchnorm_fp32``. Returns ``network``."""
+    if cast_model_type != dtypes.float16:
+        return network
+    network.to_float(dtypes.float16)
+    network.cast_parameters(dtypes.float16)
+    if keep_batchnorm_fp32:
+        norms = _normalization_classes()
+        for _, cell in network.cells_and_names():
+            if isinstance(cell, norms):
+                cell.to_float(dtypes.float32)
+                cell.cast_parameters(dtypes.float32)
+                cell.register_forward_hook(_output_to_fp16)
+    return network
+
+
+def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_level="O0", **kwargs):
+    """Build the training cell for an AMP level (see the module docstring for the table).
+
+    Args:
+        network: the backbone (or the network with its loss when ``loss_fn`` is None).
+        optimizer: a minigrad optimizer over ``network``'s parameters.
+        loss_fn: the loss Cell, or None.
+        level: "O0", "O1", "O2", "O3" or "auto" (GPU only: O2). Default "O0".
+        boost_level: accepted for MindSpore compatibility; only "O0".
+        cast_model_type, keep_batchnorm_fp32, loss_scale_manager: override the level's defaults.
+
+    Returns:
+        ``TrainOneStepWithLossScaleCell`` when the manager has an update cell (dynamic, or fixed
+        with ``drop_overflow_update=True``), else ``TrainOneStepCell(network, optimizer,
+        sens=loss_scale)``; in training mode.
+
+    Raises:
+        TypeError: for a non-str level, or a loss_scale_manager that is not a LossScaleManager.
+        ValueError: for an unknown level or keyword argument.
+    """
+    from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
+    from minigrad.nn.wrap import TrainOneStepCell, WithLossCell
+
+    level = _check_level(level)
+    if boost_level != "O0":
+        raise ValueError(f"build_train_network: only boost_level 'O0' is supported, but got {boost_level!r}")
+    config = _level_config(level)
+    for key, value in kwargs.items():
+        if key not in config:
+            raise ValueError(f"build_train_network: unsupported argument {key!r}; expected one of {sorted(config)}")
+        if value is not None or key == "loss_scale_manager":
+            config[key] = value
+    manager = config["loss_scale_manager"]
+    if manager is not None and not isinstance(manager, LossScaleManager):
+        raise TypeError(f"build_train_network: 'loss_scale_manager' must be a LossScaleManager or None, "
+                        f"but got {type(manager).__name__}")
+    cast_type = dtypes.as_dtype(config["cast_model_type"], "cast_model_type")
+
+    if level == "O1" and cast_type != dtypes.float16:
+        network = _AutocastCell(network)
+    cast_network(network, cast_type, config["keep_batchnorm_fp32"])
+    if loss_fn is not None:
+        network = (_WithLossCellFp32(network, loss_fn) if cast_type == dtypes.float16
+                   else WithLossCell(network, loss_fn))
+
+    loss_scale = 1.0
+    if manager is not None:
+        loss_scale = manager.get_loss_scale()
+        update_cell = manager.get_update_cell()
+        if update_cell is not None:
+            return TrainOneStepWithLossScaleCell(network, optimizer, scale_sense=update_cell).set_train()
+    return TrainOneStepCell(network, optimizer, loss_scale).set_train()

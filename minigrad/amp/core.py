@@ -1,0 +1,159 @@
+"""The one loss-scale core behind every face (MindSpore cells and managers, TF ``LossScale``,
+PyTorch ``GradScaler``).
+
+Every framework runs the same loop::
+
+    loss * S  ->  backward  ->  grads / S  ->  any inf/NaN?  ->  skip the update or apply it  ->  adjust S
+
+and they differ only in the adjustment rule's constants. ``ScaleCore`` holds that rule once:
+
+* overflow:  ``counter = 0``; after ``hysteresis`` consecutive overflows (default 1: at once)
+  ``S = max(float32(S * backoff_factor), floor)`` (no floor when ``floor`` is None);
+* clean step: ``counter += 1``; once ``counter >= growth_interval``:
+  ``S = min(float32(S * growth_factor), cap)`` unless that product is inf (the scale never grows
+  to inf), and ``counter = 0``;
+* ``growth_interval=None``: a fixed scale that no step changes.
+
+The peers as parameters of this core (checked step by step in tests/test_loss_scale_rules.py):
+
+=================================  ==============  ==============  ==========  =====
+face                               growth_factor   backoff_factor  interval    floor
+=================================  ==============  ==============  ==========  =====
+MindSpore DynamicLossScaleUpdate   scale_factor    1/scale_factor  window      1
+MindSpore amp.DynamicLossScaler    scale_factor    1/scale_factor  window      1
+TF DynamicLossScale                multiplier      1/multiplier    period      1
+PyTorch GradScaler                 growth_factor   backoff_factor  interval    none
+=================================  ==============  ==============  ==========  =====
+
+The scale is a float32 value kept on the host (``numpy.float32``): deciding to skip a step
+already needs one host read of the overflow flag, so the rule itself costs no device work.
+"""
+import math
+
+import numpy
+
+
+def check_positive(name, value, owner, minimum=0.0, inclusive=False, kinds=(int, float)):
+    """Return ``float(value)`` or raise TypeError/ValueError naming ``owner``, ``name`` and ``value``."""
+    if isinstance(value, bool) or not isinstance(value, kinds + (numpy.floating, numpy.integer)):
+        raise TypeError(f"For '{owner}', '{name}' must be "
+                        f"{' or '.join(k.__name__ for k in kinds)}, but got {value!r} "
+                        f"of type {type(value).__name__}")
+    ok = value >= minimum if inclusive else value > minimum
+    if not ok or not math.isfinite(value):
+        bound = ">=" if inclusive else ">"
+        raise ValueError(f"For '{owner}', '{name}' must be finite and {bound} {minimum}, but got {value!r}")
+    return float(value)
+
+
+class ScaleCore:
+    """Loss scale state and its update rule (see the module docstring for the formulas).
+
+    Args:
+        scale: initial scale (> 0), kept as float32.
+        growth_factor: multiplier applied after ``growth_interval`` clean steps (> 1).
+        backoff_factor: multiplier applied on overflow (0 < backoff < 1).
+        growth_interval: clean steps before growth (positive int), or None for a fixed scale.
+        floor: the scale never drops below this (None: no floor). MindSpore and TF use 1.
+        cap: the scale never grows above this (None: only the finite guard).
+        hysteresis: overflowing steps in a row tolerated before backing off (every one is still
+            skipped); 1 backs off at once as all the peers do. The tolerance refills on every
+            clean step ("consecutive" semantics, as in apex/NeMo).
+        max_consecutive_skips: if set, ``record`` raises RuntimeError after that many skipped
+            steps in a row, naming the cause (opt-in guard; None disables it).
+
+    Raises:
+        TypeError / ValueError: naming the argument and the value received.
+    """
+
+    def __init__(self, scale, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                 floor=None, cap=None, hysteresis=1, max_consecutive_skips=None, owner="ScaleCore"):
+        self.scale = numpy.float32(check_positive("scale", scale, owner))
+        self.growth_factor = check_positive("growth_factor", growth_factor, owner, 1.0)
+        self.backoff_factor = check_positive("backoff_factor", backoff_factor, owner)
+        if self.backoff_factor >= 1.0:
+            raise ValueError(f"For '{owner}', 'backoff_factor' must be < 1, but got {backoff_factor!r}")
+        if growth_interval is not None:
+            growth_interval = int(check_positive("growth_interval", growth_interval, owner, kinds=(int,)))
+        self.growth_interval = growth_interval
+        self.floor = None if floor is None else check_positive("floor", floor, owner)
+        self.cap = None if cap is None else check_positive("cap", cap, owner)
+        self.hysteresis = int(check_positive("hysteresis", hysteresis, owner, kinds=(int,)))
+        if max_consecutive_skips is not None:
+            max_consecutive_skips = int(check_positive("max_consecutive_skips", max_consecutive_skips,
+                                                       owner, kinds=(int,)))
+        self.max_consecutive_skips = max_consecutive_skips
+        self.counter = 0                   # clean steps since the last change of the scale
+        self.tolerance = self.hysteresis   # overflows left before the next backoff
+        self.consecutive_skips = 0
+        self.steps = 0
+
+    @property
+    def dynamic(self):
+        return self.growth_interval is not None
+
+    def update(self, overflow):
+        """Apply one step's outcome (``overflow``: a Python bool) to the scale; return the new scale."""
+        if not self.dynamic:
+            return self.scale
+        if overflow:
+            self.counter = 0
+            self.tolerance -= 1
+            if self.tolerance <= 0:
+                self.tolerance = self.hysteresis
+                new = numpy.float32(self.scale * numpy.float32(self.backoff_factor))
+                if self.floor is not None and new < self.floor:
+                    new = numpy.float32(self.floor)
+                self.scale = new
+        else:
+            self.tolerance = self.hysteresis
+            self.counter += 1
+            if self.counter >= self.growth_interval:
+                self.counter = 0
+                with numpy.errstate(over="ignore"):
+                    new = numpy.float32(self.scale * numpy.float32(self.growth_factor))
+                if numpy.isfinite(new):
+                    if self.cap is not None and new > self.cap:
+                        new = numpy.float32(self.cap)
+                    self.scale = new
+        return self.scale
+
+    def record(self, report):
+        """Count the step described by ``report`` and enforce the optional skip guard.
+
+        Raises:
+            RuntimeError: after ``max_consecutive_skips`` skipped steps in a row, with the last
+                report's cause (a non-finite loss cannot be fixed by any scale).
+        """
+        self.steps += 1
+        self.consecutive_skips = self.consecutive_skips + 1 if report.skipped else 0
+        limit = self.max_consecutive_skips
+        if limit is not None and self.consecutive_skips >= limit:
+            raise RuntimeError(
+                f"loss scaling skipped {self.consecutive_skips} steps in a row "
+                f"(max_consecutive_skips={limit}); last step: {report}. "
+                + ("The forward loss itself is not finite: check the inputs and the forward pass, "
+                   "no loss scale can fix that." if report.reason == "nonfinite_loss" else
+                   "Gradients keep overflowing even at this scale: look for inf/NaN in the "
+                   "parameters named above."))
+
+    def state_dict(self):
+        return {"scale": float(self.scale), "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
+                "counter": self.counter, "tolerance": self.tolerance, "floor": self.floor,
+                "cap": self.cap, "hysteresis": self.hysteresis}
+
+    def load_state_dict(self, state):
+        missing = {"scale", "counter"} - set(state)
+        if missing:
+            raise KeyError(f"loss scale state dict lacks {sorted(missing)}; got keys {sorted(state)}")
+        for key, value in state.items():
+            if key == "scale":
+                self.scale = numpy.float32(value)
+            elif hasattr(self, key):
+                setattr(self, key, value)
+
+    def __repr__(self):
+        rule = (f"growth x{self.growth_factor} every {self.growth_interval} clean steps, "
+                f"backoff x{self.backoff_factor}" if self.dynamic else "fixed")
+        return f"ScaleCore(scale={float(self.scale)}, {rule}, counter={self.counter})"

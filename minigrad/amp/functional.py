@@ -1,0 +1,137 @@
+"""MindSpore's functional loss scaling: ``all_finite``, ``init_status``, ``StaticLossScaler``,
+``DynamicLossScaler``.
+
+A hand-written training step (MindSpore's tutorial, unchanged apart from the import)::
+
+    loss_scaler = DynamicLossScaler(scale_value=2**10, scale_factor=2, scale_window=50)
+    def forward_fn(x, y):
+        return loss_scaler.scale(loss_fn(net(x), y))
+    grad_fn = value_and_grad(forward_fn, None, optimizer.parameters)
+    status = init_status()
+    loss, grads = grad_fn(x, y)
+    loss = loss_scaler.unscale(loss)
+    is_finite = all_finite(grads, status)
+    if is_finite:
+        optimizer(loss_scaler.unscale(grads))
+    loss_scaler.adjust(is_finite)
+"""
+import abc
+
+import numpy
+
+from minigrad.amp import step as amp_step
+from minigrad.amp.core import ScaleCore, check_positive
+from minigrad.parameter import Parameter
+from minigrad.tensor import Tensor
+
+
+def init_status():
+    """The 8-element float32 status buffer, zeroed (MindSpore's ``init_status``).
+
+    On CPU/GPU overflow is detected from the gradients themselves, so ``all_finite`` does not
+    need it; it exists so that code written for Ascend runs unchanged.
+    """
+    return Tensor(numpy.zeros(8, numpy.float32))
+
+
+def all_finite(inputs, status=None):
+    """True (a bool Tensor of shape ``()``) when no tensor in ``inputs`` holds inf or NaN.
+
+    Args:
+        inputs: a Tensor or a tuple/list of Tensors (None entries are ignored).
+        status: accepted for MindSpore compatibility (see ``init_status``); unused.
+    """
+    tensors = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+    overflow = amp_step.check([_array(t, "inputs") for t in tensors])
+    return Tensor(numpy.array(not overflow))
+
+
+def _array(t, name):
+    if t is None:
+        return None
+    if not isinstance(t, Tensor):
+        raise TypeError(f"'{name}' must hold Tensors, but got {type(t).__name__}")
+    return t.data
+
+
+def _map(fn, inputs):
+    if isinstance(inputs, (tuple, list)):
+        return type(inputs)(_map(fn, x) for x in inputs)
+    return fn(inputs)
+
+
+class LossScaler(abc.ABC):
+    """Base of the functional loss scalers: ``scale``, ``unscale`` and ``adjust``."""
+
+    def __init__(self, scale_value, owner):
+        scale_value = check_positive("scale_value", scale_value, owner)
+        if scale_value < 1.0:
+            raise ValueError(f"For '{owner}', the argument 'scale_value' must be >= 1, but got {scale_value}")
+        self.scale_value = Parameter(Tensor(numpy.float32(scale_value)), name="scale_value",
+                                     requires_grad=False)
+
+    def scale(self, inputs):
+        """``inputs * scale_value`` (scale cast to each input's dtype); tuples are mapped."""
+        s = self.scale_value.data
+        return _map(lambda x: x * s.astype(x.dtype), inputs)
+
+    def unscale(self, inputs):
+        """``inputs * (1 / scale_value)`` in each input's dtype (as MindSpore: fp16 stays fp16)."""
+        inv = amp_step.inverse(self.scale_value.data)
+        return _map(lambda x: x * inv.astype(x.dtype), inputs)
+
+    @abc.abstractmethod
+    def adjust(self, grads_finite):
+        """Update the scale from this step's finiteness; return whether it can change."""
+
+
+class StaticLossScaler(LossScaler):
+    """A constant loss scale. ``adjust`` does nothing and returns False.
+
+    Raises:
+        TypeError: ``scale_value`` not a float/int.  ValueError: ``scale_value < 1``.
+    """
+
+    def __init__(self, scale_value):
+        super().__init__(scale_value, "StaticLossScaler")
+
+    def adjust(self, grads_finite):
+        return False
+
+
+class DynamicLossScaler(LossScaler):
+    """MindSpore's dynamic scaler: on a non-finite step ``scale = max(1, scale / scale_factor)``
+    and the counter restarts; on the ``scale_window``-th finite step in a row
+    ``scale *= scale_factor`` unless that is inf.
+
+    Args:
+        scale_value: initial scale (>= 1).
+        scale_factor: growth and backoff factor (positive int, MindSpore requires an int).
+        scale_window: finite steps between growths (positive int).
+
+    Raises:
+        TypeError / ValueError: naming the argument and value.
+    """
+
+    def __init__(self, scale_value, scale_factor, scale_window):
+        super().__init__(scale_value, "DynamicLossScaler")
+        factor = check_positive("scale_factor", scale_factor, "DynamicLossScaler", kinds=(int,))
+        window = check_positive("scale_window", scale_window, "DynamicLossScaler", kinds=(int,))
+        if factor <= 1:
+            raise ValueError(f"For 'DynamicLossScaler', 'scale_factor' must be > 1, but got {scale_factor!r}")
+        self.scale_factor, self.scale_window = int(factor), int(window)
+        self.core = ScaleCore(float(self.scale_value.data), factor, 1.0 / factor, int(window),
+                              floor=1.0, owner="DynamicLossScaler")
+        self.counter = Parameter(Tensor(numpy.int32(0)), name="counter", requires_grad=False)
+
+    def adjust(self, grads_finite):
+        """Update the scale from ``grads_finite`` (a bool or bool Tensor); returns True."""
+        core = self.core
+        core.scale = numpy.float32(self.scale_value.data)  # the user may have set it
+        core.update(not bool(grads_finite))
+        self.scale_value.data[...] = core.scale
+        self.counter.data[...] = core.counter
+        return True
+
+
+__all__ = ["init_status", "all_finite", "LossScaler", "StaticLossScaler", "DynamicLossScaler"]

@@ -1,0 +1,249 @@
+"""PyTorch's ``GradScaler`` on the shared ``ScaleCore``.
+
+::
+
+    scaler = GradScaler()
+    for x, y in data:
+        optimizer.zero_grad()
+        with autocast():
+            loss = loss_fn(net(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)        # True if the update ran, False if it was skipped
+        scaler.update()
+        print(scaler.last_report)     # skipped or not, why, scale before/after, inf/NaN names
+
+Per optimizer the calls follow PyTorch's protocol (READY -> UNSCALED -> STEPPED, reset by
+``update``) with PyTorch's errors. The update rule is PyTorch's (no floor unless ``floor=`` is
+given; growth only if the grown scale is finite), with one deliberate difference: growth fires
+when the clean-step counter *reaches or passes* ``growth_interval`` (PyTorch tests ``==``, so
+lowering the interval below the counter with ``set_growth_interval`` stops growth until the
+next overflow).
+
+Gradients of fp16 parameters are unscaled into float32 gradients (PyTorch refuses them with
+"Attempting to unscale FP16 gradients."): the optimizer's fp32 master weights take them as is.
+"""
+import enum
+
+import numpy
+
+from minigrad.amp import step as amp_step
+from minigrad.amp.core import ScaleCore, check_positive
+from minigrad.tensor import Tensor
+
+
+class OptState(enum.Enum):
+    READY = 0
+    UNSCALED = 1
+    STEPPED = 2
+
+
+class GradScaler:
+    """Dynamic loss scaling for ``loss.backward()`` / ``optimizer.step()`` training loops.
+
+    Args:
+        init_scale: initial scale. Default 2**16.
+        growth_factor: scale multiplier after ``growth_interval`` clean steps (> 1). Default 2.
+        backoff_factor: scale multiplier after an overflowing step (in (0, 1)). Default 0.5.
+        growth_interval: clean steps between growths. Default 2000.
+        enabled: False makes every method a pass-through (``scale`` returns its input,
+            ``step`` just calls ``optimizer.step``).
+        floor, cap, hysteresis, max_consecutive_skips: extras of ``ScaleCore`` (default off).
+        track_underflow: if True, ``last_report.underflow`` holds per-parameter fp16 underflow
+            statistics of the scaled gradients (one extra pass over them).
+
+    Raises:
+        TypeError / ValueError: for a bad argument, naming it and its value.
+    """
+
+    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000, enabled=True, *, floor=None, cap=None, hysteresis=1,
+                 max_consecutive_skips=None, track_underflow=False):
+        if not isinstance(enabled, bool):
+            raise TypeError(f"For 'GradScaler', 'enabled' must be a bool, but got {enabled!r}")
+        self._enabled = enabled
+        self.core = ScaleCore(init_scale, growth_factor, backoff_factor, growth_interval, floor=floor,
+                              cap=cap, hysteresis=hysteresis,
+                              max_consecutive_skips=max_consecutive_skips, owner="GradScaler")
+        self.track_underflow = track_underflow
+        self.last_report = None
+        self._per_optimizer = {}
+        self._loss = None
+
+    # ---- the training-loop calls -------------------------------------------------------------
+    def scale(self, outputs):
+        """``outputs * scale`` for a Tensor, or for each Tensor of a (nested) list/tuple.
+
+        Raises:
+            ValueError: if ``outputs`` is neither a Tensor nor an iterable of Tensors.
+        """
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, Tensor):
+            self._loss = outputs
+            return outputs * self.core.scale
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        try:
+            return map(self.scale, iter(outputs))
+        except TypeError:
+            raise ValueError(f"outputs must be a Tensor or an iterable of Tensors, "
+                             f"got {type(outputs).__name__}") from None
+
+    def unscale_(self, optimizer):
+        """Divide ``optimizer``'s gradients by the scale in place and record whether any is inf/NaN.
+
+        Call it before gradient clipping. At most once per optimizer between ``update`` calls.
+
+        Raises:
+            RuntimeError: if called twice since the last ``update()``, or after ``step()``.
+        """
+        if not self._enabled:
+            return
+        state = self._state(optimizer)
+        if state["stage"] is OptState.UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+        if state["stage"] is OptState.STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        params = [p for p in _parameters(optimizer) if p.grad is not None]
+        names = [p.name for p in params]
+        scaled = [p.grad.data for p in params]
+        if self.track_underflow:
+            state["underflow"] = amp_step.underflow_stats(names, scaled)
+        arrays, overflow = amp_step.unscale_and_check(scaled, self.core.scale)
+        for p, a in zip(params, arrays):
+            if a is not p.grad.data:
+                p.grad = Tensor(a)
+        state.update(stage=OptState.UNSCALED, checked=bool(params), found_inf=overflow,
+                     names=names, arrays=arrays)
+
+    def step(self, optimizer, *args, **kwargs):
+        """Unscale (if ``unscale_`` was not called), then run ``optimizer.step(*args, **kwargs)``
+        unless a gradient holds inf/NaN. Returns True if the step ran, False if it was skipped.
+
+        Raises:
+            RuntimeError: with a ``closure`` keyword, or if ``step`` already ran since ``update``.
+            AssertionError: if none of the optimizer's parameters has a gradient.
+        """
+        if not self._enabled:
+            optimizer.step(*args, **kwargs)
+            return True
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        state = self._state(optimizer)
+        if state["stage"] is OptState.STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if state["stage"] is OptState.READY:
+            self.unscale_(optimizer)
+        if not state["checked"]:
+            raise AssertionError("No inf checks were recorded for this optimizer.")
+        if not state["found_inf"]:
+            optimizer.step(*args, **kwargs)
+        state["stage"] = OptState.STEPPED
+        return not state["found_inf"]
+
+    def update(self, new_scale=None):
+        """Adjust the scale from this iteration's steps (or set it to ``new_scale``) and reset
+        every optimizer to READY. Sets ``last_report``.
+
+        Raises:
+            AssertionError: if no optimizer recorded an inf check since the last update.
+            TypeError / ValueError: for a ``new_scale`` that is not a positive number or a
+                one-element Tensor.
+        """
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            if isinstance(new_scale, Tensor):
+                if new_scale.size != 1:
+                    raise ValueError(f"new_scale must be a one-element Tensor, got shape {new_scale.shape}")
+                new_scale = new_scale.item()
+            self.core.scale = numpy.float32(check_positive("new_scale", new_scale, "GradScaler.update"))
+        else:
+            checked = [s for s in self._per_optimizer.values() if s.get("checked")]
+            if not checked:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            overflow = any(s["found_inf"] for s in checked)
+            before = self.core.scale
+            self.core.update(overflow)
+            names = [n for s in checked for n in s["names"]]
+            arrays = [a for s in checked for a in s["arrays"]]
+            report = amp_step.make_report(self.core, before, overflow, self._loss, names, arrays)
+            if self.track_underflow:
+                report.underflow = {k: v for s in checked for k, v in s.get("underflow", {}).items()}
+            self.last_report = report
+        self._per_optimizer.clear()
+        self._loss = None
+
+    def _state(self, optimizer):
+        return self._per_optimizer.setdefault(id(optimizer), {"stage": OptState.READY, "checked": False,
+                                                             "found_inf": False})
+
+    # ---- getters, setters, serialization --------------------------------------------------------
+    def get_scale(self):
+        """The current scale as a Python float (1.0 when disabled)."""
+        return float(self.core.scale) if self._enabled else 1.0
+
+    def get_growth_factor(self):
+        return self.core.growth_factor
+
+    def set_growth_factor(self, new_factor):
+        self.core.growth_factor = check_positive("new_factor", new_factor, "GradScaler.set_growth_factor", 1.0)
+
+    def get_backoff_factor(self):
+        return self.core.backoff_factor
+
+    def set_backoff_factor(self, new_factor):
+        value = check_positive("new_factor", new_factor, "GradScaler.set_backoff_factor")
+        if value >= 1.0:
+            raise ValueError(f"For 'GradScaler.set_backoff_factor', 'new_factor' must be < 1, but got {new_factor!r}")
+        self.core.backoff_factor = value
+
+    def get_growth_interval(self):
+        return self.core.growth_interval
+
+    def set_growth_interval(self, new_interval):
+        self.core.growth_interval = int(check_positive("new_interval", new_interval,
+                                                       "GradScaler.set_growth_interval", kinds=(int,)))
+
+    def _get_growth_tracker(self):
+        return self.core.counter if self._enabled else 0
+
+    def is_enabled(self):
+        return self._enabled
+
+    def state_dict(self):
+        """PyTorch's five keys (empty when disabled); call it after ``update()``."""
+        if not self._enabled:
+            return {}
+        return {"scale": float(self.core.scale), "growth_factor": self.core.growth_factor,
+                "backoff_factor": self.core.backoff_factor, "growth_interval": self.core.growth_interval,
+                "_growth_tracker": self.core.counter}
+
+    def load_state_dict(self, state_dict):
+        """Restore a ``state_dict()``.
+
+        Raises:
+            RuntimeError: for an empty dict (saved from a disabled scaler).
+            KeyError: naming the missing keys.
+        """
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved "
+                               "from a disabled instance of GradScaler.")
+        missing = set(self.state_dict()) - set(state_dict)
+        if missing:
+            raise KeyError(f"GradScaler.load_state_dict: missing keys {sorted(missing)}")
+        self.core.scale = numpy.float32(state_dict["scale"])
+        self.set_growth_factor(state_dict["growth_factor"])
+        self.set_backoff_factor(state_dict["backoff_factor"])
+        self.set_growth_interval(state_dict["growth_interval"])
+        self.core.counter = int(state_dict["_growth_tracker"])
+
+
+def _parameters(optimizer):
+    params = getattr(optimizer, "parameters", None)
+    if params is None:
+        raise TypeError(f"GradScaler needs a minigrad optimizer (with .parameters), got "
+                        f"{type(optimizer).__name__}")
+    return params() if callable(params) else params

@@ -1,0 +1,131 @@
+"""MindSpore's loss scale managers: what ``Model(..., loss_scale_manager=...)`` and
+``build_train_network`` turn into an update cell.
+
+=====================================  ===============================  ====================
+manager                                train cell                       on overflow
+=====================================  ===============================  ====================
+FixedLossScaleManager(s)               TrainOneStepWithLossScaleCell +  step skipped,
+                                       FixedLossScaleUpdateCell(s)      scale kept
+FixedLossScaleManager(s, False)        TrainOneStepCell(sens=s); the    step applied (no
+                                       optimizer's ``loss_scale=s``     check at all)
+                                       divides the gradients
+DynamicLossScaleManager(s, f, w)       TrainOneStepWithLossScaleCell +  step skipped,
+                                       DynamicLossScaleUpdateCell       scale / f (floor 1)
+=====================================  ===============================  ====================
+"""
+from minigrad.amp.core import ScaleCore, check_positive
+
+
+class LossScaleManager:
+    """Base class: ``get_loss_scale()``, ``update_loss_scale(overflow)``, ``get_update_cell()``."""
+
+    def get_loss_scale(self):
+        """The current loss scale."""
+
+    def update_loss_scale(self, overflow):
+        """Host-side update from one step's ``overflow`` (``Model`` calls it after each step)."""
+
+    def get_update_cell(self):
+        """The update Cell for ``TrainOneStepWithLossScaleCell``, or None for no overflow check."""
+
+
+class FixedLossScaleManager(LossScaleManager):
+    """A constant loss scale.
+
+    Args:
+        loss_scale: the scale (>= 1). Default 128.0.
+        drop_overflow_update: True (default): skip the optimizer on overflow. False: no
+            overflow check; the optimizer must be built with ``loss_scale`` equal to this one,
+            because it is the optimizer that divides the gradients by it.
+
+    Raises:
+        TypeError: for a non-numeric ``loss_scale`` or non-bool ``drop_overflow_update``.
+        ValueError: if ``loss_scale < 1``.
+    """
+
+    def __init__(self, loss_scale=128.0, drop_overflow_update=True):
+        value = check_positive("loss_scale", loss_scale, "FixedLossScaleManager")
+        if value < 1:
+            raise ValueError(f"For 'FixedLossScaleManager', the argument 'loss_scale' must be >= 1, "
+                             f"but got {loss_scale!r}")
+        if not isinstance(drop_overflow_update, bool):
+            raise TypeError(f"For 'FixedLossScaleManager', 'drop_overflow_update' must be a bool, "
+                            f"but got {drop_overflow_update!r}")
+        self._loss_scale = value
+        self._drop_overflow_update = drop_overflow_update
+
+    def get_loss_scale(self):
+        return self._loss_scale
+
+    def get_drop_overflow_update(self):
+        """Whether the optimizer is skipped on overflow."""
+        return self._drop_overflow_update
+
+    def update_loss_scale(self, overflow):
+        """Nothing to do: the scale is fixed."""
+
+    def get_update_cell(self):
+        """``FixedLossScaleUpdateCell(loss_scale)``, or None when ``drop_overflow_update`` is False."""
+        if not self._drop_overflow_update:
+            return None
+        from minigrad.nn.loss_scale import FixedLossScaleUpdateCell
+        return FixedLossScaleUpdateCell(self._loss_scale)
+
+
+class DynamicLossScaleManager(LossScaleManager):
+    """A dynamic loss scale: divided by ``scale_factor`` on overflow (not below 1), multiplied by
+    it after ``scale_window`` clean steps in a row (never to inf).
+
+    Args:
+        init_loss_scale: initial scale (>= 1). Default 2**24.
+        scale_factor: growth factor and backoff divisor (> 1). Default 2.
+        scale_window: clean steps between growths (positive int). Default 2000.
+
+    ``update_loss_scale`` (the host copy ``Model`` keeps) raises RuntimeError after more than
+    1000 overflowing steps in a row, as MindSpore's does.
+
+    Raises:
+        TypeError / ValueError: naming the argument and the value received.
+    """
+
+    bad_step_max = 1000
+
+    def __init__(self, init_loss_scale=2 ** 24, scale_factor=2, scale_window=2000):
+        owner = "DynamicLossScaleManager"
+        value = check_positive("init_loss_scale", init_loss_scale, owner)
+        if value < 1:
+            raise ValueError(f"For '{owner}', the argument 'init_loss_scale' must be >= 1, but got "
+                             f"{init_loss_scale!r}")
+        factor = check_positive("scale_factor", scale_factor, owner, 1.0)
+        self.scale_window = int(check_positive("scale_window", scale_window, owner, kinds=(int,)))
+        self.scale_factor = scale_factor
+        self.core = ScaleCore(value, factor, 1.0 / factor, self.scale_window, floor=1.0,
+                              max_consecutive_skips=self.bad_step_max + 1, owner=owner)
+
+    @property
+    def loss_scale(self):
+        return float(self.core.scale)
+
+    def get_loss_scale(self):
+        return float(self.core.scale)
+
+    def get_drop_overflow_update(self):
+        return True
+
+    def update_loss_scale(self, overflow):
+        """Apply one step's ``overflow`` to the host copy of the scale.
+
+        Raises:
+            RuntimeError: after more than ``bad_step_max`` (1000) overflows in a row.
+        """
+        from minigrad.amp.step import StepReport
+        before = self.core.scale
+        self.core.update(bool(overflow))
+        self.core.record(StepReport(self.core.steps + 1, bool(overflow),
+                                    "gradient_overflow" if overflow else None,
+                                    float(before), float(self.core.scale)))
+
+    def get_update_cell(self):
+        """A new ``DynamicLossScaleUpdateCell`` starting from the current scale."""
+        from minigrad.nn.loss_scale import DynamicLossScaleUpdateCell
+        return DynamicLossScaleUpdateCell(self.get_loss_scale(), self.scale_factor, self.scale_window)

@@ -1,0 +1,195 @@
+"""What one loss-scaled step does with the gradients, shared by all three faces.
+
+* ``unscale_and_check(arrays, scale)``: multiply every gradient by 1/scale and say whether any
+  value is inf or NaN — through the float-status path, then ``_reduce_overflow``;
+* ``_reduce_overflow(flag)``: the ONE place an overflow flag passes before a decision is taken
+  (data parallel will all-reduce it here so that every rank skips together);
+* ``StepReport``: what happened (applied or skipped, why, scale before/after, which parameters
+  held inf and which held NaN, optional underflow statistics);
+* ``underflow_stats``: per parameter, the share of gradient values that are zero or subnormal
+  once scaled into fp16.
+
+fp16 gradients are unscaled into new float32 arrays: ``g * S`` fits fp16, but the true ``g`` is
+often below fp16's smallest subnormal (6e-8), so unscaling in fp16 would flush it to zero and
+undo the point of loss scaling. fp32/fp64 gradients are unscaled in place.
+"""
+import dataclasses
+
+import numpy
+
+from minigrad import backend, dtype as dtypes
+
+
+def inverse(scale):
+    """1/scale as float32, computed in float64 (an fp32 division can be off by one ulp)."""
+    return numpy.float32(1.0 / numpy.float64(scale))
+
+
+class OverflowStatus:
+    """A sticky overflow status for one step: checks only ever set it.
+
+    Wraps the float-status buffer. Arrays that went through ``unscale_and_check`` are remembered,
+    so a later ``check`` of the same gradients (MindSpore's ``get_overflow_status`` after the
+    unscale) does not read them a second time.
+    """
+
+    def __init__(self):
+        self.flag = False
+        self._seen = set()
+
+    def unscale_and_check(self, arrays, scale):
+        """Unscale ``arrays`` (None kept; fp16 -> new fp32) and check them; return the new list."""
+        inv = inverse(scale)
+        out = [None if a is None else (a.astype(numpy.float32) if a.dtype == dtypes.float16 else a)
+               for a in arrays]
+        present = [a for a in out if a is not None]
+        self.flag = _check_and_unscale(present, inv) or self.flag
+        self._seen.update(id(a) for a in present)
+        return out
+
+    def check(self, arrays):
+        """Add the arrays not seen yet to the status."""
+        fresh = [a for a in arrays if a is not None and id(a) not in self._seen]
+        self.flag = _check_and_unscale(fresh, None) or self.flag
+        self._seen.update(id(a) for a in fresh)
+
+    def overflow(self):
+        """The status as a Python bool, passed through ``_reduce_overflow``."""
+        return _reduce_overflow(self.flag)
+
+
+def unscale_and_check(arrays, scale):
+    """Return ``(unscaled_arrays, overflow)`` for the gradient arrays (None entries kept).
+
+    fp32/fp64 arrays are scaled in place and returned; fp16 arrays give new fp32 arrays.
+    ``overflow`` is a Python bool, already passed through ``_reduce_overflow``.
+    """
+    status = OverflowStatus()
+    out = status.unscale_and_check(arrays, scale)
+    return out, status.overflow()
+
+
+def check(arrays):
+    """Overflow flag (Python bool, reduced) of arrays that are already unscaled."""
+    status = OverflowStatus()
+    status.check(arrays)
+    return status.overflow()
+
+
+def _check_and_unscale(arrays, inv):
+    # TEMPORARY until minigrad.amp.float_status lands: then this becomes its fused call.
+    flag = False
+    for a in arrays:
+        if inv is not None:
+            a *= inv
+        flag = flag or not bool(backend.get_array_module(a).isfinite(a).all())
+    return flag
+
+
+def _reduce_overflow(flag):
+    """The single point every overflow decision passes through.
+
+    Standalone it returns ``bool(flag)``. Data parallel will replace this body by an all-reduce
+    (sum or max) of the flag across ranks, so that one rank's inf makes every rank skip.
+    """
+    return bool(flag)
+
+
+@dataclasses.dataclass
+class StepReport:
+    """The outcome of one loss-scaled step.
+
+    Attributes:
+        step: 1-based count of steps seen by this scaler.
+        skipped: True if the optimizer was not run.
+        reason: None, ``"gradient_overflow"`` (finite loss, inf/NaN gradients: the scale was too
+            high) or ``"nonfinite_loss"`` (the forward loss itself is inf/NaN: no scale helps).
+        scale_before / scale_after: the scale used for this step and the one for the next.
+        inf_params / nan_params: names of the parameters whose gradient held inf / NaN.
+        underflow: ``{name: {"zero": share, "subnormal": share}}`` when requested, else None.
+    """
+    step: int
+    skipped: bool
+    reason: object
+    scale_before: float
+    scale_after: float
+    inf_params: tuple = ()
+    nan_params: tuple = ()
+    underflow: object = None
+
+    def __str__(self):
+        head = f"step {self.step}: " + (f"skipped ({self.reason})" if self.skipped else "applied")
+        text = f"{head}, loss scale {self.scale_before:g} -> {self.scale_after:g}"
+        if self.inf_params:
+            text += f", inf in {list(self.inf_params)}"
+        if self.nan_params:
+            text += f", NaN in {list(self.nan_params)}"
+        return text
+
+
+def nonfinite_names(names, arrays):
+    """``(inf_names, nan_names)``: which gradients hold ±inf and which hold NaN.
+
+    Only called once a step has overflowed, so its per-array passes cost nothing on clean steps.
+    """
+    inf_names, nan_names = [], []
+    for name, a in zip(names, arrays):
+        if a is None:
+            continue
+        xp = backend.get_array_module(a)
+        if bool(xp.isinf(a).any()):
+            inf_names.append(name)
+        if bool(xp.isnan(a).any()):
+            nan_names.append(name)
+    return tuple(inf_names), tuple(nan_names)
+
+
+def loss_is_finite(loss):
+    """True when ``loss`` (a Tensor, an array or None) holds no inf/NaN; None counts as finite."""
+    if loss is None:
+        return True
+    data = getattr(loss, "data", loss)
+    return bool(backend.get_array_module(data).isfinite(data).all())
+
+
+def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=None):
+    """Build the ``StepReport`` of a step, record it in ``core`` (step count, skip guard), return it.
+
+    ``scale_after`` defaults to ``core.scale`` (the scale ``core`` chose for the next step).
+    """
+    reason = inf_names = nan_names = None
+    if overflow:
+        reason = "gradient_overflow" if loss_is_finite(loss) else "nonfinite_loss"
+        inf_names, nan_names = nonfinite_names(names, arrays)
+    report = StepReport(core.steps + 1, bool(overflow), reason, float(scale_before),
+                        float(core.scale if scale_after is None else scale_after),
+                        inf_names or (), nan_names or ())
+    core.record(report)
+    return report
+
+
+def underflow_stats(names, scaled_grads):
+    """Per parameter: share of gradient values that are zero or subnormal in fp16.
+
+    Args:
+        names: one name per gradient.
+        scaled_grads: the gradients as backprop produced them, i.e. multiplied by the loss
+            scale (fp16 arrays are taken as they are; wider arrays are rounded to fp16 first).
+
+    Returns:
+        ``{name: {"zero": z, "subnormal": s, "max_abs": m}}``: ``z`` counts exact zeros (values
+        that flushed, and true zeros such as dead ReLU units), ``s`` values in fp16's subnormal
+        range ``(0, 2**-14)`` that keep only a few bits, ``m`` the largest magnitude (headroom
+        to fp16's 65504 tells how much higher the scale could go).
+    """
+    stats = {}
+    for name, g in zip(names, scaled_grads):
+        if g is None or g.size == 0:
+            continue
+        xp = backend.get_array_module(g)
+        mag = xp.abs(g.astype(numpy.float16) if g.dtype != dtypes.float16 else g).astype(numpy.float32)
+        n = float(g.size)
+        zero = float((mag == 0).sum()) / n
+        sub = float(((mag > 0) & (mag < dtypes.FP16_TINY)).sum()) / n
+        stats[name] = {"zero": zero, "subnormal": sub, "max_abs": float(mag.max())}
+    return stats

@@ -1,0 +1,145 @@
+"""TensorFlow's ``LossScale`` family (``tf.mixed_precision.experimental``) on the shared ``ScaleCore``.
+
+``loss_scale()`` is the current scale as a float32 scalar Tensor; ``update(grads)`` takes the
+*unscaled* gradients and returns ``(None, should_apply_gradients)`` (eager semantics: the scale is
+updated directly, so there is no op to run). The dynamic rule is TF's: on a non-finite step
+``scale = max(scale / multiplier, 1)``; after ``increment_period`` finite steps in a row
+``scale *= multiplier`` if that stays finite.
+"""
+import abc
+
+import numpy
+
+from minigrad.amp import step as amp_step
+from minigrad.amp.core import ScaleCore, check_positive
+from minigrad.tensor import Tensor
+
+
+class LossScale(abc.ABC):
+    """Abstract base: a loss scale that can be called and updated. Cannot be instantiated."""
+
+    def __init__(self):
+        self.last_report = None
+
+    def __call__(self):
+        """The current loss scale as a float32 scalar Tensor."""
+        return Tensor(numpy.float32(self.core.scale))
+
+    def update(self, grads):
+        """Update the scale from ``grads`` (unscaled; None entries ignored).
+
+        Returns:
+            ``(None, should_apply_gradients)``; ``should_apply_gradients`` is False when a
+            gradient holds inf/NaN.
+        """
+        arrays = _arrays(grads)
+        overflow = amp_step.check(arrays)
+        return None, self._decide(overflow, None, [None] * len(arrays), arrays)
+
+    def _decide(self, overflow, loss, names, arrays):
+        before = self.core.scale
+        self.core.update(overflow)
+        self.last_report = amp_step.make_report(self.core, before, overflow, loss, names, arrays)
+        return not overflow
+
+    @abc.abstractmethod
+    def get_config(self):
+        """The constructor arguments as a dict."""
+
+    @classmethod
+    def from_config(cls, config):
+        """``cls(**config)``."""
+        return cls(**config)
+
+
+class FixedLossScale(LossScale):
+    """A constant scale; ``update`` always returns ``(None, True)`` (it cannot react to infs).
+
+    Raises:
+        TypeError: ``loss_scale_value`` not an int/float.  ValueError: below 1.
+    """
+
+    def __init__(self, loss_scale_value):
+        super().__init__()
+        value = check_positive("loss_scale_value", loss_scale_value, "FixedLossScale")
+        if value < 1:
+            raise ValueError(f"For 'FixedLossScale', 'loss_scale_value' must be at least 1, but got {loss_scale_value!r}")
+        self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScale")
+
+    def update(self, grads):
+        return None, True
+
+    def get_config(self):
+        return {"loss_scale_value": float(self.core.scale)}
+
+    def __repr__(self):
+        return f"FixedLossScale({float(self.core.scale)})"
+
+
+class DynamicLossScale(LossScale):
+    """TF's dynamic loss scale.
+
+    Args:
+        initial_loss_scale: starting scale (default 2**15, about half of fp16's max).
+        increment_period: finite steps in a row before the scale grows (default 2000).
+        multiplier: growth factor, and the divisor on overflow (default 2).
+        floor, cap, hysteresis, max_consecutive_skips: extras of ``ScaleCore`` (floor defaults
+            to TF's 1).
+    """
+
+    def __init__(self, initial_loss_scale=2 ** 15, increment_period=2000, multiplier=2.0, *,
+                 floor=1.0, cap=None, hysteresis=1, max_consecutive_skips=None):
+        super().__init__()
+        multiplier = check_positive("multiplier", multiplier, "DynamicLossScale", 1.0)
+        self.core = ScaleCore(initial_loss_scale, multiplier, 1.0 / multiplier, increment_period,
+                              floor=floor, cap=cap, hysteresis=hysteresis,
+                              max_consecutive_skips=max_consecutive_skips, owner="DynamicLossScale")
+        self._config = {"initial_loss_scale": float(initial_loss_scale),
+                        "increment_period": int(increment_period), "multiplier": multiplier}
+
+    initial_loss_scale = property(lambda self: self._config["initial_loss_scale"])
+    increment_period = property(lambda self: self._config["increment_period"])
+    multiplier = property(lambda self: self._config["multiplier"])
+
+    def get_config(self):
+        return dict(self._config)
+
+    def __repr__(self):
+        return (f"DynamicLossScale(current_loss_scale={float(self.core.scale)}, "
+                f"num_good_steps={self.core.counter}, initial_loss_scale={self.initial_loss_scale}, "
+                f"increment_period={self.increment_period}, multiplier={self.multiplier})")
+
+
+def get(identifier):
+    """A ``LossScale`` from an identifier.
+
+    int/float -> ``FixedLossScale``; ``"dynamic"`` -> ``DynamicLossScale()``; a dict -> the
+    config of a ``DynamicLossScale`` (keys ``initial_loss_scale``/``increment_period``/
+    ``multiplier``) or of a ``FixedLossScale`` (key ``loss_scale_value``); a ``LossScale`` ->
+    itself; None -> None.
+
+    Raises:
+        ValueError: for anything else, naming the identifier.
+    """
+    if identifier is None or isinstance(identifier, LossScale):
+        return identifier
+    if isinstance(identifier, (int, float)) and not isinstance(identifier, bool):
+        return FixedLossScale(identifier)
+    if identifier == "dynamic":
+        return DynamicLossScale()
+    if isinstance(identifier, dict):
+        if set(identifier) == {"loss_scale_value"}:
+            return FixedLossScale.from_config(identifier)
+        if set(identifier) <= {"initial_loss_scale", "increment_period", "multiplier"}:
+            return DynamicLossScale.from_config(identifier)
+    raise ValueError(f"Could not interpret loss scale identifier: {identifier!r} (expected an int or "
+                     f"float, 'dynamic', a LossScale config dict, a LossScale or None)")
+
+
+def _arrays(grads):
+    out = []
+    for g in grads:
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"grads must hold Tensors or None, got {type(g).__name__}")
+        out.append(None if g is None else g.data)
+    return out

@@ -1,0 +1,98 @@
+"""TF's ``LossScaleOptimizer``: scale the loss, unscale the gradients, skip non-finite steps.
+
+::
+
+    opt = LossScaleOptimizer(nn.Momentum(net.trainable_params(), 0.1, 0.9), "dynamic")
+    loss, grads = value_and_grad(lambda x, y: opt.get_scaled_loss(loss_fn(net(x), y)),
+                                 None, opt.parameters)(x, y)
+    opt.apply_gradients(zip(opt.get_unscaled_gradients(grads), opt.parameters))
+
+One difference from TF: with a ``FixedLossScale`` TF applies non-finite gradients; here
+``apply_gradients`` skips them for every loss scale, so a non-finite step never reaches the
+parameters or the optimizer state (the inner optimizer's step counter does not move either).
+"""
+from minigrad.amp import step as amp_step
+from minigrad.mixed_precision.loss_scale import LossScale, get
+from minigrad.tensor import Tensor
+
+
+class LossScaleOptimizer:
+    """Wrap a minigrad optimizer with a loss scale.
+
+    Args:
+        optimizer: a minigrad ``Optimizer`` (has ``parameters`` and ``apply_gradients``).
+        loss_scale: anything ``mixed_precision.get`` accepts except None (default "dynamic").
+
+    Raises:
+        TypeError: if ``optimizer`` is not an optimizer.  ValueError: for a bad ``loss_scale``.
+    """
+
+    def __init__(self, optimizer, loss_scale="dynamic"):
+        if not hasattr(optimizer, "apply_gradients") or not hasattr(optimizer, "parameters"):
+            raise TypeError(f"LossScaleOptimizer: 'optimizer' must be a minigrad Optimizer, "
+                            f"but got {type(optimizer).__name__}")
+        scale = get(loss_scale)
+        if not isinstance(scale, LossScale):
+            raise ValueError(f"LossScaleOptimizer: 'loss_scale' must not be None, got {loss_scale!r}")
+        self.inner_optimizer = optimizer
+        self.loss_scale = scale
+        self._loss = None
+        self._checked = None   # (ids of the unscaled arrays, overflow) from get_unscaled_gradients
+
+    parameters = property(lambda self: self.inner_optimizer.parameters)
+    last_report = property(lambda self: self.loss_scale.last_report)
+
+    def get_scaled_loss(self, loss):
+        """``loss * scale`` (the scale cast to the loss dtype); ``loss`` may be a zero-arg callable."""
+        if callable(loss) and not isinstance(loss, Tensor):
+            return lambda: self.get_scaled_loss(loss())
+        self._loss = loss
+        return loss * self.loss_scale.core.scale
+
+    def get_unscaled_gradients(self, grads):
+        """A new list: each gradient times 1/scale (None kept; fp16 gradients come back fp32)."""
+        grads = list(grads)
+        arrays = [None if g is None else g.data.copy() for g in grads]
+        arrays, overflow = amp_step.unscale_and_check(arrays, self.loss_scale.core.scale)
+        self._checked = ([id(a) for a in arrays if a is not None], overflow)
+        return [None if a is None else Tensor(a) for a in arrays]
+
+    def apply_gradients(self, grads_and_vars):
+        """Update the loss scale and apply the (unscaled) gradients unless one is inf/NaN.
+
+        Args:
+            grads_and_vars: ``(gradient, parameter)`` pairs, or gradients in the order of
+                ``optimizer.parameters``.
+
+        Returns:
+            True if the gradients were applied, False if the step was skipped.
+
+        Raises:
+            ValueError: naming the parameters that have no gradient, or a count mismatch.
+        """
+        grads = self._ordered(list(grads_and_vars))
+        arrays = [g.data for g in grads]
+        checked = self._checked
+        if checked is not None and checked[0] == [id(a) for a in arrays]:
+            overflow = checked[1]
+        else:
+            overflow = amp_step.check(arrays)
+        self._checked = None
+        names = [p.name for p in self.parameters]
+        apply = self.loss_scale._decide(overflow, self._loss, names, arrays)
+        self._loss = None
+        if apply:
+            self.inner_optimizer.apply_gradients(tuple(grads))
+        return apply
+
+    def _ordered(self, items):
+        params = list(self.parameters)
+        if items and isinstance(items[0], tuple):
+            by_param = {id(v): g for g, v in items}
+            missing = [p.name for p in params if by_param.get(id(p)) is None]
+            if missing:
+                raise ValueError(f"apply_gradients: no gradient for parameters {missing}")
+            return [by_param[id(p)] for p in params]
+        if len(items) != len(params):
+            raise ValueError(f"apply_gradients: got {len(items)} gradients for {len(params)} parameters")
+        return items
