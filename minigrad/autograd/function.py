@@ -26,6 +26,7 @@ class Function:
     n_outputs = 1
     out_hooks = None
     freed = False
+    autocast = None  # "low" or "fp32": the op's class in minigrad.amp.autocast's lists
 
     def forward(self, *arrays, **kwargs):
         raise NotImplementedError
@@ -36,6 +37,9 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **kwargs):
         """Run the op on tensors; return a Tensor (or a tuple of them for several outputs)."""
+        if cls.autocast is not None and config.autocast_dtype is not None:
+            from minigrad.amp.autocast import cast_inputs  # the one autocast hook point
+            inputs = cast_inputs(cls.autocast, inputs)
         fn = cls()
         out = fn.forward(*[t.data for t in inputs], **kwargs)
         record = None
