@@ -12,6 +12,7 @@ tensor (op) Python/NumPy scalar, 0-d array  the tensor's dtype: operands that ar
 or other non-tensor array                   are *weak* (no silent upcast of fp16)
 fp16 tensor (op) fp32 tensor                fp32 (the wider float wins), gradients cast back
 int tensor (op) Python float                float32
+int tensor (op) float tensor                the float tensor's dtype (not NumPy's float64)
 fp16 matmul / conv                          fp32 accumulation (computed in fp32, stored fp16)
 fp16 sum/mean, softmax, log_softmax, log    fp32 accumulation, result fp16
 losses                                      computed and returned in fp32
@@ -68,6 +69,14 @@ def default_dtype(value):
     if isinstance(value, int):
         return int64
     return float32
+
+
+def promote_types(*dtypes):
+    """Dtype of an op's result on tensors of ``dtypes``: a float dtype beats every integer/bool
+    dtype (int64 with float16 gives float16, where NumPy says float64); otherwise NumPy's rule
+    (float16 with float32 gives float32)."""
+    floats = [d for d in dtypes if is_float(d)]
+    return numpy.result_type(*(floats or dtypes))
 
 
 def weak_dtype(value, tensor_dtype):

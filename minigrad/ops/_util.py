@@ -33,7 +33,7 @@ def binary_operands(a, b):
     elif not b_is:
         b = as_tensor(b, a)
     if a.data.dtype != b.data.dtype:
-        common = numpy.result_type(a.data.dtype, b.data.dtype)
+        common = dtypes.promote_types(a.data.dtype, b.data.dtype)
         a, b = cast(a, common), cast(b, common)
     return a, b
 
