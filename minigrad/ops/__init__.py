@@ -6,3 +6,17 @@ from minigrad.ops.reduction import sum, mean, max, min
 from minigrad.ops.shape import (reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to,
                                 getitem)
 from minigrad.ops.linalg import matmul
+from minigrad.ops.activation import gelu, leaky_relu, softmax, log_softmax
+from minigrad.ops.join import concat, stack, split
+from minigrad.ops.conv import conv2d, im2col, same_padding
+from minigrad.ops.pooling import max_pool2d, avg_pool2d
+from minigrad.ops.normalization import batch_norm, layer_norm
+from minigrad.ops.dropout import dropout
+from minigrad.ops.embedding import embedding
+from minigrad.ops.creation import zeros, ones, full, zeros_like, ones_like, full_like, arange, square
+from minigrad.ops.primitives import (Primitive, MatMul, BatchMatMul, Cast, ReduceSum, ReduceMean,
+                                     ReduceMax, ReduceMin, Reshape, Transpose, ExpandDims, Squeeze,
+                                     Concat, Stack, Split, Softmax, LogSoftmax, ReLU, Sigmoid, Tanh,
+                                     GeLU, Exp, Log, Sqrt, Square, Abs, Neg, Add, Sub, Mul, RealDiv,
+                                     Div, Pow, Maximum, Minimum, Select, OnesLike, ZerosLike, Fill,
+                                     Ones, Zeros, Conv2D, MaxPool, AvgPool, Gather, Shape, DType)

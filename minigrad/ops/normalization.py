@@ -1,0 +1,158 @@
+"""Batch and layer normalisation, sharing one ``Normalize`` Function.
+
+Both compute y = γ·x̂ + β with x̂ = (x - μ) / √(σ² + ε). Batch norm takes μ, σ² per channel over
+(N, H, W); layer norm per sample over the trailing axes. Statistics and x̂ are kept in fp32 for
+fp16 input (the dtype policy for fragile reductions); y is returned in x's dtype.
+"""
+from minigrad import backend, dtype as dtypes
+from minigrad.autograd.function import Function
+from minigrad.ops._util import as_tensor, check_float, normalize_axis, tensor_class
+
+
+def _moments(x, axes):
+    """Mean and biased variance over ``axes`` (keepdims), two-pass, in the accumulation dtype."""
+    x = x.astype(dtypes.acc_dtype(x.dtype), copy=False)
+    mean = x.mean(axis=axes, keepdims=True)
+    centred = x - mean
+    return mean, (centred * centred).mean(axis=axes, keepdims=True)
+
+
+class Normalize(Function):
+    """out = γ·x̂ + β,  x̂ = (x - μ)·r,  r = 1/√(σ² + ε), with γ, β broadcast as ``param_shape``.
+
+    dβ = Σ g,  dγ = Σ g·x̂ (over the axes where γ is broadcast), and with dx̂ = g·γ:
+    dx = r·(dx̂ - mean(dx̂) - x̂·mean(dx̂·x̂)) when μ, σ² are this batch's (``through_stats``), else
+    dx = r·dx̂ (fixed running statistics).
+    """
+    def forward(self, x, gamma, beta, axes, param_shape, eps, stats, through_stats):
+        acc = dtypes.acc_dtype(x.dtype)
+        mean, var = stats
+        self.axes, self.through_stats = axes, through_stats
+        self.rstd = 1 / backend.get_array_module(x).sqrt(var + eps)
+        self.xhat = (x.astype(acc, copy=False) - mean) * self.rstd
+        self.gamma = gamma.astype(acc, copy=False).reshape(param_shape)
+        self.param_axes = tuple(i for i, n in enumerate(param_shape) if n == 1)
+        self.x_dtype = x.dtype
+        self.params = (gamma.shape, gamma.dtype), (beta.shape, beta.dtype)
+        out = self.xhat * self.gamma + beta.astype(acc, copy=False).reshape(param_shape)
+        return out.astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        g = g.astype(self.xhat.dtype, copy=False)
+        gx = ggamma = gbeta = None
+        if self.needs_grad[0]:
+            dxhat = g * self.gamma
+            if self.through_stats:
+                dxhat = (dxhat - dxhat.mean(axis=self.axes, keepdims=True)
+                         - self.xhat * (dxhat * self.xhat).mean(axis=self.axes, keepdims=True))
+            gx = (dxhat * self.rstd).astype(self.x_dtype, copy=False)
+        if self.needs_grad[1]:
+            ggamma = self._param_grad(g * self.xhat, self.params[0])
+        if self.needs_grad[2]:
+            gbeta = self._param_grad(g, self.params[1])
+        return gx, ggamma, gbeta
+
+    def _param_grad(self, g, like):
+        shape, dtype = like
+        return g.sum(axis=self.param_axes, keepdims=True).reshape(shape).astype(dtype, copy=False)
+
+
+def _array(stat):
+    return stat.data if isinstance(stat, tensor_class()) else stat
+
+
+def _params(gamma, beta, shape, x, op):
+    """γ and β as tensors of ``shape``; ``None`` means the identity (γ = 1, β = 0, no gradient)."""
+    xp = backend.get_array_module(x.data)
+    out = []
+    for name, value, fill in (("gamma", gamma, 1), ("beta", beta, 0)):
+        if value is None:
+            value = tensor_class()._make(xp.full(shape, fill, dtypes.acc_dtype(x.dtype)), None, 0)
+        value = as_tensor(value)
+        if value.shape != shape:
+            raise ValueError(f"{op} {name} must have shape {shape} for x of shape {x.shape}, "
+                             f"got {value.shape}")
+        check_float(value, f"{op} {name}")
+        out.append(value)
+    return out
+
+
+def _update_running(running, batch_stat, momentum, name):
+    """running = (1 - momentum)·running + momentum·batch_stat, in place."""
+    if running is None:
+        return
+    array = _array(running)
+    if array.shape != batch_stat.shape:
+        raise ValueError(f"batch_norm {name} must have shape {batch_stat.shape}, got {array.shape}")
+    array *= 1 - momentum
+    array += (momentum * batch_stat).astype(array.dtype, copy=False)
+
+
+def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+    """Batch normalisation over axis 1 of x (N, C) or (N, C, H, W) (any (N, C, ...)).
+
+    y = γ·(x - μ)/√(σ² + ε) + β per channel. Training: μ, σ² are the batch's (biased variance),
+    gradients flow through them, and the running statistics (fp32 arrays or Tensors of shape
+    (C,); either may be None to skip) are updated in place:
+    running = (1 - momentum)·running + momentum·batch_stat, with the unbiased batch variance
+    for ``running_var`` (as PyTorch). Evaluation: μ, σ² are the running statistics.
+    ``momentum`` (default 0.1) is PyTorch's; MindSpore's ``BatchNorm2d(momentum=0.9)`` is its
+    complement (1 - momentum), which the nn layer translates. ``gamma``/``beta`` of shape (C,)
+    or None (1 and 0). Statistics in fp32 for fp16 x; y in x's dtype.
+
+    Raises:
+        ValueError: for x with fewer than 2 dims, parameters or running statistics not of shape
+            (C,), missing running statistics in evaluation, a single value per channel in
+            training, or momentum outside [0, 1].
+        TypeError: for non-float tensors.
+    """
+    x = as_tensor(x)
+    check_float(x, "batch_norm")
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm expects x of shape (N, C) or (N, C, H, W), got {x.shape}")
+    if not 0 <= momentum <= 1:
+        raise ValueError(f"batch_norm momentum must be in [0, 1], got {momentum}")
+    c = x.shape[1]
+    axes = (0,) + tuple(range(2, x.ndim))
+    param_shape = (1, c) + (1,) * (x.ndim - 2)
+    gamma, beta = _params(gamma, beta, (c,), x, "batch_norm")
+    if training:
+        count = x.size // c
+        if count < 2:
+            raise ValueError(f"batch_norm in training needs more than one value per channel, "
+                             f"got x of shape {x.shape}")
+        mean, var = _moments(x.data, axes)
+        _update_running(running_mean, mean.reshape(c), momentum, "running_mean")
+        _update_running(running_var, var.reshape(c) * (count / (count - 1)), momentum, "running_var")
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm in evaluation (training=False) needs running_mean and "
+                             "running_var, got None")
+        acc = dtypes.acc_dtype(x.dtype)
+        mean, var = (_array(s).astype(acc, copy=False) for s in (running_mean, running_var))
+        if mean.shape != (c,) or var.shape != (c,):
+            raise ValueError(f"batch_norm running_mean/running_var must have shape ({c},), got "
+                             f"{mean.shape} and {var.shape}")
+        mean, var = mean.reshape(param_shape), var.reshape(param_shape)
+    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=float(eps),
+                           stats=(mean, var), through_stats=bool(training))
+
+
+def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-5):
+    """Layer normalisation (MindSpore semantics) of each sample over axes begin_norm_axis..last.
+
+    y = γ·(x - μ)/√(σ² + ε) + β with μ, σ² (biased) over those axes, in fp32 for fp16 x; γ, β
+    have shape ``x.shape[begin_params_axis:]`` (or None for 1 and 0).
+
+    Raises:
+        ValueError: for an axis out of range or γ/β of the wrong shape.
+        TypeError: for non-float tensors.
+    """
+    x = as_tensor(x)
+    check_float(x, "layer_norm")
+    norm_axis = normalize_axis(begin_norm_axis, x.ndim, "begin_norm_axis")[0]
+    params_axis = normalize_axis(begin_params_axis, x.ndim, "begin_params_axis")[0]
+    axes = tuple(range(norm_axis, x.ndim))
+    gamma, beta = _params(gamma, beta, x.shape[params_axis:], x, "layer_norm")
+    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=(1,) * params_axis + x.shape[params_axis:],
+                           eps=float(eps), stats=_moments(x.data, axes), through_stats=True)

@@ -1,0 +1,228 @@
+"""MindSpore primitive classes: ``ops.MatMul()(a, b)``, ``ops.ReduceSum(keep_dims=True)(x, 1)``, ...
+
+Each is a thin callable over a lowercase op: the constructor takes the primitive's attributes,
+``__call__`` its inputs. Argument-free primitives are made by one factory, ``_primitive``.
+"""
+from minigrad import dtype as dtypes
+from minigrad.ops import activation, arithmetic, conv, creation, join, linalg, math, pooling, \
+    reduction, shape
+from minigrad.ops._util import as_tensor
+
+
+class Primitive:
+    """Base class: a primitive is configured once and then called like a function."""
+    def __repr__(self):
+        attrs = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({attrs})"
+
+
+def _primitive(name, fn, doc):
+    def __call__(self, *args):
+        return fn(*args)
+    return type(name, (Primitive,), {"__call__": __call__, "__doc__": doc})
+
+
+def _shape_of(x):
+    return tuple(as_tensor(x).shape)
+
+
+# ---- argument-free primitives: the call arguments are the op's --------------------------------
+Exp = _primitive("Exp", math.exp, "eˣ elementwise: ``Exp()(x)``.")
+Log = _primitive("Log", math.log, "ln x elementwise: ``Log()(x)``.")
+Sqrt = _primitive("Sqrt", math.sqrt, "√x elementwise: ``Sqrt()(x)``.")
+Square = _primitive("Square", creation.square, "x² elementwise: ``Square()(x)``.")
+Abs = _primitive("Abs", math.abs, "|x| elementwise: ``Abs()(x)``.")
+Neg = _primitive("Neg", math.neg, "-x elementwise: ``Neg()(x)``.")
+ReLU = _primitive("ReLU", math.relu, "max(x, 0): ``ReLU()(x)``.")
+Sigmoid = _primitive("Sigmoid", math.sigmoid, "1 / (1 + e⁻ˣ): ``Sigmoid()(x)``.")
+Tanh = _primitive("Tanh", math.tanh, "tanh x: ``Tanh()(x)``.")
+GeLU = _primitive("GeLU", activation.gelu, "GeLU, tanh form (as MindSpore's kernel): ``GeLU()(x)``.")
+Add = _primitive("Add", arithmetic.add, "a + b with broadcasting: ``Add()(a, b)``.")
+Sub = _primitive("Sub", arithmetic.sub, "a - b with broadcasting: ``Sub()(a, b)``.")
+Mul = _primitive("Mul", arithmetic.mul, "a * b with broadcasting: ``Mul()(a, b)``.")
+RealDiv = _primitive("RealDiv", arithmetic.div, "a / b (true division): ``RealDiv()(a, b)``.")
+Div = _primitive("Div", arithmetic.div, "a / b (true division): ``Div()(a, b)``.")
+Pow = _primitive("Pow", arithmetic.pow, "a ** b with broadcasting: ``Pow()(a, b)``.")
+Maximum = _primitive("Maximum", arithmetic.maximum, "Elementwise max: ``Maximum()(a, b)``.")
+Minimum = _primitive("Minimum", arithmetic.minimum, "Elementwise min: ``Minimum()(a, b)``.")
+Select = _primitive("Select", math.where, "x where cond else y: ``Select()(cond, x, y)``.")
+Cast = _primitive("Cast", lambda x, dtype: arithmetic.cast(as_tensor(x), dtype),
+                  "Convert dtype: ``Cast()(x, mstype.float16)``.")
+Reshape = _primitive("Reshape", shape.reshape, "New shape: ``Reshape()(x, (2, -1))``.")
+Transpose = _primitive("Transpose", shape.transpose, "Permute axes: ``Transpose()(x, (1, 0))``.")
+ExpandDims = _primitive("ExpandDims", shape.expand_dims, "Insert a size-1 axis: ``ExpandDims()(x, 0)``.")
+OnesLike = _primitive("OnesLike", creation.ones_like, "Ones shaped like x: ``OnesLike()(x)``.")
+ZerosLike = _primitive("ZerosLike", creation.zeros_like, "Zeros shaped like x: ``ZerosLike()(x)``.")
+Fill = _primitive("Fill", lambda dtype, shape_, value: creation.full(shape_, value, dtype),
+                  "Constant tensor: ``Fill()(mstype.float32, (2, 3), 1.5)``.")
+Ones = _primitive("Ones", lambda shape_, dtype=dtypes.float32: creation.ones(shape_, dtype),
+                  "Ones: ``Ones()((2, 3), mstype.float32)``.")
+Zeros = _primitive("Zeros", lambda shape_, dtype=dtypes.float32: creation.zeros(shape_, dtype),
+                   "Zeros: ``Zeros()((2, 3), mstype.float32)``.")
+Shape = _primitive("Shape", _shape_of, "The shape as a tuple: ``Shape()(x)``.")
+DType = _primitive("DType", lambda x: as_tensor(x).dtype, "The dtype: ``DType()(x)``.")
+Gather = _primitive("Gather", lambda params, indices, axis=0: shape.getitem(
+    params, (slice(None),) * (axis % as_tensor(params).ndim) + (indices,)),
+    "Take ``indices`` along ``axis``: ``Gather()(params, indices, axis)``.")
+
+
+# ---- primitives with attributes ------------------------------------------------------------------
+class MatMul(Primitive):
+    """a @ b for 2-D a, b, each optionally transposed first: ``MatMul(transpose_b=True)(a, b)``."""
+    def __init__(self, transpose_a=False, transpose_b=False):
+        self.transpose_a, self.transpose_b = bool(transpose_a), bool(transpose_b)
+
+    def __call__(self, a, b):
+        a, b = as_tensor(a), as_tensor(b)
+        if self.transpose_a:
+            a = shape.swapaxes(a, -1, -2)
+        if self.transpose_b:
+            b = shape.swapaxes(b, -1, -2)
+        return linalg.matmul(a, b)
+
+
+class BatchMatMul(MatMul):
+    """Batched a @ b over leading axes, each optionally transposed in its last two axes."""
+
+
+class _Reduce(Primitive):
+    reduce = None
+
+    def __init__(self, keep_dims=False):
+        self.keep_dims = bool(keep_dims)
+
+    def __call__(self, x, axis=()):
+        # MindSpore: axis=() reduces every axis
+        axis = None if isinstance(axis, (tuple, list)) and len(axis) == 0 else axis
+        return type(self).reduce(x, axis, self.keep_dims)
+
+
+class ReduceSum(_Reduce):
+    """Σ over ``axis`` (default (): all axes): ``ReduceSum(keep_dims=False)(x, axis)``."""
+    reduce = staticmethod(reduction.sum)
+
+
+class ReduceMean(_Reduce):
+    """Mean over ``axis`` (default (): all axes): ``ReduceMean(keep_dims=False)(x, axis)``."""
+    reduce = staticmethod(reduction.mean)
+
+
+class ReduceMax(_Reduce):
+    """Maximum over ``axis`` (default (): all axes): ``ReduceMax(keep_dims=False)(x, axis)``."""
+    reduce = staticmethod(reduction.max)
+
+
+class ReduceMin(_Reduce):
+    """Minimum over ``axis`` (default (): all axes): ``ReduceMin(keep_dims=False)(x, axis)``."""
+    reduce = staticmethod(reduction.min)
+
+
+class _AlongAxis(Primitive):
+    op = None
+
+    def __init__(self, axis=-1):
+        self.axis = axis
+
+    def __call__(self, x):
+        return type(self).op(x, self.axis)
+
+
+class Softmax(_AlongAxis):
+    """Softmax along ``axis`` (default -1): ``Softmax(axis)(x)``."""
+    op = staticmethod(activation.softmax)
+
+
+class LogSoftmax(_AlongAxis):
+    """Log-softmax along ``axis`` (default -1): ``LogSoftmax(axis)(x)``."""
+    op = staticmethod(activation.log_softmax)
+
+
+class Squeeze(_AlongAxis):
+    """Remove size-1 axes (``axis=()``: all of them): ``Squeeze(axis)(x)``."""
+    op = staticmethod(lambda x, axis: shape.squeeze(x, None if axis == () else axis))
+
+    def __init__(self, axis=()):
+        super().__init__(axis)
+
+
+class Concat(_AlongAxis):
+    """Join a tuple of tensors along ``axis`` (default 0): ``Concat(axis)((a, b))``."""
+    op = staticmethod(join.concat)
+
+    def __init__(self, axis=0):
+        super().__init__(axis)
+
+
+class Stack(Concat):
+    """Stack a tuple of tensors on a new ``axis`` (default 0): ``Stack(axis)((a, b))``."""
+    op = staticmethod(join.stack)
+
+
+class Split(Primitive):
+    """Cut x into ``output_num`` equal pieces along ``axis``: ``Split(axis=0, output_num=1)(x)``."""
+    def __init__(self, axis=0, output_num=1):
+        self.axis, self.output_num = axis, output_num
+
+    def __call__(self, x):
+        return join.split(x, self.output_num, self.axis)
+
+
+def _pad_mode_padding(pad_mode, pad, in_hw, kernel, stride, dilation):
+    """MindSpore's pad_mode ('valid', 'same', 'pad') as conv2d/pooling padding."""
+    mode = str(pad_mode).lower()
+    if mode == "valid":
+        return 0
+    if mode == "same":
+        return conv.same_padding(in_hw, kernel, stride, dilation)
+    if mode == "pad":
+        return pad
+    raise ValueError(f"pad_mode must be 'valid', 'same' or 'pad', got {pad_mode!r}")
+
+
+class Conv2D(Primitive):
+    """2-D convolution of x (N, C, H, W) by weight (out_channel, C/group, kh, kw): ``Conv2D(...)(x, w)``.
+
+    ``pad_mode``: 'valid' (no padding), 'same' (output ceil(H / stride)) or 'pad' (``pad``: an
+    int or (top, bottom, left, right)). ``mode`` must be 1 (cross-correlation).
+    """
+    def __init__(self, out_channel, kernel_size, mode=1, pad_mode="valid", pad=0, stride=1,
+                 dilation=1, group=1):
+        if mode != 1:
+            raise ValueError(f"Conv2D supports mode=1 (cross-correlation) only, got mode={mode}")
+        self.out_channel, self.kernel_size = out_channel, conv.pair(kernel_size, "kernel_size")
+        self.pad_mode, self.pad = pad_mode, pad
+        self.stride, self.dilation = conv.pair(stride, "stride"), conv.pair(dilation, "dilation")
+        self.group = group
+
+    def __call__(self, x, weight):
+        x, weight = as_tensor(x), as_tensor(weight)
+        if weight.ndim != 4 or weight.shape[0] != self.out_channel or \
+                tuple(weight.shape[2:]) != self.kernel_size:
+            raise ValueError(f"Conv2D(out_channel={self.out_channel}, kernel_size={self.kernel_size}) "
+                             f"got a weight of shape {weight.shape}")
+        padding = _pad_mode_padding(self.pad_mode, self.pad, x.shape[2:], self.kernel_size,
+                                    self.stride, self.dilation)
+        return conv.conv2d(x, weight, None, self.stride, padding, self.dilation, self.group)
+
+
+class _Pool(Primitive):
+    def __init__(self, kernel_size=1, strides=1, pad_mode="valid"):
+        self.kernel_size, self.strides = conv.pair(kernel_size, "kernel_size"), conv.pair(strides, "strides")
+        self.pad_mode = pad_mode
+
+    def padding(self, x):
+        return _pad_mode_padding(self.pad_mode, 0, as_tensor(x).shape[2:], self.kernel_size,
+                                 self.strides, 1)
+
+
+class MaxPool(_Pool):
+    """Max pooling of x (N, C, H, W): ``MaxPool(kernel_size=1, strides=1, pad_mode='valid')(x)``."""
+    def __call__(self, x):
+        return pooling.max_pool2d(x, self.kernel_size, self.strides, self.padding(x))
+
+
+class AvgPool(_Pool):
+    """Average pooling of x (N, C, H, W); with pad_mode='same' padding is not counted."""
+    def __call__(self, x):
+        return pooling.avg_pool2d(x, self.kernel_size, self.strides, self.padding(x),
+                                  count_include_pad=False)
