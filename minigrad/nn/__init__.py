@@ -1,0 +1,9 @@
+"""Networks, MindSpore style: ``Cell``, layers, initializers, losses and training wrappers."""
+from minigrad.nn.cell import Cell, ParameterTuple
+from minigrad.nn.init import (initializer, Initializer, Normal, TruncatedNormal, Uniform, HeUniform,
+                              HeNormal, XavierUniform, Constant, One, Zero)
+from minigrad.nn.layers import (Dense, Flatten, Dropout, Conv2d, BatchNorm1d, BatchNorm2d, LayerNorm,
+                                MaxPool2d, AvgPool2d, Embedding, SequentialCell, CellList, ReLU, Sigmoid,
+                                Tanh, GELU, Softmax, LogSoftmax, get_activation)
+from minigrad.nn.loss import LossBase, MSELoss, L1Loss, SoftmaxCrossEntropyWithLogits
+from minigrad.nn.wrap import WithLossCell, TrainOneStepCell

@@ -1,0 +1,353 @@
+"""``Cell``: the building block of networks (MindSpore's name for a module), and ``ParameterTuple``.
+
+A Cell owns Parameters and sub-Cells through plain attribute assignment::
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 2)        # a sub-cell, registered in order
+            self.scale = Parameter(...)     # a parameter, registered in order
+
+        def construct(self, x):
+            return self.fc(x) * self.scale
+
+Naming. A parameter assigned to ``self.weight`` without a name is named ``"weight"``; when a cell
+is assigned to ``self.fc`` of a parent, the parent prefixes ``"fc."`` to the names of the unnamed
+parameters inside it, so names follow attribute paths (``"features.0.weight"``). Cells built with
+``auto_prefix=False`` (the wrappers ``WithLossCell``, ``TrainOneStepCell``) add no prefix, so a
+wrapped network keeps its names. A name given by the user (``Parameter(x, name="w")``) is kept.
+``parameters_and_names`` yields attribute paths; ``param.name`` is the identity checkpoints use,
+and two different Parameters with one name in a network raise ValueError there.
+
+Modes: ``training`` starts False as in MindSpore; ``set_train()`` switches the whole tree.
+"""
+from collections import OrderedDict
+
+from minigrad import dtype as dtypes, ops
+from minigrad.parameter import Parameter
+from minigrad.tensor import Tensor
+
+
+class ParameterTuple(tuple):
+    """A tuple of Parameters (what optimizers hold); a Cell attribute of this type is registered.
+
+    Raises:
+        TypeError: if an element is not a Parameter.
+    """
+
+    def __new__(cls, iterable=()):
+        items = tuple(iterable)
+        for i, item in enumerate(items):
+            if not isinstance(item, Parameter):
+                raise TypeError(f"ParameterTuple element {i} must be a Parameter, got {type(item).__name__}")
+        return super().__new__(cls, items)
+
+    def clone(self, prefix, init="same"):
+        """New Parameters shaped like these, named ``prefix + "." + name`` (e.g. optimizer moments).
+
+        ``init`` is ``"same"`` (copy the values) or anything ``nn.initializer`` accepts ("zeros").
+        """
+        from minigrad.nn.init import initializer
+        clones = []
+        for p in self:
+            if isinstance(init, str) and init == "same":
+                value = Tensor(p.data.copy())
+            else:
+                value = initializer(init, p.shape, p.dtype)
+            clones.append(Parameter(value, name=f"{prefix}.{p.name}", requires_grad=p.requires_grad))
+        return ParameterTuple(clones)
+
+
+class _HookHandle:
+    """Returned by ``register_forward_hook``; ``remove()`` unregisters the hook."""
+    _next_id = 0
+
+    def __init__(self, hooks):
+        self._hooks = hooks
+        self.id = _HookHandle._next_id
+        _HookHandle._next_id += 1
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+
+class Cell:
+    """Base class of layers and networks: subclass it and define ``construct``.
+
+    Args:
+        auto_prefix: prefix the names of a sub-cell's parameters with its attribute name.
+            Default True; wrappers pass False.
+
+    Calling a cell runs its forward pre-hooks, casts floating inputs when ``to_float`` was
+    used, runs ``construct`` and then the forward hooks.
+    """
+    # parameters the parameter-casting helper leaves in float32 (BatchNorm's moving statistics)
+    _fp32_params = ()
+
+    def __init__(self, auto_prefix=True):
+        d = self.__dict__
+        d["_params"] = OrderedDict()        # attribute name -> Parameter
+        d["_param_tuples"] = OrderedDict()  # attribute name -> ParameterTuple
+        d["_cells"] = OrderedDict()         # attribute name -> Cell
+        d["_auto_prefix"] = auto_prefix
+        d["_forward_hooks"] = {}
+        d["_forward_pre_hooks"] = {}
+        d["_cast_dtype"] = None
+        d["training"] = False
+
+    def construct(self, *inputs, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define construct()")
+
+    def __call__(self, *inputs, **kwargs):
+        if self._cast_dtype is not None:
+            inputs = _cast_floats(inputs, self._cast_dtype)
+        if self._forward_pre_hooks:
+            for hook in tuple(self._forward_pre_hooks.values()):
+                result = hook(self, inputs)
+                if result is not None:
+                    inputs = result if isinstance(result, tuple) else (result,)
+        output = self.construct(*inputs, **kwargs)
+        if self._forward_hooks:
+            for hook in tuple(self._forward_hooks.values()):
+                result = hook(self, inputs, output)
+                if result is not None:
+                    output = result
+        return output
+
+    # ---- registration -------------------------------------------------------------------------
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if "_params" not in d and isinstance(value, (Parameter, Cell, ParameterTuple)):
+            raise AttributeError(f"cannot assign {type(value).__name__} {name!r} before "
+                                 f"{type(self).__name__}.__init__ calls super().__init__()")
+        if isinstance(value, Parameter):
+            self._forget(name)
+            if value.name is None:
+                value.name = name
+            d["_params"][name] = value
+        elif isinstance(value, Cell):
+            self._forget(name)
+            if self._auto_prefix:
+                value._prefix_names(name + ".")
+            d["_cells"][name] = value
+        elif isinstance(value, ParameterTuple):
+            self._forget(name)
+            d["_param_tuples"][name] = value
+        elif "_params" in d and (name in d["_params"] or name in d["_cells"]) and value is not None:
+            kind = "Parameter" if name in d["_params"] else "Cell"
+            raise TypeError(f"cannot assign a {type(value).__name__} to {name!r}: it holds a {kind} "
+                            f"(assign a {kind} or None)")
+        elif "_params" in d:
+            self._forget(name)
+        d[name] = value
+
+    def __delattr__(self, name):
+        self._forget(name)
+        del self.__dict__[name]
+
+    def _forget(self, name):
+        for registry in ("_params", "_cells", "_param_tuples"):
+            self.__dict__[registry].pop(name, None)
+
+    def _prefix_names(self, prefix):
+        """Prepend ``prefix`` to the unnamed-by-user parameters of this subtree (not tuple members)."""
+        for _, cell in self.cells_and_names():
+            for param in cell._params.values():
+                if not param._user_named:
+                    param.name = prefix + param.name
+
+    def insert_param_to_cell(self, param_name, param, check_name_contain_dot=True):
+        """Register ``param`` as attribute ``param_name`` (named ``param_name`` if it has no name).
+
+        Raises:
+            KeyError: if ``param_name`` is empty, contains "." (when checked) or is a
+                non-parameter attribute already.
+            TypeError: if ``param`` is not a Parameter.
+        """
+        if not isinstance(param_name, str) or not param_name:
+            raise KeyError(f"param_name must be a non-empty str, got {param_name!r}")
+        if check_name_contain_dot and "." in param_name:
+            raise KeyError(f"param_name must not contain '.', got {param_name!r}")
+        if param_name in self.__dict__ and param_name not in self._params:
+            raise KeyError(f"param_name {param_name!r} is already an attribute of "
+                           f"{type(self).__name__} that is not a Parameter")
+        if not isinstance(param, Parameter):
+            raise TypeError(f"param must be a Parameter, got {type(param).__name__}")
+        setattr(self, param_name, param)
+
+    def insert_child_to_cell(self, child_name, child_cell):
+        """Register ``child_cell`` as attribute ``child_name`` (as ``setattr`` does).
+
+        Raises:
+            KeyError: for an empty name or one containing ".".
+            TypeError: if ``child_cell`` is not a Cell.
+        """
+        if not isinstance(child_name, str) or not child_name or "." in child_name:
+            raise KeyError(f"child_name must be a non-empty str without '.', got {child_name!r}")
+        if not isinstance(child_cell, Cell):
+            raise TypeError(f"child_cell must be a Cell, got {type(child_cell).__name__}")
+        setattr(self, child_name, child_cell)
+
+    def update_parameters_name(self, prefix="", recurse=True):
+        """Rename every parameter to ``prefix + its attribute path`` (user-given names included).
+
+        Use it to give a second copy of a network distinct names before checkpointing both.
+        """
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
+        for path, param in self.parameters_and_names(expand=recurse):
+            param.name = prefix + path
+
+    # ---- traversal ----------------------------------------------------------------------------
+    def cells_and_names(self, name_prefix=""):
+        """Yield ``(path, cell)`` for this cell (path ``name_prefix``) and every sub-cell, once each."""
+        seen = set()
+        stack = [(name_prefix, self)]
+        while stack:  # iterative depth-first, children in definition order
+            path, cell = stack.pop()
+            if id(cell) in seen:
+                continue
+            seen.add(id(cell))
+            yield path, cell
+            children = [(f"{path}.{name}" if path else name, child)
+                        for name, child in cell._cells.items() if child is not None]
+            stack.extend(reversed(children))
+
+    def name_cells(self):
+        """OrderedDict of the direct sub-cells by attribute name."""
+        return OrderedDict((k, v) for k, v in self._cells.items() if v is not None)
+
+    def cells(self):
+        """The direct sub-cells, in definition order."""
+        return list(self.name_cells().values())
+
+    def parameters_and_names(self, name_prefix="", expand=True):
+        """Yield ``(path, parameter)`` for every parameter, once each, in definition order.
+
+        Args:
+            name_prefix: prepended to the paths.
+            expand: include the parameters of sub-cells (default True).
+
+        Raises:
+            ValueError: if two different Parameters have the same ``name`` (naming both paths).
+        """
+        cells = self.cells_and_names(name_prefix) if expand else [(name_prefix, self)]
+        seen = set()
+        paths_by_name = {}
+        for cell_path, cell in cells:
+            members = [(name, p) for name, p in cell._params.items()]
+            for attr, params in cell._param_tuples.items():
+                members.extend((f"{attr}.{i}", p) for i, p in enumerate(params))
+            for name, param in members:
+                if id(param) in seen:
+                    continue
+                seen.add(id(param))
+                path = f"{cell_path}.{name}" if cell_path else name
+                other = paths_by_name.setdefault(param.name, path)
+                if other != path:
+                    raise ValueError(f"two different parameters are both named {param.name!r}: at "
+                                     f"{other!r} and {path!r}; give them distinct names (or call "
+                                     f"update_parameters_name on one sub-network)")
+                yield path, param
+
+    def get_parameters(self, expand=True):
+        """Yield every parameter once, in definition order."""
+        for _, param in self.parameters_and_names(expand=expand):
+            yield param
+
+    def trainable_params(self, recurse=True):
+        """List of the parameters with ``requires_grad=True`` (what an optimizer takes)."""
+        return [p for p in self.get_parameters(expand=recurse) if p.requires_grad]
+
+    def untrainable_params(self, recurse=True):
+        """List of the parameters with ``requires_grad=False`` (e.g. BatchNorm moving statistics)."""
+        return [p for p in self.get_parameters(expand=recurse) if not p.requires_grad]
+
+    def parameters_dict(self, recurse=True):
+        """OrderedDict ``param.name -> Parameter``."""
+        return OrderedDict((p.name, p) for p in self.get_parameters(expand=recurse))
+
+    # ---- modes and dtypes ---------------------------------------------------------------------
+    def set_train(self, mode=True):
+        """Set ``training`` on this cell and all sub-cells (Dropout and BatchNorm read it)."""
+        for _, cell in self.cells_and_names():
+            cell.__dict__["training"] = bool(mode)
+        return self
+
+    def set_grad(self, requires_grad=True):
+        """Accepted for MindSpore compatibility; minigrad records gradients whenever needed."""
+        return self
+
+    def to_float(self, dtype):
+        """Compute this cell and its sub-cells in ``dtype``: floating inputs are cast on entry.
+
+        Parameters are not cast (see ``cast_parameters``); a sub-cell can be set back, e.g.
+        ``net.to_float(float16); net.bn.to_float(float32)``.
+
+        Raises:
+            TypeError: if ``dtype`` is not float16, float32 or float64.
+        """
+        dtype = dtypes.as_dtype(dtype)
+        if dtype not in dtypes.FLOATS:
+            raise TypeError(f"to_float(dtype) needs float16, float32 or float64, got {dtype}")
+        for _, cell in self.cells_and_names():
+            cell.__dict__["_cast_dtype"] = dtype
+        return self
+
+    def cast_parameters(self, dtype):
+        """Cast the floating parameters of this subtree to ``dtype`` in place (same objects).
+
+        Parameters listed in a cell's ``_fp32_params`` (BatchNorm's moving statistics) stay
+        float32. Gradients already stored in ``.grad`` are dropped.
+        """
+        dtype = dtypes.as_dtype(dtype)
+        for _, cell in self.cells_and_names():
+            for name, param in cell._params.items():
+                if name in cell._fp32_params or param.dtype.kind != "f" or param.dtype == dtype:
+                    continue
+                param.data = param.data.astype(dtype)
+                param.grad = None
+        return self
+
+    # ---- hooks --------------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook):
+        """Call ``hook(cell, inputs)`` before ``construct``; a non-None result replaces the inputs.
+
+        Returns a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_hook(self._forward_pre_hooks, hook)
+
+    def register_forward_hook(self, hook):
+        """Call ``hook(cell, inputs, output)`` after ``construct``; a non-None result replaces it.
+
+        Returns a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_hook(self._forward_hooks, hook)
+
+    @staticmethod
+    def _add_hook(hooks, hook):
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        handle = _HookHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+    # ---- printing -----------------------------------------------------------------------------
+    def extend_repr(self):
+        """The text inside ``Name<...>``; layers override it to show their settings."""
+        return ""
+
+    def __repr__(self):
+        extra = self.extend_repr()
+        children = self.name_cells()
+        if not children:
+            return f"{type(self).__name__}<{extra}>"
+        lines = [extra] if extra else []
+        lines += [f"({name}): {child!r}" for name, child in children.items()]
+        body = "\n".join(lines).replace("\n", "\n  ")
+        return f"{type(self).__name__}<\n  {body}\n  >"
+
+
+def _cast_floats(inputs, dtype):
+    return tuple(ops.cast(x, dtype) if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != dtype
+                 else x for x in inputs)

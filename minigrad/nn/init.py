@@ -1,0 +1,202 @@
+"""Weight initializers, MindSpore style: ``initializer("he_uniform", (64, 32), float32)``.
+
+An ``Initializer`` fills a host NumPy array in place (``init(array)``); ``initializer`` builds the
+array, fills it and returns a Tensor on the default device. Random draws come from minigrad's
+seeded generator, so ``minigrad.set_seed(n)`` makes networks reproducible.
+
+Fans, for a weight of shape ``(out, in, *kernel)``: fan_in = in · prod(kernel), fan_out =
+out · prod(kernel); a 1-D shape has fan_in = fan_out = its length.
+"""
+import math
+
+import numpy
+
+from minigrad import dtype as dtypes
+from minigrad._config import config
+from minigrad.random import get_rng
+from minigrad.tensor import Tensor
+
+
+def _rng():
+    return get_rng(numpy)
+
+
+def _fans(shape):
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _gain(nonlinearity, negative_slope):
+    """Recommended gain of He/Kaiming initialisation for a nonlinearity."""
+    gains = {"linear": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
+             "leaky_relu": math.sqrt(2.0 / (1 + negative_slope ** 2))}
+    if nonlinearity not in gains:
+        raise ValueError(f"nonlinearity must be one of {sorted(gains)}, got {nonlinearity!r}")
+    return gains[nonlinearity]
+
+
+class Initializer:
+    """Base class: ``init(array)`` fills a NumPy array in place and returns it."""
+
+    def __call__(self, array):
+        array[...] = self.sample(array.shape)
+        return array
+
+    def sample(self, shape):
+        raise NotImplementedError
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+class Constant(Initializer):
+    """Every element equals ``value``."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def sample(self, shape):
+        return numpy.full(shape, self.value, numpy.float64)
+
+
+class Zero(Constant):
+    """All zeros."""
+
+    def __init__(self):
+        super().__init__(0.0)
+
+
+class One(Constant):
+    """All ones."""
+
+    def __init__(self):
+        super().__init__(1.0)
+
+
+class Normal(Initializer):
+    """N(mean, sigma²). Default sigma 0.01 (MindSpore's ``"normal"``)."""
+
+    def __init__(self, sigma=0.01, mean=0.0):
+        if sigma < 0:
+            raise ValueError(f"sigma must be >= 0, got {sigma}")
+        self.sigma, self.mean = sigma, mean
+
+    def sample(self, shape):
+        return _rng().normal(self.mean, self.sigma, shape)
+
+
+class TruncatedNormal(Initializer):
+    """N(0, sigma²) restricted to [-2 sigma, 2 sigma] (redrawn outside). Default sigma 0.01."""
+
+    def __init__(self, sigma=0.01):
+        if sigma < 0:
+            raise ValueError(f"sigma must be >= 0, got {sigma}")
+        self.sigma = sigma
+
+    def sample(self, shape):
+        rng = _rng()
+        values = rng.standard_normal(shape)
+        outside = numpy.abs(values) > 2
+        while outside.any():
+            values[outside] = rng.standard_normal(int(outside.sum()))
+            outside = numpy.abs(values) > 2
+        return values * self.sigma
+
+
+class Uniform(Initializer):
+    """U(-scale, scale). Default scale 0.07."""
+
+    def __init__(self, scale=0.07):
+        if scale < 0:
+            raise ValueError(f"scale must be >= 0, got {scale}")
+        self.scale = scale
+
+    def sample(self, shape):
+        return _rng().uniform(-self.scale, self.scale, shape)
+
+
+class _He(Initializer):
+    def __init__(self, negative_slope=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+        if mode not in ("fan_in", "fan_out"):
+            raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+        _gain(nonlinearity, negative_slope)
+        self.negative_slope, self.mode, self.nonlinearity = negative_slope, mode, nonlinearity
+
+    def std(self, shape):
+        fan_in, fan_out = _fans(shape)
+        fan = fan_in if self.mode == "fan_in" else fan_out
+        return _gain(self.nonlinearity, self.negative_slope) / math.sqrt(fan)
+
+
+class HeUniform(_He):
+    """Kaiming uniform: U(-b, b) with b = gain · sqrt(3 / fan); gain = sqrt(2 / (1 + slope²))."""
+
+    def sample(self, shape):
+        bound = math.sqrt(3.0) * self.std(shape)
+        return _rng().uniform(-bound, bound, shape)
+
+
+class HeNormal(_He):
+    """Kaiming normal: N(0, (gain / sqrt(fan))²); gain = sqrt(2 / (1 + slope²))."""
+
+    def sample(self, shape):
+        return _rng().normal(0.0, self.std(shape), shape)
+
+
+class XavierUniform(Initializer):
+    """Glorot uniform: U(-b, b) with b = gain · sqrt(6 / (fan_in + fan_out)). Default gain 1."""
+
+    def __init__(self, gain=1.0):
+        self.gain = gain
+
+    def sample(self, shape):
+        fan_in, fan_out = _fans(shape)
+        bound = self.gain * math.sqrt(6.0 / (fan_in + fan_out))
+        return _rng().uniform(-bound, bound, shape)
+
+
+# names accepted by ``initializer``, compared lower-case with "_" removed
+_BY_NAME = {"normal": Normal, "truncatednormal": TruncatedNormal, "uniform": Uniform,
+            "heuniform": HeUniform, "henormal": HeNormal, "xavieruniform": XavierUniform,
+            "zero": Zero, "zeros": Zero, "one": One, "ones": One}
+
+
+def initializer(init, shape, dtype=dtypes.float32):
+    """A Tensor of ``shape`` and ``dtype`` initialised by ``init``.
+
+    Args:
+        init: an ``Initializer``; a name ("normal", "truncated_normal", "uniform", "he_uniform",
+            "he_normal", "xavier_uniform", "zeros", "ones"); a number (constant); or a Tensor or
+            array of exactly ``shape`` (used as is, cast to ``dtype``).
+        shape: int or tuple of ints.
+        dtype: default float32.
+
+    Raises:
+        ValueError: for an unknown name, a negative dimension, or a Tensor/array of another shape.
+        TypeError: for any other kind of ``init``.
+    """
+    shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(int(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise ValueError(f"shape must have non-negative dimensions, got {shape}")
+    dtype = dtypes.as_dtype(dtype)
+    if isinstance(init, (Tensor, numpy.ndarray)):
+        if tuple(init.shape) != shape:
+            raise ValueError(f"init of shape {tuple(init.shape)} does not match shape {shape}")
+        # a copy: a new Parameter must not share memory with the tensor it was initialised from
+        return Tensor(init.data.copy() if isinstance(init, Tensor) else init.copy(), dtype=dtype)
+    if isinstance(init, str):
+        key = init.lower().replace("_", "")
+        if key not in _BY_NAME:
+            raise ValueError(f"init must be one of {sorted(_BY_NAME)}, got {init!r}")
+        init = _BY_NAME[key]()
+    elif isinstance(init, (int, float)) and not isinstance(init, bool):
+        init = Constant(init)
+    elif not isinstance(init, Initializer):
+        raise TypeError(f"init must be an Initializer, a name, a number or a Tensor, "
+                        f"got {type(init).__name__}")
+    return Tensor(init(numpy.empty(shape, numpy.float64)), dtype=dtype, device=config.device_target)

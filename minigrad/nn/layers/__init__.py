@@ -1,0 +1,8 @@
+"""Layers: one file per family (basic, conv, normalization, pooling, activation, embedding, container)."""
+from minigrad.nn.layers.activation import ReLU, Sigmoid, Tanh, GELU, Softmax, LogSoftmax, get_activation
+from minigrad.nn.layers.basic import Dense, Flatten, Dropout
+from minigrad.nn.layers.conv import Conv2d
+from minigrad.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from minigrad.nn.layers.pooling import MaxPool2d, AvgPool2d
+from minigrad.nn.layers.embedding import Embedding
+from minigrad.nn.layers.container import SequentialCell, CellList

@@ -1,0 +1,82 @@
+"""Activation cells (ReLU, Sigmoid, Tanh, GELU, Softmax, LogSoftmax) and ``get_activation``."""
+from minigrad import ops
+from minigrad.nn.cell import Cell
+
+
+class ReLU(Cell):
+    """max(x, 0)."""
+
+    def construct(self, x):
+        return ops.relu(x)
+
+
+class Sigmoid(Cell):
+    """1 / (1 + exp(-x))."""
+
+    def construct(self, x):
+        return ops.sigmoid(x)
+
+
+class Tanh(Cell):
+    """tanh(x)."""
+
+    def construct(self, x):
+        return ops.tanh(x)
+
+
+class GELU(Cell):
+    """x · Φ(x); ``approximate=True`` (default, as MindSpore) uses the tanh formula."""
+
+    def __init__(self, approximate=True):
+        super().__init__()
+        self.approximate = approximate
+
+    def construct(self, x):
+        return ops.gelu(x, approximate=self.approximate)
+
+    def extend_repr(self):
+        return f"approximate={self.approximate}"
+
+
+class Softmax(Cell):
+    """exp(x) / Σ exp(x) along ``axis`` (default -1)."""
+
+    def __init__(self, axis=-1):
+        super().__init__()
+        self.axis = axis
+
+    def construct(self, x):
+        return ops.softmax(x, self.axis)
+
+    def extend_repr(self):
+        return f"axis={self.axis}"
+
+
+class LogSoftmax(Cell):
+    """x - log Σ exp(x) along ``axis`` (default -1)."""
+
+    def __init__(self, axis=-1):
+        super().__init__()
+        self.axis = axis
+
+    def construct(self, x):
+        return ops.log_softmax(x, self.axis)
+
+    def extend_repr(self):
+        return f"axis={self.axis}"
+
+
+_ACTIVATIONS = {"relu": ReLU, "sigmoid": Sigmoid, "tanh": Tanh, "gelu": GELU, "softmax": Softmax,
+                "logsoftmax": LogSoftmax}
+
+
+def get_activation(name):
+    """A new activation cell by name ("relu", "sigmoid", "tanh", "gelu", "softmax", "logsoftmax").
+
+    Raises:
+        KeyError: for an unknown name, listing the known ones.
+    """
+    key = name.lower() if isinstance(name, str) else name
+    if key not in _ACTIVATIONS:
+        raise KeyError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {name!r}")
+    return _ACTIVATIONS[key]()

@@ -1,0 +1,62 @@
+"""Conv2d (NCHW) with MindSpore's pad modes."""
+from minigrad import ops
+from minigrad.nn.cell import Cell
+from minigrad.nn.init import initializer
+from minigrad.nn.layers import _check
+from minigrad.ops.conv import same_padding
+from minigrad.parameter import Parameter
+
+
+class Conv2d(Cell):
+    """2-D convolution (cross-correlation) of an (N, C_in, H, W) input.
+
+    out[n, o] = bias[o] + Σ_{c in group of o} Σ_{i, j} weight[o, c, i, j] ·
+    x_padded[n, c, h·s_h + i·d_h, w·s_w + j·d_w]
+
+    Args:
+        in_channels, out_channels: positive ints, both divisible by ``group``.
+        kernel_size, stride, dilation: int or (height, width). Defaults stride 1, dilation 1.
+        pad_mode: "same" (default; output size ceil(H / stride), extra padding at the bottom/right),
+            "valid" (no padding) or "pad" (explicit ``padding``).
+        padding: int or (top, bottom, left, right); must be 0 unless pad_mode is "pad".
+        group: number of channel groups (default 1).
+        has_bias: default False.
+        weight_init: initializer of ``weight`` (out_channels, in_channels / group, kh, kw),
+            default "normal"; bias_init: of ``bias`` (out_channels,), default "zeros".
+
+    Raises:
+        TypeError / ValueError: naming the argument for a wrong type, a non-positive size, an
+            unknown pad_mode, padding with a pad_mode other than "pad", or channels not divisible
+            by ``group``.
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same", padding=0,
+                 dilation=1, group=1, has_bias=False, weight_init="normal", bias_init="zeros"):
+        super().__init__()
+        self.in_channels = _check.positive_int("in_channels", in_channels)
+        self.out_channels = _check.positive_int("out_channels", out_channels)
+        self.kernel_size = _check.pair("kernel_size", kernel_size)
+        self.stride = _check.pair("stride", stride)
+        self.dilation = _check.pair("dilation", dilation)
+        self.group = _check.positive_int("group", group)
+        self.pad_mode, self.padding = _check.pad_mode_padding(pad_mode, padding)
+        self.has_bias = _check.boolean("has_bias", has_bias)
+        if in_channels % group or out_channels % group:
+            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                             f"be divisible by group ({group})")
+        shape = (out_channels, in_channels // group) + self.kernel_size
+        self.weight = Parameter(initializer(weight_init, shape))
+        self.bias = Parameter(initializer(bias_init, (out_channels,))) if has_bias else None
+
+    def construct(self, x):
+        padding = self.padding
+        if self.pad_mode == "same":
+            padding = same_padding(x.shape[2:], self.kernel_size, self.stride, self.dilation)
+        return ops.conv2d(x, self.weight, self.bias, stride=self.stride, padding=padding,
+                          dilation=self.dilation, groups=self.group)
+
+    def extend_repr(self):
+        return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "
+                f"kernel_size={self.kernel_size}, stride={self.stride}, pad_mode={self.pad_mode}, "
+                f"padding={self.padding}, dilation={self.dilation}, group={self.group}, "
+                f"has_bias={self.has_bias}")

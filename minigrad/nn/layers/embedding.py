@@ -1,0 +1,51 @@
+"""Embedding: a lookup table of vectors indexed by integer ids."""
+from minigrad import backend, ops
+from minigrad.nn.cell import Cell
+from minigrad.nn.init import initializer
+from minigrad.nn.layers import _check
+from minigrad.parameter import Parameter
+from minigrad.tensor import Tensor
+
+
+class Embedding(Cell):
+    """out[..., :] = embedding_table[ids[...], :]; ids of shape S give an output of shape S + (E,).
+
+    Args:
+        vocab_size, embedding_size: positive ints (the table is (vocab_size, embedding_size)).
+        use_one_hot: compute one_hot(ids) @ table (a matmul, whose input THOR can record)
+            instead of a gather. Same result. Default False.
+        embedding_table: initializer of the table, default "normal".
+        padding_idx: None, or an id whose row starts at zero.
+
+    Raises:
+        TypeError / ValueError: for a non-positive size, a non-bool ``use_one_hot`` or an
+            out-of-range ``padding_idx``; TypeError for non-integer ids.
+    """
+
+    def __init__(self, vocab_size, embedding_size, use_one_hot=False, embedding_table="normal",
+                 padding_idx=None):
+        super().__init__()
+        self.vocab_size = _check.positive_int("vocab_size", vocab_size)
+        self.embedding_size = _check.positive_int("embedding_size", embedding_size)
+        self.use_one_hot = _check.boolean("use_one_hot", use_one_hot)
+        table = initializer(embedding_table, (vocab_size, embedding_size))
+        if padding_idx is not None:
+            if not isinstance(padding_idx, int) or not -vocab_size <= padding_idx < vocab_size:
+                raise ValueError(f"padding_idx must be None or an int in [{-vocab_size}, {vocab_size}), "
+                                 f"got {padding_idx!r}")
+            table.data[padding_idx] = 0
+        self.padding_idx = padding_idx
+        self.embedding_table = Parameter(table)
+
+    def construct(self, ids):
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"Embedding expects integer ids, got dtype {ids.dtype}")
+        if not self.use_one_hot:
+            return ops.embedding(ids, self.embedding_table)
+        xp = backend.get_array_module(ids.data)
+        one_hot = (ids.data[..., None] == xp.arange(self.vocab_size)).astype(self.embedding_table.dtype)
+        return ops.matmul(Tensor(one_hot), self.embedding_table)
+
+    def extend_repr(self):
+        return (f"vocab_size={self.vocab_size}, embedding_size={self.embedding_size}, "
+                f"use_one_hot={self.use_one_hot}, embedding_table={self.embedding_table}")

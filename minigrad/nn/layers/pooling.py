@@ -1,0 +1,47 @@
+"""MaxPool2d and AvgPool2d (NCHW) with MindSpore's pad modes."""
+from minigrad import ops
+from minigrad.nn.cell import Cell
+from minigrad.nn.layers import _check
+from minigrad.ops.conv import same_padding
+
+
+class _Pool2d(Cell):
+    def __init__(self, kernel_size=1, stride=1, pad_mode="valid"):
+        super().__init__()
+        self.kernel_size = _check.pair("kernel_size", kernel_size)
+        self.stride = _check.pair("stride", stride)
+        self.pad_mode = _check.one_of("pad_mode", pad_mode.lower() if isinstance(pad_mode, str) else pad_mode,
+                                      ("same", "valid"))
+
+    def _padding(self, x):
+        return same_padding(x.shape[2:], self.kernel_size, self.stride) if self.pad_mode == "same" else 0
+
+    def extend_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, pad_mode={self.pad_mode}"
+
+
+class MaxPool2d(_Pool2d):
+    """Maximum over kernel_size windows of an (N, C, H, W) input.
+
+    Args:
+        kernel_size, stride: int or (h, w); defaults 1 and 1 (MindSpore's).
+        pad_mode: "valid" (default; output (H - kh) // sh + 1) or "same" (output ceil(H / sh),
+            padding with -inf, the extra row/column at the bottom/right).
+
+    Raises:
+        TypeError / ValueError: naming the argument for a non-positive size or another pad_mode.
+    """
+
+    def construct(self, x):
+        return ops.max_pool2d(x, self.kernel_size, self.stride, self._padding(x))
+
+
+class AvgPool2d(_Pool2d):
+    """Mean over kernel_size windows of an (N, C, H, W) input (fp32 accumulation for fp16).
+
+    Arguments as ``MaxPool2d``; with pad_mode "same" a window's mean counts only the elements
+    inside the input (padding is excluded, as in MindSpore and TensorFlow).
+    """
+
+    def construct(self, x):
+        return ops.avg_pool2d(x, self.kernel_size, self.stride, self._padding(x), count_include_pad=False)

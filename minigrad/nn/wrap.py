@@ -1,0 +1,86 @@
+"""Training wrappers: ``WithLossCell`` (network + loss) and ``TrainOneStepCell`` (one update)."""
+from minigrad.autograd import GradOperation
+from minigrad.nn.cell import Cell
+
+
+class WithLossCell(Cell):
+    """``loss_fn(backbone(data), label)``.
+
+    Args:
+        backbone: the network (a Cell).
+        loss_fn: a loss Cell (or any callable of (output, label)).
+
+    Built with ``auto_prefix=False``: the backbone's parameter names are unchanged.
+
+    Raises:
+        TypeError: if ``backbone`` is not a Cell or ``loss_fn`` is not callable.
+    """
+
+    def __init__(self, backbone, loss_fn):
+        super().__init__(auto_prefix=False)
+        if not isinstance(backbone, Cell):
+            raise TypeError(f"backbone must be a Cell, got {type(backbone).__name__}")
+        if not callable(loss_fn):
+            raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+        self._backbone = backbone
+        self._loss_fn = loss_fn
+
+    def construct(self, data, label):
+        return self._loss_fn(self._backbone(data), label)
+
+    @property
+    def backbone_network(self):
+        """The wrapped network."""
+        return self._backbone
+
+
+class TrainOneStepCell(Cell):
+    """One training step: loss = network(*inputs); gradients; ``optimizer(grads)``; return loss.
+
+    The gradients are those of ``optimizer.parameters``, by
+    ``GradOperation(get_by_list=True, sens_param=True)`` with backprop seeded by ``sens``
+    (broadcast to the loss's shape and dtype); the network runs once per step.
+
+    Args:
+        network: a Cell returning the loss (usually a ``WithLossCell``).
+        optimizer: callable on a tuple of gradients, with a ``parameters`` attribute.
+        sens: the backprop seed, default 1.0.
+
+    Subclasses (``TrainOneStepWithLossScaleCell``) reuse ``loss_and_grads`` and ``grad_reducer``.
+
+    Raises:
+        TypeError: if ``network`` is not a Cell or ``optimizer`` has no ``parameters``.
+    """
+
+    def __init__(self, network, optimizer, sens=1.0):
+        super().__init__(auto_prefix=False)
+        if not isinstance(network, Cell):
+            raise TypeError(f"network must be a Cell, got {type(network).__name__}")
+        if not callable(optimizer) or not hasattr(optimizer, "parameters"):
+            raise TypeError(f"optimizer must be callable on gradients and have a 'parameters' "
+                            f"attribute, got {type(optimizer).__name__}")
+        self.network = network
+        self.network.set_grad()
+        self.optimizer = optimizer
+        self.weights = optimizer.parameters
+        self.grad = GradOperation(get_by_list=True, sens_param=True)
+        self.sens = sens
+
+    def loss_and_grads(self, inputs, sens):
+        """Run the network on ``inputs`` once and backprop from ``sens``: (loss, grads of weights)."""
+        losses = []
+
+        def network(*args):
+            losses.append(self.network(*args))
+            return losses[0]
+        grads = self.grad(network, self.weights)(*inputs, sens)
+        return losses[0], grads
+
+    def grad_reducer(self, grads):
+        """Identity: the one place where data-parallel training all-reduces the gradients."""
+        return grads
+
+    def construct(self, *inputs):
+        loss, grads = self.loss_and_grads(inputs, self.sens)
+        self.optimizer(self.grad_reducer(grads))
+        return loss
