@@ -17,9 +17,13 @@ class MatMul(Function):
     """out = a @ b;  da = g @ bᵀ, db = aᵀ @ g (batch axes summed back to each input's shape).
 
     1-D operands follow NumPy: a vector ``a`` is a row, a vector ``b`` a column, and the added
-    axis is removed from the result.
+    axis is removed from the result. ``transpose_b`` multiplies by bᵀ (a view, no copy: Dense
+    keeps its weight as (out, in)).
     """
-    def forward(self, a, b):
+    def forward(self, a, b, transpose_b=False):
+        self.transpose_b = transpose_b
+        if transpose_b:
+            b = b.swapaxes(-1, -2)
         self.a_shape, self.b_shape = a.shape, b.shape
         self.a = a[None, :] if a.ndim == 1 else a
         self.b = b[:, None] if b.ndim == 1 else b
@@ -40,11 +44,14 @@ class MatMul(Function):
             ga = unbroadcast(_mm(g, self.b.swapaxes(-1, -2)), self.a.shape).reshape(self.a_shape)
         if self.needs_grad[1]:
             gb = unbroadcast(_mm(self.a.swapaxes(-1, -2), g), self.b.shape).reshape(self.b_shape)
+            if self.transpose_b:
+                gb = gb.swapaxes(-1, -2)
         return ga, gb
 
 
-def matmul(a, b):
-    """Matrix product ``a @ b`` with NumPy's batching and broadcasting rules.
+def matmul(a, b, transpose_b=False):
+    """Matrix product ``a @ b`` (``a @ bᵀ`` with ``transpose_b``, b at least 2-D) with NumPy's
+    batching and broadcasting rules.
 
     Raises:
         ValueError: naming both shapes when the inner dimensions differ.
@@ -53,9 +60,12 @@ def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {a.shape} and {b.shape}")
     ka = a.shape[-1]
-    kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if transpose_b and b.ndim < 2:
+        raise ValueError(f"matmul(transpose_b=True) needs b of at least 2 dimensions, got shape {b.shape}")
+    kb = b.shape[-1] if transpose_b else b.shape[-2] if b.ndim > 1 else b.shape[0]
     if ka != kb:
-        raise ValueError(f"matmul shape mismatch: {a.shape} @ {b.shape} (inner dimensions {ka} != {kb})")
-    return MatMul.apply(a, b)
+        raise ValueError(f"matmul shape mismatch: {a.shape} @ {b.shape}{'ᵀ' if transpose_b else ''} "
+                         f"(inner dimensions {ka} != {kb})")
+    return MatMul.apply(a, b, transpose_b=transpose_b)
 
 
