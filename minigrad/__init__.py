@@ -8,6 +8,7 @@ from minigrad.tensor import Tensor, from_dlpack
 from minigrad.parameter import Parameter
 from minigrad.autograd import grad, value_and_grad, GradOperation
 from minigrad import ops
+from minigrad import optim
 from minigrad import nn
 from minigrad.random import set_seed, get_seed
 

@@ -1,0 +1,17 @@
+"""Optimizers and learning-rate schedules (MindSpore API; also usable Torch style).
+
+``nn`` re-exports the optimizers and schedules (``nn.Momentum``, ``nn.Adam``, ``nn.CosineDecayLR``, ...).
+"""
+from minigrad.optim.optimizer import Optimizer, default_decay_filter
+from minigrad.optim.sgd import SGD
+from minigrad.optim.momentum import Momentum
+from minigrad.optim.adam import Adam, AdamWeightDecay
+from minigrad.optim.lr_schedule import (LearningRateSchedule, ExponentialDecayLR, NaturalExpDecayLR,
+                                        InverseDecayLR, CosineDecayLR, PolynomialDecayLR, WarmUpLR,
+                                        piecewise_constant_lr, exponential_decay_lr, natural_exp_decay_lr,
+                                        inverse_decay_lr, cosine_decay_lr, polynomial_decay_lr, warmup_lr)
+
+__all__ = ["Optimizer", "default_decay_filter", "SGD", "Momentum", "Adam", "AdamWeightDecay",
+           "LearningRateSchedule", "ExponentialDecayLR", "NaturalExpDecayLR", "InverseDecayLR", "CosineDecayLR",
+           "PolynomialDecayLR", "WarmUpLR", "piecewise_constant_lr", "exponential_decay_lr",
+           "natural_exp_decay_lr", "inverse_decay_lr", "cosine_decay_lr", "polynomial_decay_lr", "warmup_lr"]

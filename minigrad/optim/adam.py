@@ -1,0 +1,106 @@
+"""``Adam`` (bias-corrected, MindSpore ApplyAdam) and ``AdamWeightDecay`` (decoupled decay, no correction)."""
+import math
+
+from minigrad import backend
+from minigrad.optim._checks import check_bool, check_float
+from minigrad.optim.optimizer import Optimizer
+
+
+def _check_betas_eps(beta1, beta2, eps, owner):
+    return (check_float(beta1, "beta1", owner, 0.0, 1.0, low_inclusive=False, high_inclusive=False),
+            check_float(beta2, "beta2", owner, 0.0, 1.0, low_inclusive=False, high_inclusive=False),
+            check_float(eps, "eps", owner, low=0.0, low_inclusive=False))
+
+
+def _moments(state, grad, beta1, beta2):
+    """m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g  (in place)."""
+    m, v = state["moment1"], state["moment2"]
+    m *= beta1
+    m += (1.0 - beta1) * grad
+    v *= beta2
+    v += (1.0 - beta2) * (grad * grad)
+    return m, v
+
+
+def _denominator(v, eps):
+    denom = backend.get_array_module(v).sqrt(v)
+    denom += eps
+    return denom
+
+
+class Adam(Optimizer):
+    r"""Adam with MindSpore's bias correction folded into the step size (``ApplyAdam``)::
+
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)          (t = global_step + 1)
+        w = w - lr_t * m / (sqrt(v) + eps)                                   (use_nesterov=False)
+        w = w - lr_t * (beta1 * m + (1 - beta1) * g) / (sqrt(v) + eps)       (use_nesterov=True)
+
+    ``g`` is the gradient after loss-scale division and L2 weight decay (``g + wd * w``, names
+    without 'beta'/'gamma' unless grouped). State ``"moment1"``, ``"moment2"`` (fp32, from zero).
+
+    Args:
+        params: Parameters or group dicts (see ``Optimizer``).
+        learning_rate: see ``Optimizer``. Default 1e-3.
+        beta1, beta2 (float): in (0, 1). Defaults 0.9, 0.999.
+        eps (float): > 0. Default 1e-8.
+        use_locking (bool): accepted for MindSpore compatibility (updates are never concurrent).
+        use_nesterov (bool): Default False.
+        weight_decay (float): >= 0. Default 0.0.
+        loss_scale (float): > 0, divides the gradients. Default 1.0.
+
+    Raises:
+        TypeError: ``beta1``, ``beta2``, ``eps`` not floats; ``use_locking``/``use_nesterov`` not bools.
+        ValueError: ``beta1``/``beta2`` outside (0, 1), ``eps`` <= 0 (and the base checks).
+    """
+    state_names = ("moment1", "moment2")
+
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
+                 use_nesterov=False, weight_decay=0.0, loss_scale=1.0):
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        self.beta1, self.beta2, self.eps = _check_betas_eps(beta1, beta2, eps, "Adam")
+        self.use_locking = check_bool(use_locking, "use_locking", "Adam")
+        self.use_nesterov = check_bool(use_nesterov, "use_nesterov", "Adam")
+
+    def update(self, state, weight, grad, lr):
+        b1, b2 = self.beta1, self.beta2
+        t = self.global_step + 1
+        lr_t = lr * math.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t)
+        m, v = _moments(state, grad, b1, b2)
+        numerator = b1 * m + (1.0 - b1) * grad if self.use_nesterov else m
+        weight -= lr_t * numerator / _denominator(v, self.eps)
+
+
+class AdamWeightDecay(Optimizer):
+    r"""Adam with decoupled weight decay and no bias correction (MindSpore ``nn.AdamWeightDecay``)::
+
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        w = w - lr * (m / (sqrt(v) + eps) + wd * w)
+
+    ``wd`` applies to the parameters that pass the decay filter (names without 'beta'/'gamma'
+    unless grouped). The ``wd * w`` term uses ``w`` before the step (applied as
+    ``w <- w * (1 - lr * wd)`` first; the rest of the update does not read ``w``).
+
+    Args:
+        params: Parameters or group dicts (see ``Optimizer``).
+        learning_rate: see ``Optimizer``. Default 1e-3.
+        beta1, beta2 (float): in (0, 1). Defaults 0.9, 0.999.
+        eps (float): > 0. Default 1e-6.
+        weight_decay (float): >= 0. Default 0.0.
+
+    Raises:
+        TypeError: ``beta1``, ``beta2``, ``eps`` not floats (and the base checks).
+        ValueError: ``beta1``/``beta2`` outside (0, 1), ``eps`` <= 0 (and the base checks).
+    """
+    state_names = ("moment1", "moment2")
+    decoupled_weight_decay = True
+
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.0):
+        super().__init__(learning_rate, params, weight_decay)
+        self.beta1, self.beta2, self.eps = _check_betas_eps(beta1, beta2, eps, "AdamWeightDecay")
+
+    def update(self, state, weight, grad, lr):
+        m, v = _moments(state, grad, self.beta1, self.beta2)
+        weight -= lr * (m / _denominator(v, self.eps))

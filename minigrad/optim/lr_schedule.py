@@ -1,0 +1,249 @@
+"""Learning-rate schedules (MindSpore names and formulas).
+
+Two forms, as in MindSpore:
+
+* ``LearningRateSchedule`` objects are called with the optimizer's ``global_step`` (an int, or a
+  one-element Tensor) and return the learning rate of that step as a Python float. Pass one as
+  ``learning_rate`` to any optimizer.
+* The list generators (``piecewise_constant_lr``, ``exponential_decay_lr``, ``cosine_decay_lr``,
+  ...) return a Python list with one learning rate per step; an optimizer given a list uses
+  entry ``global_step`` and repeats the last entry after the end.
+
+In the formulas ``s`` is the step and ``current_epoch = floor(i / step_per_epoch)``.
+"""
+import math
+
+from minigrad.optim._checks import (check_bool, check_float, check_non_negative_float,
+                                    check_positive_float, check_positive_int)
+
+
+class LearningRateSchedule:
+    """Base class: subclasses implement ``construct(global_step) -> float``.
+
+    ``schedule(global_step)`` accepts an int or a one-element Tensor/array and returns a float.
+    """
+
+    def __call__(self, global_step):
+        return float(self.construct(int(global_step)))
+
+    def construct(self, global_step):
+        raise NotImplementedError(f"{type(self).__name__} must implement construct(global_step)")
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+class ExponentialDecayLR(LearningRateSchedule):
+    r"""``lr = learning_rate * decay_rate ** p`` with ``p = s / decay_steps`` (floored if ``is_stair``).
+
+    Raises:
+        TypeError: ``learning_rate``/``decay_rate`` not a float, ``decay_steps`` not an int,
+            ``is_stair`` not a bool.
+        ValueError: ``learning_rate`` or ``decay_rate`` <= 0, ``decay_steps`` < 1.
+    """
+
+    def __init__(self, learning_rate, decay_rate, decay_steps, is_stair=False):
+        self.learning_rate, self.decay_rate, self.decay_steps, self.is_stair = _check_decay(
+            type(self).__name__, learning_rate, decay_rate, decay_steps, is_stair)
+
+    def construct(self, global_step):
+        return self.learning_rate * self.decay_rate ** self._p(global_step)
+
+    def _p(self, global_step):
+        p = global_step / self.decay_steps
+        return math.floor(p) if self.is_stair else p
+
+
+class NaturalExpDecayLR(ExponentialDecayLR):
+    r"""``lr = learning_rate * exp(-decay_rate * p)`` with ``p = s`` (or ``floor(s / decay_steps) *
+    decay_steps`` if ``is_stair``), as in MindSpore (``decay_steps`` only matters for the stair)."""
+
+    def construct(self, global_step):
+        p = global_step
+        if self.is_stair:
+            p = (global_step // self.decay_steps) * self.decay_steps
+        return self.learning_rate * math.exp(-self.decay_rate * p)
+
+
+class InverseDecayLR(ExponentialDecayLR):
+    r"""``lr = learning_rate / (1 + decay_rate * p)`` with ``p = s / decay_steps`` (floored if stair)."""
+
+    def construct(self, global_step):
+        return self.learning_rate / (1.0 + self.decay_rate * self._p(global_step))
+
+
+class CosineDecayLR(LearningRateSchedule):
+    r"""``lr = min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * min(s, decay_steps) / decay_steps))``.
+
+    Raises:
+        TypeError: ``min_lr``/``max_lr`` not a float, ``decay_steps`` not an int.
+        ValueError: ``min_lr`` < 0, ``max_lr`` <= 0, ``max_lr`` <= ``min_lr``, ``decay_steps`` < 1.
+    """
+
+    def __init__(self, min_lr, max_lr, decay_steps):
+        owner = type(self).__name__
+        self.min_lr, self.max_lr = _check_min_max(owner, min_lr, max_lr)
+        self.decay_steps = check_positive_int(decay_steps, "decay_steps", owner)
+
+    def construct(self, global_step):
+        p = min(global_step, self.decay_steps) / self.decay_steps
+        return self.min_lr + 0.5 * (self.max_lr - self.min_lr) * (1.0 + math.cos(math.pi * p))
+
+
+class PolynomialDecayLR(LearningRateSchedule):
+    r"""``lr = (learning_rate - end_learning_rate) * (1 - s' / d) ** power + end_learning_rate``.
+
+    ``s' = min(s, decay_steps)`` and ``d = decay_steps``; with ``update_decay_steps``, ``s' = s``
+    and ``d = decay_steps * max(ceil(s / decay_steps), 1)`` (the decay restarts every period).
+
+    Raises:
+        TypeError: a float argument is not a float, ``decay_steps`` not an int,
+            ``update_decay_steps`` not a bool.
+        ValueError: ``learning_rate`` or ``power`` <= 0, ``end_learning_rate`` < 0, ``decay_steps`` < 1.
+    """
+
+    def __init__(self, learning_rate, end_learning_rate, decay_steps, power, update_decay_steps=False):
+        owner = type(self).__name__
+        self.learning_rate = check_positive_float(learning_rate, "learning_rate", owner)
+        self.end_learning_rate = check_non_negative_float(end_learning_rate, "end_learning_rate", owner)
+        self.decay_steps = check_positive_int(decay_steps, "decay_steps", owner)
+        self.power = check_positive_float(power, "power", owner)
+        self.update_decay_steps = check_bool(update_decay_steps, "update_decay_steps", owner)
+
+    def construct(self, global_step):
+        step, decay_steps = global_step, self.decay_steps
+        if self.update_decay_steps:
+            decay_steps = decay_steps * max(math.ceil(step / decay_steps), 1)
+        else:
+            step = min(step, decay_steps)
+        delta = self.learning_rate - self.end_learning_rate
+        return delta * (1.0 - step / decay_steps) ** self.power + self.end_learning_rate
+
+
+class WarmUpLR(LearningRateSchedule):
+    r"""``lr = learning_rate * min(s, warmup_steps) / warmup_steps``.
+
+    Raises:
+        TypeError: ``learning_rate`` not a float, ``warmup_steps`` not an int.
+        ValueError: ``learning_rate`` < 0, ``warmup_steps`` < 1.
+    """
+
+    def __init__(self, learning_rate, warmup_steps):
+        owner = type(self).__name__
+        self.learning_rate = check_non_negative_float(learning_rate, "learning_rate", owner)
+        self.warmup_steps = check_positive_int(warmup_steps, "warmup_steps", owner)
+
+    def construct(self, global_step):
+        return self.learning_rate * min(global_step, self.warmup_steps) / self.warmup_steps
+
+
+# ---- per-step lists ------------------------------------------------------------------------------
+def piecewise_constant_lr(milestone, learning_rates):
+    """``learning_rates[t]`` for the steps in ``[milestone[t-1], milestone[t])``; length ``milestone[-1]``.
+
+    >>> piecewise_constant_lr([2, 5], [0.1, 0.05])
+    [0.1, 0.1, 0.05, 0.05, 0.05]
+
+    Raises:
+        TypeError: either argument is not a list/tuple, an element has the wrong type.
+        ValueError: different lengths, a milestone < 1 or smaller than the one before.
+    """
+    owner = "piecewise_constant_lr"
+    for name, value in (("milestone", milestone), ("learning_rates", learning_rates)):
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"For '{owner}', the argument '{name}' must be a list or tuple, "
+                            f"but got {type(value).__name__}")
+    if len(milestone) != len(learning_rates):
+        raise ValueError(f"For '{owner}', 'milestone' and 'learning_rates' must have the same length, "
+                         f"but got {len(milestone)} and {len(learning_rates)}")
+    lrs, last = [], 0
+    for i, (stop, lr) in enumerate(zip(milestone, learning_rates)):
+        stop = check_positive_int(stop, f"milestone[{i}]", owner)
+        lr = check_float(lr, f"learning_rates[{i}]", owner)
+        if stop < last:
+            raise ValueError(f"For '{owner}', milestone[{i}] = {stop} is smaller than "
+                             f"milestone[{i - 1}] = {last}: milestones must increase")
+        lrs += [lr] * (stop - last)
+        last = stop
+    return lrs
+
+
+def exponential_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+    """``learning_rate * decay_rate ** (current_epoch / decay_epoch)`` (exponent floored if ``is_stair``)."""
+    epochs = _epochs("exponential_decay_lr", learning_rate, decay_rate, total_step, step_per_epoch,
+                     decay_epoch, is_stair)
+    return [learning_rate * decay_rate ** _ratio(e, decay_epoch, is_stair) for e in epochs]
+
+
+def natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+    """``learning_rate * exp(-decay_rate * e)`` with ``e = current_epoch`` (rounded down to a
+    multiple of ``decay_epoch`` if ``is_stair``)."""
+    epochs = _epochs("natural_exp_decay_lr", learning_rate, decay_rate, total_step, step_per_epoch,
+                     decay_epoch, is_stair)
+    if is_stair:
+        epochs = [(e // decay_epoch) * decay_epoch for e in epochs]
+    return [learning_rate * math.exp(-decay_rate * e) for e in epochs]
+
+
+def inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+    """``learning_rate / (1 + decay_rate * current_epoch / decay_epoch)`` (ratio floored if ``is_stair``)."""
+    epochs = _epochs("inverse_decay_lr", learning_rate, decay_rate, total_step, step_per_epoch,
+                     decay_epoch, is_stair)
+    return [learning_rate / (1.0 + decay_rate * _ratio(e, decay_epoch, is_stair)) for e in epochs]
+
+
+def cosine_decay_lr(min_lr, max_lr, total_step, step_per_epoch, decay_epoch):
+    """``min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * min(current_epoch, decay_epoch) / decay_epoch))``."""
+    owner = "cosine_decay_lr"
+    min_lr, max_lr = _check_min_max(owner, min_lr, max_lr)
+    epochs = _epoch_list(owner, total_step, step_per_epoch)
+    decay_epoch = check_positive_int(decay_epoch, "decay_epoch", owner)
+    delta = 0.5 * (max_lr - min_lr)
+    return [min_lr + delta * (1.0 + math.cos(math.pi * min(e, decay_epoch) / decay_epoch)) for e in epochs]
+
+
+def polynomial_decay_lr(learning_rate, end_learning_rate, total_step, step_per_epoch, decay_epoch, power,
+                        update_decay_epoch=False):
+    """``PolynomialDecayLR``'s formula evaluated per epoch (``current_epoch`` for the step)."""
+    schedule = PolynomialDecayLR(learning_rate, end_learning_rate, decay_epoch, power, update_decay_epoch)
+    return [schedule(e) for e in _epoch_list("polynomial_decay_lr", total_step, step_per_epoch)]
+
+
+def warmup_lr(learning_rate, total_step, step_per_epoch, warmup_epoch):
+    """``learning_rate * min(current_epoch, warmup_epoch) / warmup_epoch``."""
+    schedule = WarmUpLR(learning_rate, warmup_epoch)
+    return [schedule(e) for e in _epoch_list("warmup_lr", total_step, step_per_epoch)]
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+def _check_decay(owner, learning_rate, decay_rate, decay_steps, is_stair):
+    return (check_positive_float(learning_rate, "learning_rate", owner),
+            check_positive_float(decay_rate, "decay_rate", owner),
+            check_positive_int(decay_steps, "decay_steps", owner),
+            check_bool(is_stair, "is_stair", owner))
+
+
+def _check_min_max(owner, min_lr, max_lr):
+    min_lr = check_non_negative_float(min_lr, "min_lr", owner)
+    max_lr = check_positive_float(max_lr, "max_lr", owner)
+    if min_lr >= max_lr:
+        raise ValueError(f"For '{owner}', 'max_lr' must be greater than 'min_lr', "
+                         f"but got max_lr={max_lr}, min_lr={min_lr}")
+    return min_lr, max_lr
+
+
+def _epoch_list(owner, total_step, step_per_epoch):
+    total_step = check_positive_int(total_step, "total_step", owner)
+    step_per_epoch = check_positive_int(step_per_epoch, "step_per_epoch", owner)
+    return [i // step_per_epoch for i in range(total_step)]
+
+
+def _epochs(owner, learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair):
+    _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair)
+    return _epoch_list(owner, total_step, step_per_epoch)
+
+
+def _ratio(epoch, decay_epoch, is_stair):
+    return epoch // decay_epoch if is_stair else epoch / decay_epoch
+
