@@ -11,5 +11,7 @@ from minigrad import ops
 from minigrad import optim
 from minigrad import nn
 from minigrad.random import set_seed, get_seed
+from minigrad.train import Model, save_checkpoint, load_checkpoint, load_param_into_net
+from minigrad import dataset
 
 __version__ = "0.1.0"

@@ -1,0 +1,141 @@
+"""Evaluation metrics (MindSpore's ``nn.metrics``): ``Accuracy``, ``Loss``, and the ``Metric`` base.
+
+A metric accumulates over batches: ``clear()``, then ``update(*inputs)`` per batch, then
+``eval()``. ``Model.eval`` drives them: ``Loss`` receives the loss of each batch, the others
+receive ``(logits, labels)``.
+"""
+import numpy
+
+from minigrad.tensor import Tensor
+
+
+def _numpy(value):
+    """A host NumPy array of a Tensor, array, list or number."""
+    return value.asnumpy() if isinstance(value, Tensor) else numpy.asarray(value)
+
+
+class Metric:
+    """Base class: subclasses define ``clear``, ``update(*inputs)`` and ``eval``."""
+
+    def __init__(self):
+        self.clear()
+
+    def clear(self):
+        raise NotImplementedError
+
+    def update(self, *inputs):
+        raise NotImplementedError
+
+    def eval(self):
+        raise NotImplementedError
+
+    def __call__(self, *inputs):
+        """Evaluate on one batch alone: ``clear(); update(*inputs); return eval()``."""
+        self.clear()
+        self.update(*inputs)
+        return self.eval()
+
+
+class Accuracy(Metric):
+    """Fraction of samples whose predicted class is the label.
+
+    ``accuracy = (number of samples with argmax(y_pred) == y) / (number of samples)``
+
+    Args:
+        eval_type: ``"classification"`` (the only one supported): ``y_pred`` holds scores
+            (logits or probabilities) of shape ``(N, C)``; ``y`` holds int labels ``(N,)`` or
+            one-hot rows ``(N, C)``.
+
+    Raises:
+        ValueError: from ``update``, for mismatched shapes or a wrong number of inputs;
+            from ``eval``, before any ``update``.
+    """
+
+    def __init__(self, eval_type="classification"):
+        if eval_type != "classification":
+            raise ValueError(f"eval_type must be 'classification', got {eval_type!r}")
+        super().__init__()
+
+    def clear(self):
+        self._correct = 0
+        self._total = 0
+
+    def update(self, *inputs):
+        if len(inputs) != 2:
+            raise ValueError(f"Accuracy.update needs 2 inputs (y_pred, y), got {len(inputs)}")
+        y_pred, y = _numpy(inputs[0]), _numpy(inputs[1])
+        if y.ndim == y_pred.ndim and y.ndim > 1:  # one-hot labels
+            y = y.argmax(axis=-1)
+        if y_pred.ndim != 2 or y.shape != y_pred.shape[:1]:
+            raise ValueError(f"Accuracy.update: y_pred must have shape (N, C) and y shape (N,) or "
+                             f"(N, C); got y_pred {y_pred.shape} and y {_numpy(inputs[1]).shape}")
+        self._correct += int((y_pred.argmax(axis=-1) == y).sum())
+        self._total += len(y)
+
+    def eval(self):
+        if self._total == 0:
+            raise RuntimeError("Accuracy.eval: no samples; call update first")
+        return self._correct / self._total
+
+
+class Top1CategoricalAccuracy(Accuracy):
+    """Top-1 accuracy: the same computation as ``Accuracy``."""
+
+    def __init__(self):
+        super().__init__()
+
+
+class Loss(Metric):
+    """Mean of the per-batch losses: ``sum(mean(loss_i)) / number of batches``.
+
+    Raises:
+        ValueError: from ``update``, for not exactly one input or a loss of more than one axis;
+            RuntimeError from ``eval`` before any ``update``.
+    """
+
+    def clear(self):
+        self._sum = 0.0
+        self._batches = 0
+
+    def update(self, *inputs):
+        if len(inputs) != 1:
+            raise ValueError(f"Loss.update needs 1 input (the loss), got {len(inputs)}")
+        loss = _numpy(inputs[0])
+        if loss.ndim > 1:
+            raise ValueError(f"Loss.update: the loss must be a scalar or 1-d, got shape {loss.shape}")
+        self._sum += float(loss.astype(numpy.float64).mean())
+        self._batches += 1
+
+    def eval(self):
+        if self._batches == 0:
+            raise RuntimeError("Loss.eval: no batches; call update first")
+        return self._sum / self._batches
+
+
+_BY_NAME = {"accuracy": Accuracy, "acc": Accuracy, "top_1_accuracy": Top1CategoricalAccuracy,
+            "loss": Loss}
+
+
+def get_metric_fn(name):
+    """A new metric by name: ``"accuracy"`` (or ``"acc"``), ``"top_1_accuracy"``, ``"loss"``.
+
+    Raises:
+        ValueError: for an unknown name, listing the known ones.
+    """
+    if name not in _BY_NAME:
+        raise ValueError(f"unknown metric name {name!r}; known: {sorted(_BY_NAME)}")
+    return _BY_NAME[name]()
+
+
+def get_metrics(metrics):
+    """``{name: Metric}`` from a dict of metrics or a set/list of names (None → {})."""
+    if metrics is None:
+        return {}
+    if isinstance(metrics, dict):
+        for name, metric in metrics.items():
+            if not isinstance(metric, Metric):
+                raise TypeError(f"metrics[{name!r}] must be a Metric, got {type(metric).__name__}")
+        return dict(metrics)
+    if isinstance(metrics, (set, list, tuple)):
+        return {name: get_metric_fn(name) for name in metrics}
+    raise TypeError(f"metrics must be a dict of Metrics or a set of names, got {type(metrics).__name__}")

@@ -1,0 +1,299 @@
+"""``Model``: MindSpore's high-level train / eval / predict loop around a network.
+
+    model = Model(net, loss_fn=nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                  optimizer=nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                  metrics={"acc": Accuracy()}, amp_level="O2")
+    model.train(10, train_ds, callbacks=[LossMonitor(), ProgressBar()])
+    model.eval(test_ds)          # {'acc': 0.98}
+
+The train network is built once, at construction: ``minigrad.amp.build_train_network(network,
+optimizer, loss_fn, level=amp_level, ...)`` — WithLossCell + TrainOneStepCell at O0, fp16 casting
+and a ``TrainOneStepWithLossScaleCell`` at O2 — or the network itself when there is neither an
+optimizer nor a loss function (it is then already a training cell).
+"""
+import warnings
+
+from minigrad import dtype as dtypes, ops
+from minigrad._config import no_grad
+from minigrad.nn.cell import Cell
+from minigrad.train.callbacks import CallbackList, CallbackParam, RunContext
+from minigrad.train.metrics import Loss, get_metrics
+
+AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
+_AMP_KWARGS = ("loss_scale_manager", "keep_batchnorm_fp32", "boost_config_dict", "acc_level")
+
+
+class _EvalCell(Cell):
+    """``(loss, outputs, label)`` of ``network(*data)`` against the last input (the label).
+
+    With ``add_cast_fp32`` (fp16 AMP levels) the outputs are cast to float32 first.
+    """
+
+    def __init__(self, network, loss_fn, add_cast_fp32=False):
+        super().__init__(auto_prefix=False)
+        self._network = network
+        self._loss_fn = loss_fn
+        self.add_cast_fp32 = add_cast_fp32
+
+    def construct(self, *inputs):
+        *data, label = inputs
+        outputs = self._network(*data)
+        if self.add_cast_fp32 and outputs.dtype == dtypes.float16:
+            outputs = ops.cast(outputs, dtypes.float32)
+        return self._loss_fn(outputs, label), outputs, label
+
+
+class Model:
+    """Train, evaluate and predict with a network (MindSpore's ``Model``).
+
+    Args:
+        network: the backbone; or, when ``loss_fn`` is None, a network that returns the loss
+            (or a complete training cell, when ``optimizer`` is None too).
+        loss_fn: a loss Cell ``loss_fn(logits, labels)``, or None.
+        optimizer: an optimizer over ``network``'s parameters, or None.
+        metrics: ``{name: Metric}`` or a set of names (``{"accuracy", "loss"}``) for ``eval``.
+        eval_network: a Cell used by ``eval`` instead of ``network`` + ``loss_fn``.
+        eval_indexes: with ``eval_network``: ``[loss, predictions, labels]`` positions in its
+            outputs (``Loss`` gets the first, other metrics the other two); None: every metric
+            gets all outputs.
+        amp_level: "O0" (default: fp32), "O1", "O2" (fp16 network, fp32 BatchNorm and loss,
+            dynamic loss scaling), "O3" (all fp16, no loss scaling) or "auto" (GPU: O2); see
+            ``minigrad.amp.build_train_network``. Applied to ``network`` in place.
+        boost_level: accepted for MindSpore compatibility; only "O0".
+        loss_scale_manager: a ``minigrad.amp`` ``FixedLossScaleManager`` or
+            ``DynamicLossScaleManager`` (overrides the level's default). When its
+            ``get_drop_overflow_update()`` is True, ``train`` feeds each step's overflow flag back
+            to it (``update_loss_scale``), as MindSpore does.
+        keep_batchnorm_fp32: passed to ``build_train_network`` when given.
+
+    Raises:
+        TypeError: for a non-str ``amp_level``, or a ``network`` that is not a Cell.
+        ValueError: for an unknown ``amp_level``/``boost_level``/keyword; ``amp_level`` other
+            than "O0" or a ``loss_scale_manager`` without an ``optimizer``; ``metrics`` with
+            neither ``loss_fn`` nor ``eval_network``; ``eval_indexes`` not a list of 3.
+    """
+
+    def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None,
+                 eval_indexes=None, amp_level="O0", boost_level="O0", loss_scale_manager=None,
+                 **kwargs):
+        if not isinstance(network, Cell):
+            raise TypeError(f"Model: 'network' must be a Cell, got {type(network).__name__}")
+        for key in kwargs:
+            if key not in _AMP_KWARGS:
+                raise ValueError(f"Model: unsupported argument {key!r}; expected one of "
+                                 f"{('loss_scale_manager',) + _AMP_KWARGS[1:]}")
+        if not isinstance(amp_level, str):
+            raise TypeError(f"Model: 'amp_level' must be a str, got {amp_level!r}")
+        if amp_level not in AMP_LEVELS:
+            raise ValueError(f"Model: 'amp_level' must be one of {AMP_LEVELS}, got {amp_level!r}")
+        if boost_level not in ("O0", "O1", "O2"):
+            raise ValueError(f"Model: 'boost_level' must be 'O0', 'O1' or 'O2', got {boost_level!r}")
+        if boost_level != "O0":
+            raise NotImplementedError(f"Model: boost_level {boost_level!r} is not implemented; use 'O0'")
+        if optimizer is None and amp_level != "O0":
+            raise ValueError(f"Model: amp_level={amp_level!r} needs an 'optimizer' (auto mixed "
+                             f"precision builds the train network around it)")
+        if optimizer is None and loss_scale_manager is not None:
+            raise ValueError("Model: the argument 'optimizer' can not be None when "
+                             "'loss_scale_manager' is set")
+        self._network = network
+        self._loss_fn = loss_fn
+        self._optimizer = optimizer
+        self._amp_level = amp_level
+        self._loss_scale_manager = loss_scale_manager
+        self._metric_fns = get_metrics(metrics)
+        amp_config = {k: v for k, v in kwargs.items() if k == "keep_batchnorm_fp32"}
+        if loss_scale_manager is not None:
+            amp_config["loss_scale_manager"] = loss_scale_manager
+        self._train_network = self._build_train_network(amp_config)
+        self._eval_network, self._eval_indexes = self._build_eval_network(eval_network, eval_indexes)
+        self._predict_network = network
+
+    # ---- construction -------------------------------------------------------------------------
+    def _build_train_network(self, amp_config):
+        network, loss_fn, optimizer = self._network, self._loss_fn, self._optimizer
+        if optimizer is None:
+            if loss_fn is None:
+                return network
+            from minigrad.nn import WithLossCell
+            return WithLossCell(network, loss_fn)
+        try:
+            from minigrad.amp import build_train_network
+        except ImportError:
+            build_train_network = None
+        if build_train_network is not None:
+            return build_train_network(network, optimizer, loss_fn, level=self._amp_level, **amp_config)
+        if self._amp_level != "O0" or amp_config:
+            raise NotImplementedError(f"Model: amp_level={self._amp_level!r} / loss_scale_manager "
+                                      f"need minigrad.amp.build_train_network, which is missing")
+        from minigrad.nn import TrainOneStepCell, WithLossCell
+        net = network if loss_fn is None else WithLossCell(network, loss_fn)
+        return TrainOneStepCell(net, optimizer)
+
+    def _build_eval_network(self, eval_network, eval_indexes):
+        if eval_network is not None:
+            if eval_indexes is not None and not (isinstance(eval_indexes, list) and len(eval_indexes) == 3):
+                raise ValueError(f"Model: 'eval_indexes' must be None or a list of 3 ints "
+                                 f"[loss, predictions, labels], got {eval_indexes!r}")
+            return eval_network, eval_indexes
+        if self._metric_fns and self._loss_fn is None:
+            raise ValueError("Model: 'metrics' need either 'loss_fn' or 'eval_network' "
+                             "(both are None)")
+        if self._loss_fn is None:
+            return None, None
+        add_cast = self._amp_level in ("O2", "O3", "auto")
+        return _EvalCell(self._network, self._loss_fn, add_cast), [0, 1, 2]
+
+    train_network = property(lambda self: self._train_network)
+    eval_network = property(lambda self: self._eval_network)
+    predict_network = property(lambda self: self._predict_network)
+
+    # ---- training -----------------------------------------------------------------------------
+    def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1,
+              initial_epoch=0):
+        """Train for epochs ``initial_epoch + 1 .. epoch`` over ``train_dataset``.
+
+        Each step calls the train network on one batch (``train_network(*batch)``: the labels are
+        the last column) and then the callbacks (see ``minigrad.train.callbacks``).
+
+        Args:
+            epoch: the last epoch number (int ≥ 1).
+            train_dataset: a ``minigrad.dataset`` dataset, or any re-iterable of tuples of Tensors.
+            callbacks: a Callback or a list of them, called in order.
+            dataset_sink_mode: accepted for MindSpore compatibility; minigrad always feeds the
+                data step by step (a warning says so when True), and ``sink_size`` is ignored.
+            initial_epoch: epochs already done (for resuming); the epoch counter starts after it.
+
+        Raises:
+            ValueError: for ``epoch`` < 1 or ``initial_epoch`` outside ``[0, epoch)``.
+        """
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+            raise ValueError(f"Model.train: 'epoch' must be a positive int, got {epoch!r}")
+        if not isinstance(initial_epoch, int) or not 0 <= initial_epoch < epoch:
+            raise ValueError(f"Model.train: 'initial_epoch' must be an int in [0, {epoch}), "
+                             f"got {initial_epoch!r}")
+        _warn_sink(dataset_sink_mode)
+        callbacks = CallbackList(callbacks)
+        batch_num = _size(train_dataset)
+        cb_params = CallbackParam(
+            train_network=self._train_network, network=self._network, optimizer=self._optimizer,
+            loss_fn=self._loss_fn, train_dataset=train_dataset, epoch_num=epoch,
+            batch_num=batch_num, cur_epoch_num=initial_epoch,
+            cur_step_num=initial_epoch * (batch_num or 0), net_outputs=None, mode="train",
+            dataset_sink_mode=False, parallel_mode="stand_alone", device_number=1)
+        run_context = RunContext(cb_params)
+        manager = self._loss_scale_manager
+        feed_manager = manager is not None and manager.get_drop_overflow_update()
+        network = self._train_network
+        network.set_train(True)
+        iterator = _epochs(train_dataset, epoch - initial_epoch)
+
+        callbacks("on_train_begin", run_context)
+        for epoch_index in range(initial_epoch, epoch):
+            cb_params.cur_epoch_num = epoch_index + 1
+            callbacks("on_train_epoch_begin", run_context)
+            for inputs in iterator:
+                cb_params.cur_step_num += 1
+                callbacks("on_train_step_begin", run_context)
+                outputs = network(*inputs)
+                cb_params.net_outputs = outputs
+                if feed_manager and isinstance(outputs, tuple) and len(outputs) > 1:
+                    manager.update_loss_scale(bool(outputs[1].asnumpy().all()))
+                callbacks("on_train_step_end", run_context)
+                if run_context.get_stop_requested():
+                    break
+            callbacks("on_train_epoch_end", run_context)
+            if run_context.get_stop_requested():
+                break
+        callbacks("on_train_end", run_context)
+
+    # ---- evaluation and prediction ------------------------------------------------------------
+    def eval(self, valid_dataset, callbacks=None, dataset_sink_mode=False):
+        """Evaluate the metrics over one pass of ``valid_dataset`` (eval mode, no graph).
+
+        Returns:
+            ``{metric name: value}``.
+
+        Raises:
+            ValueError: if the Model has no metrics.
+        """
+        if not self._metric_fns:
+            raise ValueError("Model.eval needs metrics: Model(..., metrics={'acc': Accuracy()})")
+        if self._eval_network is None:
+            raise ValueError("Model.eval needs 'loss_fn' or 'eval_network'")
+        _warn_sink(dataset_sink_mode)
+        callbacks = CallbackList(callbacks)
+        cb_params = CallbackParam(
+            eval_network=self._eval_network, valid_dataset=valid_dataset, metrics=self._metric_fns,
+            batch_num=_size(valid_dataset), cur_epoch_num=1, epoch_num=1, cur_step_num=0,
+            net_outputs=None, mode="eval")
+        run_context = RunContext(cb_params)
+        for metric in self._metric_fns.values():
+            metric.clear()
+        self._eval_network.set_train(False)
+        callbacks("on_eval_begin", run_context)
+        callbacks("on_eval_epoch_begin", run_context)
+        with no_grad():
+            for inputs in _epochs(valid_dataset, 1):
+                cb_params.cur_step_num += 1
+                callbacks("on_eval_step_begin", run_context)
+                outputs = self._eval_network(*inputs)
+                cb_params.net_outputs = outputs
+                self._update_metrics(outputs)
+                callbacks("on_eval_step_end", run_context)
+        results = {name: metric.eval() for name, metric in self._metric_fns.items()}
+        cb_params.metrics = results
+        callbacks("on_eval_epoch_end", run_context)
+        callbacks("on_eval_end", run_context)
+        return results
+
+    def _update_metrics(self, outputs):
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        indexes = self._eval_indexes
+        for metric in self._metric_fns.values():
+            if indexes is None:
+                metric.update(*outputs)
+            elif isinstance(metric, Loss):
+                metric.update(outputs[indexes[0]])
+            else:
+                metric.update(outputs[indexes[1]], outputs[indexes[2]])
+
+    def predict(self, *predict_data):
+        """``network(*predict_data)`` in eval mode without recording a graph."""
+        self._predict_network.set_train(False)
+        with no_grad():
+            return self._predict_network(*predict_data)
+
+
+def _epochs(dataset, num_epochs):
+    """An object whose every ``for`` loop yields one epoch of tuples."""
+    if hasattr(dataset, "create_tuple_iterator"):
+        return dataset.create_tuple_iterator(num_epochs=num_epochs)
+    return _Reiterable(dataset)
+
+
+class _Reiterable:
+    """Each ``for`` over it is a fresh pass over a plain iterable of batches."""
+
+    def __init__(self, iterable):
+        self.iterable = iterable
+
+    def __iter__(self):
+        for batch in self.iterable:
+            yield tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+
+
+def _size(dataset):
+    if hasattr(dataset, "get_dataset_size"):
+        return dataset.get_dataset_size()
+    try:
+        return len(dataset)
+    except TypeError:
+        return None
+
+
+def _warn_sink(dataset_sink_mode):
+    if dataset_sink_mode:
+        warnings.warn("dataset_sink_mode=True is not supported by minigrad; the data is fed step "
+                      "by step", stacklevel=3)
+
