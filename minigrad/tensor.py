@@ -33,7 +33,8 @@ class Tensor:
         if dtype is not None:
             dtype = dtypes.as_dtype(dtype)
         elif not hasattr(data, "dtype"):
-            dtype = dtypes.default_dtype(_first_scalar(data))
+            # NumPy reads nested Python data as a whole ([1, 2.5] is float); map to our defaults
+            dtype = dtypes.default_dtype(numpy.asarray(data).dtype.type(0).item())
         if device is None:
             device = backend.device_of(data) if hasattr(data, "dtype") else config.device_target
         array = backend.to_device(data, device)
@@ -251,12 +252,6 @@ def seed_like(tensor, gradient):
             raise ValueError(f"gradient of shape {g.shape} does not broadcast to the tensor's "
                              f"shape {tensor.shape}") from None
     return g
-
-
-def _first_scalar(value):
-    while isinstance(value, (list, tuple)) and value:
-        value = value[0]
-    return value
 
 
 def _shape_args(args):

@@ -1,0 +1,234 @@
+"""Tensor construction, conversion, devices, DLPack, context, repr, comparisons, setitem,
+Parameter."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import backend, dtype as mstype
+
+
+@pytest.mark.parametrize("data,dtype", [
+    (1.5, mstype.float32), (2, mstype.int64), (True, mstype.bool_),
+    ([1.0, 2.0], mstype.float32), ([[1, 2], [3, 4]], mstype.int64), ([1, 2.5], mstype.float32),
+    ([True, False], mstype.bool_), ((1, 2), mstype.int64), ([], mstype.float32),
+    (numpy.array([1.0], numpy.float16), mstype.float16), (numpy.array([1.0]), mstype.float64),
+    (numpy.array([1], numpy.int32), mstype.int32), (numpy.array([1], numpy.uint8), mstype.uint8),
+    (numpy.float64(2.0), mstype.float64), (numpy.int32(3), mstype.int32),
+])
+def test_construction_dtype_rules(data, dtype):
+    t = minigrad.Tensor(data)
+    assert t.dtype == dtype
+    numpy.testing.assert_array_equal(t.asnumpy(), numpy.asarray(data))
+
+
+def test_mixed_python_numbers_are_not_truncated():
+    numpy.testing.assert_array_equal(minigrad.Tensor([[1, 2], [3, 4.5]]).asnumpy(), [[1, 2], [3, 4.5]])
+
+
+@pytest.mark.parametrize("dtype", ["float16", numpy.float32, mstype.float64, mstype.int32, "bool"])
+def test_dtype_argument_casts(dtype):
+    t = minigrad.Tensor([0.0, 1.5, 2.0], dtype=dtype)
+    assert t.dtype == numpy.dtype(dtype)
+    numpy.testing.assert_array_equal(t.asnumpy(), numpy.array([0.0, 1.5, 2.0]).astype(dtype))
+
+
+@pytest.mark.parametrize("bad", [numpy.complex64, "int16", "float128", numpy.uint16])
+def test_unsupported_dtype_argument_raises(bad):
+    with pytest.raises(TypeError, match="dtype must be one of"):
+        minigrad.Tensor([1.0], dtype=bad)
+
+
+@pytest.mark.parametrize("data", [numpy.array([1 + 2j]), numpy.array(["a"]), numpy.array([1], numpy.int16)])
+def test_unsupported_data_dtype_raises(data):
+    with pytest.raises(TypeError, match=rf"data's dtype must be one of .*got {data.dtype}"):
+        minigrad.Tensor(data)
+
+
+def test_mindspore_dtype_names():
+    assert mstype.float16 is minigrad.float16 and mstype.half == mstype.float16
+    assert mstype.float_ == mstype.float32 and mstype.double == mstype.float64
+    assert minigrad.Tensor([1.0], mstype.float16).dtype == numpy.float16
+
+
+def test_construction_from_tensor_shares_data_and_numpy_is_not_copied():
+    a = numpy.arange(3.0)
+    t = minigrad.Tensor(a)
+    assert numpy.shares_memory(t.asnumpy(), a)
+    u = minigrad.Tensor(t)
+    assert numpy.shares_memory(u.asnumpy(), a) and u.is_leaf and not u.requires_grad
+
+
+def test_array_properties_and_conversions():
+    t = minigrad.Tensor(numpy.arange(6, dtype=numpy.float32).reshape(2, 3))
+    assert t.shape == (2, 3) and t.ndim == 2 and t.dim() == 2 and t.size == 6 and len(t) == 2
+    assert t.is_leaf and t.device == "CPU"
+    assert t.tolist() == [[0, 1, 2], [3, 4, 5]]
+    s = minigrad.Tensor(2.5)
+    assert s.item() == 2.5 and float(s) == 2.5 and int(s) == 2 and bool(s)
+    assert isinstance(t.asnumpy(), numpy.ndarray) and isinstance(t.numpy(), numpy.ndarray)
+
+
+def test_array_protocol():
+    t = minigrad.Tensor([1.0, 2.0], dtype=mstype.float16)
+    a = numpy.asarray(t)
+    assert a.dtype == numpy.float16
+    assert numpy.array(t, dtype=numpy.float64).dtype == numpy.float64
+    numpy.testing.assert_array_equal(numpy.exp(numpy.asarray(t)), numpy.exp(a))
+
+
+def test_dlpack_out_and_in_share_memory():
+    t = minigrad.Tensor(numpy.arange(4.0, dtype=numpy.float32))
+    a = numpy.from_dlpack(t)
+    assert numpy.shares_memory(a, t.asnumpy())
+    back = minigrad.from_dlpack(numpy.arange(3, dtype=numpy.int32))
+    assert isinstance(back, minigrad.Tensor) and back.dtype == mstype.int32
+    source = numpy.ones(3, numpy.float16)
+    shared = minigrad.from_dlpack(source)
+    source[0] = 7
+    assert shared.asnumpy()[0] == 7 and shared.device == "CPU"
+
+
+def test_set_context():
+    minigrad.set_context(device_target="CPU", mode=0, device_id=0)  # MindSpore keys are accepted
+    assert minigrad.get_context("device_target") == "CPU"
+    with pytest.raises(ValueError, match=r"device must be one of \('CPU', 'GPU'\), got 'TPU'"):
+        minigrad.set_context(device_target="TPU")
+    with pytest.raises(ValueError, match="unknown context key 'mode'"):
+        minigrad.get_context("mode")
+
+
+@pytest.mark.skipif(backend.CUDA_AVAILABLE, reason="checks the error raised without CuPy")
+def test_gpu_without_cupy_raises_runtime_error():
+    with pytest.raises(RuntimeError, match="needs CuPy"):
+        minigrad.set_context(device_target="GPU")
+    assert minigrad.get_context("device_target") == "CPU"
+    with pytest.raises(RuntimeError, match="needs CuPy"):
+        minigrad.Tensor([1.0]).to("GPU")
+    with pytest.raises(RuntimeError, match="needs CuPy"):
+        minigrad.Tensor([1.0], device="GPU")
+
+
+def test_to_same_device_and_dtype():
+    t = minigrad.Tensor([1.0, 2.0], requires_grad=True)
+    assert t.to("CPU") is t and t.to("cpu") is t
+    h = t.to(dtype=mstype.float16)
+    assert h.dtype == mstype.float16
+    (h * 2).sum().backward()
+    assert t.grad.dtype == mstype.float32
+    numpy.testing.assert_array_equal(t.grad.asnumpy(), [2.0, 2.0])
+    assert t.astype(mstype.float64).dtype == mstype.float64
+
+
+def test_repr():
+    text = repr(minigrad.Tensor([[1.0, 2.0]], requires_grad=True))
+    assert "shape=[1, 2]" in text and "dtype=float32" in text and "requires_grad=True" in text
+    assert "[[1., 2.]]" in text
+    assert "requires_grad" not in repr(minigrad.Tensor([1]))
+    long = repr(minigrad.Tensor(numpy.zeros(1000)))
+    assert "..." in long and len(long) < 300
+
+
+def test_comparisons_return_bool_tensors_and_tensors_stay_hashable():
+    a, b = minigrad.Tensor([1.0, 2.0, 3.0]), minigrad.Tensor([2.0, 2.0, 2.0])
+    for result, expected in ((a == b, [0, 1, 0]), (a != b, [1, 0, 1]), (a < b, [1, 0, 0]),
+                             (a <= b, [1, 1, 0]), (a > b, [0, 0, 1]), (a >= 2, [0, 1, 1])):
+        assert isinstance(result, minigrad.Tensor) and result.dtype == mstype.bool_
+        numpy.testing.assert_array_equal(result.asnumpy(), numpy.array(expected, bool))
+    assert len({a: 1, b: 2}) == 2
+
+
+def test_setitem():
+    t = minigrad.Tensor(numpy.zeros((3, 3), numpy.float16))
+    t[0] = 1.5
+    t[1, 1:] = minigrad.Tensor([2.0, 3.0])
+    t[t == 0] = -1
+    t[minigrad.Tensor([2]), 0] = 9
+    numpy.testing.assert_array_equal(t.asnumpy(), [[1.5, 1.5, 1.5], [-1, 2, 3], [9, -1, -1]])
+    assert t.dtype == mstype.float16
+
+
+def test_setitem_on_graph_tensor_raises_but_on_leaf_is_allowed():
+    x = minigrad.Tensor([1.0, 2.0], requires_grad=True)
+    x[0] = 5.0  # in-place update of a leaf (what an optimizer does)
+    with pytest.raises(RuntimeError, match="part of a graph"):
+        (x * 2)[0] = 1.0
+
+
+def test_method_mirrors_of_the_ops():
+    t = minigrad.Tensor(numpy.array([[1.0, 4.0], [9.0, 16.0]]))
+    numpy.testing.assert_allclose(t.sqrt().asnumpy(), [[1, 2], [3, 4]])
+    numpy.testing.assert_allclose(t.log().exp().asnumpy(), t.asnumpy())
+    numpy.testing.assert_allclose(t.clip(2, 10).asnumpy(), [[2, 4], [9, 10]])
+    assert t.swapaxes(0, 1).asnumpy()[0, 1] == 9.0
+    assert t.mean().item() == 7.5 and t.max().item() == 16 and t.min(axis=0).tolist() == [1, 4]
+    assert (-t).abs().sum().item() == 30
+    assert t.relu().tanh().sigmoid().shape == (2, 2)
+
+
+def test_parameter():
+    p = minigrad.Parameter(minigrad.Tensor([1.0, 2.0], dtype=mstype.float16), name="fc.weight")
+    assert isinstance(p, minigrad.Tensor) and p.requires_grad and p.is_leaf
+    assert p.name == "fc.weight" and p.dtype == mstype.float16
+    data = p.asnumpy()
+    p.set_data(numpy.array([3.0, 4.0]))  # in place, cast to the parameter's dtype
+    assert p.dtype == mstype.float16 and p.asnumpy() is data
+    numpy.testing.assert_array_equal(p.asnumpy(), [3.0, 4.0])
+    with pytest.raises(ValueError, match=r"'fc.weight': shape \(3,\) does not match \(2,\)"):
+        p.set_data(numpy.zeros(3))
+    with pytest.raises(TypeError, match="name must be a str"):
+        minigrad.Parameter([1.0], name=3)
+    assert not minigrad.Parameter([1.0], requires_grad=False).requires_grad
+    assert "fc.weight" in repr(p)
+    (p * p).sum().backward()
+    numpy.testing.assert_array_equal(p.grad.asnumpy(), [6.0, 8.0])
+
+
+# ---- device-parametrized (the GPU cases run only with CuPy and a GPU) ----------------------
+
+def test_tensor_on_device(device):
+    t = minigrad.Tensor([1.0, 2.0], device=device)
+    assert t.device == device
+    assert isinstance(t.asnumpy(), numpy.ndarray)
+    assert backend.device_of(t.data) == device
+    assert repr(t).count("device=GPU") == (device == "GPU")
+
+
+def test_context_sets_the_default_device(device):
+    minigrad.set_context(device_target=device)
+    t = minigrad.Tensor([1.0, 2.0])
+    assert t.device == device
+    assert minigrad.Tensor(numpy.ones(2)).device == "CPU"  # an existing array stays where it is
+
+
+def test_ops_and_backward_stay_on_device(device):
+    x = minigrad.Tensor(numpy.array([[1.0, 2.0], [3.0, 4.0]], numpy.float16), device=device,
+                        requires_grad=True)
+    y = (minigrad.ops.matmul(x, x) * 2.0).sum()
+    assert y.device == device and y.dtype == mstype.float16
+    y.backward()
+    assert x.grad.device == device and x.grad.dtype == mstype.float16
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not backend.CUDA_AVAILABLE, reason="needs CuPy and a CUDA GPU")
+def test_to_moves_between_devices_and_gradients_flow_back():
+    x = minigrad.Tensor([1.0, 2.0], requires_grad=True)
+    g = x.to("GPU")
+    assert g.device == "GPU" and not g.is_leaf
+    (g * g).sum().backward()
+    assert x.grad.device == "CPU"
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 4.0])
+    back = g.to("CPU", dtype=mstype.float16)
+    assert back.device == "CPU" and back.dtype == mstype.float16
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not backend.CUDA_AVAILABLE, reason="needs CuPy and a CUDA GPU")
+def test_gpu_dlpack_roundtrip():
+    import cupy
+    t = minigrad.Tensor([1.0, 2.0], device="GPU")
+    c = cupy.from_dlpack(t)
+    assert isinstance(c, cupy.ndarray)
+    back = minigrad.from_dlpack(c)
+    assert back.device == "GPU"
+    numpy.testing.assert_array_equal(back.asnumpy(), [1.0, 2.0])
