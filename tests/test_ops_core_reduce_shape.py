@@ -220,3 +220,21 @@ def test_matmul_errors_name_both_shapes():
         ops.matmul(a, b)
     with pytest.raises(ValueError, match="at least 1 dimension"):
         ops.matmul(minigrad.Tensor(2.0), a)
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (5, 4)), ((2, 3, 4), (5, 4)), ((4,), (5, 4)),
+                                    ((2, 3, 4), (2, 5, 4))], ids=str)
+def test_matmul_transpose_b(shapes, dtype):
+    a, b = _rand(shapes[0]).astype(dtype), _rand(shapes[1], 1).astype(dtype)
+    out = ops.matmul(minigrad.Tensor(a), minigrad.Tensor(b), transpose_b=True)
+    expected = numpy.matmul(a.astype(numpy.float64), b.astype(numpy.float64).swapaxes(-1, -2))
+    assert_forward(out, expected, dtype)
+    check_backward(lambda x, y: ops.matmul(x, y, transpose_b=True), [a, b])
+
+
+def test_matmul_transpose_b_errors():
+    a = minigrad.Tensor(numpy.zeros((3, 4)))
+    with pytest.raises(ValueError, match=r"\(3, 4\) @ \(4, 5\)ᵀ \(inner dimensions 4 != 5\)"):
+        ops.matmul(a, minigrad.Tensor(numpy.zeros((4, 5))), transpose_b=True)
+    with pytest.raises(ValueError, match="transpose_b=True\\) needs b of at least 2 dimensions"):
+        ops.matmul(a, minigrad.Tensor(numpy.zeros(4)), transpose_b=True)
