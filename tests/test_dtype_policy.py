@@ -185,3 +185,11 @@ def test_gradient_dtype_equals_tensor_dtype(dtype):
     assert x.grad.dtype == dtype and w.grad.dtype == numpy.float32
     g = minigrad.grad(lambda t: (t * 3.0).sum())(minigrad.Tensor(numpy.ones(2, dtype)))
     assert g.dtype == dtype
+
+
+def test_fp16_mean_gradient_over_more_elements_than_fp16_can_count():
+    x = minigrad.Tensor(numpy.ones(70000, numpy.float16), requires_grad=True)
+    with numpy.errstate(over="raise"):
+        x.mean().backward()
+    assert x.grad.dtype == mstype.float16
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), numpy.float16(1 / 70000))

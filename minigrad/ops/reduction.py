@@ -1,5 +1,5 @@
 """Reductions: sum, mean, max, min (axis, keepdims). fp16 accumulates in fp32."""
-from minigrad import backend
+from minigrad import backend, dtype as dtypes
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, normalize_axis, sum_acc
 
@@ -35,7 +35,9 @@ class Mean(Function):
         return acc.astype(x.dtype, copy=False)
 
     def backward(self, g):
-        return _expand(g / g.dtype.type(self.n), self.shape, self.axes, self.keepdims)
+        # divide in fp32 for fp16: n itself may exceed the fp16 range (65504)
+        g = (g.astype(dtypes.acc_dtype(g.dtype), copy=False) / self.n).astype(g.dtype, copy=False)
+        return _expand(g, self.shape, self.axes, self.keepdims)
 
 
 class _Extreme(Function):
