@@ -121,22 +121,25 @@ class Cell:
             raise AttributeError(f"cannot assign {type(value).__name__} {name!r} before "
                                  f"{type(self).__name__}.__init__ calls super().__init__()")
         if isinstance(value, Parameter):
-            self._forget(name)
+            self._forget(name, keep="_params")  # a replaced parameter keeps its place in the order
             if value.name is None:
                 value.name = name
             d["_params"][name] = value
         elif isinstance(value, Cell):
-            self._forget(name)
+            self._forget(name, keep="_cells")
             if self._auto_prefix:
                 value._prefix_names(name + ".")
             d["_cells"][name] = value
         elif isinstance(value, ParameterTuple):
-            self._forget(name)
+            self._forget(name, keep="_param_tuples")
             d["_param_tuples"][name] = value
+        elif "_params" in d and name in d["_params"] and isinstance(value, Tensor):
+            d["_params"][name].set_data(value)  # MindSpore: a Tensor assigned to a parameter sets its value
+            return
         elif "_params" in d and (name in d["_params"] or name in d["_cells"]) and value is not None:
             kind = "Parameter" if name in d["_params"] else "Cell"
             raise TypeError(f"cannot assign a {type(value).__name__} to {name!r}: it holds a {kind} "
-                            f"(assign a {kind} or None)")
+                            f"(assign a {kind}, a Tensor for a Parameter's value, or None)")
         elif "_params" in d:
             self._forget(name)
         d[name] = value
@@ -145,9 +148,10 @@ class Cell:
         self._forget(name)
         del self.__dict__[name]
 
-    def _forget(self, name):
+    def _forget(self, name, keep=None):
         for registry in ("_params", "_cells", "_param_tuples"):
-            self.__dict__[registry].pop(name, None)
+            if registry != keep:
+                self.__dict__[registry].pop(name, None)
 
     def _prefix_names(self, prefix):
         """Prepend ``prefix`` to the unnamed-by-user parameters of this subtree (not tuple members)."""

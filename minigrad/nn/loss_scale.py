@@ -16,7 +16,6 @@ import numpy
 
 from minigrad.amp import step as amp_step
 from minigrad.amp.core import ScaleCore, check_positive
-from minigrad.autograd import GradOperation
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
 from minigrad.parameter import Parameter
@@ -112,9 +111,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
 
     def __init__(self, network, optimizer, scale_sense, max_consecutive_skips=None,
                  track_underflow=False):
-        super().__init__(network, optimizer, sens=1.0)
-        self.weights = tuple(optimizer.parameters)
-        self.grad = GradOperation(get_by_list=True, sens_param=True)
+        super().__init__(network, optimizer, sens=None)
         self.loss_scaling_manager = None
         if isinstance(scale_sense, Cell):
             self.loss_scaling_manager = scale_sense
@@ -137,12 +134,12 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
 
     def construct(self, *inputs):
         weights = self.weights
-        loss = self.network(*inputs)
         scaling_sens = self.scale_sense
-        status, scaling_sens = self.start_overflow_check(loss, scaling_sens)
         scale_before = numpy.float32(scaling_sens.data.reshape(()))
-        sens = Tensor(numpy.ones(loss.shape, loss.dtype) * scale_before.astype(loss.dtype))
-        grads = self.grad(self.network, weights)(*inputs, sens)
+        # one forward, backprop seeded with the scale (cast to the loss dtype, as MindSpore does)
+        with numpy.errstate(over="ignore", invalid="ignore"):  # overflow is detected, not warned
+            loss, grads = self.loss_and_grads(inputs, Tensor(scaling_sens.data.reshape(())))
+        status, grads = self.start_overflow_check(loss, grads)
         names = [p.name for p in weights]
         underflow = (amp_step.underflow_stats(names, [g.data for g in grads])
                      if self.track_underflow else None)
@@ -157,7 +154,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                                       scale_after=float(self.scale_sense.data.reshape(())))
         report.underflow = underflow
         self.last_report = report
-        return loss, Tensor(numpy.array(bool(cond))), Tensor(scaling_sens.data.copy())
+        return loss, Tensor(numpy.array(bool(cond))), Tensor(numpy.array(scale_before).reshape(scaling_sens.shape))
 
     def _unscale(self, status, grads, scale):
         arrays = status.unscale_and_check([g.data for g in grads], scale)

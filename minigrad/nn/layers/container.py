@@ -11,18 +11,46 @@ def _check_cell(cell, where):
 
 
 class _CellSequence(Cell):
-    """Cells kept as sub-cells named "0", "1", ... (or the keys of an OrderedDict)."""
+    """Cells kept as sub-cells named "0", "1", ... (or the keys of an OrderedDict).
 
-    def _set_cells(self, cells):
-        """Replace the children by ``cells`` [(key, cell)] without renaming their parameters."""
+    Parameter names are identities (checkpoints use them), so when ``append``/``insert``/``del``
+    move a cell to another key, its auto-named parameters are renamed to match the new key, and
+    a new cell's parameters get the container's prefix (found from its existing parameters, as
+    MindSpore does).
+    """
+
+    def _set_cells(self, cells, rename=True):
+        """Make ``cells`` [(key, cell)] the children, renaming parameters of moved or new cells."""
+        old_keys = {id(cell): key for key, cell in self._cells.items()}
+        prefix = self._prefix()
         for key in list(self._cells):
             delattr(self, key)
         auto_prefix, self._auto_prefix = self._auto_prefix, False
         try:
             for key, cell in cells:
-                setattr(self, key, cell)
+                setattr(self, key, _check_cell(cell, type(self).__name__))
         finally:
             self._auto_prefix = auto_prefix
+        if not (rename and auto_prefix):
+            return
+        for key, cell in cells:
+            old = old_keys.get(id(cell))
+            if old is None:
+                cell._prefix_names(f"{prefix}{key}.")
+            elif old != key:
+                for path, param in cell.parameters_and_names():
+                    if not param._user_named and param.name == f"{prefix}{old}.{path}":
+                        param.name = f"{prefix}{key}.{path}"
+
+    def _prefix(self):
+        """The prefix of this container's auto-named parameter names ("" if none shows it)."""
+        for key, cell in self._cells.items():
+            for path, param in cell.parameters_and_names():
+                end = f"{key}.{path}"
+                head = param.name[:-len(end)]
+                if not param._user_named and param.name.endswith(end) and (not head or head.endswith(".")):
+                    return head
+        return ""
 
     def _renumbered(self, cells):
         return [(str(i), cell) for i, cell in enumerate(cells)]
@@ -30,14 +58,15 @@ class _CellSequence(Cell):
     def __getitem__(self, index):
         if isinstance(index, slice):
             part = type(self)()
-            part._set_cells(self._renumbered(list(self._cells.values())[index]))
+            part._set_cells(self._renumbered(list(self._cells.values())[index]), rename=False)
             return part
         return list(self._cells.values())[self._position(index)]
 
     def __setitem__(self, index, cell):
-        _check_cell(cell, type(self).__name__)
-        key = list(self._cells)[self._position(index)]
-        setattr(self, key, cell)
+        cells = list(self._cells.items())
+        position = self._position(index)
+        cells[position] = (cells[position][0], cell)
+        self._set_cells(cells)
 
     def __delitem__(self, index):
         cells = list(self._cells.values())
@@ -62,7 +91,7 @@ class _CellSequence(Cell):
 
     def append(self, cell):
         """Add ``cell`` at the end (named by its position)."""
-        setattr(self, str(len(self)), _check_cell(cell, type(self).__name__))
+        self._set_cells(self._renumbered(list(self._cells.values()) + [cell]))
         return self
 
 
@@ -113,8 +142,5 @@ class CellList(_CellSequence):
     def insert(self, index, cell):
         """Insert ``cell`` before position ``index``."""
         cells = list(self._cells.values())
-        position = min(max(index + len(cells) if index < 0 else index, 0), len(cells))
-        cells.insert(position, _check_cell(cell, "CellList"))
+        cells.insert(index, cell)
         self._set_cells(self._renumbered(cells))
-        if self._auto_prefix:  # only the new cell's parameters get a prefix: names are identities
-            cell._prefix_names(f"{position}.")
