@@ -10,6 +10,7 @@ from minigrad.autograd import grad, value_and_grad, GradOperation
 from minigrad import ops
 from minigrad import optim
 from minigrad import nn
+from minigrad.amp import LossScaleManager, FixedLossScaleManager, DynamicLossScaleManager
 from minigrad.random import set_seed, get_seed
 from minigrad.train import Model, save_checkpoint, load_checkpoint, load_param_into_net
 from minigrad import dataset
