@@ -1,0 +1,294 @@
+"""The Optimizer base: argument checks, parameter groups, learning-rate forms, Torch-style calls
+and state_dict round trips (bit-identical continuation, validation before any change)."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import Parameter, Tensor
+from minigrad.optim import (SGD, Adam, AdamWeightDecay, CosineDecayLR, Momentum, Optimizer, WarmUpLR,
+                            piecewise_constant_lr)
+
+
+def params(*shapes, dtype=numpy.float32, names=None):
+    names = names or [f"p{i}" for i in range(len(shapes))]
+    rng = numpy.random.default_rng(0)
+    return [Parameter(rng.standard_normal(s).astype(dtype), name=n) for s, n in zip(shapes, names)]
+
+
+def ones_like(ps):
+    return tuple(numpy.ones(p.shape, p.dtype) for p in ps)
+
+
+# ---- bad arguments ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("make, error, words", [
+    (lambda ps: SGD(ps, learning_rate=-0.1), ValueError, ["learning_rate", "-0.1"]),
+    (lambda ps: SGD(ps, learning_rate=[0.1, -0.2]), ValueError, ["learning_rate[1]", "-0.2"]),
+    (lambda ps: SGD(ps, learning_rate=Tensor(numpy.ones((2, 2), numpy.float32))), ValueError, ["learning_rate", "(2, 2)"]),
+    (lambda ps: SGD(ps, learning_rate="fast"), TypeError, ["learning_rate", "str"]),
+    (lambda ps: SGD(ps, learning_rate=[]), ValueError, ["learning_rate", "empty"]),
+    (lambda ps: Momentum(ps, 0.1, momentum=-0.9), ValueError, ["momentum", "-0.9"]),
+    (lambda ps: Momentum(ps, 0.1, momentum="0.9"), TypeError, ["momentum", "str"]),
+    (lambda ps: Momentum(ps, 0.1, 0.9, use_nesterov=1), TypeError, ["use_nesterov"]),
+    (lambda ps: SGD(ps, momentum=-1.0), ValueError, ["momentum", "-1.0"]),
+    (lambda ps: SGD(ps, dampening=-1.0), ValueError, ["dampening", "-1.0"]),
+    (lambda ps: SGD(ps, momentum=0.0, nesterov=True), ValueError, ["nesterov", "momentum=0.0"]),
+    (lambda ps: SGD(ps, momentum=0.9, dampening=0.1, nesterov=True), ValueError, ["dampening=0.1"]),
+    (lambda ps: SGD(ps, loss_scale=0.0), ValueError, ["loss_scale", "0.0"]),
+    (lambda ps: SGD(ps, loss_scale="1"), TypeError, ["loss_scale", "str"]),
+    (lambda ps: SGD(ps, weight_decay=-0.01), ValueError, ["weight_decay", "-0.01"]),
+    (lambda ps: SGD(ps, weight_decay=None), TypeError, ["weight_decay", "NoneType"]),
+    (lambda ps: Adam(ps, beta1=1.0), ValueError, ["beta1", "1.0"]),
+    (lambda ps: Adam(ps, beta2=0.0), ValueError, ["beta2", "0.0"]),
+    (lambda ps: Adam(ps, eps=0.0), ValueError, ["eps", "0.0"]),
+    (lambda ps: Adam(ps, beta1=1), ValueError, ["beta1", "1.0"]),
+    (lambda ps: AdamWeightDecay(ps, eps=-1e-6), ValueError, ["eps"]),
+    (lambda ps: Adam(ps, use_locking="no"), TypeError, ["use_locking"]),
+    (lambda ps: SGD(None), ValueError, ["parameters", "None"]),
+    (lambda ps: SGD([]), ValueError, ["parameters", "empty"]),
+    (lambda ps: SGD(ps[0]), TypeError, ["parameters", "Parameter"]),
+    (lambda ps: SGD([ps[0], numpy.zeros(3)]), TypeError, ["element 1", "ndarray"]),
+    (lambda ps: SGD([ps[0], ps[0]]), ValueError, ["'p0'", "more than once"]),
+    (lambda ps: SGD([{"params": ps, "momentum": 0.9}]), KeyError, ["momentum"]),
+    (lambda ps: SGD([{"params": ps, "lr": -1.0}]), ValueError, ["group 0 'lr'", "-1.0"]),
+    (lambda ps: SGD([{"params": ps[:1]}, {"params": ps[:1]}]), ValueError, ["more than once"]),
+    (lambda ps: SGD([{"params": ps}, {"order_params": ps[:1]}]), ValueError, ["order_params"]),
+    (lambda ps: SGD([{"params": ps, "grad_centralization": 1}]), TypeError, ["grad_centralization"]),
+    (lambda ps: Optimizer(0.1, ps, decay_filter="beta"), TypeError, ["decay_filter"]),
+])
+def test_bad_arguments_name_argument_and_value(make, error, words):
+    with pytest.raises(error) as info:
+        make(params((2, 3), (3,)))
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_bad_gradients_name_parameter_and_shapes_and_change_nothing():
+    ps = params((2, 3), (3,))
+    before = [p.data.copy() for p in ps]
+    opt = Momentum(ps, 0.1, 0.9)
+    with pytest.raises(ValueError, match=r"1 gradients for 2 parameters"):
+        opt((numpy.ones((2, 3), numpy.float32),))
+    with pytest.raises(ValueError, match=r"'p1' has shape \(4,\), but the parameter has shape \(3,\)"):
+        opt((numpy.ones((2, 3), numpy.float32), numpy.ones(4, numpy.float32)))
+    with pytest.raises(TypeError, match=r"'p1' must be a float.*int64"):
+        opt((numpy.ones((2, 3), numpy.float32), numpy.ones(3, numpy.int64)))
+    with pytest.raises(TypeError, match="tuple or list"):
+        opt(numpy.ones((2, 3), numpy.float32))
+    for p, b in zip(ps, before):
+        numpy.testing.assert_array_equal(p.data, b)
+    assert opt.global_step == 0 and opt.state_dict() == {"global_step": 0}
+
+
+def test_int_hyperparameters_are_converted():
+    opt = Momentum(params((2,)), learning_rate=1, momentum=0, weight_decay=0, loss_scale=2)
+    assert opt.get_lr() == 1.0 and opt.momentum == 0.0 and opt.loss_scale == 2.0
+
+
+# ---- weight decay filter and groups ----------------------------------------------------------------
+def test_default_decay_filter_skips_beta_and_gamma_and_can_be_replaced():
+    ps = params((2,), (2,), (2,), names=["fc.weight", "bn.gamma", "bn.beta"])
+    assert Momentum(ps, 0.1, 0.9, weight_decay=0.1).decay_flags == (True, False, False)
+    assert SGD(ps, weight_decay=0.1).decay_flags == (True, True, True)  # MindSpore SGD decays all
+    assert Optimizer(0.1, ps, weight_decay=0.1, decay_filter=lambda p: "bn" in p.name).decay_flags == (
+        False, True, True)
+    assert Momentum(ps, 0.1, 0.9).decay_flags == (False, False, False)  # weight_decay 0
+
+
+def test_groups_have_their_own_lr_and_weight_decay_and_order():
+    a, b, c = params((2,), (2,), (2,), names=["conv.weight", "bn.gamma", "fc.weight"])
+    groups = [{"params": [a, b], "lr": 0.5, "weight_decay": 0.1},
+              {"params": [c]},
+              {"order_params": [c, a, b]}]
+    opt = SGD(groups, learning_rate=0.1, weight_decay=0.0)
+    assert opt.parameters == (c, a, b)
+    assert opt.get_lr() == (pytest.approx(0.1), 0.5, 0.5)
+    assert opt.decay_flags == (False, True, True)  # grouped: every parameter of a decaying group
+    before = [p.data.astype(numpy.float64) for p in opt.parameters]
+    opt(ones_like(opt.parameters))
+    for p, w, lr, wd in zip(opt.parameters, before, (0.1, 0.5, 0.5), (0.0, 0.1, 0.1)):
+        numpy.testing.assert_allclose(p.data, w - lr * (1 + wd * w), rtol=1e-6)
+    assert float(opt.get_lr_parameter(a).data) == 0.5
+    assert [float(x.data) for x in opt.get_lr_parameter([c, b])] == pytest.approx([0.1, 0.5])
+    with pytest.raises(ValueError, match="not updated"):
+        opt.get_lr_parameter(Parameter(numpy.zeros(2), name="other"))
+
+
+def test_fixed_learning_rate_is_a_parameter_that_can_be_changed_in_place():
+    ps = params((3,))
+    opt = SGD(ps, learning_rate=0.1)
+    assert isinstance(opt.learning_rate, Parameter) and not opt.dynamic_lr
+    opt.learning_rate.set_data(numpy.array(0.5, numpy.float32))
+    before = ps[0].data.copy()
+    opt(ones_like(ps))
+    numpy.testing.assert_allclose(ps[0].data, before - 0.5)
+
+
+# ---- learning-rate forms ---------------------------------------------------------------------------
+def lrs_used(learning_rate, steps):
+    """The learning rate of each of ``steps`` SGD steps (gradient 1 moves w by exactly -lr)."""
+    w = Parameter(numpy.zeros(1, numpy.float64), name="w")
+    opt = SGD([w], learning_rate=learning_rate)
+    used = []
+    for _ in range(steps):
+        before = float(w.data[0])
+        opt((numpy.ones(1),))
+        used.append(before - float(w.data[0]))
+    return used
+
+
+def test_learning_rate_forms():
+    assert lrs_used(0.25, 3) == pytest.approx([0.25] * 3)
+    assert lrs_used(Tensor(numpy.float32(0.25)), 2) == pytest.approx([0.25] * 2)
+    assert lrs_used([0.3, 0.2, 0.1], 5) == pytest.approx([0.3, 0.2, 0.1, 0.1, 0.1])  # last repeats
+    assert lrs_used(Tensor(numpy.array([0.5, 0.25], numpy.float32)), 3) == pytest.approx([0.5, 0.25, 0.25])
+    assert lrs_used(piecewise_constant_lr([1, 3], [0.5, 0.25]), 4) == pytest.approx([0.5, 0.25, 0.25, 0.25])
+    assert lrs_used(WarmUpLR(0.4, 4), 6) == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.4])
+    schedule = CosineDecayLR(0.0, 1.0, 2)
+    assert lrs_used(schedule, 3) == pytest.approx([1.0, 0.5, 0.0])
+
+
+def test_get_lr_follows_global_step_without_changing_it():
+    opt = SGD(params((1,)), learning_rate=[0.3, 0.2])
+    assert opt.dynamic_lr and opt.get_lr() == pytest.approx(0.3) and opt.get_lr() == pytest.approx(0.3)
+    opt.step()  # no .grad anywhere: nothing moves, the step still counts
+    assert opt.global_step == 1 and opt.get_lr() == pytest.approx(0.2)
+
+
+# ---- Torch style -----------------------------------------------------------------------------------
+def test_step_and_zero_grad_use_grad_from_backward():
+    w = Parameter(numpy.array([1.0, 2.0], numpy.float32), name="w")
+    unused = Parameter(numpy.array([5.0], numpy.float32), name="unused")
+    opt = SGD([w, unused], learning_rate=0.1)
+    x = Tensor(numpy.array([3.0, 4.0], numpy.float32))
+    loss = (w * x).sum()
+    loss.backward()
+    assert unused.grad is None
+    opt.step()
+    numpy.testing.assert_allclose(w.data, [0.7, 1.6], rtol=1e-6)
+    numpy.testing.assert_array_equal(unused.data, [5.0])
+    opt.zero_grad()
+    assert w.grad is None and unused.grad is None
+
+
+def test_step_closure_returns_the_loss():
+    w = Parameter(numpy.array([2.0], numpy.float32), name="w")
+    opt = SGD([w], learning_rate=0.25)
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * w).sum()
+        loss.backward()
+        return loss
+
+    with minigrad.no_grad():
+        loss = opt.step(closure)
+    assert float(loss) == 4.0
+    numpy.testing.assert_allclose(w.data, [1.0])
+
+
+def test_train_one_step_cell_with_momentum_reduces_the_loss():
+    nn = pytest.importorskip("minigrad.nn")
+    minigrad.set_seed(0)
+    net = nn.Dense(4, 2)
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), Momentum(net.trainable_params(), 0.05, 0.9))
+    rng = numpy.random.default_rng(0)
+    x = Tensor(rng.standard_normal((16, 4)).astype(numpy.float32))
+    y = Tensor(x.asnumpy() @ rng.standard_normal((4, 2)).astype(numpy.float32))  # reachable target
+    losses = [float(train(x, y)) for _ in range(30)]
+    assert losses[-1] < 0.1 * losses[0]
+
+
+# ---- state_dict ------------------------------------------------------------------------------------
+def run(opt, steps, seed):
+    rng = numpy.random.default_rng(seed)
+    for _ in range(steps):
+        opt(tuple(rng.standard_normal(p.shape).astype(p.dtype) for p in opt.parameters))
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: Adam(ps, learning_rate=[0.01, 0.02, 0.005], weight_decay=0.01, loss_scale=8.0),
+    lambda ps: Momentum(ps, 0.1, 0.9, use_nesterov=True),
+    lambda ps: SGD(ps, 0.1, momentum=0.5, dampening=0.1),
+    lambda ps: AdamWeightDecay(ps, 0.01, weight_decay=0.1),
+], ids=["Adam", "Momentum", "SGD", "AdamWeightDecay"])
+def test_state_dict_round_trip_continues_bit_identically(make):
+    ps = params((3, 2), (2,), names=["fc.weight", "fc.bias"])
+    ps.append(Parameter(numpy.linspace(-1, 1, 4).astype(numpy.float16), name="half.weight"))
+    opt = make(ps)
+    run(opt, 3, seed=1)
+    saved_state, saved_params = opt.state_dict(), [p.data.copy() for p in ps]
+    assert saved_state["global_step"] == 3 and "master.half.weight" in saved_state
+    assert all(isinstance(v, (int, numpy.ndarray)) for v in saved_state.values())
+    run(opt, 3, seed=2)
+
+    fresh = [Parameter(d.copy(), name=p.name) for d, p in zip(saved_params, ps)]
+    resumed = make(fresh)
+    resumed.load_state_dict(saved_state)
+    run(resumed, 3, seed=2)
+    for p, q in zip(ps, fresh):
+        numpy.testing.assert_array_equal(p.data, q.data)
+    for key, value in opt.state_dict().items():
+        numpy.testing.assert_array_equal(resumed.state_dict()[key], value)
+
+
+def test_state_dict_is_a_copy():
+    ps = params((2,))
+    opt = Momentum(ps, 0.1, 0.9)
+    run(opt, 1, seed=0)
+    saved = opt.state_dict()
+    copy = saved["moments.p0"].copy()
+    run(opt, 1, seed=1)
+    numpy.testing.assert_array_equal(saved["moments.p0"], copy)
+
+
+def _good_state():
+    ps = params((3, 2), (2,), names=["fc.weight", "fc.bias"])
+    ps.append(Parameter(numpy.ones(2, numpy.float16), name="h"))
+    opt = Adam(ps)
+    run(opt, 2, seed=0)
+    return ps, opt, opt.state_dict()
+
+
+@pytest.mark.parametrize("corrupt, error, words", [
+    (lambda d: d.pop("global_step"), ValueError, ["global_step"]),
+    (lambda d: d.update(global_step=1.5), TypeError, ["global_step", "1.5"]),
+    (lambda d: d.update(global_step=-1), ValueError, ["global_step", "-1"]),
+    (lambda d: d.update({"moment1.fc.bias": numpy.zeros(3, numpy.float32)}), ValueError,
+     ["moment1.fc.bias", "(3,)", "(2,)"]),
+    (lambda d: d.update({"moment2.fc.weight": numpy.zeros((3, 2), numpy.float64)}), ValueError,
+     ["moment2.fc.weight", "float64", "float32"]),
+    (lambda d: d.update({"moments.fc.bias": numpy.zeros(2, numpy.float32)}), ValueError, ["'moments.fc.bias'"]),
+    (lambda d: d.update({"moment1.nope": numpy.zeros(2, numpy.float32)}), ValueError, ["'moment1.nope'"]),
+    (lambda d: d.pop("moment2.fc.bias"), ValueError, ["fc.bias", "moment2.fc.bias"]),
+    (lambda d: d.update({"master.fc.bias": numpy.zeros(2, numpy.float32)}), ValueError,
+     ["master.fc.bias", "float32", "only float16"]),
+    (lambda d: d.update({"master.h": numpy.zeros(2, numpy.float16)}), ValueError, ["master.h", "float16"]),
+])
+def test_load_state_dict_validates_everything_before_changing_anything(corrupt, error, words):
+    ps, opt, good = _good_state()
+    run(opt, 1, seed=5)
+    current = opt.state_dict()
+    bad = dict(good)
+    corrupt(bad)
+    with pytest.raises(error) as info:
+        opt.load_state_dict(bad)
+    for word in words:
+        assert word in str(info.value)
+    after = opt.state_dict()
+    assert after.keys() == current.keys()
+    for key in current:
+        numpy.testing.assert_array_equal(after[key], current[key])
+
+
+def test_load_state_dict_rejects_non_dicts_and_resets_absent_state():
+    ps, opt, good = _good_state()
+    with pytest.raises(TypeError, match="expected a dict"):
+        opt.load_state_dict([("global_step", 1)])
+    opt.load_state_dict({"global_step": 7})
+    assert opt.state_dict() == {"global_step": 7}
+
+
+def test_duplicate_names_are_reported_by_state_dict():
+    ps = params((2,), (2,), names=["w", "w"])
+    with pytest.raises(ValueError, match="share the name 'w'"):
+        SGD(ps).state_dict()
