@@ -37,7 +37,9 @@ def dtype(request):
 
 @pytest.fixture(autouse=True)
 def _restore_config():
-    """Undo any change a test makes to the global modes (device, grad recording, autocast)."""
-    saved = (config.device_target, config.grad_enabled, config.autocast_dtype)
+    """Undo any change a test makes to the global modes (device, grad recording, autocast, and
+    any mode added later): the values set on ``config`` live in its instance dict."""
+    saved = dict(vars(config))
     yield
-    config.device_target, config.grad_enabled, config.autocast_dtype = saved
+    vars(config).clear()
+    vars(config).update(saved)
