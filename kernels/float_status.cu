@@ -1,0 +1,217 @@
+/* Float status kernels: the software version of an overflow status register.
+
+   A check scans fp16 or fp32 arrays and, if any element is +-inf or NaN, stores 1.0f into
+   status[0]. It never stores anything else, so the flag is sticky: only the host clears it.
+   The fused variant also multiplies every element by inv_scale in the same pass (the flag is
+   computed from the values before the multiplication), in place.
+
+   Work description (one launch covers many arrays of one dtype):
+     table[3*t + 0]  address of array t (aligned to its element size)
+     table[3*t + 1]  number of elements of array t (> 0)
+     table[3*t + 2]  index of the first chunk of array t; chunks are `chunk` elements long
+   Blocks take chunks in a grid-stride loop and threads stride through a chunk, so the same
+   code runs on a GPU and, through host_shim.h (one block per core, blockDim.x == 1 at compile
+   time), as plain vectorisable loops on a CPU.
+
+   The test works on raw bits, so no <cuda_fp16.h> is needed: a value is non-finite iff its
+   exponent bits are all ones. Adding one to an all-ones exponent carries into the lane's top
+   bit, so `acc |= (w & MASK) + CARRY` tests both fp16 halves (or the fp32) of a 32-bit word
+   without a compare, and one test of `acc & TOP` at the end tells whether any lane overflowed.
+
+   What differs between targets is a handful of primitives: the GPU ones are below, the CPU
+   ones in host_shim.h. */
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#ifndef MG_HOST_SHIM
+/* Conversions and the product through PTX: round-to-nearest-even with subnormals kept,
+   whatever -ftz setting the module is compiled with. */
+__device__ __forceinline__ float mg_half_to_float(u32 h)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((u16)h));
+    return f;
+}
+__device__ __forceinline__ u32 mg_float_to_half(float f)
+{
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float mg_mul(float a, float b)
+{
+    float c;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(c) : "f"(a), "f"(b));
+    return c;
+}
+#endif
+
+/* Unscale one 32-bit word: two fp16 values, or one fp32. */
+__device__ __forceinline__ u32 unscale_half2(u32 w, float inv_scale)
+{
+    u32 lo = mg_float_to_half(mg_mul(mg_half_to_float(w & 0xFFFFu), inv_scale));
+    u32 hi = mg_float_to_half(mg_mul(mg_half_to_float(w >> 16), inv_scale));
+    return lo | (hi << 16);
+}
+__device__ __forceinline__ u32 unscale_float(u32 w, float inv_scale)
+{
+    return __float_as_uint(mg_mul(__uint_as_float(w), inv_scale));
+}
+
+#ifndef MG_HOST_SHIM
+/* On the GPU a vector is 16 bytes (one 128-bit load per thread) and its four words are four
+   registers, so the vector steps go lane by lane. The flag accumulator is such a vector too. */
+typedef uint4 mg_vec;
+__device__ __forceinline__ mg_vec mg_fold(mg_vec acc, const mg_vec& v, u32 mask, u32 carry)
+{
+    acc.x |= (v.x & mask) + carry;
+    acc.y |= (v.y & mask) + carry;
+    acc.z |= (v.z & mask) + carry;
+    acc.w |= (v.w & mask) + carry;
+    return acc;
+}
+__device__ __forceinline__ mg_vec mg_fold_word(mg_vec acc, u32 w, u32 mask, u32 carry)
+{
+    acc.x |= (w & mask) + carry;
+    return acc;
+}
+__device__ __forceinline__ u32 mg_lanes_or(const mg_vec& acc)
+{
+    return acc.x | acc.y | acc.z | acc.w;
+}
+__device__ __forceinline__ void mg_unscale_half_vec(mg_vec& v, float inv_scale)
+{
+    v.x = unscale_half2(v.x, inv_scale);
+    v.y = unscale_half2(v.y, inv_scale);
+    v.z = unscale_half2(v.z, inv_scale);
+    v.w = unscale_half2(v.w, inv_scale);
+}
+__device__ __forceinline__ void mg_unscale_float_vec(mg_vec& v, float inv_scale)
+{
+    v.x = unscale_float(v.x, inv_scale);
+    v.y = unscale_float(v.y, inv_scale);
+    v.z = unscale_float(v.z, inv_scale);
+    v.w = unscale_float(v.w, inv_scale);
+}
+#define MG_ILP 4 /* independent vector loads in flight per thread */
+#endif
+
+struct Fp16 {
+    typedef u16 elem;
+    static constexpr u32 MASK = 0x7C007C00u, CARRY = 0x04000400u, TOP = 0x80008000u;
+    __device__ static __forceinline__ u32 unscale(u32 w, float s) { return unscale_half2(w, s); }
+    __device__ static __forceinline__ void unscale_vec(mg_vec& v, float s) { mg_unscale_half_vec(v, s); }
+};
+
+struct Fp32 {
+    typedef u32 elem;
+    static constexpr u32 MASK = 0x7F800000u, CARRY = 0x00800000u, TOP = 0x80000000u;
+    __device__ static __forceinline__ u32 unscale(u32 w, float s) { return unscale_float(w, s); }
+    __device__ static __forceinline__ void unscale_vec(mg_vec& v, float s) { mg_unscale_float_vec(v, s); }
+};
+
+/* One element, as a word whose other fp16 lane is zero (and stays zero when unscaled). */
+template <class F, bool UNSCALE>
+__device__ __forceinline__ mg_vec visit_elem(mg_vec acc, typename F::elem* p, float inv_scale)
+{
+    u32 w = *p;
+    acc = mg_fold_word(acc, w, F::MASK, F::CARRY);
+    if (UNSCALE)
+        *p = (typename F::elem)F::unscale(w, inv_scale);
+    return acc;
+}
+
+/* Vectors v[0], v[stride], ... (COUNT of them) of one thread. All loads are issued before any
+   use, so each thread keeps COUNT vectors in flight: that is what lets a streaming kernel
+   approach memory bandwidth. The check-only kernel reads through the read-only cache. */
+template <class F, bool UNSCALE, int COUNT>
+__device__ __forceinline__ mg_vec visit_vecs(mg_vec acc, mg_vec* v, u64 stride, float inv_scale)
+{
+    mg_vec r[COUNT];
+#pragma unroll
+    for (int k = 0; k < COUNT; ++k)
+        r[k] = UNSCALE ? v[k * stride] : __ldg(v + k * stride);
+#pragma unroll
+    for (int k = 0; k < COUNT; ++k) {
+        acc = mg_fold(acc, r[k], F::MASK, F::CARRY);
+        if (UNSCALE) {
+            F::unscale_vec(r[k], inv_scale);
+            v[k * stride] = r[k];
+        }
+    }
+    return acc;
+}
+
+/* Elements [0, n) of one chunk. Vector loads need addresses aligned to the vector size, so the
+   elements before the first boundary and after the last one go through the scalar path. */
+template <class F, bool UNSCALE>
+__device__ mg_vec walk_chunk(mg_vec acc, typename F::elem* p, u64 n, float inv_scale)
+{
+    typedef typename F::elem E;
+    const u64 bytes = sizeof(mg_vec), per_vec = bytes / sizeof(E);
+    u64 head = ((bytes - ((u64)p & (bytes - 1))) & (bytes - 1)) / sizeof(E);
+    if (head > n)
+        head = n;
+    const u64 vecs = (n - head) / per_vec;
+    const u64 tail = head + vecs * per_vec;
+    mg_vec* v = (mg_vec*)(p + head);
+
+    for (u64 i = threadIdx.x; i < head; i += blockDim.x)
+        acc = visit_elem<F, UNSCALE>(acc, p + i, inv_scale);
+    u64 i = threadIdx.x;
+    for (; i + (MG_ILP - 1) * blockDim.x < vecs; i += MG_ILP * blockDim.x)
+        acc = visit_vecs<F, UNSCALE, MG_ILP>(acc, v + i, blockDim.x, inv_scale);
+    for (; i < vecs; i += blockDim.x)
+        acc = visit_vecs<F, UNSCALE, 1>(acc, v + i, blockDim.x, inv_scale);
+    for (u64 j = tail + threadIdx.x; j < n; j += blockDim.x)
+        acc = visit_elem<F, UNSCALE>(acc, p + j, inv_scale);
+    return acc;
+}
+
+/* The array holding `chunk`: the last t with table[3t+2] <= chunk (binary search). */
+__device__ __forceinline__ int array_of_chunk(const u64* table, int n_arrays, u64 chunk)
+{
+    int lo = 0, hi = n_arrays - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (table[3 * mid + 2] <= chunk)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+template <class F, bool UNSCALE>
+__device__ void float_status(const u64* table, int n_arrays, u64 n_chunks, u64 chunk,
+                             float inv_scale, float* status)
+{
+    mg_vec acc = {};
+    for (u64 c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+        int t = array_of_chunk(table, n_arrays, c);
+        u64 first = (c - table[3 * t + 2]) * chunk;
+        u64 n = table[3 * t + 1] - first;
+        if (n > chunk)
+            n = chunk;
+        typename F::elem* base = (typename F::elem*)table[3 * t];
+        acc = walk_chunk<F, UNSCALE>(acc, base + first, n, inv_scale);
+    }
+    /* Every writer stores the same value, so plain stores race harmlessly: no atomics, and
+       at most one store per warp. */
+    if (__any_sync(0xFFFFFFFFu, (mg_lanes_or(acc) & F::TOP) != 0) && (threadIdx.x & 31) == 0)
+        status[0] = 1.0f;
+}
+
+#define MG_STATUS_KERNEL(name, F, UNSCALE)                                                      \
+    extern "C" __global__ void name(const u64* table, int n_arrays, u64 n_chunks, u64 chunk,    \
+                                    float inv_scale, float* status)                             \
+    {                                                                                           \
+        float_status<F, UNSCALE>(table, n_arrays, n_chunks, chunk, inv_scale, status);          \
+    }
+
+MG_STATUS_KERNEL(check_fp16, Fp16, false)
+MG_STATUS_KERNEL(check_fp32, Fp32, false)
+MG_STATUS_KERNEL(check_unscale_fp16, Fp16, true)
+MG_STATUS_KERNEL(check_unscale_fp32, Fp32, true)

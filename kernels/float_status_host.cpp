@@ -1,0 +1,19 @@
+/* The float status kernels of float_status.cu built for the CPU through host_shim.h. Each
+   launch_<kernel> runs that kernel over all chunks on the host threads; host_threads() is
+   how many there are (callers size chunks so that every thread gets work). */
+#include "host_shim.h"
+#include "float_status.cu"
+
+#define MG_HOST_LAUNCHER(kernel)                                                                \
+    extern "C" void launch_##kernel(const u64* table, int n_arrays, u64 n_chunks, u64 chunk,   \
+                                    float inv_scale, float* status)                             \
+    {                                                                                           \
+        mg_launch(n_chunks, kernel, table, n_arrays, n_chunks, chunk, inv_scale, status);       \
+    }
+
+MG_HOST_LAUNCHER(check_fp16)
+MG_HOST_LAUNCHER(check_fp32)
+MG_HOST_LAUNCHER(check_unscale_fp16)
+MG_HOST_LAUNCHER(check_unscale_fp32)
+
+extern "C" int host_threads(void) { return mg_host_threads(); }

@@ -1,0 +1,119 @@
+"""Runs a float-status check over arrays on the right engine.
+
+* CuPy float16/float32 arrays: the CUDA kernels of ``kernels/float_status.cu``, one launch per
+  dtype for the whole list, driven by a table of (address, length, first chunk) rows.
+* NumPy float16/float32 arrays: the same kernels compiled for the host (``kernels.host_library``).
+* float64, or no host compiler: ``_status_numpy`` (the same semantics with array operations).
+
+The kernels walk each array as one run of elements in memory; an array that is not (C or F)
+contiguous, or not aligned to its element size, is checked through a packed copy, and for the
+fused unscale the result is written back into the original view.
+"""
+import numpy
+
+from minigrad import backend
+from minigrad.amp import _status_numpy, kernels
+
+_KERNEL_DTYPES = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
+CHUNK = 1 << 16           # elements per chunk: a GPU block's unit of work
+HOST_CHUNK_ALIGN = 1024   # host chunks start on whole 64-byte vectors of the array
+GPU_THREADS = 256
+GPU_BLOCKS_PER_SM = 8     # 2048 resident threads per SM
+_DEVICE_TABLES_KEPT = 64
+
+_device_tables = {}
+_sm_counts = {}
+
+
+def run(status, arrays, inv_scale=None):
+    """Set ``status[0]`` to 1 if any of ``arrays`` holds inf/NaN; never clear it.
+
+    ``status`` is a float32 array of shape (8,) and ``arrays`` are float arrays on its device
+    (already validated). With ``inv_scale`` every element is also multiplied by it, in place.
+    """
+    groups = {}
+    for x in arrays:
+        if x.size:
+            groups.setdefault(x.dtype, []).append(x)
+    on_gpu = backend.device_of(status) == "GPU"
+    for dtype, group in groups.items():
+        tag = _KERNEL_DTYPES.get(dtype)
+        lib = None if on_gpu or tag is None else kernels.host_library()
+        if tag is None or (lib is None and not on_gpu):
+            _status_numpy.check(status, group, inv_scale)
+            continue
+        name = ("check_unscale_" if inv_scale is not None else "check_") + tag
+        inv = numpy.float32(1.0 if inv_scale is None else inv_scale)
+        dense = [_dense(x) for x in group]
+        if on_gpu:
+            _launch_gpu(name, dense, inv, status)
+        else:
+            _launch_host(lib, name, dense, inv, status)
+        if inv_scale is not None:
+            for x, packed in zip(group, dense):
+                if packed is not x:
+                    x[...] = packed
+
+
+def chunk_table(arrays, chunk):
+    """The kernels' work table for ``arrays`` (non-empty, dense) cut into ``chunk``-element chunks.
+
+    Returns ``(table, n_chunks)``: ``table`` is a flat uint64 NumPy array of rows
+    ``(address, n_elements, first_chunk)``.
+    """
+    rows, first = [], 0
+    for x in arrays:
+        rows.extend((_address(x), x.size, first))
+        first += -(-x.size // chunk)
+    return numpy.array(rows, dtype=numpy.uint64), first
+
+
+def _address(x):
+    return x.data.ptr if backend.device_of(x) == "GPU" else x.ctypes.data
+
+
+def _dense(x):
+    contiguous = x.flags.c_contiguous or x.flags.f_contiguous
+    if contiguous and _address(x) % x.itemsize == 0:
+        return x
+    return x.copy()  # C order, freshly allocated, hence aligned
+
+
+def _launch_host(lib, name, arrays, inv, status):
+    # One chunk per host thread when the arrays are large: long sequential runs per core.
+    per_thread = -(-sum(x.size for x in arrays) // lib.host_threads())
+    chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
+    table, n_chunks = chunk_table(arrays, chunk)
+    launch = getattr(lib, "launch_" + name)
+    launch(table.ctypes.data, len(arrays), n_chunks, chunk, float(inv), status.ctypes.data)
+
+
+def _launch_gpu(name, arrays, inv, status):
+    cupy = backend.cupy
+    table, n_chunks = chunk_table(arrays, CHUNK)
+    with status.device:
+        grid = min(n_chunks, _sm_count(status.device.id) * GPU_BLOCKS_PER_SM)
+        kernel = kernels.cuda_function(name)
+        kernel((grid,), (GPU_THREADS,), (_device_table(cupy, status.device.id, table),
+                                         numpy.int32(len(arrays)), numpy.uint64(n_chunks),
+                                         numpy.uint64(CHUNK), inv, status))
+
+
+def _device_table(cupy, device_id, table):
+    # Gradient buffers keep their addresses from step to step, so the same table recurs: reuse
+    # its device copy instead of a host-to-device transfer before every launch. The key is the
+    # table's content, so a cached copy is always correct.
+    key = (device_id, table.tobytes())
+    copy = _device_tables.get(key)
+    if copy is None:
+        if len(_device_tables) >= _DEVICE_TABLES_KEPT:
+            _device_tables.clear()
+        copy = _device_tables[key] = cupy.asarray(table)
+    return copy
+
+
+def _sm_count(device_id):
+    if device_id not in _sm_counts:
+        device = backend.cupy.cuda.Device(device_id)
+        _sm_counts[device_id] = device.attributes["MultiProcessorCount"]
+    return _sm_counts[device_id]

@@ -1,0 +1,228 @@
+"""The float status: a sticky overflow flag for loss scaling, as functions and MindSpore ops.
+
+On Ascend NPUs MindSpore reads a hardware overflow register through ``NPUAllocFloatStatus``,
+``NPUClearFloatStatus`` and ``NPUGetFloatStatus``. CPUs and GPUs have no such register, so here
+the status is a buffer in memory that check kernels set and only a clear resets::
+
+    status = alloc_status(grads[0])      # float32 zeros of shape (8,), on the grads' device
+    clear_status(status)                 # reset before the step
+    check_overflow(status, *grads)       # sets status[0] = 1 if any element is inf or NaN
+    check_overflow(status, loss)         # a later clean check never resets it (sticky)
+    if get_status(status): ...           # True: overflow since the last clear
+
+``check_and_unscale(status, grads, 1 / scale)`` does the check and the division by the loss
+scale in one pass over the gradients. ``all_finite(grads)`` is the one-call form.
+
+Accepted arrays: Tensors or NumPy/CuPy arrays of float16 or float32 (raw CUDA kernels on GPU,
+the same kernels compiled for the CPU, or NumPy when no compiler is present) and float64
+(array operations), of any shape, length, strides or alignment. The status buffer is a Tensor
+(or array) of shape (8,) and dtype float32 on the same device as the arrays. Its sum is 0 when
+no overflow was seen and > 0 otherwise (MindSpore's convention); checks only write element 0.
+"""
+import math
+import numbers
+
+import numpy
+
+from minigrad import backend
+from minigrad._config import config
+from minigrad.amp import _status_launch
+
+CHECKED_DTYPES = (numpy.dtype(numpy.float16), numpy.dtype(numpy.float32),
+                  numpy.dtype(numpy.float64))
+STATUS_SHAPE = (8,)
+
+
+def alloc_status(like=None):
+    """A new status buffer: a float32 Tensor of shape (8,) filled with zeros.
+
+    Args:
+        like: where to put it: a Tensor or array (its device), a device name (``"CPU"``,
+            ``"GPU"``), or None for the default device (``set_context(device_target=...)``).
+
+    Raises:
+        ValueError: an unknown device name. RuntimeError: ``"GPU"`` without CuPy and a GPU.
+    """
+    from minigrad.tensor import Tensor
+    if like is None:
+        device = backend.check_device(config.device_target)
+    elif isinstance(like, str):
+        device = backend.check_device(like)
+    else:
+        device = backend.device_of(_array(like, "like"))
+    xp = backend.cupy if device == "GPU" else numpy
+    return Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32))
+
+
+def clear_status(status):
+    """Reset every element of ``status`` to 0 in place and return ``status``.
+
+    Raises:
+        TypeError / ValueError: ``status`` is not a float32 buffer of shape (8,).
+    """
+    _status_array(status).fill(0)
+    return status
+
+
+def check_overflow(status, *arrays):
+    """Set the flag in ``status`` if any element of any of ``arrays`` is +inf, -inf or NaN.
+
+    The flag is sticky: ``status[0]`` becomes 1.0 on overflow and is left unchanged otherwise,
+    so a clean check never resets an earlier overflow. One kernel launch covers all arrays of
+    one dtype. ``None`` entries are skipped. Returns ``status``.
+
+    Raises:
+        TypeError: ``status`` or an array of the wrong type or dtype.
+        ValueError: ``status`` of the wrong shape, or an array on another device.
+    """
+    buffer = _status_array(status)
+    _status_launch.run(buffer, _checked_arrays(buffer, arrays, "arrays"))
+    return status
+
+
+def check_and_unscale(status, arrays, inv_scale):
+    """Check ``arrays`` for inf/NaN like ``check_overflow``, then multiply them by ``inv_scale``.
+
+    Both happen in one pass, in place: ``x <- x * inv_scale`` for every array, float16 through
+    float32 with round-to-nearest-even. The flag reflects the values before the multiplication
+    (PyTorch's ``_amp_foreach_non_finite_check_and_unscale_`` semantics). Non-contiguous
+    arrays are updated through their view. Arrays must not overlap in memory.
+
+    Args:
+        status: the status buffer.
+        arrays: a sequence of Tensors/arrays (``None`` entries skipped), or a single one.
+        inv_scale: a finite real number (typically ``1 / loss_scale``), or a one-element
+            Tensor/array holding it.
+
+    Returns:
+        ``status``.
+
+    Raises:
+        TypeError: as ``check_overflow``, or ``inv_scale`` not a number.
+        ValueError: as ``check_overflow``, ``inv_scale`` not finite, or a read-only array.
+    """
+    buffer = _status_array(status)
+    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays")
+    for i, x in enumerate(checked):
+        if isinstance(x, numpy.ndarray) and not x.flags.writeable:
+            raise ValueError(f"arrays[{i}] is read-only; check_and_unscale writes in place")
+    _status_launch.run(buffer, checked, _inv_scale(inv_scale))
+    return status
+
+
+def get_status(status):
+    """True if an overflow was recorded since the last clear (``status.sum() > 0``).
+
+    This reads the buffer: on GPU it waits for the checks queued before it.
+
+    Raises:
+        TypeError / ValueError: ``status`` is not a float32 buffer of shape (8,).
+    """
+    return bool(_status_array(status).sum() > 0)
+
+
+def all_finite(arrays):
+    """True when no element of ``arrays`` (a sequence of Tensors/arrays, or one) is inf or NaN.
+
+    Uses a private status buffer; an empty sequence is all finite.
+
+    Raises:
+        TypeError / ValueError: as ``check_overflow``.
+    """
+    arrays = [x for x in _as_sequence(arrays) if x is not None]
+    if not arrays:
+        return True
+    status = alloc_status(arrays[0])
+    check_overflow(status, *arrays)
+    return not get_status(status)
+
+
+class NPUAllocFloatStatus:
+    """MindSpore's ``ops.NPUAllocFloatStatus()``: calling it returns ``alloc_status()``.
+
+    ``NPUAllocFloatStatus()()`` gives a zeroed float32 Tensor of shape (8,) on the default
+    device; ``NPUAllocFloatStatus()(like)`` puts it on ``like``'s device.
+    """
+
+    def __call__(self, like=None):
+        return alloc_status(like)
+
+
+class NPUClearFloatStatus:
+    """MindSpore's ``ops.NPUClearFloatStatus()``: ``op(status)`` zeroes ``status`` in place.
+
+    Returns ``status`` (all zeros), so that later work can be ordered after the clear.
+    """
+
+    def __call__(self, status):
+        return clear_status(status)
+
+
+class NPUGetFloatStatus:
+    """MindSpore's ``ops.NPUGetFloatStatus()``: ``op(status)`` returns the updated ``status``.
+
+    On Ascend this copies the hardware register into ``status``. Here the checks already wrote
+    into it, so it only validates and returns it: ``status.sum() > 0`` means overflow.
+    (MindSpore's op returns a separate all-zero tensor; the buffer itself is what matters.)
+    """
+
+    def __call__(self, status):
+        _status_array(status)
+        return status
+
+
+def _array(x, name):
+    from minigrad.tensor import Tensor
+    data = x.data if isinstance(x, Tensor) else x
+    if not isinstance(data, numpy.ndarray) and not (
+            backend.cupy is not None and isinstance(data, backend.cupy.ndarray)):
+        raise TypeError(f"{name} must be a Tensor or a NumPy/CuPy array, "
+                        f"got {type(x).__name__}")
+    return data
+
+
+def _status_array(status):
+    data = _array(status, "status")
+    if data.dtype != numpy.float32:
+        raise TypeError(f"status must have dtype float32, got {data.dtype}")
+    if data.shape != STATUS_SHAPE:
+        raise ValueError(f"status must have shape {STATUS_SHAPE}, got {data.shape}")
+    return data
+
+
+def _checked_arrays(buffer, arrays, name):
+    device = backend.device_of(buffer)
+    out = []
+    for i, x in enumerate(arrays):
+        if x is None:
+            continue
+        data = _array(x, f"{name}[{i}]")
+        if data.dtype not in CHECKED_DTYPES:
+            raise TypeError(f"{name}[{i}] must have dtype float16, float32 or float64, "
+                            f"got {data.dtype}")
+        if backend.device_of(data) != device:
+            raise ValueError(f"{name}[{i}] is on {backend.device_of(data)} but status is on "
+                             f"{device}")
+        out.append(data)
+    return out
+
+
+def _as_sequence(arrays):
+    return arrays if isinstance(arrays, (list, tuple)) else (arrays,)
+
+
+def _inv_scale(inv_scale):
+    if isinstance(inv_scale, numbers.Real):
+        value = float(inv_scale)
+    else:
+        try:
+            data = _array(inv_scale, "inv_scale")
+        except TypeError:
+            raise TypeError(f"inv_scale must be a real number or a one-element Tensor/array, "
+                            f"got {type(inv_scale).__name__}") from None
+        if data.size != 1:
+            raise ValueError(f"inv_scale must hold one number, got shape {data.shape}")
+        value = float(data.reshape(-1)[0])
+    if not math.isfinite(value):
+        raise ValueError(f"inv_scale must be finite, got {value}")
+    return value

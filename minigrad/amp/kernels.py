@@ -1,0 +1,160 @@
+"""The one place that finds, compiles and loads minigrad's raw kernels (``kernels/*.cu``).
+
+The same CUDA source runs on two targets:
+
+* GPU: compiled by CuPy's ``RawModule`` (NVRTC) on first use, cached per process here and on
+  disk by CuPy.
+* CPU: compiled by a C++ compiler through ``kernels/host_shim.h`` into a shared library that
+  ``ctypes`` calls. It is built once per source/flags/machine, cached under
+  ``$MINIGRAD_CACHE_DIR`` (default ``$XDG_CACHE_HOME/minigrad`` or ``~/.cache/minigrad``) and
+  moved into place atomically, so concurrent processes never load a half-written file. With no
+  compiler (or ``MINIGRAD_NATIVE=0``) ``host_library()`` returns None and callers use NumPy.
+
+The sources ship as package data of ``minigrad.kernels`` (mapped from the top-level
+``kernels/`` folder); a source checkout reads that folder directly.
+"""
+import ctypes
+import hashlib
+import importlib.resources
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+
+from minigrad import backend
+
+STATUS_SOURCE = "float_status.cu"
+HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp")
+STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32")
+# NVRTC options given to RawModule; CI compiles the source with nvcc and the same language level.
+CUDA_OPTIONS = ()
+HOST_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas", "-Wno-psabi")
+# Tried in order: the first set the compiler accepts wins (no OpenMP, or no -march=native on
+# compilers that reject it, still gives a correct, slower library).
+HOST_FLAG_SETS = (("-march=native", "-fopenmp"), ("-march=native",), ())
+_LAUNCH_ARGTYPES = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
+                    ctypes.c_float, ctypes.c_void_p]
+
+_lock = threading.Lock()
+_cuda_modules = {}
+_host = {}
+
+
+def read_source(name):
+    """Text of the kernel source file ``name`` (e.g. ``"float_status.cu"``)."""
+    try:
+        root = importlib.resources.files("minigrad.kernels")
+    except ModuleNotFoundError:  # a source checkout: kernels/ sits beside minigrad/
+        root = pathlib.Path(__file__).resolve().parents[2] / "kernels"
+    return root.joinpath(name).read_text()
+
+
+def cuda_function(name, source=STATUS_SOURCE):
+    """The ``RawKernel`` ``name`` from ``source``, compiled once per process (needs a GPU)."""
+    with _lock:
+        module = _cuda_modules.get(source)
+        if module is None:
+            module = backend.cupy.RawModule(code=read_source(source), options=CUDA_OPTIONS)
+            _cuda_modules[source] = module
+    return module.get_function(name)
+
+
+def host_library():
+    """The float-status kernels compiled for this CPU (a ``ctypes.CDLL``), or None.
+
+    None means no compiler was found, every compile failed, or ``MINIGRAD_NATIVE=0``;
+    ``host_library_error()`` says which. The library exports ``launch_<kernel>`` for each name
+    in ``STATUS_KERNELS`` (arguments as the CUDA kernels) and ``host_threads()``.
+    """
+    with _lock:
+        if "lib" not in _host:
+            _host["lib"], _host["error"] = _load_host_library()
+    return _host["lib"]
+
+
+def host_library_error():
+    """Why ``host_library()`` is None (a string), or None when it loaded."""
+    host_library()
+    return _host["error"]
+
+
+def cache_dir():
+    """Directory for compiled host libraries (created on demand)."""
+    root = os.environ.get("MINIGRAD_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "minigrad")
+    return pathlib.Path(root)
+
+
+def _load_host_library():
+    if os.environ.get("MINIGRAD_NATIVE", "1") == "0":
+        return None, "disabled by MINIGRAD_NATIVE=0"
+    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") \
+        or shutil.which("c++")
+    if not compiler:
+        return None, "no C++ compiler found (set CXX to use one)"
+    sources = {name: read_source(name) for name in HOST_SOURCES}
+    errors = []
+    for extra in HOST_FLAG_SETS:
+        flags = HOST_FLAGS + extra
+        path = cache_dir() / f"float_status-{_build_key(compiler, flags, sources)}.so"
+        try:
+            if not path.exists():
+                _compile(compiler, flags, sources, path)
+            return _bind(ctypes.CDLL(str(path))), None
+        except (OSError, subprocess.SubprocessError) as error:
+            errors.append(f"{' '.join(extra) or 'plain'}: {error}")
+    return None, "host build failed: " + " | ".join(errors)
+
+
+def _build_key(compiler, flags, sources):
+    digest = hashlib.sha256()
+    for part in (compiler, " ".join(flags), platform.machine(), _cpu_flags(),
+                 *(sources[name] for name in HOST_SOURCES)):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:20]
+
+
+def _cpu_flags():
+    # -march=native code is only valid on CPUs with the same features: key the cache on them.
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _compile(compiler, flags, sources, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, staged = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    try:
+        with tempfile.TemporaryDirectory() as build:
+            for name, text in sources.items():
+                pathlib.Path(build, name).write_text(text)
+            result = subprocess.run([compiler, *flags, "float_status_host.cpp", "-o", staged],
+                                    cwd=build, capture_output=True, text=True, timeout=300)
+        if result.returncode != 0:
+            raise subprocess.SubprocessError(result.stderr.strip()[-2000:])
+        os.replace(staged, path)
+    finally:
+        if os.path.exists(staged):
+            os.unlink(staged)
+
+
+def _bind(lib):
+    for name in STATUS_KERNELS:
+        fn = getattr(lib, "launch_" + name)
+        fn.argtypes = _LAUNCH_ARGTYPES
+        fn.restype = None
+    lib.host_threads.argtypes = []
+    lib.host_threads.restype = ctypes.c_int
+    return lib
