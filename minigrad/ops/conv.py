@@ -138,10 +138,15 @@ class Conv2d(Function):
         self.w2 = w.astype(acc, copy=False).reshape(groups, o // groups, cg, kh, kw).transpose(
             0, 1, 3, 4, 2).reshape(groups, o // groups, -1)
         out = self.cols @ self.w2.transpose(0, 2, 1)                       # (G, N·Ho·Wo, O/G)
-        out = out.reshape(groups, n, ho, wo, -1).transpose(1, 0, 4, 2, 3).reshape(n, o, ho, wo)
-        if b is not None:
-            out += b.astype(acc, copy=False).reshape(1, o, 1, 1)
-        return out.astype(x.dtype, copy=False)
+        out = out.reshape(groups, n, ho, wo, -1).transpose(1, 0, 4, 2, 3)  # (N, G, O/G, Ho, Wo)
+        # one pass to NCHW order, adding the bias and rounding to x's dtype on the way
+        y = backend.get_array_module(x).empty(out.shape, x.dtype)
+        if b is None:
+            y[...] = out
+        else:
+            backend.get_array_module(x).add(out, b.astype(acc, copy=False).reshape(
+                1, groups, -1, 1, 1), out=y)
+        return y.reshape(n, o, ho, wo)
 
     def backward(self, gy):
         n, c, h, width = self.x_shape

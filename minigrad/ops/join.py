@@ -38,7 +38,7 @@ class Split(Function):
 
 
 def _same_dtype(tensors, op):
-    if isinstance(tensors, (str, bytes)) or not hasattr(tensors, "__len__"):
+    if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"{op} expects a list or tuple of tensors, got {type(tensors).__name__}")
     if len(tensors) == 0:
         raise ValueError(f"{op} needs at least one tensor, got an empty {type(tensors).__name__}")

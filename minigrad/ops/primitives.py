@@ -76,9 +76,7 @@ class MatMul(Primitive):
         a, b = as_tensor(a), as_tensor(b)
         if self.transpose_a:
             a = shape.swapaxes(a, -1, -2)
-        if self.transpose_b:
-            b = shape.swapaxes(b, -1, -2)
-        return linalg.matmul(a, b)
+        return linalg.matmul(a, b, transpose_b=self.transpose_b)
 
 
 class BatchMatMul(MatMul):

@@ -1,0 +1,126 @@
+"""conv2d, im2col and same_padding (ops/conv.py) against a direct NumPy reference."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous
+
+
+def conv_reference(x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    """Direct definition in float64: a sum over kernel taps of shifted, strided input slices."""
+    (n, c, h, width), (o, cg, kh, kw) = x.shape, w.shape
+    top, bottom, left, right = padding
+    xp = numpy.pad(x.astype(numpy.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    ho = (h + top + bottom - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (width + left + right - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = numpy.zeros((n, o, ho, wo))
+    og = o // groups
+    for oc in range(o):
+        group_x = xp[:, oc // og * cg:(oc // og + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                window = group_x[:, :, i * dilation[0]:i * dilation[0] + stride[0] * (ho - 1) + 1:stride[0],
+                                 j * dilation[1]:j * dilation[1] + stride[1] * (wo - 1) + 1:stride[1]]
+                out[:, oc] += numpy.einsum("nchw,c->nhw", window, w[oc, :, i, j].astype(numpy.float64))
+    return out if b is None else out + b.astype(numpy.float64)[None, :, None, None]
+
+
+# (x shape, weight shape, keyword arguments for conv2d, the same normalised for the reference)
+CASES = {
+    "3x3_pad1": ((2, 3, 5, 5), (4, 3, 3, 3), dict(padding=1), dict(padding=(1, 1, 1, 1))),
+    "stride2_rect": ((1, 2, 7, 6), (3, 2, 3, 2), dict(stride=2, padding=(1, 0)),
+                     dict(stride=(2, 2), padding=(1, 1, 0, 0))),
+    "pad4_dilation": ((2, 2, 6, 7), (2, 2, 2, 3), dict(padding=(0, 1, 2, 1), dilation=(2, 1)),
+                      dict(padding=(0, 1, 2, 1), dilation=(2, 1))),
+    "groups": ((2, 4, 5, 4), (6, 2, 3, 3), dict(groups=2, padding=1, stride=(1, 2)),
+               dict(groups=2, padding=(1, 1, 1, 1), stride=(1, 2))),
+    "depthwise_1x1": ((2, 3, 3, 3), (3, 1, 1, 1), dict(groups=3), dict(groups=3)),
+}
+
+
+def _case(name, dtype, seed=0):
+    xs, ws, kwargs, ref_kwargs = CASES[name]
+    rng = numpy.random.RandomState(seed)
+    x, w = rng.standard_normal(xs).astype(dtype), (rng.standard_normal(ws) / 3).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype)
+    return x, w, b, kwargs, ref_kwargs
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conv2d(name, dtype, device):
+    x, w, b, kwargs, ref_kwargs = _case(name, dtype)
+    out = ops.conv2d(minigrad.Tensor(x, device=device), minigrad.Tensor(w, device=device),
+                     minigrad.Tensor(b, device=device), **kwargs)
+    assert out.device == device and out.dtype == dtype and out.data.flags.c_contiguous
+    assert_forward(out, conv_reference(x, w, b, **ref_kwargs), dtype)
+    tensors = [minigrad.Tensor(a, device=device) for a in (x, w, b)]
+    check_backward(lambda x, w, b: ops.conv2d(x, w, b, **kwargs), tensors)
+    check_backward(lambda x, w: ops.conv2d(x, w, **kwargs), tensors[:2])
+
+
+@pytest.mark.parametrize("name", ["3x3_pad1", "groups"])
+def test_conv2d_float64_and_noncontiguous(name):
+    x, w, b, kwargs, ref_kwargs = _case(name, numpy.float64, seed=1)
+    xv = noncontiguous(x)
+    wv = numpy.ascontiguousarray(w.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    assert not xv.flags.c_contiguous and not wv.flags.c_contiguous
+    assert_forward(ops.conv2d(minigrad.Tensor(xv), minigrad.Tensor(wv), minigrad.Tensor(b), **kwargs),
+                   conv_reference(x, w, b, **ref_kwargs), numpy.float64)
+    check_backward(lambda x, w, b: ops.conv2d(x, w, b, **kwargs), [xv, wv, b])
+
+
+def test_fp16_accumulates_in_fp32():
+    # 4096 products of 1·(1 + 2^-10): an fp16 running sum would stall at 2048
+    x = numpy.ones((1, 1024, 2, 2), numpy.float16)
+    w = numpy.full((1, 1024, 2, 2), 1 + 2 ** -10, numpy.float16)
+    out = ops.conv2d(minigrad.Tensor(x), minigrad.Tensor(w))
+    assert out.dtype == numpy.float16
+    assert out.asnumpy().item() == float(numpy.float16(4096 * (1 + 2 ** -10)))
+
+
+def test_mixed_precision_promotes_to_fp32():
+    x, w, _, kwargs, ref_kwargs = _case("3x3_pad1", numpy.float32)
+    out = ops.conv2d(minigrad.Tensor(x.astype(numpy.float16)), minigrad.Tensor(w), **kwargs)
+    assert out.dtype == numpy.float32
+
+
+def test_im2col_matches_weight_order():
+    x, w, _, _, _ = _case("stride2_rect", numpy.float64)
+    cols = ops.im2col(minigrad.Tensor(x), (3, 2), stride=2, padding=(1, 0))
+    assert cols.shape == (1, 4, 3, 2 * 3 * 2)
+    out = (cols @ w.reshape(3, -1).T).transpose(0, 3, 1, 2)
+    numpy.testing.assert_allclose(out, conv_reference(x, w, stride=(2, 2), padding=(1, 1, 0, 0)))
+
+
+@pytest.mark.parametrize("size,kernel,stride,dilation,expected", [
+    ((5, 5), 3, 1, 1, (1, 1, 1, 1)), ((6, 6), 3, 2, 1, (0, 1, 0, 1)), ((7, 4), (2, 3), (3, 1), 1, (0, 1, 1, 1)),
+    ((5, 5), 3, 1, 2, (2, 2, 2, 2)), ((4, 4), 1, 2, 1, (0, 0, 0, 0))])
+def test_same_padding_keeps_ceil_size(size, kernel, stride, dilation, expected):
+    pads = ops.same_padding(size, kernel, stride, dilation)
+    assert pads == expected
+    x = minigrad.Tensor(numpy.zeros((1, 1) + size, numpy.float32))
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    out = ops.conv2d(x, minigrad.Tensor(numpy.zeros((1, 1, kh, kw), numpy.float32)), stride=stride,
+                     padding=pads, dilation=dilation)
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    assert out.shape[2:] == (-(-size[0] // sh), -(-size[1] // sw))
+
+
+def test_bad_arguments_name_the_problem():
+    x = minigrad.Tensor(numpy.zeros((1, 4, 5, 5), numpy.float32))
+    w = minigrad.Tensor(numpy.zeros((2, 4, 3, 3), numpy.float32))
+    with pytest.raises(ValueError, match=r"x of shape \(N, C, H, W\).*\(4, 5, 5\)"):
+        ops.conv2d(minigrad.Tensor(numpy.zeros((4, 5, 5), numpy.float32)), w)
+    with pytest.raises(ValueError, match="x has 4 channels.*groups=2 needs 8"):
+        ops.conv2d(x, w, groups=2)
+    with pytest.raises(ValueError, match=r"bias must have shape \(2,\).*\(3,\)"):
+        ops.conv2d(x, w, minigrad.Tensor(numpy.zeros(3, numpy.float32)))
+    with pytest.raises(ValueError, match="smaller than the kernel 7x7"):
+        ops.conv2d(x, minigrad.Tensor(numpy.zeros((2, 4, 7, 7), numpy.float32)))
+    with pytest.raises(ValueError, match="stride must be a positive int"):
+        ops.conv2d(x, w, stride=0)
+    with pytest.raises(ValueError, match="padding must be a non-negative int"):
+        ops.conv2d(x, w, padding=(1, 2, 3))
+    with pytest.raises(TypeError, match="conv2d x expects a float tensor"):
+        ops.conv2d(minigrad.Tensor(numpy.zeros((1, 4, 5, 5), numpy.int32)), w)

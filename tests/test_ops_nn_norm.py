@@ -1,0 +1,128 @@
+"""batch_norm and layer_norm (ops/normalization.py): forward, backward, running statistics."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous
+
+
+def _normalize(x, axes, gamma, beta, eps, mean=None, var=None):
+    x = x.astype(numpy.float64)
+    mean = x.mean(axis=axes, keepdims=True) if mean is None else mean
+    var = x.var(axis=axes, keepdims=True) if var is None else var
+    return (x - mean) / numpy.sqrt(var + eps) * gamma + beta
+
+
+def _data(shape, dtype, seed=0):
+    rng = numpy.random.RandomState(seed)
+    c = shape[1]
+    return (rng.standard_normal(shape) * 2 + 1).astype(dtype), rng.uniform(0.5, 1.5, c).astype(dtype), \
+        rng.standard_normal(c).astype(dtype)
+
+
+@pytest.mark.parametrize("shape", [(6, 3), (3, 2, 4, 3)], ids=str)
+def test_batch_norm_training(shape, dtype, device):
+    x, gamma, beta = _data(shape, dtype)
+    axes = (0,) + tuple(range(2, len(shape)))
+    bshape = (1, -1) + (1,) * (len(shape) - 2)
+    t = lambda a: minigrad.Tensor(a, device=device)
+    out = ops.batch_norm(t(x), t(gamma), t(beta), None, None, training=True)
+    assert out.dtype == dtype and out.device == device
+    expected = _normalize(x, axes, gamma.reshape(bshape), beta.reshape(bshape), 1e-5)
+    assert_forward(out, expected, dtype)
+    fn = lambda x, g, b: ops.batch_norm(x, g, b, None, None, training=True)
+    check_backward(fn, [t(x), t(gamma), t(beta)])
+
+
+@pytest.mark.parametrize("shape", [(6, 3), (3, 2, 4, 3)], ids=str)
+def test_batch_norm_eval_uses_running_statistics(shape, dtype, device):
+    x, gamma, beta = _data(shape, dtype)
+    c = shape[1]
+    mean, var = numpy.linspace(-1, 1, c).astype(numpy.float32), numpy.linspace(0.5, 2, c).astype(numpy.float32)
+    bshape = (1, -1) + (1,) * (len(shape) - 2)
+    t = lambda a: minigrad.Tensor(a, device=device)
+    out = ops.batch_norm(t(x), t(gamma), t(beta), t(mean), t(var), training=False, eps=1e-3)
+    expected = _normalize(x, None, gamma.reshape(bshape), beta.reshape(bshape), 1e-3,
+                          mean.reshape(bshape), var.reshape(bshape))
+    assert_forward(out, expected, dtype)
+    fn = lambda x, g, b: ops.batch_norm(x, g, b, t(mean), t(var), training=False, eps=1e-3)
+    check_backward(fn, [t(x), t(gamma), t(beta)])
+
+
+def test_running_statistics_update_in_place():
+    x, gamma, beta = _data((4, 2, 3, 3), numpy.float16)
+    running_mean = minigrad.Tensor(numpy.zeros(2, numpy.float32))
+    running_var = numpy.ones(2, numpy.float32)   # a raw array works as well
+    ops.batch_norm(minigrad.Tensor(x), minigrad.Tensor(gamma), minigrad.Tensor(beta), running_mean,
+                   running_var, training=True, momentum=0.25)
+    x64 = x.astype(numpy.float64)
+    numpy.testing.assert_allclose(running_mean.asnumpy(), 0.25 * x64.mean(axis=(0, 2, 3)), rtol=1e-5)
+    numpy.testing.assert_allclose(running_var, 0.75 + 0.25 * x64.var(axis=(0, 2, 3), ddof=1), rtol=1e-5)
+    assert running_mean.dtype == numpy.float32 and running_var.dtype == numpy.float32
+    # evaluation leaves them alone
+    before = running_var.copy()
+    ops.batch_norm(minigrad.Tensor(x), None, None, running_mean, running_var, training=False)
+    numpy.testing.assert_array_equal(running_var, before)
+
+
+def test_fp16_statistics_are_fp32():
+    # 64 values near 1000: an fp16 sum would reach 64000 (fp16 spacing 32 there, max 65504);
+    # the statistics and x̂ are computed in fp32, so the output is well normalised
+    x = (1000 + numpy.random.RandomState(0).standard_normal((64, 2)) * 4).astype(numpy.float16)
+    out = ops.batch_norm(minigrad.Tensor(x), None, None, None, None, training=True).asnumpy()
+    assert out.dtype == numpy.float16
+    numpy.testing.assert_allclose(out.astype(numpy.float64).mean(0), 0, atol=2e-3)
+    numpy.testing.assert_allclose(out.astype(numpy.float64).std(0), 1, atol=2e-3)
+
+
+def test_fp32_parameters_with_fp16_input():
+    x, gamma, beta = _data((4, 3), numpy.float16)
+    g32, b32 = (minigrad.Tensor(a.astype(numpy.float32), requires_grad=True) for a in (gamma, beta))
+    xt = minigrad.Tensor(x, requires_grad=True)
+    out = ops.batch_norm(xt, g32, b32, None, None, training=True)
+    assert out.dtype == numpy.float16
+    out.sum().backward()
+    assert (xt.grad.dtype, g32.grad.dtype, b32.grad.dtype) == (numpy.float16, numpy.float32, numpy.float32)
+
+
+@pytest.mark.parametrize("begin_norm,begin_params", [(-1, -1), (1, 1), (1, -1), (2, 2)])
+def test_layer_norm(begin_norm, begin_params, dtype, device):
+    x = (numpy.random.RandomState(0).standard_normal((2, 3, 4)) * 3).astype(dtype)
+    pshape = x.shape[begin_params % 3:]
+    rng = numpy.random.RandomState(1)
+    gamma, beta = rng.uniform(0.5, 1.5, pshape).astype(dtype), rng.standard_normal(pshape).astype(dtype)
+    t = lambda a: minigrad.Tensor(a, device=device)
+    fn = lambda x, g, b: ops.layer_norm(x, g, b, begin_norm, begin_params)
+    out = fn(t(x), t(gamma), t(beta))
+    assert out.dtype == dtype
+    assert_forward(out, _normalize(x, tuple(range(begin_norm % 3, 3)), gamma, beta, 1e-5), dtype)
+    check_backward(fn, [t(x), t(gamma), t(beta)])
+
+
+def test_noncontiguous_and_float64():
+    x, gamma, beta = _data((5, 3), numpy.float64)
+    xv = noncontiguous(x)
+    fn = lambda x, g, b: ops.batch_norm(x, g, b, None, None, training=True)
+    assert_forward(fn(*map(minigrad.Tensor, (xv, gamma, beta))), _normalize(x, (0,), gamma, beta, 1e-5),
+                   numpy.float64)
+    check_backward(fn, [xv, gamma, beta])
+    check_backward(lambda x, g, b: ops.layer_norm(x, g, b), [x.T, gamma[:1].repeat(5), beta[:1].repeat(5)])
+
+
+def test_bad_arguments():
+    x = minigrad.Tensor(numpy.zeros((4, 3), numpy.float32))
+    with pytest.raises(ValueError, match=r"gamma must have shape \(3,\).*got \(4,\)"):
+        ops.batch_norm(x, minigrad.Tensor(numpy.ones(4, numpy.float32)), None, None, None, True)
+    with pytest.raises(ValueError, match="needs running_mean and running_var"):
+        ops.batch_norm(x, None, None, None, None, training=False)
+    with pytest.raises(ValueError, match="more than one value per channel"):
+        ops.batch_norm(minigrad.Tensor(numpy.zeros((1, 3), numpy.float32)), None, None, None, None, True)
+    with pytest.raises(ValueError, match=r"running_mean must have shape \(3,\), got \(2,\)"):
+        ops.batch_norm(x, None, None, numpy.zeros(2, numpy.float32), None, True)
+    with pytest.raises(ValueError, match="momentum must be in"):
+        ops.batch_norm(x, None, None, None, None, True, momentum=1.5)
+    with pytest.raises(ValueError, match=r"layer_norm gamma must have shape \(3,\)"):
+        ops.layer_norm(x, minigrad.Tensor(numpy.ones(4, numpy.float32)), None)
+    with pytest.raises(ValueError, match="begin_norm_axis=2 is out of range"):
+        ops.layer_norm(x, None, None, begin_norm_axis=2)

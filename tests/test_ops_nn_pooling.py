@@ -1,0 +1,97 @@
+"""max_pool2d and avg_pool2d (ops/pooling.py) against a window-by-window NumPy reference."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous
+
+
+def pool_reference(x, kernel, stride, padding, reduce, fill):
+    """Loop over output pixels; ``fill`` pads (nan: excluded from an average)."""
+    (kh, kw), (sh, sw), (top, bottom, left, right) = kernel, stride, padding
+    xp = numpy.pad(x.astype(numpy.float64), ((0, 0), (0, 0), (top, bottom), (left, right)),
+                   constant_values=fill)
+    ho, wo = (xp.shape[2] - kh) // sh + 1, (xp.shape[3] - kw) // sw + 1
+    out = numpy.empty(x.shape[:2] + (ho, wo))
+    for i in range(ho):
+        for j in range(wo):
+            out[:, :, i, j] = reduce(xp[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw], axis=(2, 3))
+    return out
+
+
+# (kwargs for the op, kernel, stride, (top, bottom, left, right)) on a (2, 3, 7, 6) input
+CASES = {
+    "2x2": (dict(kernel_size=2), (2, 2), (2, 2), (0, 0, 0, 0)),
+    "3x3_s2_p1": (dict(kernel_size=3, stride=2, padding=1), (3, 3), (2, 2), (1, 1, 1, 1)),
+    "overlap_rect": (dict(kernel_size=(3, 2), stride=(1, 2)), (3, 2), (1, 2), (0, 0, 0, 0)),
+    "pad4": (dict(kernel_size=3, stride=2, padding=(0, 1, 1, 0)), (3, 3), (2, 2), (0, 1, 1, 0)),
+}
+
+
+def _distinct(shape, dtype, seed=0):
+    # a permutation: no ties, so the max's gradient is well defined for the numerical check
+    values = numpy.random.RandomState(seed).permutation(numpy.prod(shape)).reshape(shape)
+    return (values / 16.0).astype(dtype)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_max_pool2d(name, dtype, device):
+    kwargs, kernel, stride, pads = CASES[name]
+    x = _distinct((2, 3, 7, 6), dtype)
+    out = ops.max_pool2d(minigrad.Tensor(x, device=device), **kwargs)
+    assert out.device == device
+    assert_forward(out, pool_reference(x, kernel, stride, pads, numpy.max, -numpy.inf), dtype)
+    check_backward(lambda t: ops.max_pool2d(t, **kwargs), [minigrad.Tensor(x, device=device)], eps=1e-2)
+
+
+@pytest.mark.parametrize("include_pad", [True, False])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_avg_pool2d(name, include_pad, dtype, device):
+    kwargs, kernel, stride, pads = CASES[name]
+    x = numpy.random.RandomState(1).standard_normal((2, 3, 7, 6)).astype(dtype)
+    out = ops.avg_pool2d(minigrad.Tensor(x, device=device), count_include_pad=include_pad, **kwargs)
+    expected = pool_reference(x, kernel, stride, pads, numpy.mean if include_pad else numpy.nanmean,
+                              0.0 if include_pad else numpy.nan)
+    assert_forward(out, expected, dtype)
+    check_backward(lambda t: ops.avg_pool2d(t, count_include_pad=include_pad, **kwargs),
+                   [minigrad.Tensor(x, device=device)])
+
+
+@pytest.mark.parametrize("op", [ops.max_pool2d, ops.avg_pool2d])
+def test_noncontiguous_and_float64(op):
+    x = _distinct((2, 3, 6, 5), numpy.float64)
+    for view in (noncontiguous(x), x.transpose(0, 1, 3, 2)):
+        reduce = numpy.max if op is ops.max_pool2d else numpy.mean
+        assert_forward(op(minigrad.Tensor(view), 2, 1, 1),
+                       pool_reference(view, (2, 2), (1, 1), (1, 1, 1, 1), reduce,
+                                      -numpy.inf if op is ops.max_pool2d else 0.0), numpy.float64)
+        check_backward(lambda t: op(t, 2, 1, 1), [view], eps=1e-2)
+
+
+def test_max_pool_ties_send_the_gradient_to_the_first_maximum():
+    x = minigrad.Tensor(numpy.ones((1, 1, 2, 2), numpy.float32), requires_grad=True)
+    ops.max_pool2d(x, 2).sum().backward()
+    numpy.testing.assert_array_equal(x.grad.asnumpy()[0, 0], [[1, 0], [0, 0]])
+
+
+def test_fp16_average_accumulates_in_fp32():
+    x = numpy.full((1, 1, 64, 64), 1 + 2 ** -10, numpy.float16)
+    x[0, 0, 0, 0] = 2048
+    out = ops.avg_pool2d(minigrad.Tensor(x), 64)
+    assert out.dtype == numpy.float16
+    expected = (2048 + 4095 * (1 + 2 ** -10)) / 4096
+    assert abs(out.asnumpy().item() - expected) < 1e-3
+
+
+@pytest.mark.parametrize("op", [ops.max_pool2d, ops.avg_pool2d])
+def test_bad_arguments(op):
+    x = minigrad.Tensor(numpy.zeros((1, 1, 4, 4), numpy.float32))
+    with pytest.raises(ValueError, match=r"\(N, C, H, W\), got shape \(4, 4\)"):
+        op(minigrad.Tensor(numpy.zeros((4, 4), numpy.float32)), 2)
+    with pytest.raises(ValueError, match="must be smaller than the kernel size"):
+        op(x, 2, padding=2)
+    with pytest.raises(ValueError, match="kernel_size must be a positive int"):
+        op(x, 0)
+    with pytest.raises(ValueError, match="smaller than the kernel 5x5"):
+        op(x, 5)
