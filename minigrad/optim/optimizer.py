@@ -4,18 +4,22 @@ Gradients enter in exactly one place, ``apply_gradients(grads)``; both call styl
 (MindSpore ``optimizer(grads)``, Torch ``optimizer.step()`` on each parameter's ``.grad``).
 For each parameter ``w`` (index ``i``) with gradient ``g`` one step is::
 
-    g = g / loss_scale                           # _prepare_gradient: undo a fixed loss scale
-    g = g + weight_decay_i * w                   # _prepare_gradient: L2 decay (decay_filter)
+    g = g / loss_scale                           # _unscale: undo a fixed loss scale
+    g = g + weight_decay_i * w                   # _add_weight_decay: L2 decay (decay_filter)
     update(state_i, w, g, lr_i)                  # the subclass's rule, in place on w and state_i
 
-then ``global_step += 1``. ``w`` is always an fp32 array: the parameter's own ``.data`` for an
-fp32 parameter, or the optimizer's fp32 *master copy* for an fp16 one, which is written back
-to the fp16 parameter after the update. Optimizer state (momenta, moments) is fp32. Parameter
-arrays are only ever written in place, so views and hooks on ``param.data`` stay valid.
+then ``global_step += 1``. (``AdamWeightDecay`` decays the weight itself instead of the gradient:
+``decoupled_weight_decay``.) ``w`` is the parameter's own ``.data`` for an fp32 (or fp64)
+parameter, and the optimizer's fp32 *master copy* for an fp16 one, written back to the fp16
+parameter after the update. State (momenta, moments) has ``w``'s dtype: fp32 for fp16 and fp32
+parameters. Parameter arrays are only written in place, so views and hooks on ``param.data``
+stay valid.
 
-Subclasses implement ``update`` (and ``init_state`` for zero-initialised state). A subclass that
-changes what happens to a gradient before the update (THOR's preconditioning) overrides
-``_prepare_gradient(i, grad, weight)``.
+Subclasses implement ``update`` (and list ``state_names``: zero-initialised fp32 state). A subclass
+that changes what happens to a gradient before the update overrides
+``_prepare_gradient(i, grad, weight)``; THOR, for one, preconditions between the two steps::
+
+    return self._add_weight_decay(i, self.precondition(i, self._unscale(grad, weight.dtype)), weight)
 """
 import numbers
 
@@ -169,11 +173,14 @@ class Optimizer:
         May return ``grad`` itself (never modify it in place: it can be the caller's array).
         THOR overrides this to precondition between the unscaling and the weight decay.
         """
-        grad = self._unscale(grad, weight.dtype)
+        return self._add_weight_decay(i, self._unscale(grad, weight.dtype), weight)
+
+    def _add_weight_decay(self, i, grad, weight):
         wd = self._decays[i]
         return grad + wd * weight if wd and not self.decoupled_weight_decay else grad
 
     def _unscale(self, grad, dtype):
+        """``grad / loss_scale`` in ``dtype`` (``grad`` itself when nothing is to be done)."""
         if grad.dtype != dtype:
             grad = grad.astype(dtype)  # a fresh array: safe to scale in place
             if self._inv_scale != 1.0:
@@ -182,7 +189,8 @@ class Optimizer:
         return grad * self._inv_scale if self._inv_scale != 1.0 else grad
 
     def init_state(self, weight):
-        """The new state of a parameter whose (fp32) weight is ``weight``: zeros per ``state_names``."""
+        """The new state of a parameter whose weight (fp32 for fp16 parameters) is ``weight``:
+        zeros for each of ``state_names``."""
         xp = backend.get_array_module(weight)
         return {name: xp.zeros_like(weight) for name in self.state_names}
 
