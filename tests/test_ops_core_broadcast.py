@@ -76,3 +76,44 @@ def test_broadcast_to_then_sum_back(shapes, target_extra, seed):
     out = ops.broadcast_to(minigrad.Tensor(x), target)
     numpy.testing.assert_array_equal(out.asnumpy(), numpy.broadcast_to(x, target))
     check_backward(lambda t: ops.broadcast_to(t, target), [x], seed=seed)
+
+
+@st.composite
+def shape_and_axes(draw, max_dims=4, max_side=4):
+    """A shape and a subset of its axes (None, an int, or a tuple, possibly negative)."""
+    shape = tuple(draw(st.lists(st.integers(1, max_side), min_size=1, max_size=max_dims)))
+    axes = draw(st.sets(st.integers(0, len(shape) - 1)))
+    form = draw(st.sampled_from(["none", "tuple", "negative"]))
+    if form == "none":
+        return shape, None
+    axes = tuple(sorted(axes))
+    if form == "negative":
+        axes = tuple(a - len(shape) for a in axes)
+    return shape, axes[0] if len(axes) == 1 and draw(st.booleans()) else axes
+
+
+@pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32], ids=["float16", "float32"])
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
+@given(case=shape_and_axes(), keepdims=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_reductions_over_random_axes(name, dtype, case, keepdims, seed):
+    shape, axis = case
+    n = int(numpy.prod(shape))
+    x = (numpy.random.RandomState(seed).permutation(n) - n / 2).reshape(shape) * (2.0 / n)
+    x = x.astype(dtype)  # distinct values: max/min have one winner
+
+    def fn(t):
+        return getattr(ops, name)(t, axis=axis, keepdims=keepdims)
+    expected = getattr(numpy, name)(x.astype(numpy.float64), axis=axis, keepdims=keepdims)
+    assert_forward(fn(minigrad.Tensor(x)), expected, dtype)
+    check_backward(fn, [x], seed=seed)
+
+
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4), data=st.data())
+def test_transpose_and_reshape_roundtrip(shape, data):
+    perm = data.draw(st.permutations(range(len(shape))))
+    x = numpy.random.RandomState(len(shape)).uniform(-1, 1, shape).astype(numpy.float32)
+
+    def fn(t):
+        return ops.reshape(ops.transpose(t, perm), (-1,))[::-1]
+    numpy.testing.assert_array_equal(fn(minigrad.Tensor(x)).asnumpy(), x.transpose(perm).reshape(-1)[::-1])
+    check_backward(fn, [x])
