@@ -143,3 +143,9 @@ def test_numerical_grad_elementwise():
 def test_error_without_float_inputs():
     with pytest.raises(ValueError, match="no float input"):
         check_backward(lambda i: i, [numpy.array([1, 2])])
+
+
+def test_non_finite_values_fail():
+    # log of a negative number: NaN on both sides must not pass silently
+    with pytest.raises(AssertionError, match="nan"), numpy.errstate(invalid="ignore"):
+        check_backward(ops.log, [numpy.array([-1.0, 2.0])])

@@ -127,7 +127,8 @@ def test_shape_op(name, dtype, device):
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda t: ops.reshape(t, (5, 5)), r"cannot reshape a tensor of shape \(2, 3, 4\) \(24 elements\) to \(5, 5\)"),
+    (lambda t: ops.reshape(t, (5, 5)),
+     r"cannot reshape a tensor of shape \(2, 3, 4\) \(24 elements\) to \(5, 5\)"),
     (lambda t: ops.transpose(t, (0, 0, 1)), r"not a permutation"),
     (lambda t: ops.squeeze(t, 1), r"cannot squeeze axis 1 of size 3"),
     (lambda t: ops.expand_dims(t, 5), r"axis=5 is out of range"),

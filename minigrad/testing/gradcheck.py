@@ -61,7 +61,9 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
             output, None for outputs not to seed); default standard-normal values in the
             output's dtype.
         dtype: cast the float inputs to this dtype first (the dtype under test).
-        atol, rtol: tolerances; default ``tolerance(d)`` for the lowest-precision float input d.
+        atol, rtol: tolerances on the directional derivative (the direction has unit norm, so
+            ``atol`` suits inputs and seeds of order one); default ``tolerance(d)`` for the
+            lowest-precision float input d.
         eps: finite-difference step along the unit direction; default 1e-3.
         seed: seeds the random grad_outputs and directions (the check is deterministic).
         no_grads: positions of float inputs not to differentiate.
@@ -99,7 +101,7 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
         v = xp.asarray(v)
         got = float((g.astype(numpy.float64) * v).sum())
         expected = _directional(fn, arrays, i, v, seeds, eps)
-        if not numpy.isfinite(got) or abs(got - expected) > atol + rtol * abs(expected):
+        if not numpy.isfinite([got, expected]).all() or abs(got - expected) > atol + rtol * abs(expected):
             raise AssertionError(
                 f"{where} is wrong: directional derivative along a random unit vector: "
                 f"backward gives {got:.6g}, float64 central difference gives {expected:.6g} "
@@ -159,7 +161,8 @@ def _outputs(out, name):
 
 
 def _analytic(fn, arrays, diff, grad_outputs, rng, name):
-    """Run fn and backward; return (gradient array per input or None, float64 seeds per output)."""
+    """Run fn and backward; return (gradient per input, None if not differentiated; float64
+    seed per output, None if not seeded)."""
     from minigrad.tensor import Tensor
     leaves = [Tensor(a, requires_grad=i in diff) for i, a in enumerate(arrays)]
     boxes = [[] for _ in arrays]
@@ -189,8 +192,8 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
         seeds64.append(gy.astype(numpy.float64))
     if roots:
         engine.run_backward(roots, seeds, targets=[leaves[i] for i in diff])
-    grads = [box[0] if box else backend.get_array_module(a).zeros(a.shape, a.dtype)
-             for box, a in zip(boxes, arrays)]
+    grads = [box[0] if box else backend.get_array_module(a).zeros(a.shape, a.dtype) if i in diff else None
+             for i, (box, a) in enumerate(zip(boxes, arrays))]
     return grads, seeds64
 
 
