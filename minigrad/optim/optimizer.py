@@ -262,10 +262,11 @@ class Optimizer:
         Unnamed parameters are called ``param<i>``.
         """
         result = {"global_step": self.global_step}
-        for key, state, master in zip(self._parameter_keys(), self._states, self._masters):
+        for key, param, state, master in zip(self._parameter_keys(), self.parameters, self._states,
+                                             self._masters):
             for name, array in (state or {}).items():
                 result[f"{name}.{key}"] = numpy.array(backend.as_numpy(array))
-            if master is not None:
+            if master is not None and param.dtype == dtypes.float16:
                 result[f"master.{key}"] = numpy.array(backend.as_numpy(master))
         return result
 
