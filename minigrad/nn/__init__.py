@@ -10,3 +10,8 @@ from minigrad.nn.wrap import WithLossCell, TrainOneStepCell
 from minigrad.nn.loss_scale import (TrainOneStepWithLossScaleCell, DynamicLossScaleUpdateCell,
                                    FixedLossScaleUpdateCell)
 from minigrad.optim import Optimizer, SGD, Momentum, Adam, AdamWeightDecay  # MindSpore spells them nn.X
+from minigrad.optim import (Optimizer, SGD, Momentum, Adam, AdamWeightDecay, LearningRateSchedule,
+                            ExponentialDecayLR, NaturalExpDecayLR, InverseDecayLR, CosineDecayLR,
+                            PolynomialDecayLR, WarmUpLR, piecewise_constant_lr, exponential_decay_lr,
+                            natural_exp_decay_lr, inverse_decay_lr, cosine_decay_lr, polynomial_decay_lr,
+                            warmup_lr)
