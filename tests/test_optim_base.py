@@ -23,7 +23,8 @@ def ones_like(ps):
 @pytest.mark.parametrize("make, error, words", [
     (lambda ps: SGD(ps, learning_rate=-0.1), ValueError, ["learning_rate", "-0.1"]),
     (lambda ps: SGD(ps, learning_rate=[0.1, -0.2]), ValueError, ["learning_rate[1]", "-0.2"]),
-    (lambda ps: SGD(ps, learning_rate=Tensor(numpy.ones((2, 2), numpy.float32))), ValueError, ["learning_rate", "(2, 2)"]),
+    (lambda ps: SGD(ps, learning_rate=Tensor(numpy.ones((2, 2), numpy.float32))), ValueError,
+     ["learning_rate", "(2, 2)"]),
     (lambda ps: SGD(ps, learning_rate="fast"), TypeError, ["learning_rate", "str"]),
     (lambda ps: SGD(ps, learning_rate=[]), ValueError, ["learning_rate", "empty"]),
     (lambda ps: Momentum(ps, 0.1, momentum=-0.9), ValueError, ["momentum", "-0.9"]),
