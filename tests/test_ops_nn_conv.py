@@ -1,6 +1,7 @@
 """conv2d, im2col and same_padding (ops/conv.py) against a direct NumPy reference."""
 import numpy
 import pytest
+from hypothesis import assume, given, strategies as st
 
 import minigrad
 from minigrad import ops
@@ -68,6 +69,26 @@ def test_conv2d_float64_and_noncontiguous(name):
     assert_forward(ops.conv2d(minigrad.Tensor(xv), minigrad.Tensor(wv), minigrad.Tensor(b), **kwargs),
                    conv_reference(x, w, b, **ref_kwargs), numpy.float64)
     check_backward(lambda x, w, b: ops.conv2d(x, w, b, **kwargs), [xv, wv, b])
+
+
+@given(groups=st.integers(1, 2), cg=st.integers(1, 2), og=st.integers(1, 2), n=st.integers(1, 2),
+       size=st.tuples(st.integers(1, 6), st.integers(1, 6)), kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       padding=st.tuples(*[st.integers(0, 2)] * 4), bias=st.booleans(), seed=st.integers(0, 100))
+def test_conv2d_any_geometry(groups, cg, og, n, size, kernel, stride, dilation, padding, bias, seed):
+    extent = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
+    assume(size[0] + padding[0] + padding[1] >= extent[0] and size[1] + padding[2] + padding[3] >= extent[1])
+    rng = numpy.random.RandomState(seed)
+    x = rng.standard_normal((n, cg * groups) + size)
+    w = rng.standard_normal((og * groups, cg) + kernel)
+    b = rng.standard_normal(og * groups) if bias else None
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    out = ops.conv2d(minigrad.Tensor(x), minigrad.Tensor(w), None if b is None else minigrad.Tensor(b), **kwargs)
+    assert_forward(out, conv_reference(x, w, b, **kwargs), numpy.float64)
+    if bias:
+        check_backward(lambda x, w, b: ops.conv2d(x, w, b, **kwargs), [x, w, b])
+    else:
+        check_backward(lambda x, w: ops.conv2d(x, w, **kwargs), [x, w])
 
 
 def test_fp16_accumulates_in_fp32():

@@ -1,6 +1,7 @@
 """max_pool2d and avg_pool2d (ops/pooling.py) against a window-by-window NumPy reference."""
 import numpy
 import pytest
+from hypothesis import assume, given, strategies as st
 
 import minigrad
 from minigrad import ops
@@ -67,6 +68,24 @@ def test_noncontiguous_and_float64(op):
                        pool_reference(view, (2, 2), (1, 1), (1, 1, 1, 1), reduce,
                                       -numpy.inf if op is ops.max_pool2d else 0.0), numpy.float64)
         check_backward(lambda t: op(t, 2, 1, 1), [view], eps=1e-2)
+
+
+@given(size=st.tuples(st.integers(1, 6), st.integers(1, 6)), kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), padding=st.tuples(*[st.integers(0, 2)] * 4),
+       include_pad=st.booleans(), seed=st.integers(0, 100))
+def test_pooling_any_geometry(size, kernel, stride, padding, include_pad, seed):
+    assume(max(padding[:2]) < kernel[0] and max(padding[2:]) < kernel[1])
+    assume(size[0] + padding[0] + padding[1] >= kernel[0] and size[1] + padding[2] + padding[3] >= kernel[1])
+    x = _distinct((2, 2) + size, numpy.float64, seed)
+    kwargs = dict(kernel_size=kernel, stride=stride, padding=padding)
+    assert_forward(ops.max_pool2d(minigrad.Tensor(x), **kwargs),
+                   pool_reference(x, kernel, stride, padding, numpy.max, -numpy.inf), numpy.float64)
+    check_backward(lambda t: ops.max_pool2d(t, **kwargs), [x], eps=1e-2)
+    avg = lambda t: ops.avg_pool2d(t, count_include_pad=include_pad, **kwargs)
+    assert_forward(avg(minigrad.Tensor(x)),
+                   pool_reference(x, kernel, stride, padding, numpy.mean if include_pad else numpy.nanmean,
+                                  0.0 if include_pad else numpy.nan), numpy.float64)
+    check_backward(avg, [x])
 
 
 def test_max_pool_ties_send_the_gradient_to_the_first_maximum():

@@ -12,7 +12,8 @@ class Dropout(Function):
     def forward(self, x, p):
         xp = backend.get_array_module(x)
         keep = get_rng(xp).random(x.shape, dtype=numpy.float32) >= p
-        self.scale = keep * x.dtype.type(1 / (1 - p))   # bool * dtype scalar: x's dtype
+        self.scale = keep.astype(x.dtype)
+        self.scale *= x.dtype.type(1 / (1 - p))   # in place: stays in x's dtype on any backend
         return x * self.scale
 
     def backward(self, g):

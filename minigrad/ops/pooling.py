@@ -56,8 +56,8 @@ class MaxPool2d(_Pool2d):
                 self.argmax = xp.zeros(out.shape, numpy.min_scalar_type(len(self.taps)))
                 continue
             better = candidate > out   # strict: an earlier tap keeps ties
-            out = xp.where(better, candidate, out)
-            self.argmax[better] = k
+            xp.maximum(out, candidate, out=out)
+            xp.copyto(self.argmax, k, where=better)
         return out
 
     def backward(self, g):
