@@ -143,6 +143,17 @@ def test_primitives_call_their_ops():
     close(ops.Gather()(tb, numpy.array([2, 0]), 0).asnumpy(), b[[2, 0]])
     close(ops.Gather()(tb, numpy.array([1]), 1).asnumpy(), b[:, [1]])
     assert "keep_dims=True" in repr(ops.ReduceSum(keep_dims=True))
+    assert ops.Flatten()(ta[None]).shape == (1, 6)
+    assert ops.Argmax()(ta).asnumpy().tolist() == a.argmax(-1).tolist()
+    assert ops.Argmax(axis=0, output_type=minigrad.int64)(ta).dtype == numpy.int64
+    for name, ref in [("Equal", numpy.equal), ("NotEqual", numpy.not_equal), ("Less", numpy.less),
+                      ("LessEqual", numpy.less_equal), ("Greater", numpy.greater),
+                      ("GreaterEqual", numpy.greater_equal)]:
+        numpy.testing.assert_array_equal(getattr(ops, name)()(ta, 0.0).asnumpy(), ref(a, 0.0))
+    hot = ops.OneHot()(minigrad.Tensor(numpy.array([2, 0])), 3, minigrad.Tensor(1.0), minigrad.Tensor(0.0))
+    numpy.testing.assert_array_equal(hot.asnumpy(), [[0, 0, 1], [1, 0, 0]])
+    assert hot.dtype == numpy.float32
+    assert ops.OneHot(axis=0)(numpy.array([2, 0]), 3).shape == (3, 2)
 
 
 @pytest.mark.parametrize("pad_mode,pad,expected_hw", [("valid", 0, (3, 2)), ("same", 0, (5, 4)),

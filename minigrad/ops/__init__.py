@@ -19,4 +19,6 @@ from minigrad.ops.primitives import (Primitive, MatMul, BatchMatMul, Cast, Reduc
                                      Concat, Stack, Split, Softmax, LogSoftmax, ReLU, Sigmoid, Tanh,
                                      GeLU, Exp, Log, Sqrt, Square, Abs, Neg, Add, Sub, Mul, RealDiv,
                                      Div, Pow, Maximum, Minimum, Select, OnesLike, ZerosLike, Fill,
-                                     Ones, Zeros, Conv2D, MaxPool, AvgPool, Gather, Shape, DType)
+                                     Ones, Zeros, Conv2D, MaxPool, AvgPool, Gather, Shape, DType,
+                                     Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual,
+                                     Flatten, Argmax, OneHot)

@@ -24,7 +24,8 @@ def _shape(shape):
     return tuple(int(n) for n in shape)
 
 
-def _leaf(array):
+def leaf(array):
+    """A constant tensor (no graph) around ``array``."""
     return tensor_class()._make(array, None, 0)
 
 
@@ -38,7 +39,7 @@ def full(shape, value, dtype=None, device=None):
         TypeError: for an unsupported dtype.
     """
     dtype = dtypes.default_dtype(value) if dtype is None else dtypes.as_dtype(dtype)
-    return _leaf(_module(device).full(_shape(shape), value, dtype))
+    return leaf(_module(device).full(_shape(shape), value, dtype))
 
 
 def zeros(shape, dtype=dtypes.float32, device=None):
@@ -56,7 +57,7 @@ def full_like(x, value, dtype=None):
     x = as_tensor(x)
     xp = backend.get_array_module(x.data)
     dtype = x.dtype if dtype is None else dtypes.as_dtype(dtype)
-    return _leaf(xp.full(x.shape, value, dtype))
+    return leaf(xp.full(x.shape, value, dtype))
 
 
 def zeros_like(x, dtype=None):
@@ -84,7 +85,7 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
     if dtype is None:
         ints = all(isinstance(v, (int, numpy.integer)) for v in (start, stop, step))
         dtype = dtypes.int64 if ints else dtypes.float32
-    return _leaf(_module(device).arange(start, stop, step, dtype=dtypes.as_dtype(dtype)))
+    return leaf(_module(device).arange(start, stop, step, dtype=dtypes.as_dtype(dtype)))
 
 
 class Square(Function):

@@ -3,7 +3,7 @@
 Each is a thin callable over a lowercase op: the constructor takes the primitive's attributes,
 ``__call__`` its inputs. Argument-free primitives are made by one factory, ``_primitive``.
 """
-from minigrad import dtype as dtypes
+from minigrad import backend, dtype as dtypes
 from minigrad.ops import activation, arithmetic, conv, creation, join, linalg, math, pooling, \
     reduction, shape
 from minigrad.ops._util import as_tensor
@@ -59,6 +59,15 @@ Ones = _primitive("Ones", lambda shape_, dtype=dtypes.float32: creation.ones(sha
                   "Ones: ``Ones()((2, 3), mstype.float32)``.")
 Zeros = _primitive("Zeros", lambda shape_, dtype=dtypes.float32: creation.zeros(shape_, dtype),
                    "Zeros: ``Zeros()((2, 3), mstype.float32)``.")
+Equal = _primitive("Equal", arithmetic.equal, "a == b as a bool tensor: ``Equal()(a, b)``.")
+NotEqual = _primitive("NotEqual", arithmetic.not_equal, "a != b as a bool tensor: ``NotEqual()(a, b)``.")
+Less = _primitive("Less", arithmetic.less, "a < b as a bool tensor: ``Less()(a, b)``.")
+LessEqual = _primitive("LessEqual", arithmetic.less_equal, "a <= b as a bool tensor: ``LessEqual()(a, b)``.")
+Greater = _primitive("Greater", arithmetic.greater, "a > b as a bool tensor: ``Greater()(a, b)``.")
+GreaterEqual = _primitive("GreaterEqual", arithmetic.greater_equal,
+                          "a >= b as a bool tensor: ``GreaterEqual()(a, b)``.")
+Flatten = _primitive("Flatten", lambda x: shape.reshape(x, (as_tensor(x).shape[0], -1)),
+                     "Keep axis 0 and flatten the rest: ``Flatten()(x)`` is (N, -1).")
 Shape = _primitive("Shape", _shape_of, "The shape as a tuple: ``Shape()(x)``.")
 DType = _primitive("DType", lambda x: as_tensor(x).dtype, "The dtype: ``DType()(x)``.")
 Gather = _primitive("Gather", lambda params, indices, axis=0: shape.getitem(
@@ -81,6 +90,33 @@ class MatMul(Primitive):
 
 class BatchMatMul(MatMul):
     """Batched a @ b over leading axes, each optionally transposed in its last two axes."""
+
+
+class Argmax(Primitive):
+    """Index of the maximum along ``axis`` (not differentiable): ``Argmax(axis=-1)(x)``."""
+    def __init__(self, axis=-1, output_type=dtypes.int32):
+        self.axis, self.output_type = axis, dtypes.as_dtype(output_type, "output_type")
+
+    def __call__(self, x):
+        x = as_tensor(x)
+        return creation.leaf(x.data.argmax(axis=self.axis).astype(self.output_type))
+
+
+class OneHot(Primitive):
+    """One-hot encoding along a new ``axis``: ``OneHot(axis=-1)(indices, depth, on_value, off_value)``.
+
+    The result takes the dtype of ``on_value`` (a float32 Tensor or a Python float).
+    """
+    def __init__(self, axis=-1):
+        self.axis = axis
+
+    def __call__(self, indices, depth, on_value=1.0, off_value=0.0):
+        ids = as_tensor(indices).data
+        on, off = as_tensor(on_value), as_tensor(off_value)
+        xp = backend.get_array_module(ids)
+        hot = xp.arange(depth) == ids[..., None]
+        out = xp.where(hot, on.data, off.data.astype(on.dtype))
+        return creation.leaf(xp.moveaxis(out, -1, self.axis))
 
 
 class _Reduce(Primitive):
