@@ -18,6 +18,7 @@ import dataclasses
 import numpy
 
 from minigrad import backend, dtype as dtypes
+from minigrad.amp import float_status
 
 
 def inverse(scale):
@@ -26,36 +27,43 @@ def inverse(scale):
 
 
 class OverflowStatus:
-    """A sticky overflow status for one step: checks only ever set it.
+    """The float status of one step (``minigrad.amp.float_status``): checks only ever set it.
 
-    Wraps the float-status buffer. Arrays that went through ``unscale_and_check`` are remembered,
-    so a later ``check`` of the same gradients (MindSpore's ``get_overflow_status`` after the
-    unscale) does not read them a second time.
+    Arrays that went through ``unscale_and_check`` are remembered, so a later ``check`` of the
+    same gradients (MindSpore's ``get_overflow_status`` after the unscale) does not read them a
+    second time.
     """
 
     def __init__(self):
-        self.flag = False
+        self.buffer = None
         self._seen = set()
 
     def unscale_and_check(self, arrays, scale):
-        """Unscale ``arrays`` (None kept; fp16 -> new fp32) and check them; return the new list."""
-        inv = inverse(scale)
+        """Check ``arrays`` and multiply them by 1/scale in one pass (None kept; fp16 arrays are
+        first copied to fp32, see the module docstring); return the list of unscaled arrays."""
         out = [None if a is None else (a.astype(numpy.float32) if a.dtype == dtypes.float16 else a)
                for a in arrays]
         present = [a for a in out if a is not None]
-        self.flag = _check_and_unscale(present, inv) or self.flag
-        self._seen.update(id(a) for a in present)
+        if present:
+            float_status.check_and_unscale(self._status(present[0]), present, inverse(scale))
+            self._seen.update(id(a) for a in present)
         return out
 
     def check(self, arrays):
-        """Add the arrays not seen yet to the status."""
+        """Check the arrays (None skipped) that this status has not seen yet."""
         fresh = [a for a in arrays if a is not None and id(a) not in self._seen]
-        self.flag = _check_and_unscale(fresh, None) or self.flag
-        self._seen.update(id(a) for a in fresh)
+        if fresh:
+            float_status.check_overflow(self._status(fresh[0]), *fresh)
+            self._seen.update(id(a) for a in fresh)
 
     def overflow(self):
-        """The status as a Python bool, passed through ``_reduce_overflow``."""
-        return _reduce_overflow(self.flag)
+        """The status as a Python bool (one read of the buffer), through ``_reduce_overflow``."""
+        return _reduce_overflow(self.buffer is not None and float_status.get_status(self.buffer))
+
+    def _status(self, like):
+        if self.buffer is None:
+            self.buffer = float_status.alloc_status(like)
+        return self.buffer
 
 
 def unscale_and_check(arrays, scale):
@@ -74,16 +82,6 @@ def check(arrays):
     status = OverflowStatus()
     status.check(arrays)
     return status.overflow()
-
-
-def _check_and_unscale(arrays, inv):
-    # TEMPORARY until minigrad.amp.float_status lands: then this becomes its fused call.
-    flag = False
-    for a in arrays:
-        if inv is not None:
-            a *= inv
-        flag = flag or not bool(backend.get_array_module(a).isfinite(a).all())
-    return flag
 
 
 def _reduce_overflow(flag):
