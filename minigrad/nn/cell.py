@@ -53,7 +53,7 @@ class ParameterTuple(tuple):
             if isinstance(init, str) and init == "same":
                 value = Tensor(p.data.copy())
             else:
-                value = initializer(init, p.shape, p.dtype)
+                value = Tensor(initializer(init, p.shape, p.dtype), device=p.device)
             clones.append(Parameter(value, name=f"{prefix}.{p.name}", requires_grad=p.requires_grad))
         return ParameterTuple(clones)
 

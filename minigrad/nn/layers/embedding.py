@@ -48,4 +48,4 @@ class Embedding(Cell):
 
     def extend_repr(self):
         return (f"vocab_size={self.vocab_size}, embedding_size={self.embedding_size}, "
-                f"use_one_hot={self.use_one_hot}, embedding_table={self.embedding_table}")
+                f"use_one_hot={self.use_one_hot}, padding_idx={self.padding_idx}")

@@ -57,8 +57,7 @@ class _BatchNorm(Cell):
 
     def extend_repr(self):
         return (f"num_features={self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"gamma={self.gamma}, beta={self.beta}, moving_mean={self.moving_mean}, "
-                f"moving_variance={self.moving_variance}")
+                f"affine={self.affine}, use_batch_statistics={self.use_batch_statistics}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -111,4 +110,4 @@ class LayerNorm(Cell):
 
     def extend_repr(self):
         return (f"normalized_shape={self.normalized_shape}, begin_norm_axis={self.begin_norm_axis}, "
-                f"begin_params_axis={self.begin_params_axis}, gamma={self.gamma}, beta={self.beta}")
+                f"begin_params_axis={self.begin_params_axis}, epsilon={self.epsilon}")
