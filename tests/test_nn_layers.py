@@ -43,6 +43,8 @@ def test_dense_activation_and_no_bias():
     numpy.testing.assert_allclose(dense(Tensor(x)).asnumpy(), numpy.maximum(x @ dense.weight.asnumpy().T, 0),
                                   rtol=1e-5, atol=1e-6)
     assert isinstance(nn.Dense(2, 2, activation=nn.Tanh()).activation, nn.Tanh)
+    with pytest.raises(ValueError, match=r"Dense\(in_channels=4\) got an input of shape \(6, 5\)"):
+        dense(Tensor(_randn(6, 5)))
 
 
 def test_dense_is_one_matmul_and_one_add():

@@ -4,6 +4,7 @@ import pytest
 
 import minigrad
 from minigrad import Tensor, nn
+from conftest import DEVICES
 
 RNG = numpy.random.RandomState(0)
 
@@ -130,3 +131,30 @@ def test_bad_train_one_step_arguments():
         nn.TrainOneStepCell(lambda x: x, RecordingOptimizer([]))
     with pytest.raises(TypeError, match="optimizer must be callable.*got object"):
         nn.TrainOneStepCell(net, object())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cnn_training_steps_agree_across_devices(device):
+    """A small CNN (conv, batch norm, pooling, dense, sparse cross entropy, Momentum) trained for
+    three steps on ``device`` gives the CPU's losses and parameters."""
+    x = RNG.randn(8, 1, 8, 8).astype(numpy.float32)
+    y = RNG.randint(0, 3, 8).astype(numpy.int32)
+
+    def run(target):
+        minigrad.set_context(device_target=target)
+        minigrad.set_seed(5)
+        net = nn.SequentialCell(nn.Conv2d(1, 4, 3, has_bias=True), nn.BatchNorm2d(4), nn.ReLU(),
+                                nn.MaxPool2d(2, 2), nn.Flatten(), nn.Dense(64, 3, weight_init="he_uniform"))
+        optimizer = nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9)
+        step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True,
+                                                                                         reduction="mean")),
+                                   optimizer).set_train()
+        losses = [float(step(Tensor(x, device=target), Tensor(y, device=target))) for _ in range(3)]
+        return losses, [p.asnumpy() for p in net.get_parameters()]
+
+    cpu_losses, cpu_params = run("CPU")
+    losses, params = run(device)
+    assert cpu_losses[-1] < cpu_losses[0]
+    numpy.testing.assert_allclose(losses, cpu_losses, rtol=1e-4)
+    for got, expected in zip(params, cpu_params):
+        numpy.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-5)

@@ -16,8 +16,9 @@ is assigned to ``self.fc`` of a parent, the parent prefixes ``"fc."`` to the nam
 parameters inside it, so names follow attribute paths (``"features.0.weight"``). Cells built with
 ``auto_prefix=False`` (the wrappers ``WithLossCell``, ``TrainOneStepCell``) add no prefix, so a
 wrapped network keeps its names. A name given by the user (``Parameter(x, name="w")``) is kept.
-``parameters_and_names`` yields attribute paths; ``param.name`` is the identity checkpoints use,
-and two different Parameters with one name in a network raise ValueError there.
+``parameters_and_names`` yields attribute paths (a cell's own parameters first, then each
+sub-cell's, in definition order); ``param.name`` is the identity checkpoints use, and two
+different Parameters with one name in a network raise ValueError there.
 
 Modes: ``training`` starts False as in MindSpore; ``set_train()`` switches the whole tree.
 """

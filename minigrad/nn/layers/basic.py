@@ -21,7 +21,8 @@ class Dense(Cell):
 
     Raises:
         TypeError / ValueError: for a non-int or non-positive channel count, a non-bool
-            ``has_bias``, or an activation that is not a name or a Cell.
+            ``has_bias``, or an activation that is not a name or a Cell; ValueError (naming the
+            shape) for an input whose last axis is not ``in_channels``.
     """
 
     def __init__(self, in_channels, out_channels, weight_init="normal", bias_init="zeros",
@@ -39,6 +40,8 @@ class Dense(Cell):
         self.activation = activation
 
     def construct(self, x):
+        if x.shape[-1] != self.in_channels:
+            raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape {x.shape}")
         y = ops.matmul(x, self.weight, transpose_b=True)
         if self.bias is not None:
             y = y + self.bias
