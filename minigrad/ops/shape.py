@@ -51,17 +51,10 @@ class GetItem(Function):
         xp = backend.get_array_module(g)
         dx = xp.zeros(self.shape, g.dtype)
         if self.advanced:
-            _scatter_add(xp, dx, self.index, g)
+            xp.add.at(dx, self.index, g)  # repeated indices add up
         else:
             dx[self.index] = g
         return dx
-
-
-def _scatter_add(xp, target, index, values):
-    if xp is numpy:
-        numpy.add.at(target, index, values)
-    else:
-        target.scatter_add(index, values)
 
 
 def _is_advanced(index):
