@@ -9,7 +9,7 @@ from minigrad.nn.loss import LossBase, MSELoss, L1Loss, SoftmaxCrossEntropyWithL
 from minigrad.nn.wrap import WithLossCell, TrainOneStepCell
 from minigrad.nn.loss_scale import (TrainOneStepWithLossScaleCell, DynamicLossScaleUpdateCell,
                                    FixedLossScaleUpdateCell)
-from minigrad.optim import Optimizer, SGD, Momentum, Adam, AdamWeightDecay  # MindSpore spells them nn.X
+# MindSpore spells the optimizers and schedules nn.X
 from minigrad.optim import (Optimizer, SGD, Momentum, Adam, AdamWeightDecay, LearningRateSchedule,
                             ExponentialDecayLR, NaturalExpDecayLR, InverseDecayLR, CosineDecayLR,
                             PolynomialDecayLR, WarmUpLR, piecewise_constant_lr, exponential_decay_lr,
