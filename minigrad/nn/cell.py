@@ -79,8 +79,8 @@ class Cell:
         auto_prefix: prefix the names of a sub-cell's parameters with its attribute name.
             Default True; wrappers pass False.
 
-    Calling a cell runs its forward pre-hooks, casts floating inputs when ``to_float`` was
-    used, runs ``construct`` and then the forward hooks.
+    Calling a cell casts its floating inputs when ``to_float`` was used, runs the forward
+    pre-hooks, ``construct`` and then the forward hooks.
     """
     # parameters the parameter-casting helper leaves in float32 (BatchNorm's moving statistics)
     _fp32_params = ()
