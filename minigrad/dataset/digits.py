@@ -1,9 +1,17 @@
 """scikit-learn's handwritten digits (1797 images of 8x8 pixels, 10 classes), split and normalised.
 
-The data ship inside scikit-learn, so nothing is downloaded. scikit-learn is an optional
-dependency: ``pip install minigrad[datasets]``.
+The data ship inside scikit-learn (``sklearn/datasets/data/digits.csv.gz``), so nothing is
+downloaded. We read that file with NumPy rather than through ``sklearn.datasets``: importing
+scikit-learn pulls in SciPy (seconds of import time and a second BLAS thread pool beside NumPy's).
+scikit-learn is an optional dependency: ``pip install minigrad[datasets]``.
 """
+import importlib.util
+import os
+
 import numpy
+
+_INSTALL_HINT = ("minigrad.dataset.load_digits needs scikit-learn, which ships the digits data: "
+                 "pip install minigrad[datasets]  (or: pip install scikit-learn)")
 
 
 def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
@@ -11,7 +19,7 @@ def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
 
     Args:
         split: fraction of the samples held out for testing (0 < split < 1). The split is
-            stratified (each class keeps its share) and seeded.
+            stratified (each class keeps its share, rounded) and seeded.
         seed: seed of the split.
         flatten: images as rows of 64 features (default), else as ``(N, 1, 8, 8)`` (NCHW).
         dtype: dtype of the images (labels are int32).
@@ -26,17 +34,33 @@ def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
     """
     if not 0 < split < 1:
         raise ValueError(f"split must lie in (0, 1), got {split!r}")
-    try:
-        from sklearn.datasets import load_digits as sk_load_digits
-        from sklearn.model_selection import train_test_split
-    except ImportError as error:
-        raise ImportError("minigrad.dataset.load_digits needs scikit-learn, which ships the digits "
-                          "data: pip install minigrad[datasets]  (or: pip install scikit-learn)") from error
-    digits = sk_load_digits()
-    x = (digits.data / 16.0).astype(dtype)
-    y = digits.target.astype(numpy.int32)
+    pixels, labels = _read_digits()
+    x = (pixels / 16.0).astype(dtype)
+    y = labels.astype(numpy.int32)
     if not flatten:
         x = x.reshape(-1, 1, 8, 8)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=split, random_state=seed,
-                                                        stratify=y)
-    return (x_train, y_train), (x_test, y_test)
+    rng = numpy.random.default_rng(seed)
+    test = []
+    for label in numpy.unique(y):  # stratified: the same fraction of every class
+        members = rng.permutation(numpy.flatnonzero(y == label))
+        test.append(members[:int(round(split * len(members)))])
+    is_test = numpy.zeros(len(y), bool)
+    is_test[numpy.concatenate(test)] = True
+    train_idx = rng.permutation(numpy.flatnonzero(~is_test))
+    test_idx = rng.permutation(numpy.flatnonzero(is_test))
+    return (x[train_idx], y[train_idx]), (x[test_idx], y[test_idx])
+
+
+def _read_digits():
+    """(pixels (1797, 64) float64, labels (1797,) int) from scikit-learn's data file."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None:
+        raise ImportError(_INSTALL_HINT)
+    for folder in spec.submodule_search_locations or ():
+        path = os.path.join(folder, "datasets", "data", "digits.csv.gz")
+        if os.path.isfile(path):
+            table = numpy.loadtxt(path, delimiter=",")
+            return table[:, :-1], table[:, -1].astype(numpy.int64)
+    from sklearn.datasets import load_digits as sk_load_digits  # the file moved: ask scikit-learn
+    digits = sk_load_digits()
+    return digits.data, digits.target

@@ -251,7 +251,10 @@ def _plan_load(net, parameter_dict, strict_load):
         raise TypeError(f"parameter_dict must be a dict, got {type(parameter_dict).__name__}")
     plan, not_loaded, errors = [], [], []
     for name, param in named_parameters(net):
-        key = name if name in parameter_dict or strict_load else _suffix_match(name, parameter_dict)
+        if name in parameter_dict:
+            key = name
+        else:
+            key = None if strict_load else _suffix_match(name, parameter_dict)
         if key is None:
             not_loaded.append(name)
             continue

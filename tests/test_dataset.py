@@ -1,0 +1,180 @@
+"""minigrad.dataset: NumpySlicesDataset (columns, batch, shuffle, map, iterators) and load_digits."""
+import importlib.util
+
+import numpy
+import pytest
+
+import minigrad
+from minigrad import Tensor
+from minigrad.dataset import NumpySlicesDataset, config, load_digits
+
+
+@pytest.fixture(autouse=True)
+def _restore_seeds(monkeypatch):
+    """Leave the dataset seed and minigrad's global seed as they were."""
+    from minigrad import random as mg_random
+    monkeypatch.setattr(mg_random, "_seed", mg_random._seed)
+    monkeypatch.setattr(mg_random, "_generators", {})
+    saved = config.get_seed()
+    yield
+    config.set_seed(saved)
+
+
+def _labels(dataset, num_epochs=1):
+    it = dataset.create_tuple_iterator(num_epochs=num_epochs, output_numpy=True)
+    return [numpy.concatenate([numpy.atleast_1d(row[-1]) for row in it]) for _ in range(num_epochs)]
+
+
+# ---- columns ------------------------------------------------------------------------------------
+def test_dict_tuple_array_and_list_inputs():
+    x, y = numpy.arange(12.0).reshape(6, 2), numpy.arange(6)
+    ds = NumpySlicesDataset({"x": x, "y": y}, shuffle=False)
+    assert ds.get_col_names() == ["x", "y"] and ds.get_dataset_size() == 6
+    row = next(iter(ds))
+    assert isinstance(row[0], Tensor) and row[0].shape == (2,) and int(row[1]) == 0
+
+    assert NumpySlicesDataset((x, y)).get_col_names() == ["column_0", "column_1"]
+    assert NumpySlicesDataset([x, y], column_names=["a", "b"]).get_col_names() == ["a", "b"]
+    single = NumpySlicesDataset(x, column_names="data", shuffle=False)
+    assert single.get_col_names() == ["data"]
+    plain_list = NumpySlicesDataset([1, 2, 3], shuffle=False)  # a plain list is one column
+    assert plain_list.get_col_names() == ["column_0"] and _labels(plain_list)[0].tolist() == [1, 2, 3]
+    from_tensor = NumpySlicesDataset({"t": Tensor(x)}, shuffle=False)
+    assert numpy.array_equal(next(iter(from_tensor))[0].asnumpy(), x[0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(data=(numpy.zeros(3), numpy.zeros(4))), "same length"),
+    (dict(data=(numpy.zeros(3),), column_names=["a", "b"]), "column_names"),
+    (dict(data=numpy.zeros((0, 2))), "no rows"),
+    (dict(data=numpy.zeros(3), shuffle=True, sampler=[0, 1]), "sampler"),
+    (dict(data=numpy.zeros(3), sampler=[0, 5]), "sampler indices"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        NumpySlicesDataset(**kwargs)
+
+
+def test_bad_batch_shuffle_map_arguments():
+    ds = NumpySlicesDataset({"x": numpy.zeros(4)})
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
+        ds.batch(0)
+    with pytest.raises(ValueError, match="buffer_size"):
+        ds.shuffle(1)
+    with pytest.raises(ValueError, match=r"\['nope'\]"):
+        ds.map(abs, input_columns="nope")
+    with pytest.raises(TypeError, match="callables"):
+        ds.map(3)
+    with pytest.raises(ValueError, match="num_epochs"):
+        ds.create_tuple_iterator(num_epochs=0)
+
+
+# ---- batching -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("drop, sizes", [(False, [4, 4, 2]), (True, [4, 4])])
+def test_batch_sizes_and_drop_remainder(drop, sizes):
+    ds = NumpySlicesDataset({"x": numpy.arange(20.0).reshape(10, 2), "y": numpy.arange(10)},
+                            shuffle=False).batch(4, drop_remainder=drop)
+    assert ds.get_dataset_size() == len(sizes) and ds.get_batch_size() == 4 and len(ds) == len(sizes)
+    batches = list(ds)
+    assert [b[1].shape[0] for b in batches] == sizes
+    assert batches[0][0].shape == (4, 2) and batches[0][1].dtype == numpy.int64
+    assert numpy.array_equal(batches[1][1].asnumpy(), [4, 5, 6, 7])
+
+
+def test_dict_iterator_and_output_numpy():
+    ds = NumpySlicesDataset({"x": numpy.ones((5, 3), numpy.float32), "y": numpy.arange(5)},
+                            shuffle=False).batch(2)
+    rows = list(ds.create_dict_iterator(num_epochs=1))
+    assert [sorted(r) for r in rows] == [["x", "y"]] * 3
+    assert isinstance(rows[0]["x"], Tensor) and rows[0]["x"].dtype == numpy.float32
+    rows = list(ds.create_dict_iterator(num_epochs=1, output_numpy=True))
+    assert isinstance(rows[2]["y"], numpy.ndarray) and rows[2]["y"].tolist() == [4]
+    only_y = list(ds.create_tuple_iterator(columns=["y"], num_epochs=1, output_numpy=True))
+    assert [len(r) for r in only_y] == [1, 1, 1]
+
+
+def test_iterator_serves_num_epochs_then_stops():
+    ds = NumpySlicesDataset(numpy.arange(3), shuffle=False)
+    it = ds.create_tuple_iterator(num_epochs=2, output_numpy=True)
+    assert [int(r[0]) for r in it] == [0, 1, 2]
+    assert [int(r[0]) for r in it] == [0, 1, 2]
+    assert list(it) == []
+    endless = ds.create_tuple_iterator(output_numpy=True)  # num_epochs=-1
+    assert sum(len(list(endless)) for _ in range(5)) == 15
+
+
+# ---- map ----------------------------------------------------------------------------------------
+def test_map_before_and_after_batch():
+    ds = NumpySlicesDataset({"x": numpy.arange(6.0), "y": numpy.arange(6)}, shuffle=False)
+    per_row = ds.map([lambda v: v * 2, lambda v: v + 1], input_columns="x").batch(3)
+    assert [b[0].asnumpy().tolist() for b in per_row] == [[1, 3, 5], [7, 9, 11]]
+    shapes = []
+    per_batch = ds.batch(4).map(lambda v: shapes.append(v.shape) or v, input_columns=["y"])
+    assert [b[1].asnumpy().tolist() for b in per_batch] == [[0, 1, 2, 3], [4, 5]]
+    assert shapes == [(4,), (2,)]
+
+
+# ---- shuffling ----------------------------------------------------------------------------------
+def test_default_is_shuffled_and_sampler_fixes_the_order():
+    config.set_seed(3)
+    ds = NumpySlicesDataset(numpy.arange(50))  # MindSpore: shuffle=None means shuffled
+    order = _labels(ds)[0]
+    assert sorted(order.tolist()) == list(range(50)) and order.tolist() != list(range(50))
+    fixed = NumpySlicesDataset(numpy.arange(5), sampler=[4, 2, 0])
+    assert _labels(fixed, 2)[1].tolist() == [4, 2, 0] and fixed.get_dataset_size() == 3
+
+
+@pytest.mark.parametrize("make", [
+    lambda: NumpySlicesDataset(numpy.arange(40), shuffle=True).batch(8),
+    lambda: NumpySlicesDataset(numpy.arange(40), shuffle=False).shuffle(10).batch(8),
+    lambda: NumpySlicesDataset(numpy.arange(40), shuffle=False).map(lambda v: v).shuffle(64).batch(8),
+], ids=["source", "buffer", "buffer-after-map"])
+@pytest.mark.parametrize("set_seed", [config.set_seed, minigrad.set_seed], ids=["dataset", "global"])
+def test_seeded_epochs_are_permutations_repeatable_and_different(make, set_seed):
+    config.set_seed(None)
+    set_seed(7)
+    first = _labels(make(), num_epochs=3)
+    set_seed(7)
+    again = _labels(make(), num_epochs=3)
+    for epoch, repeat in zip(first, again):
+        assert sorted(epoch.tolist()) == list(range(40))  # every row exactly once per epoch
+        assert numpy.array_equal(epoch, repeat)             # same seed, same sequence of orders
+    assert not numpy.array_equal(first[0], first[1])        # a new order each epoch
+    set_seed(8)
+    assert not numpy.array_equal(_labels(make())[0], first[0])
+
+
+def test_small_shuffle_buffer_keeps_rows_local():
+    config.set_seed(0)
+    order = _labels(NumpySlicesDataset(numpy.arange(100), shuffle=False).shuffle(2))[0]
+    assert sorted(order.tolist()) == list(range(100))
+    assert all(order[i] <= i + 1 for i in range(100))  # a buffer of 2 delays or advances by one
+
+
+def test_config_set_seed_validates():
+    with pytest.raises(ValueError, match="non-negative int"):
+        config.set_seed(-1)
+
+
+# ---- digits -------------------------------------------------------------------------------------
+def test_load_digits_split_is_normalised_stratified_and_seeded():
+    pytest.importorskip("sklearn")
+    (x_train, y_train), (x_test, y_test) = load_digits(split=0.2, seed=1)
+    assert x_train.shape == (1438, 64) and x_test.shape == (359, 64)
+    assert x_train.dtype == numpy.float32 and y_train.dtype == numpy.int32
+    assert x_train.min() == 0.0 and x_train.max() == 1.0
+    assert numpy.all(numpy.abs(numpy.bincount(y_test, minlength=10) - 36) <= 1)  # 20% of each class
+    (x2, _), _ = load_digits(split=0.2, seed=1)
+    assert numpy.array_equal(x_train, x2)
+    (images, _), _ = load_digits(flatten=False)
+    assert images.shape[1:] == (1, 8, 8)
+    with pytest.raises(ValueError, match="split"):
+        load_digits(split=1.5)
+
+
+def test_load_digits_without_sklearn_says_what_to_install(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sklearn" else real_find_spec(name, *a))
+    with pytest.raises(ImportError, match=r"pip install minigrad\[datasets\]"):
+        load_digits()
