@@ -81,19 +81,21 @@ __device__ __forceinline__ u32 mg_lanes_or(const mg_vec& acc)
 {
     return acc.x | acc.y | acc.z | acc.w;
 }
+template <u32 (*UNSCALE_WORD)(u32, float)>
+__device__ __forceinline__ void unscale_words(mg_vec& v, float inv_scale)
+{
+    v.x = UNSCALE_WORD(v.x, inv_scale);
+    v.y = UNSCALE_WORD(v.y, inv_scale);
+    v.z = UNSCALE_WORD(v.z, inv_scale);
+    v.w = UNSCALE_WORD(v.w, inv_scale);
+}
 __device__ __forceinline__ void mg_unscale_half_vec(mg_vec& v, float inv_scale)
 {
-    v.x = unscale_half2(v.x, inv_scale);
-    v.y = unscale_half2(v.y, inv_scale);
-    v.z = unscale_half2(v.z, inv_scale);
-    v.w = unscale_half2(v.w, inv_scale);
+    unscale_words<unscale_half2>(v, inv_scale);
 }
 __device__ __forceinline__ void mg_unscale_float_vec(mg_vec& v, float inv_scale)
 {
-    v.x = unscale_float(v.x, inv_scale);
-    v.y = unscale_float(v.y, inv_scale);
-    v.z = unscale_float(v.z, inv_scale);
-    v.w = unscale_float(v.w, inv_scale);
+    unscale_words<unscale_float>(v, inv_scale);
 }
 #define MG_ILP 4 /* independent vector loads in flight per thread */
 #endif

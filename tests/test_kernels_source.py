@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from minigrad.amp import _status_launch, float_status as fs, kernels
+from test_float_status import UINT, assert_same_values, ref_unscale
 
 ARCHES = ["sm_75", "sm_80", "sm_90"]
 DTYPES = [numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)]
@@ -25,7 +26,6 @@ TAGS = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 SPECIALS = {numpy.dtype(numpy.float16): [0x7C00, 0xFC00, 0x7E01, 0xFFFF, 0x7BFF, 0x8000, 0x0001],
             numpy.dtype(numpy.float32): [0x7F800000, 0xFF800000, 0x7FC00001, 0xFFFFFFFF,
                                          0x7F7FFFFF, 0x80000000, 0x00000001]}
-UINT = {2: numpy.uint16, 4: numpy.uint32}
 
 
 # ---- nvcc ------------------------------------------------------------------------------------------
@@ -93,18 +93,6 @@ def make_array(dtype, n, offset, seed, injected=()):
     for position, bits in injected:
         x[position] = numpy.array(bits, UINT[dtype.itemsize]).view(dtype)
     return x
-
-
-@numpy.errstate(over="ignore", invalid="ignore")
-def ref_unscale(a, inv_scale):
-    return (a.astype(numpy.float32) * numpy.float32(inv_scale)).astype(a.dtype)
-
-
-def assert_same_values(actual, expected):
-    nan = numpy.isnan(expected)
-    numpy.testing.assert_array_equal(numpy.isnan(actual), nan)
-    utype = UINT[expected.dtype.itemsize]
-    numpy.testing.assert_array_equal(actual[~nan].view(utype), expected[~nan].view(utype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

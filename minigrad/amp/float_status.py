@@ -49,7 +49,11 @@ def alloc_status(like=None):
     elif isinstance(like, str):
         device = backend.check_device(like)
     else:
-        device = backend.device_of(_array(like, "like"))
+        data = _array(like, "like")
+        device = backend.device_of(data)
+        if device == "GPU":
+            with data.device:  # the same GPU as ``like``
+                return Tensor(backend.cupy.zeros(STATUS_SHAPE, dtype=numpy.float32))
     xp = backend.cupy if device == "GPU" else numpy
     return Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32))
 
