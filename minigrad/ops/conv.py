@@ -117,6 +117,15 @@ def im2col(x, kernel, stride=1, padding=0, dilation=1):
     return _windows(padded, kernel, stride, dilation, out_hw).reshape(*x.shape[:1], *out_hw, -1)
 
 
+def _grouped_mm(a, b):
+    """a[g] @ b[g] for each group g, as 2-D products (NumPy's stacked matmul is up to 2x slower)."""
+    xp = backend.get_array_module(a)
+    out = xp.empty((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
+    for group in range(a.shape[0]):
+        xp.matmul(a[group], b[group], out=out[group])
+    return out
+
+
 class Conv2d(Function):
     """out[n, o] = Σ_{c, i, j} W[o, c, i, j] · x_pad[n, c, s·h + d·i, s·w + d·j] + b[o].
 
@@ -137,7 +146,7 @@ class Conv2d(Function):
         self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo, -1)
         self.w2 = w.astype(acc, copy=False).reshape(groups, o // groups, cg, kh, kw).transpose(
             0, 1, 3, 4, 2).reshape(groups, o // groups, -1)
-        out = self.cols @ self.w2.transpose(0, 2, 1)                       # (G, N·Ho·Wo, O/G)
+        out = _grouped_mm(self.cols, self.w2.transpose(0, 2, 1))                     # (G, N·Ho·Wo, O/G)
         out = out.reshape(groups, n, ho, wo, -1).transpose(1, 0, 4, 2, 3)  # (N, G, O/G, Ho, Wo)
         # one pass to NCHW order, adding the bias and rounding to x's dtype on the way
         y = backend.get_array_module(x).empty(out.shape, x.dtype)
@@ -156,10 +165,10 @@ class Conv2d(Function):
             1, 0, 3, 4, 2).reshape(groups, n * ho * wo, og)
         gx = gw = gb = None
         if self.needs_grad[0]:
-            gx = self._col2im(g @ self.w2)
+            gx = self._col2im(_grouped_mm(g, self.w2))
         if self.needs_grad[1]:
             stride, dilation, (kh, kw) = self.geometry
-            gw = (g.transpose(0, 2, 1) @ self.cols).reshape(groups * og, kh, kw, -1).transpose(
+            gw = _grouped_mm(g.transpose(0, 2, 1), self.cols).reshape(groups * og, kh, kw, -1).transpose(
                 0, 3, 1, 2).astype(self.w_dtype)
         if len(self.needs_grad) > 2 and self.needs_grad[2]:
             gb = gy.sum(axis=(0, 2, 3), dtype=acc).astype(gy.dtype, copy=False)

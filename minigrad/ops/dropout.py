@@ -12,8 +12,10 @@ class Dropout(Function):
     def forward(self, x, p):
         xp = backend.get_array_module(x)
         keep = get_rng(xp).random(x.shape, dtype=numpy.float32) >= p
-        self.scale = keep.astype(x.dtype)
-        self.scale *= x.dtype.type(1 / (1 - p))   # in place: stays in x's dtype on any backend
+        # a select, not bool -> fp16 cast and fp16 multiply (both slow in NumPy); astype guards
+        # backends whose scalar promotion differs
+        scale = x.dtype.type(1 / (1 - p))
+        self.scale = xp.where(keep, scale, x.dtype.type(0)).astype(x.dtype, copy=False)
         return x * self.scale
 
     def backward(self, g):
