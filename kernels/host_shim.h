@@ -145,13 +145,11 @@ static inline int mg_host_threads()
 #endif
 }
 
-/* Run `kernel(args...)` as min(n_blocks, host threads) blocks, one per host thread. */
+/* Run `kernel(args...)` as `grid` blocks, one per host thread (the caller keeps grid at most
+   mg_host_threads(), and 1 for work too small to repay waking other threads). */
 template <class Kernel, class... Args>
-static void mg_launch(unsigned long long n_blocks, Kernel kernel, Args... args)
+static void mg_launch(unsigned long long grid, Kernel kernel, Args... args)
 {
-    unsigned long long grid = (unsigned long long)mg_host_threads();
-    if (grid > n_blocks)
-        grid = n_blocks;
 #pragma omp parallel for num_threads(grid) schedule(static, 1) if (grid > 1)
     for (long long b = 0; b < (long long)grid; ++b) {
         blockIdx.x = (unsigned long long)b;

@@ -75,14 +75,17 @@ def host_lib(request, tmp_path_factory):
 
 
 def launch(lib, arrays, chunk, inv_scale=None, status=None):
-    """Run the kernel for ``arrays`` (one dtype) directly, with a given chunk size."""
+    """Run the kernel for ``arrays`` (one dtype) directly, with a given chunk size.
+
+    Two blocks (one per thread if the build has OpenMP) take the chunks in turn.
+    """
     status = numpy.zeros(8, numpy.float32) if status is None else status
     arrays = [a for a in arrays if a.size]
     if arrays:
         table, n_chunks = _status_launch.chunk_table(arrays, chunk)
         name = ("check_unscale_" if inv_scale is not None else "check_") + TAGS[arrays[0].dtype]
-        getattr(lib, "launch_" + name)(table.ctypes.data, len(arrays), n_chunks, chunk,
-                                       1.0 if inv_scale is None else inv_scale,
+        getattr(lib, "launch_" + name)(min(2, n_chunks), table.ctypes.data, len(arrays),
+                                       n_chunks, chunk, 1.0 if inv_scale is None else inv_scale,
                                        status.ctypes.data)
     return status
 

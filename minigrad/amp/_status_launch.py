@@ -17,6 +17,7 @@ from minigrad.amp import _status_numpy, kernels
 _KERNEL_DTYPES = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 CHUNK = 1 << 16           # elements per chunk: a GPU block's unit of work
 HOST_CHUNK_ALIGN = 1024   # host chunks start on whole 64-byte vectors of the array
+HOST_PARALLEL_MIN = 1 << 18
 GPU_THREADS = 256
 GPU_BLOCKS_PER_SM = 8     # 2048 resident threads per SM
 _DEVICE_TABLES_KEPT = 64
@@ -74,18 +75,26 @@ def _address(x):
 
 def _dense(x):
     contiguous = x.flags.c_contiguous or x.flags.f_contiguous
-    if contiguous and _address(x) % x.itemsize == 0:
+    if backend.device_of(x) == "GPU":
+        aligned = x.data.ptr % x.itemsize == 0
+    else:
+        aligned = x.flags.aligned
+    if contiguous and aligned:
         return x
     return x.copy()  # C order, freshly allocated, hence aligned
 
 
 def _launch_host(lib, name, arrays, inv, status):
-    # One chunk per host thread when the arrays are large: long sequential runs per core.
-    per_thread = -(-sum(x.size for x in arrays) // lib.host_threads())
+    # Below HOST_PARALLEL_MIN elements one thread is faster than waking others; above it, one
+    # chunk per thread gives each core a long sequential run.
+    total = sum(x.size for x in arrays)
+    threads = lib.host_threads() if total >= HOST_PARALLEL_MIN else 1
+    per_thread = -(-total // threads)
     chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
     table, n_chunks = chunk_table(arrays, chunk)
     launch = getattr(lib, "launch_" + name)
-    launch(table.ctypes.data, len(arrays), n_chunks, chunk, float(inv), status.ctypes.data)
+    launch(min(threads, n_chunks), table.ctypes.data, len(arrays), n_chunks, chunk, float(inv),
+           status.ctypes.data)
 
 
 def _launch_gpu(name, arrays, inv, status):

@@ -35,8 +35,8 @@ HOST_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas", "
 # Tried in order: the first set the compiler accepts wins (no OpenMP, or no -march=native on
 # compilers that reject it, still gives a correct, slower library).
 HOST_FLAG_SETS = (("-march=native", "-fopenmp"), ("-march=native",), ())
-_LAUNCH_ARGTYPES = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
-                    ctypes.c_float, ctypes.c_void_p]
+_LAUNCH_ARGTYPES = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64,
+                    ctypes.c_uint64, ctypes.c_float, ctypes.c_void_p]
 
 _lock = threading.Lock()
 _cuda_modules = {}
@@ -67,7 +67,8 @@ def host_library():
 
     None means no compiler was found, every compile failed, or ``MINIGRAD_NATIVE=0``;
     ``host_library_error()`` says which. The library exports ``launch_<kernel>`` for each name
-    in ``STATUS_KERNELS`` (arguments as the CUDA kernels) and ``host_threads()``.
+    in ``STATUS_KERNELS`` (arguments: the number of blocks, then those of the CUDA kernel) and
+    ``host_threads()``, the number of host threads a launch can use.
     """
     with _lock:
         if "lib" not in _host:
