@@ -96,12 +96,15 @@ class GeLU(Function):
 class LeakyReLU(Function):
     """out = x if x > 0 else alpha·x;  dx = g if x > 0 else alpha·g."""
     def forward(self, x, alpha):
-        xp = backend.get_array_module(x)
-        self.slope = xp.where(x > 0, x.dtype.type(1), x.dtype.type(alpha))
-        return x * self.slope
+        self.positive, self.alpha = x > 0, alpha
+        return self.select(x)
+
+    def select(self, a):
+        # both branches are arrays of a's dtype: no scalar-promotion differences between backends
+        return backend.get_array_module(a).where(self.positive, a, a * self.alpha)
 
     def backward(self, g):
-        return g * self.slope
+        return self.select(g)
 
 
 def gelu(x, approximate=True):

@@ -12,10 +12,10 @@ class Dropout(Function):
     def forward(self, x, p):
         xp = backend.get_array_module(x)
         keep = get_rng(xp).random(x.shape, dtype=numpy.float32) >= p
-        # a select, not bool -> fp16 cast and fp16 multiply (both slow in NumPy); astype guards
-        # backends whose scalar promotion differs
-        scale = x.dtype.type(1 / (1 - p))
-        self.scale = xp.where(keep, scale, x.dtype.type(0)).astype(x.dtype, copy=False)
+        # fill by mask: no bool -> fp16 cast or fp16 multiply (both slow in NumPy), and the
+        # dtype is fixed by the buffer rather than by a backend's scalar promotion rules
+        self.scale = xp.zeros(x.shape, x.dtype)
+        xp.copyto(self.scale, x.dtype.type(1 / (1 - p)), where=keep)
         return x * self.scale
 
     def backward(self, g):

@@ -57,7 +57,7 @@ class MaxPool2d(_Pool2d):
                 continue
             better = candidate > out   # strict: an earlier tap keeps ties
             xp.maximum(out, candidate, out=out)
-            xp.copyto(self.argmax, k, where=better)
+            xp.copyto(self.argmax, self.argmax.dtype.type(k), where=better)
         return out
 
     def backward(self, g):
