@@ -146,7 +146,7 @@ class Conv2d(Function):
         self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo, -1)
         self.w2 = w.astype(acc, copy=False).reshape(groups, o // groups, cg, kh, kw).transpose(
             0, 1, 3, 4, 2).reshape(groups, o // groups, -1)
-        out = _grouped_mm(self.cols, self.w2.transpose(0, 2, 1))                     # (G, N·Ho·Wo, O/G)
+        out = _grouped_mm(self.cols, self.w2.transpose(0, 2, 1))           # (G, N·Ho·Wo, O/G)
         out = out.reshape(groups, n, ho, wo, -1).transpose(1, 0, 4, 2, 3)  # (N, G, O/G, Ho, Wo)
         # one pass to NCHW order, adding the bias and rounding to x's dtype on the way
         y = backend.get_array_module(x).empty(out.shape, x.dtype)

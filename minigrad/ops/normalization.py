@@ -154,5 +154,6 @@ def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-
     params_axis = normalize_axis(begin_params_axis, x.ndim, "begin_params_axis")[0]
     axes = tuple(range(norm_axis, x.ndim))
     gamma, beta = _params(gamma, beta, x.shape[params_axis:], x, "layer_norm")
-    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=(1,) * params_axis + x.shape[params_axis:],
-                           eps=float(eps), stats=_moments(x.data, axes), through_stats=True)
+    param_shape = (1,) * params_axis + x.shape[params_axis:]
+    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=float(eps),
+                           stats=_moments(x.data, axes), through_stats=True)

@@ -62,7 +62,8 @@ Zeros = _primitive("Zeros", lambda shape_, dtype=dtypes.float32: creation.zeros(
 Equal = _primitive("Equal", arithmetic.equal, "a == b as a bool tensor: ``Equal()(a, b)``.")
 NotEqual = _primitive("NotEqual", arithmetic.not_equal, "a != b as a bool tensor: ``NotEqual()(a, b)``.")
 Less = _primitive("Less", arithmetic.less, "a < b as a bool tensor: ``Less()(a, b)``.")
-LessEqual = _primitive("LessEqual", arithmetic.less_equal, "a <= b as a bool tensor: ``LessEqual()(a, b)``.")
+LessEqual = _primitive("LessEqual", arithmetic.less_equal,
+                       "a <= b as a bool tensor: ``LessEqual()(a, b)``.")
 Greater = _primitive("Greater", arithmetic.greater, "a > b as a bool tensor: ``Greater()(a, b)``.")
 GreaterEqual = _primitive("GreaterEqual", arithmetic.greater_equal,
                           "a >= b as a bool tensor: ``GreaterEqual()(a, b)``.")
@@ -241,7 +242,8 @@ class Conv2D(Primitive):
 
 class _Pool(Primitive):
     def __init__(self, kernel_size=1, strides=1, pad_mode="valid"):
-        self.kernel_size, self.strides = conv.pair(kernel_size, "kernel_size"), conv.pair(strides, "strides")
+        self.kernel_size = conv.pair(kernel_size, "kernel_size")
+        self.strides = conv.pair(strides, "strides")
         self.pad_mode = pad_mode
 
     def padding(self, x):
