@@ -10,7 +10,7 @@ setup(
     packages=find_packages(include=["minigrad", "minigrad.*"]) + ["minigrad.kernels"],
     # the raw CUDA sources live in the top-level kernels/ folder and ship inside the package
     package_dir={"minigrad.kernels": "kernels"},
-    package_data={"minigrad.kernels": ["*.cu", "*.h"]},
+    package_data={"minigrad.kernels": ["*.cu", "*.h", "*.cpp"]},
     install_requires=["numpy>=1.24"],
     extras_require={
         "cuda12": ["cupy-cuda12x"],

@@ -9,6 +9,8 @@ The same CUDA source runs on two targets:
   ``$MINIGRAD_CACHE_DIR`` (default ``$XDG_CACHE_HOME/minigrad`` or ``~/.cache/minigrad``) and
   moved into place atomically, so concurrent processes never load a half-written file. With no
   compiler (or ``MINIGRAD_NATIVE=0``) ``host_library()`` returns None and callers use NumPy.
+  The same library also holds the host-only fp16<->fp32 conversion (``kernels/convert_host.cpp``,
+  used by ``minigrad._fastcast``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
 
 The sources ship as package data of ``minigrad.kernels`` (mapped from the top-level
 ``kernels/`` folder); a source checkout reads that folder directly.
@@ -27,7 +29,7 @@ import threading
 from minigrad import backend
 
 STATUS_SOURCE = "float_status.cu"
-HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp")
+HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32")
 # NVRTC options given to RawModule; CI compiles the source with nvcc and the same language level.
 CUDA_OPTIONS = ()
@@ -68,7 +70,9 @@ def host_library():
     None means no compiler was found, every compile failed, or ``MINIGRAD_NATIVE=0``;
     ``host_library_error()`` says which. The library exports ``launch_<kernel>`` for each name
     in ``STATUS_KERNELS`` (arguments: the number of blocks, then those of the CUDA kernel) and
-    ``host_threads()``, the number of host threads a launch can use.
+    ``host_threads()``, the number of host threads a launch can use; and the conversions
+    ``mg_half_to_float``, ``mg_float_to_half`` and ``mg_convert_vectorized`` (see
+    ``kernels/convert_host.cpp``).
     """
     with _lock:
         if "lib" not in _host:
@@ -141,7 +145,8 @@ def _compile(compiler, flags, sources, path):
         with tempfile.TemporaryDirectory() as build:
             for name, text in sources.items():
                 pathlib.Path(build, name).write_text(text)
-            result = subprocess.run([compiler, *flags, "float_status_host.cpp", "-o", staged],
+            units = [name for name in sources if name.endswith(".cpp")]
+            result = subprocess.run([compiler, *flags, *units, "-o", staged],
                                     cwd=build, capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
             raise subprocess.SubprocessError(result.stderr.strip()[-2000:])
@@ -158,4 +163,10 @@ def _bind(lib):
         fn.restype = None
     lib.host_threads.argtypes = []
     lib.host_threads.restype = ctypes.c_int
+    lib.mg_half_to_float.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    lib.mg_half_to_float.restype = None
+    lib.mg_float_to_half.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    lib.mg_float_to_half.restype = ctypes.c_int64
+    lib.mg_convert_vectorized.argtypes = []
+    lib.mg_convert_vectorized.restype = ctypes.c_int
     return lib

@@ -1,0 +1,175 @@
+"""``minigrad._fastcast.convert``: NumPy's astype bits for float16 <-> float32, on every path.
+
+The native routine has a vector path (8 elements at a time) and a scalar path (tails, blocks
+with NaN or near-overflow values, CPUs without F16C); both are checked exhaustively for fp16
+inputs and on adversarial fp32 inputs: ties at every fp16 rounding boundary, the subnormal
+range, the overflow threshold, NaN payloads (signalling and quiet), random bit patterns.
+"""
+import numpy
+import pytest
+
+from minigrad import _fastcast
+from minigrad.amp import kernels
+
+F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
+
+
+def native():
+    fns = _fastcast._functions()
+    if fns is None:
+        pytest.skip(f"no vector conversion in the host library ({kernels.host_library_error()})")
+    return fns
+
+
+def all_halves():
+    return numpy.arange(1 << 16, dtype=numpy.uint32).astype(numpy.uint16).view(numpy.float16)
+
+
+def adversarial_floats():
+    """fp32 values where rounding to fp16 is delicate, both signs."""
+    halves = all_halves()
+    with numpy.errstate(invalid="ignore"):
+        finite = halves[numpy.isfinite(halves)]
+    bits = finite.astype(numpy.float32).view(numpy.uint32).astype(numpy.int64)
+    parts = []
+    for delta in (-2, -1, 0, 1, 2):
+        parts.append(bits + delta)                      # each fp16 value and its fp32 neighbours
+        for half_ulp in (1 << 12, 1 << 13):             # ties (normal / one binade up)
+            parts.append(bits + half_ulp + delta)
+    parts.append(numpy.arange(0x32F00000, 0x38900000, 61))          # below 2^-25 .. above 2^-14
+    parts.append(numpy.arange(0x477FE000 - 64, 0x47800000 + 64))    # 65504 .. 65536, ties at 65520
+    parts.append(numpy.arange(0x7F800000, 0x7F800000 + 70000))      # inf, signalling NaNs
+    parts.append(numpy.arange(0x7FC00000 - 300, 0x7FC00000 + 300))  # quiet NaNs around the quiet bit
+    parts.append(numpy.arange(0x7FFFE000, 0x80000000))              # NaNs with the top payload bits
+    parts.append(numpy.random.default_rng(0).integers(0, 1 << 31, 400_000))
+    u = numpy.concatenate(parts) % (1 << 31)
+    return numpy.concatenate([u, u | (1 << 31)]).astype(numpy.uint32).view(numpy.float32)
+
+
+def same_bits(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    ua, ub = (v.view(numpy.uint16 if v.dtype == F16 else numpy.uint32) for v in (a, b))
+    bad = numpy.flatnonzero(ua != ub)
+    assert bad.size == 0, [(i, hex(ua.flat[i]), hex(ub.flat[i])) for i in bad[:5]]
+
+
+def quiet_astype(x, dtype):
+    with numpy.errstate(over="ignore"):
+        return x.astype(dtype)
+
+
+def scalar_path(fn, x, dtype, block=7):
+    """Convert through the native scalar code only: calls of fewer than 8 elements."""
+    out = numpy.empty(x.shape, dtype)
+    for start in range(0, x.size, block):
+        n = min(block, x.size - start)
+        fn(x.ctypes.data + start * x.itemsize, out.ctypes.data + start * out.itemsize, n)
+    return out
+
+
+def test_half_to_float_exhaustive():
+    fns = native()
+    x = all_halves()
+    same_bits(_fastcast.convert(x, F32), x.astype(F32))
+    same_bits(scalar_path(fns[F16, F32], x, F32), x.astype(F32))
+
+
+def test_float_to_half_adversarial():
+    fns = native()
+    x = adversarial_floats()
+    expected = quiet_astype(x, F16)
+    vector = numpy.empty(x.shape, F16)  # the routine itself: convert() redoes overflows in NumPy
+    overflows = fns[F32, F16](x.ctypes.data, vector.ctypes.data, x.size)
+    same_bits(vector, expected)
+    assert overflows == int((numpy.isinf(expected) & numpy.isfinite(x)).sum())
+    subset = x[::37].copy()
+    same_bits(scalar_path(fns[F32, F16], subset, F16), expected[::37])
+    finite = x[numpy.abs(x) < 65504]
+    same_bits(_fastcast.convert(finite, F16), finite.astype(F16))
+
+
+def test_float_to_half_round_trips_every_half():
+    native()
+    x = all_halves().astype(F32)
+    same_bits(_fastcast.convert(x, F16), all_halves())
+
+
+def test_overflow_count():
+    fns = native()
+    x = numpy.array([65519.0, 65520.0, 7e4, numpy.inf, numpy.nan, -1e38, 1.0] * 3, F32)
+    out = numpy.empty(x.shape, F16)
+    assert fns[F32, F16](x.ctypes.data, out.ctypes.data, x.size) == 9  # 65520, 7e4, -1e38; not inf
+
+
+def test_overflow_warns_and_raises_like_numpy():
+    native()
+    x = numpy.full(_fastcast.MIN_SIZE, 1.0, F32)
+    x[100] = 1e6
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        got = _fastcast.convert(x, F16)
+    assert numpy.isinf(got[100]) and (got[:100] == 1).all()
+    with numpy.errstate(over="raise"), pytest.raises(FloatingPointError):
+        _fastcast.convert(x, F16)
+    out = numpy.empty(x.shape, F16)
+    with numpy.errstate(over="raise"), pytest.raises(FloatingPointError):
+        _fastcast.convert(x, F16, out=out)
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: a,                                  # dense, C order
+    lambda a: numpy.asfortranarray(a),            # dense, F order: astype keeps it
+    lambda a: a[:, ::2],                          # strided view
+    lambda a: a.T,                                # transposed view (F order)
+    lambda a: a[:3, :5],                          # small
+    lambda a: a.reshape(-1)[1:-1],                # 1-D, offset
+], ids=["c", "f", "strided", "transposed", "small", "offset"])
+@pytest.mark.parametrize("pair", [(F16, F32), (F32, F16)], ids=["to_fp32", "to_fp16"])
+def test_layouts_match_astype(make, pair):
+    src, dst = pair
+    base = (numpy.random.default_rng(1).standard_normal((96, 130)) * 300).astype(src)
+    x = make(base)
+    got = _fastcast.convert(x, dst)
+    want = x.astype(dst)
+    same_bits(got, want)
+    assert got.flags.c_contiguous == want.flags.c_contiguous
+    assert got.flags.f_contiguous == want.flags.f_contiguous
+    out = numpy.empty(x.shape, dst)
+    assert _fastcast.convert(x, dst, out=out) is out
+    same_bits(out, want)
+
+
+def test_out_of_another_layout_is_filled_correctly():
+    x = numpy.random.default_rng(2).standard_normal((100, 80)).astype(F32)
+    out = numpy.empty((80, 100), F16).T  # F-ordered out for a C-ordered x
+    _fastcast.convert(x, F16, out=out)
+    same_bits(out, x.astype(F16))
+
+
+def test_native_path_is_used_for_large_dense_arrays(monkeypatch):
+    fns = dict(native())
+    calls = []
+
+    def recording(key):
+        def call(*args):
+            calls.append(key)
+            return fns[key](*args)
+        return call
+    monkeypatch.setitem(_fastcast._native, "fns", {key: recording(key) for key in fns})
+    x = numpy.ones(_fastcast.MIN_SIZE, F32)
+    _fastcast.convert(_fastcast.convert(x, F16), F32)
+    _fastcast.convert(x[:10], F16)
+    assert calls == [(F32, F16), (F16, F32)]
+
+
+def test_without_the_native_routine_numpy_converts(monkeypatch):
+    monkeypatch.setitem(_fastcast._native, "fns", None)
+    x = adversarial_floats()[:50_000]
+    same_bits(_fastcast.convert(x, F16), quiet_astype(x, F16))
+    h = all_halves()
+    same_bits(_fastcast.convert(h, F32), h.astype(F32))
+
+
+def test_other_dtypes_go_to_astype():
+    x = numpy.arange(10_000, dtype=numpy.float64)
+    same_bits(_fastcast.convert(x, F32), x.astype(F32))
+    assert _fastcast.convert(x, numpy.dtype(numpy.int32)).dtype == numpy.int32
