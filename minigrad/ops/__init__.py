@@ -6,6 +6,7 @@ from minigrad.ops.reduction import sum, mean, max, min
 from minigrad.ops.shape import (reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to,
                                 getitem)
 from minigrad.ops.linalg import matmul
+from minigrad.autograd.api import GradOperation  # MindSpore spells it ops.GradOperation
 from minigrad.ops.activation import gelu, leaky_relu, softmax, log_softmax
 from minigrad.ops.join import concat, stack, split
 from minigrad.ops.conv import conv2d, im2col, same_padding

@@ -154,39 +154,21 @@ def abs(x):
     return Abs.apply(as_tensor(x))
 
 
-def exp(x):
-    """eˣ elementwise."""
-    x = as_tensor(x)
-    check_float(x, "exp")
-    return Exp.apply(x)
+def _float_unary(cls, doc):
+    def op(x):
+        x = as_tensor(x)
+        check_float(x, op.__name__)
+        return cls.apply(x)
+    op.__name__ = cls.__name__.lower()
+    op.__doc__ = doc + "\n\n    Raises:\n        TypeError: for an integer or bool tensor."
+    return op
 
 
-def log(x):
-    """Natural logarithm elementwise (fp16 computed in fp32)."""
-    x = as_tensor(x)
-    check_float(x, "log")
-    return Log.apply(x)
-
-
-def sqrt(x):
-    """√x elementwise."""
-    x = as_tensor(x)
-    check_float(x, "sqrt")
-    return Sqrt.apply(x)
-
-
-def tanh(x):
-    """Hyperbolic tangent elementwise."""
-    x = as_tensor(x)
-    check_float(x, "tanh")
-    return Tanh.apply(x)
-
-
-def sigmoid(x):
-    """Logistic sigmoid 1 / (1 + e⁻ˣ) elementwise."""
-    x = as_tensor(x)
-    check_float(x, "sigmoid")
-    return Sigmoid.apply(x)
+exp = _float_unary(Exp, "eˣ elementwise (fp16 computed in fp32).")
+log = _float_unary(Log, "Natural logarithm elementwise (fp16 computed in fp32).")
+sqrt = _float_unary(Sqrt, "√x elementwise (fp16 computed in fp32).")
+tanh = _float_unary(Tanh, "Hyperbolic tangent elementwise (fp16 computed in fp32).")
+sigmoid = _float_unary(Sigmoid, "Logistic sigmoid 1 / (1 + e⁻ˣ) elementwise (fp16 computed in fp32).")
 
 
 def relu(x):
