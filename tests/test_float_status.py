@@ -361,3 +361,53 @@ def test_device_mismatch():
     status = fs.alloc_status("GPU")
     with pytest.raises(ValueError, match=r"arrays\[0\] is on CPU but status is on GPU"):
         fs.check_overflow(status, numpy.ones(2, numpy.float32))
+
+
+# ---- one launch per dtype ----------------------------------------------------------------------------
+
+class _CountingLaunches:
+    """Stands in for the host library or a CUDA kernel and counts the launches it forwards."""
+
+    def __init__(self, target):
+        self.target, self.launches = target, []
+
+    def __getattr__(self, name):  # host library: launch_<kernel> functions
+        attribute = getattr(self.target, name)
+        if not name.startswith("launch_"):
+            return attribute
+
+        def launch(*args):
+            self.launches.append(name)
+            return attribute(*args)
+        return launch
+
+    def __call__(self, *args):  # CUDA kernel
+        self.launches.append("kernel")
+        return self.target(*args)
+
+
+def test_one_host_launch_per_dtype(monkeypatch):
+    lib = kernels.host_library()
+    if lib is None:
+        pytest.skip(f"no host build of the kernels: {kernels.host_library_error()}")
+    counter = _CountingLaunches(lib)
+    monkeypatch.setattr(kernels, "host_library", lambda: counter)
+    arrays = [numpy.ones(n, KERNEL_DTYPES[n % 2]) for n in range(1, 41)]
+    fs.check_and_unscale(fs.alloc_status(), arrays, 0.5)
+    assert sorted(counter.launches) == ["launch_check_unscale_fp16", "launch_check_unscale_fp32"]
+
+
+@pytest.mark.gpu
+@_NO_GPU
+def test_one_cuda_launch_per_dtype(monkeypatch):
+    counters = []
+
+    def counting_function(name, *args):
+        counters.append(_CountingLaunches(real_function(name, *args)))
+        return counters[-1]
+    real_function = kernels.cuda_function
+    monkeypatch.setattr(kernels, "cuda_function", counting_function)
+    arrays = [backend.cupy.ones(n, KERNEL_DTYPES[n % 2]) for n in range(1, 41)]
+    status = fs.alloc_status("GPU")
+    fs.check_overflow(status, *arrays)
+    assert sum(len(c.launches) for c in counters) == 2 and not fs.get_status(status)
