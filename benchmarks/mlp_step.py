@@ -30,7 +30,8 @@ def data(seed=0):
     y = rng.integers(0, SIZES[-1], BATCH).astype(numpy.int32)
     weights = []
     for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
-        weights.append(rng.standard_normal((fan_out, fan_in)).astype(numpy.float32) / numpy.sqrt(fan_in))
+        scale = 1.0 / fan_in ** 0.5  # a Python float: a NumPy float64 scalar would upcast (NEP 50)
+        weights.append((rng.standard_normal((fan_out, fan_in)) * scale).astype(numpy.float32))
         weights.append(numpy.zeros(fan_out, numpy.float32))
     return x, y, weights
 
