@@ -1,16 +1,17 @@
 """Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16."""
-import numpy
-
 from minigrad import dtype as dtypes
+from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import binary_operands, unbroadcast
 
 
-def _mm(a, b):
-    """a @ b with fp32 accumulation for fp16 (tensor-core numerics; NumPy has no fp16 BLAS)."""
-    if a.dtype == dtypes.float16:
-        return (a.astype(numpy.float32) @ b.astype(numpy.float32)).astype(numpy.float16)
-    return a @ b
+def _widen(x):
+    """fp16 as fp32 for the product (tensor-core numerics; NumPy has no fp16 BLAS)."""
+    return convert(x, dtypes.float32) if x.dtype == dtypes.float16 else x
+
+
+def _narrow(x, dtype):
+    return convert(x, dtype) if x.dtype != dtype else x
 
 
 class MatMul(Function):
@@ -18,16 +19,19 @@ class MatMul(Function):
 
     1-D operands follow NumPy: a vector ``a`` is a row, a vector ``b`` a column, and the added
     axis is removed from the result. ``transpose_b`` multiplies by bᵀ (a view, no copy: Dense
-    keeps its weight as (out, in)).
+    keeps its weight as (out, in)). fp16 operands are widened to fp32 once: the forward keeps
+    the fp32 copies for the backward, and every product is rounded once to fp16.
     """
     def forward(self, a, b, transpose_b=False):
         self.transpose_b = transpose_b
+        self.dtype = a.dtype
         if transpose_b:
             b = b.swapaxes(-1, -2)
         self.a_shape, self.b_shape = a.shape, b.shape
+        a, b = _widen(a), _widen(b)
         self.a = a[None, :] if a.ndim == 1 else a
         self.b = b[:, None] if b.ndim == 1 else b
-        out = _mm(self.a, self.b)
+        out = _narrow(self.a @ self.b, self.dtype)
         if b.ndim == 1:
             out = out[..., 0]
         if a.ndim == 1:
@@ -35,17 +39,22 @@ class MatMul(Function):
         return out
 
     def backward(self, g):
+        g = _widen(g)
         if len(self.b_shape) == 1:
             g = g[..., None]
         if len(self.a_shape) == 1:
             g = g[..., None, :]
         ga = gb = None
         if self.needs_grad[0]:
-            ga = unbroadcast(_mm(g, self.b.swapaxes(-1, -2)), self.a.shape).reshape(self.a_shape)
+            ga = _narrow(g @ self.b.swapaxes(-1, -2), self.dtype)
+            ga = unbroadcast(ga, self.a.shape).reshape(self.a_shape)
         if self.needs_grad[1]:
-            gb = unbroadcast(_mm(self.a.swapaxes(-1, -2), g), self.b.shape).reshape(self.b_shape)
-            if self.transpose_b:
-                gb = gb.swapaxes(-1, -2)
+            if self.transpose_b:  # d(bᵀ) computed directly as gᵀ @ a: C-ordered like b itself
+                gb = _narrow(g.swapaxes(-1, -2) @ self.a, self.dtype)
+                gb = unbroadcast(gb, self.b.shape[:-2] + self.b.shape[:-3:-1])
+            else:
+                gb = _narrow(self.a.swapaxes(-1, -2) @ g, self.dtype)
+                gb = unbroadcast(gb, self.b.shape).reshape(self.b_shape)
         return ga, gb
 
 
