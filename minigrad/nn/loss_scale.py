@@ -14,6 +14,7 @@ used for this step. ``cell.last_report`` says what happened (``minigrad.amp.Step
 """
 import numpy
 
+from minigrad import backend
 from minigrad.amp import step as amp_step
 from minigrad.amp.core import ScaleCore, check_positive
 from minigrad.nn.cell import Cell
@@ -121,8 +122,9 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
             if scale_sense.shape not in ((1,), ()):
                 raise ValueError(f"For 'TrainOneStepWithLossScaleCell', the shape of 'scale_sense' must "
                                  f"be (1,) or (), but got {scale_sense.shape}.")
-            self.scale_sense = Parameter(Tensor(scale_sense.data.copy()), name="scale_sense",
-                                         requires_grad=False)
+            # kept on the host like every scale (amp.core): the skip decision reads it each step
+            self.scale_sense = Parameter(Tensor(backend.as_numpy(scale_sense.data).copy()),
+                                         name="scale_sense", requires_grad=False)
         else:
             raise TypeError(f"For 'TrainOneStepWithLossScaleCell', the 'scale_sense' must be Cell or "
                             f"Tensor, but got 'scale_sense' type: {type(scale_sense).__name__}.")
@@ -136,9 +138,10 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         weights = self.weights
         scaling_sens = self.scale_sense
         scale_before = numpy.float32(scaling_sens.data.reshape(()))
-        # one forward, backprop seeded with the scale (cast to the loss dtype, as MindSpore does)
+        # one forward, backprop seeded with the scale (cast to the loss dtype, as MindSpore does);
+        # a host scalar seed lands on the loss's device
         with numpy.errstate(over="ignore", invalid="ignore"):  # overflow is detected, not warned
-            loss, grads = self.loss_and_grads(inputs, Tensor(scaling_sens.data.reshape(())))
+            loss, grads = self.loss_and_grads(inputs, scale_before)
         status, grads = self.start_overflow_check(loss, grads)
         names = [p.name for p in weights]
         underflow = (amp_step.underflow_stats(names, [g.data for g in grads])
@@ -169,7 +172,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         if not isinstance(sens, Tensor):
             raise TypeError(f"For 'TrainOneStepWithLossScaleCell', the type of 'sens' must be Tensor, "
                             f"but got {type(sens).__name__}")
-        self.scale_sense.set_data(sens.data.reshape(self.scale_sense.shape))
+        self.scale_sense.set_data(backend.as_numpy(sens.data).reshape(self.scale_sense.shape))
 
     def start_overflow_check(self, pre_cond, compute_input):
         """Create a cleared overflow status before a checked computation.
