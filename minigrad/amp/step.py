@@ -18,6 +18,7 @@ import dataclasses
 import numpy
 
 from minigrad import backend, dtype as dtypes
+from minigrad._fastcast import convert
 from minigrad.amp import float_status
 
 
@@ -41,7 +42,7 @@ class OverflowStatus:
     def unscale_and_check(self, arrays, scale):
         """Check ``arrays`` and multiply them by 1/scale in one pass (None kept; fp16 arrays are
         first copied to fp32, see the module docstring); return the list of unscaled arrays."""
-        out = [None if a is None else (a.astype(numpy.float32) if a.dtype == dtypes.float16 else a)
+        out = [None if a is None else (convert(a, dtypes.float32) if a.dtype == dtypes.float16 else a)
                for a in arrays]
         present = [a for a in out if a is not None]
         if present:
