@@ -161,7 +161,7 @@ def environment(args, xp, torch):
         "host kernels" if kernels.host_library() is not None
         else f"numpy fallback ({kernels.host_library_error()})")}
     if xp is numpy and kernels.host_library() is not None:
-        info["minigrad_host_threads"] = kernels.host_library().host_threads()
+        info["minigrad_host_threads"] = kernels.host_threads()
     if xp is not numpy:
         props = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)
         info.update(gpu=props["name"].decode(), cupy=xp.__version__,

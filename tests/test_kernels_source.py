@@ -9,9 +9,12 @@
 * The build cache and the fallback when no compiler is present.
 """
 import ctypes
+import os
 import platform
 import shutil
+import signal
 import subprocess
+import time
 
 import numpy
 import pytest
@@ -176,3 +179,27 @@ def test_without_host_build_numpy_takes_over(tmp_path, monkeypatch, setting):
     assert kernels.host_library_error()
     x = numpy.array([1, 2, numpy.inf], numpy.float16)
     assert not fs.all_finite([x]) and fs.all_finite([x[:2]])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_checks_on_one_thread():
+    if kernels.host_library() is None:
+        pytest.skip(f"no host build of the kernels: {kernels.host_library_error()}")
+    x = numpy.ones(1 << 19, numpy.float32)  # large enough for a parallel launch
+    fs.check_overflow(fs.alloc_status(), x)  # the parent's OpenMP pool is now running
+    pid = os.fork()
+    if pid == 0:  # child: must neither hang nor give a wrong answer
+        x[-1] = numpy.nan
+        ok = kernels.host_threads() == 1 and not fs.all_finite([x])
+        os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while True:
+        done, code = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung in a host launch")
+        time.sleep(0.02)
+    assert os.waitstatus_to_exitcode(code) == 0

@@ -88,7 +88,7 @@ def _launch_host(lib, name, arrays, inv, status):
     # Below HOST_PARALLEL_MIN elements one thread is faster than waking others; above it, one
     # chunk per thread gives each core a long sequential run.
     total = sum(x.size for x in arrays)
-    threads = lib.host_threads() if total >= HOST_PARALLEL_MIN else 1
+    threads = kernels.host_threads() if total >= HOST_PARALLEL_MIN else 1
     per_thread = -(-total // threads)
     chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
     table, n_chunks = chunk_table(arrays, chunk)

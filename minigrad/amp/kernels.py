@@ -77,7 +77,20 @@ def host_library():
     with _lock:
         if "lib" not in _host:
             _host["lib"], _host["error"] = _load_host_library()
+            _host["pid"] = os.getpid()
     return _host["lib"]
+
+
+def host_threads():
+    """How many host threads a launch of ``host_library()`` may use (its OpenMP thread count).
+
+    1 in a process forked after the library was loaded: GNU OpenMP's thread pool does not
+    survive a fork, and a parallel region in the child can hang.
+    """
+    lib = host_library()
+    if lib is None or os.getpid() != _host["pid"]:
+        return 1
+    return lib.host_threads()
 
 
 def host_library_error():
