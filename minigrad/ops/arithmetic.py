@@ -2,9 +2,29 @@
 
 Each gradient is summed back to its input's shape (``unbroadcast``) and kept in its dtype.
 """
+import operator
+
+import numpy
+
 from minigrad import backend, dtype as dtypes
+from minigrad._fastcast import MIN_SIZE, convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import binary_operands, tensor_class, unbroadcast
+
+
+def _arith(op, a, b):
+    """``op(a, b)`` for +, -, ×, ÷; large fp16 NumPy operands are computed in fp32 and rounded
+    once to fp16.
+
+    That is bit for bit NumPy's fp16 result (its loop widens each element to fp32 too, only
+    slowly) and the correctly rounded one: fp32 has 24 >= 2·11 + 2 significand bits, enough for
+    the double rounding of +, -, ×, ÷ to be harmless. (Of two NaN operands, either payload may
+    come through, as IEEE allows.) Small operands keep the plain op.
+    """
+    if (a.dtype == dtypes.float16 and type(a) is numpy.ndarray and type(b) is numpy.ndarray
+            and max(a.size, b.size) >= MIN_SIZE):
+        return convert(op(convert(a, dtypes.float32), convert(b, dtypes.float32)), dtypes.float16)
+    return op(a, b)
 
 
 class _Binary(Function):
@@ -21,7 +41,7 @@ class _Binary(Function):
 class Add(_Binary):
     """out = a + b;  da = g, db = g."""
     def compute(self, a, b):
-        return a + b
+        return _arith(operator.add, a, b)
 
     def backward(self, g):
         return self.reduce(g, g)
@@ -30,7 +50,7 @@ class Add(_Binary):
 class Sub(_Binary):
     """out = a - b;  da = g, db = -g."""
     def compute(self, a, b):
-        return a - b
+        return _arith(operator.sub, a, b)
 
     def backward(self, g):
         return self.reduce(g, -g if self.needs_grad[1] else None)
@@ -40,22 +60,26 @@ class Mul(_Binary):
     """out = a * b;  da = g * b, db = g * a."""
     def compute(self, a, b):
         self.a, self.b = a, b
-        return a * b
+        return _arith(operator.mul, a, b)
 
     def backward(self, g):
         na, nb = self.needs_grad
-        return self.reduce(g * self.b if na else None, g * self.a if nb else None)
+        return self.reduce(_arith(operator.mul, g, self.b) if na else None,
+                           _arith(operator.mul, g, self.a) if nb else None)
 
 
 class Div(_Binary):
     """out = a / b;  da = g / b, db = -g * a / b²."""
     def compute(self, a, b):
         self.a, self.b = a, b
-        return a / b
+        return _arith(operator.truediv, a, b)
 
     def backward(self, g):
-        ga = g / self.b
-        return self.reduce(ga, -ga * self.a / self.b if self.needs_grad[1] else None)
+        ga = _arith(operator.truediv, g, self.b)
+        gb = None
+        if self.needs_grad[1]:
+            gb = _arith(operator.truediv, _arith(operator.mul, -ga, self.a), self.b)
+        return self.reduce(ga, gb)
 
 
 class Pow(_Binary):
@@ -106,10 +130,10 @@ class Cast(Function):
     """out = a.astype(dtype); the gradient is cast back to a's dtype."""
     def forward(self, a, dtype):
         self.dtype = a.dtype
-        return a.astype(dtype)
+        return convert(a, dtype)
 
     def backward(self, g):
-        return g.astype(self.dtype)
+        return convert(g, self.dtype)
 
 
 class ToDevice(Function):

@@ -6,13 +6,14 @@ fp16 loops are slow, and ``log`` near 1 needs the extra precision.
 import numpy
 
 from minigrad import backend, dtype as dtypes
+from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, binary_operands, check_float, unbroadcast
 
 
 def _via_f32(fn, x):
     if x.dtype == dtypes.float16:
-        return fn(x.astype(numpy.float32)).astype(numpy.float16)
+        return convert(fn(convert(x, dtypes.float32)), dtypes.float16)
     return fn(x)
 
 

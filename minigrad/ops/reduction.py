@@ -1,5 +1,6 @@
 """Reductions: sum, mean, max, min (axis, keepdims). fp16 accumulates in fp32."""
 from minigrad import backend, dtype as dtypes
+from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, normalize_axis, sum_acc
 
@@ -30,13 +31,16 @@ class Mean(Function):
         self.n = 1
         for a in axes:
             self.n *= x.shape[a]
-        xp = backend.get_array_module(x)
-        acc = x.mean(axis=axes, keepdims=keepdims, dtype=xp.float32 if x.dtype == xp.float16 else None)
-        return acc.astype(x.dtype, copy=False)
+        if x.dtype == dtypes.float16:
+            return convert(convert(x, dtypes.float32).mean(axis=axes, keepdims=keepdims), x.dtype)
+        return x.mean(axis=axes, keepdims=keepdims).astype(x.dtype, copy=False)
 
     def backward(self, g):
         # divide in fp32 for fp16: n itself may exceed the fp16 range (65504)
-        g = (g.astype(dtypes.acc_dtype(g.dtype), copy=False) / self.n).astype(g.dtype, copy=False)
+        if g.dtype == dtypes.float16:
+            g = convert(convert(g, dtypes.float32) / self.n, g.dtype)
+        else:
+            g = g / self.n
         return _expand(g, self.shape, self.axes, self.keepdims)
 
 
