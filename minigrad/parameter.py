@@ -12,8 +12,12 @@ class Parameter(Tensor):
         requires_grad: whether optimizers and ``trainable_params`` include it. Default True.
 
     Parameters are always leaves: ops on them build graphs, and ``backward`` fills ``.grad``.
+
+    Write a parameter in place through ``set_data`` or item assignment (``param[...] = x``):
+    both count in ``version``, which is how an optimizer keeping an fp32 master copy of an fp16
+    parameter learns that it must re-read it. A write to ``param.data[...]`` itself goes unseen.
     """
-    __slots__ = ("name", "_user_named")
+    __slots__ = ("name", "_user_named", "version")
 
     def __init__(self, default_input, name=None, requires_grad=True):
         super().__init__(default_input)
@@ -22,6 +26,7 @@ class Parameter(Tensor):
         self.name = name
         self._user_named = name is not None
         self.requires_grad = bool(requires_grad)
+        self.version = 0
 
     def set_data(self, data):
         """Replace the value in place (same shape); ``data`` is cast to this parameter's dtype.
@@ -34,7 +39,12 @@ class Parameter(Tensor):
             raise ValueError(f"set_data for parameter {self.name!r}: shape {tuple(array.shape)} "
                              f"does not match {self.shape}")
         self.data[...] = array
+        self.version += 1
         return self
+
+    def __setitem__(self, index, value):
+        super().__setitem__(index, value)
+        self.version += 1
 
     def __repr__(self):
         return f"Parameter(name={self.name!r}, shape={list(self.shape)}, dtype={self.dtype}, requires_grad={self.requires_grad})"

@@ -13,7 +13,10 @@ then ``global_step += 1``. (``AdamWeightDecay`` decays the weight itself instead
 parameter, and the optimizer's fp32 *master copy* for an fp16 one, written back to the fp16
 parameter after the update. State (momenta, moments) has ``w``'s dtype: fp32 for fp16 and fp32
 parameters. Parameter arrays are only written in place, so views and hooks on ``param.data``
-stay valid.
+stay valid. A master is re-read from its parameter when someone else wrote the parameter since
+the last update: through ``Parameter.set_data`` or item assignment (``Parameter.version``), or
+by giving it a new array; it is kept if it still rounds to the parameter (a checkpoint loaded
+after ``load_state_dict``). Writes straight into ``param.data[...]`` are not seen.
 
 Subclasses implement ``update`` (and list ``state_names``: zero-initialised fp32 state). A subclass
 that changes what happens to a gradient before the update overrides
@@ -27,6 +30,7 @@ import numpy
 
 from minigrad import backend, dtype as dtypes
 from minigrad._config import enable_grad
+from minigrad._fastcast import convert
 from minigrad.optim._checks import check_bool, check_non_negative_float, check_positive_float
 from minigrad.optim.lr_schedule import LearningRateSchedule
 from minigrad.parameter import Parameter
@@ -105,6 +109,7 @@ class Optimizer:
         self.global_step = 0
         self._states = [None] * len(params)   # dict of fp32 arrays per parameter, made lazily
         self._masters = [None] * len(params)  # fp32 copy per fp16 parameter, made lazily
+        self._synced = [None] * len(params)   # (data, version) of each parameter its master matches
 
     # ---- the one entry point -------------------------------------------------------------------
     def apply_gradients(self, grads):
@@ -164,7 +169,8 @@ class Optimizer:
             weight *= 1.0 - lr * self._decays[i]
         self.update(state, weight, grad, lr)
         if weight is not data:
-            data[...] = weight
+            convert(weight, dtypes.float16, out=data)
+            self._synced[i] = (data, param.version)
 
     def _prepare_gradient(self, i, grad, weight):
         """The gradient the update sees: ``grad / loss_scale + wd_i * weight`` in ``weight``'s dtype
@@ -200,9 +206,11 @@ class Optimizer:
 
     def _master(self, i, data):
         """The fp32 master of fp16 parameter ``i``, re-read from the parameter if someone else wrote it."""
-        master = self._masters[i]
-        if master is None or master.shape != data.shape or bool((master.astype(data.dtype) != data).any()):
-            master = self._masters[i] = data.astype(dtypes.float32)
+        master, synced, version = self._masters[i], self._synced[i], self.parameters[i].version
+        if synced is None or synced[0] is not data or synced[1] != version:
+            if master is None or master.shape != data.shape or bool((convert(master, data.dtype) != data).any()):
+                master = self._masters[i] = convert(data, dtypes.float32)
+            self._synced[i] = (data, version)
         return master
 
     def _check_gradients(self, grads):
@@ -331,6 +339,7 @@ class Optimizer:
             device = param.device
             self._states[i] = {k: backend.to_device(a.copy(), device) for k, a in states[i].items()} or None
             self._masters[i] = None if masters[i] is None else backend.to_device(masters[i].copy(), device)
+            self._synced[i] = None
         self.global_step = int(step)
 
     def _parameter_keys(self):
