@@ -28,7 +28,7 @@ import time
 
 import numpy
 
-from minigrad.tensor import Tensor
+from minigrad import backend
 from minigrad.train.checkpoint import save_checkpoint
 
 
@@ -113,9 +113,7 @@ def loss_value(net_outputs):
     """The loss as a Python float: the first element of a tuple (loss, overflow, scale) or the output."""
     if isinstance(net_outputs, (tuple, list)):
         net_outputs = net_outputs[0]
-    if isinstance(net_outputs, Tensor):
-        net_outputs = net_outputs.asnumpy()
-    return float(numpy.mean(net_outputs))
+    return float(numpy.mean(backend.as_numpy(net_outputs)))
 
 
 def _step_in_epoch(cb_params):
@@ -222,8 +220,8 @@ class LossScaleMonitor(Callback):
         outputs = cb_params.net_outputs
         if not isinstance(outputs, (tuple, list)) or len(outputs) < 3:
             return
-        overflow = bool(numpy.all(numpy.asarray(outputs[1])))
-        scale = float(numpy.mean(numpy.asarray(outputs[2])))
+        overflow = bool(numpy.all(backend.as_numpy(outputs[1])))
+        scale = float(numpy.mean(backend.as_numpy(outputs[2])))
         self.steps.append(cb_params.cur_step_num)
         self.scales.append(scale)
         self.overflows.append(overflow)

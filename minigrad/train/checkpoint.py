@@ -63,7 +63,7 @@ def save_checkpoint(save_obj, ckpt_file_name, append_dict=None, optimizer=None):
     def put(prefix, value):
         key = f"{prefix}_{counts[prefix]}"
         counts[prefix] += 1
-        array = numpy.asarray(_host(value), order="C")
+        array = numpy.asarray(backend.as_numpy(value), order="C")
         arrays[key] = array
         manifest["arrays"][key] = {"shape": list(array.shape), "dtype": array.dtype.str}
         return key
@@ -258,7 +258,7 @@ def _plan_load(net, parameter_dict, strict_load):
         if key is None:
             not_loaded.append(name)
             continue
-        array = _host(parameter_dict[key])
+        array = backend.as_numpy(parameter_dict[key])
         if tuple(array.shape) != tuple(param.shape):
             errors.append(f"{name!r}: checkpoint shape {tuple(array.shape)} != network shape "
                           f"{tuple(param.shape)}")
@@ -285,12 +285,6 @@ def _suffix_match(name, parameter_dict):
 def _with_suffix(path):
     return path if path.endswith(_SUFFIX) else path + _SUFFIX
 
-
-def _host(value):
-    """A host NumPy array of a Tensor, CuPy/NumPy array or scalar."""
-    if isinstance(value, Tensor):
-        return value.asnumpy()
-    return backend.as_numpy(value) if hasattr(value, "dtype") else numpy.asarray(value)
 
 
 def _flatten(state, put):

@@ -6,12 +6,7 @@ receive ``(logits, labels)``.
 """
 import numpy
 
-from minigrad.tensor import Tensor
-
-
-def _numpy(value):
-    """A host NumPy array of a Tensor, array, list or number."""
-    return value.asnumpy() if isinstance(value, Tensor) else numpy.asarray(value)
+from minigrad.backend import as_numpy
 
 
 class Metric:
@@ -63,12 +58,12 @@ class Accuracy(Metric):
     def update(self, *inputs):
         if len(inputs) != 2:
             raise ValueError(f"Accuracy.update needs 2 inputs (y_pred, y), got {len(inputs)}")
-        y_pred, y = _numpy(inputs[0]), _numpy(inputs[1])
+        y_pred, y = as_numpy(inputs[0]), as_numpy(inputs[1])
         if y.ndim == y_pred.ndim and y.ndim > 1:  # one-hot labels
             y = y.argmax(axis=-1)
         if y_pred.ndim != 2 or y.shape != y_pred.shape[:1]:
             raise ValueError(f"Accuracy.update: y_pred must have shape (N, C) and y shape (N,) or "
-                             f"(N, C); got y_pred {y_pred.shape} and y {_numpy(inputs[1]).shape}")
+                             f"(N, C); got y_pred {y_pred.shape} and y {as_numpy(inputs[1]).shape}")
         self._correct += int((y_pred.argmax(axis=-1) == y).sum())
         self._total += len(y)
 
@@ -100,7 +95,7 @@ class Loss(Metric):
     def update(self, *inputs):
         if len(inputs) != 1:
             raise ValueError(f"Loss.update needs 1 input (the loss), got {len(inputs)}")
-        loss = _numpy(inputs[0])
+        loss = as_numpy(inputs[0])
         if loss.ndim > 1:
             raise ValueError(f"Loss.update: the loss must be a scalar or 1-d, got shape {loss.shape}")
         self._sum += float(loss.astype(numpy.float64).mean())
