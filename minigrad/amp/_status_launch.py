@@ -19,11 +19,13 @@ CHUNK = 1 << 16           # elements per chunk: a GPU block's unit of work
 HOST_CHUNK_ALIGN = 1024   # host chunks start on whole 64-byte vectors of the array
 HOST_PARALLEL_MIN = 1 << 18
 GPU_THREADS = 256
-GPU_BLOCKS_PER_SM = 8     # 2048 resident threads per SM
+# One block per chunk, as PyTorch's multi-tensor apply does: the hardware hands chunks to SMs as
+# blocks finish, whatever the occupancy of the kernel (the fused ones use more registers).
+# Beyond this many chunks the kernels' grid-stride loop gives each block several.
+GPU_MAX_BLOCKS = 1 << 20
 _DEVICE_TABLES_KEPT = 64
 
 _device_tables = {}
-_sm_counts = {}
 
 
 def run(status, arrays, inv_scale=None):
@@ -101,7 +103,7 @@ def _launch_gpu(name, arrays, inv, status):
     cupy = backend.cupy
     table, n_chunks = chunk_table(arrays, CHUNK)
     with status.device:
-        grid = min(n_chunks, _sm_count(status.device.id) * GPU_BLOCKS_PER_SM)
+        grid = min(n_chunks, GPU_MAX_BLOCKS)
         kernel = kernels.cuda_function(name)
         kernel((grid,), (GPU_THREADS,), (_device_table(cupy, status.device.id, table),
                                          numpy.int32(len(arrays)), numpy.uint64(n_chunks),
@@ -120,9 +122,3 @@ def _device_table(cupy, device_id, table):
         copy = _device_tables[key] = cupy.asarray(table)
     return copy
 
-
-def _sm_count(device_id):
-    if device_id not in _sm_counts:
-        device = backend.cupy.cuda.Device(device_id)
-        _sm_counts[device_id] = device.attributes["MultiProcessorCount"]
-    return _sm_counts[device_id]
