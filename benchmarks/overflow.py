@@ -164,7 +164,8 @@ def environment(args, xp, torch):
         info["minigrad_host_threads"] = kernels.host_threads()
     if xp is not numpy:
         props = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)
-        info.update(gpu=props["name"].decode(), cupy=xp.__version__,
+        name = props["name"]
+        info.update(gpu=name.decode() if isinstance(name, bytes) else name, cupy=xp.__version__,
                     cuda_runtime=xp.cuda.runtime.runtimeGetVersion(),
                     l2_bytes=props.get("l2CacheSize"))
     if torch is not None:
