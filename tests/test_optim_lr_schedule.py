@@ -58,6 +58,8 @@ def test_schedules_follow_their_formula(schedule, formula):
     (lambda: piecewise_constant_lr(2, [0.1]), TypeError, ["milestone"]),
     (lambda: exponential_decay_lr(0.1, 0.9, 0, 2, 1), ValueError, ["total_step"]),
     (lambda: cosine_decay_lr(0.01, 0.1, 6, 0, 2), ValueError, ["step_per_epoch"]),
+    (lambda: exponential_decay_lr(0.1, 0.9, 6, 2, 0), ValueError, ["exponential_decay_lr", "decay_epoch"]),
+    (lambda: warmup_lr(0.1, 6, 2, 0), ValueError, ["warmup_lr", "warmup_epoch"]),
 ])
 def test_schedule_arguments_are_checked(make, error, words):
     with pytest.raises(error) as info:

@@ -171,56 +171,59 @@ def piecewise_constant_lr(milestone, learning_rates):
 
 def exponential_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
     """``learning_rate * decay_rate ** (current_epoch / decay_epoch)`` (exponent floored if ``is_stair``)."""
-    epochs = _epochs("exponential_decay_lr", learning_rate, decay_rate, total_step, step_per_epoch,
-                     decay_epoch, is_stair)
-    return [learning_rate * decay_rate ** _ratio(e, decay_epoch, is_stair) for e in epochs]
+    owner = "exponential_decay_lr"
+    _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair, "decay_epoch")
+    return _per_epoch(owner, ExponentialDecayLR(learning_rate, decay_rate, decay_epoch, is_stair),
+                      total_step, step_per_epoch)
 
 
 def natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
     """``learning_rate * exp(-decay_rate * e)`` with ``e = current_epoch`` (rounded down to a
     multiple of ``decay_epoch`` if ``is_stair``)."""
-    epochs = _epochs("natural_exp_decay_lr", learning_rate, decay_rate, total_step, step_per_epoch,
-                     decay_epoch, is_stair)
-    if is_stair:
-        epochs = [(e // decay_epoch) * decay_epoch for e in epochs]
-    return [learning_rate * math.exp(-decay_rate * e) for e in epochs]
+    owner = "natural_exp_decay_lr"
+    _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair, "decay_epoch")
+    return _per_epoch(owner, NaturalExpDecayLR(learning_rate, decay_rate, decay_epoch, is_stair),
+                      total_step, step_per_epoch)
 
 
 def inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
     """``learning_rate / (1 + decay_rate * current_epoch / decay_epoch)`` (ratio floored if ``is_stair``)."""
-    epochs = _epochs("inverse_decay_lr", learning_rate, decay_rate, total_step, step_per_epoch,
-                     decay_epoch, is_stair)
-    return [learning_rate / (1.0 + decay_rate * _ratio(e, decay_epoch, is_stair)) for e in epochs]
+    owner = "inverse_decay_lr"
+    _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair, "decay_epoch")
+    return _per_epoch(owner, InverseDecayLR(learning_rate, decay_rate, decay_epoch, is_stair),
+                      total_step, step_per_epoch)
 
 
 def cosine_decay_lr(min_lr, max_lr, total_step, step_per_epoch, decay_epoch):
     """``min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * min(current_epoch, decay_epoch) / decay_epoch))``."""
     owner = "cosine_decay_lr"
-    min_lr, max_lr = _check_min_max(owner, min_lr, max_lr)
-    epochs = _epoch_list(owner, total_step, step_per_epoch)
-    decay_epoch = check_positive_int(decay_epoch, "decay_epoch", owner)
-    delta = 0.5 * (max_lr - min_lr)
-    return [min_lr + delta * (1.0 + math.cos(math.pi * min(e, decay_epoch) / decay_epoch)) for e in epochs]
+    _check_min_max(owner, min_lr, max_lr)
+    check_positive_int(decay_epoch, "decay_epoch", owner)
+    return _per_epoch(owner, CosineDecayLR(min_lr, max_lr, decay_epoch), total_step, step_per_epoch)
 
 
 def polynomial_decay_lr(learning_rate, end_learning_rate, total_step, step_per_epoch, decay_epoch, power,
                         update_decay_epoch=False):
     """``PolynomialDecayLR``'s formula evaluated per epoch (``current_epoch`` for the step)."""
+    owner = "polynomial_decay_lr"
+    check_positive_int(decay_epoch, "decay_epoch", owner)
+    check_bool(update_decay_epoch, "update_decay_epoch", owner)
     schedule = PolynomialDecayLR(learning_rate, end_learning_rate, decay_epoch, power, update_decay_epoch)
-    return [schedule(e) for e in _epoch_list("polynomial_decay_lr", total_step, step_per_epoch)]
+    return _per_epoch(owner, schedule, total_step, step_per_epoch)
 
 
 def warmup_lr(learning_rate, total_step, step_per_epoch, warmup_epoch):
     """``learning_rate * min(current_epoch, warmup_epoch) / warmup_epoch``."""
-    schedule = WarmUpLR(learning_rate, warmup_epoch)
-    return [schedule(e) for e in _epoch_list("warmup_lr", total_step, step_per_epoch)]
+    owner = "warmup_lr"
+    check_positive_int(warmup_epoch, "warmup_epoch", owner)
+    return _per_epoch(owner, WarmUpLR(learning_rate, warmup_epoch), total_step, step_per_epoch)
 
 
 # ---- helpers -------------------------------------------------------------------------------------
-def _check_decay(owner, learning_rate, decay_rate, decay_steps, is_stair):
+def _check_decay(owner, learning_rate, decay_rate, decay_steps, is_stair, steps_name="decay_steps"):
     return (check_positive_float(learning_rate, "learning_rate", owner),
             check_positive_float(decay_rate, "decay_rate", owner),
-            check_positive_int(decay_steps, "decay_steps", owner),
+            check_positive_int(decay_steps, steps_name, owner),
             check_bool(is_stair, "is_stair", owner))
 
 
@@ -233,17 +236,9 @@ def _check_min_max(owner, min_lr, max_lr):
     return min_lr, max_lr
 
 
-def _epoch_list(owner, total_step, step_per_epoch):
+def _per_epoch(owner, schedule, total_step, step_per_epoch):
+    """The list generators: ``schedule(current_epoch)`` for each of ``total_step`` steps (the
+    schedule's formula, with epochs in place of steps)."""
     total_step = check_positive_int(total_step, "total_step", owner)
     step_per_epoch = check_positive_int(step_per_epoch, "step_per_epoch", owner)
-    return [i // step_per_epoch for i in range(total_step)]
-
-
-def _epochs(owner, learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair):
-    _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair)
-    return _epoch_list(owner, total_step, step_per_epoch)
-
-
-def _ratio(epoch, decay_epoch, is_stair):
-    return epoch // decay_epoch if is_stair else epoch / decay_epoch
-
+    return [schedule(i // step_per_epoch) for i in range(total_step)]
