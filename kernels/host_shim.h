@@ -30,13 +30,41 @@ struct mg_const_dim {
 struct mg_dim3 {
     unsigned long long x, y, z;
 };
-static constexpr mg_const_index threadIdx{};
-static constexpr mg_const_dim blockDim{};
 static thread_local mg_dim3 blockIdx;
 static thread_local mg_dim3 gridDim;
 
+#ifdef MG_EMULATE_THREADS
+/* Test builds (-DMG_EMULATE_THREADS=64): blocks of that many threads, run one after another,
+   highest first, so that the GPU's thread-strided loops and warp vote also run on the CPU. */
+struct mg_emulated_dim {
+    static constexpr unsigned x = MG_EMULATE_THREADS, y = 1, z = 1;
+};
+static constexpr mg_emulated_dim blockDim{};
+static thread_local mg_dim3 threadIdx;
+static thread_local bool mg_warp_votes[(MG_EMULATE_THREADS + 31) / 32];
+static inline bool __any_sync(unsigned, bool predicate)
+{
+    bool& vote = mg_warp_votes[threadIdx.x / 32];
+    vote = vote || predicate;
+    return vote; /* lane 0 runs last in its warp, so it sees every lane's vote */
+}
+template <class Thread>
+static inline void mg_run_block_threads(Thread thread)
+{
+    std::memset(mg_warp_votes, 0, sizeof mg_warp_votes);
+    for (long long t = MG_EMULATE_THREADS - 1; t >= 0; --t) {
+        threadIdx.x = (unsigned long long)t;
+        thread();
+    }
+}
+#else
+static constexpr mg_const_index threadIdx{};
+static constexpr mg_const_dim blockDim{};
 /* A warp of one thread. */
 static inline bool __any_sync(unsigned, bool predicate) { return predicate; }
+template <class Thread>
+static inline void mg_run_block_threads(Thread thread) { thread(); }
+#endif
 
 template <class T>
 static inline T __ldg(const T* p) { return *p; }
@@ -154,7 +182,7 @@ static void mg_launch(unsigned long long grid, Kernel kernel, Args... args)
     for (long long b = 0; b < (long long)grid; ++b) {
         blockIdx.x = (unsigned long long)b;
         gridDim.x = grid;
-        kernel(args...);
+        mg_run_block_threads([&]() { kernel(args...); });
     }
 }
 

@@ -3,9 +3,10 @@
 * Compile check: ``nvcc -ptx`` for sm_75, sm_80 and sm_90 where nvcc exists (skipped, with a
   message, where it does not); the PTX must export the four kernels, use 16-byte read-only
   vector loads and no atomics.
-* Kernel logic: the same source built for the CPU through ``kernels/host_shim.h`` in three
-  builds (the runtime one; AVX2+F16C; portable C++ with no OpenMP), called directly with many
-  arrays, misaligned starts and tiny chunk sizes, against a NumPy reference.
+* Kernel logic: the same source built for the CPU through ``kernels/host_shim.h`` in four
+  builds (the runtime one; AVX2+F16C; portable C++ with no OpenMP; blocks of 64 threads run in
+  turn, as on a GPU), called directly with many arrays, misaligned starts and tiny chunk sizes,
+  against a NumPy reference.
 * The build cache and the fallback when no compiler is present.
 """
 import ctypes
@@ -58,6 +59,8 @@ def _builds():
     if platform.machine() in ("x86_64", "AMD64"):
         builds.append(pytest.param(("-mavx2", "-mf16c", "-fopenmp"), id="avx2-f16c"))
     builds.append(pytest.param((), id="portable"))
+    # 64 threads per block run in turn: the GPU's thread-strided loops and warp vote, on the CPU
+    builds.append(pytest.param(("-O1", "-DMG_EMULATE_THREADS=64"), id="64-threads-per-block"))
     return builds
 
 
