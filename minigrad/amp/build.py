@@ -19,6 +19,7 @@ from minigrad import dtype as dtypes, ops
 from minigrad.amp.autocast import autocast
 from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
 from minigrad.nn.cell import Cell
+from minigrad.nn.wrap import TrainOneStepCell, WithLossCell
 
 LEVELS = ("O0", "O1", "O2", "O3")
 
@@ -60,13 +61,8 @@ class _AutocastCell(Cell):
             return self._backbone(*inputs)
 
 
-class _WithLossCellFp32(Cell):
+class _WithLossCellFp32(WithLossCell):
     """``loss_fn(cast(net(x), fp32), cast(label, fp32))``: the loss of an fp16 network in fp32."""
-
-    def __init__(self, backbone, loss_fn):
-        super().__init__(auto_prefix=False)
-        self._backbone = backbone
-        self._loss_fn = loss_fn
 
     def construct(self, data, label):
         out = self._backbone(data)
@@ -125,7 +121,6 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         ValueError: for an unknown level or keyword argument.
     """
     from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
-    from minigrad.nn.wrap import TrainOneStepCell, WithLossCell
 
     level = _check_level(level)
     if boost_level != "O0":
