@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import minigrad
-from minigrad import Tensor, Parameter, nn, ops, Model, value_and_grad
+from minigrad import Tensor, Parameter, nn, ops, Model
 from minigrad import amp, mixed_precision as mp
 from minigrad.amp import GradScaler, autocast
 
@@ -126,6 +126,10 @@ def test_tf_loss_scale_get_config_and_optimizer():
     lso = mp.LossScaleOptimizer(nn.SGD(net.trainable_params(), 0.1), dyn)
     scaled = lso.get_scaled_loss(lambda: Tensor(np.float32(2.0)))
     assert float(scaled()) == 512.0
+    half = [Tensor(np.full(p.shape, 256.0, np.float16)) for p in lso.parameters]
+    assert all(g.dtype == np.float32 and float(g.asnumpy().max()) == 1.0
+               for g in lso.get_unscaled_gradients(half))
+    assert float(half[0].asnumpy()[0, 0]) == 256.0 and half[0].dtype == np.float16
     grads = [Tensor(np.full(p.shape, 256.0, np.float32)) for p in lso.parameters]
     unscaled = lso.get_unscaled_gradients(grads)
     assert all(float(g.asnumpy().max()) == 1.0 for g in unscaled) and float(grads[0].asnumpy()[0, 0]) == 256.0

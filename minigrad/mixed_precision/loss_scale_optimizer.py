@@ -11,6 +11,7 @@ One difference from TF: with a ``FixedLossScale`` TF applies non-finite gradient
 ``apply_gradients`` skips them for every loss scale, so a non-finite step never reaches the
 parameters or the optimizer state (the inner optimizer's step counter does not move either).
 """
+from minigrad import dtype as dtypes
 from minigrad.amp import step as amp_step
 from minigrad.mixed_precision.loss_scale import LossScale, get
 from minigrad.tensor import Tensor
@@ -51,8 +52,10 @@ class LossScaleOptimizer:
 
     def get_unscaled_gradients(self, grads):
         """A new list: each gradient times 1/scale (None kept; fp16 gradients come back fp32)."""
-        grads = list(grads)
-        arrays = [None if g is None else g.data.copy() for g in grads]
+        # unscale_and_check scales fp32/fp64 arrays in place (so copy those: the caller keeps
+        # its gradients) and returns fp16 ones as new fp32 arrays (no copy needed)
+        arrays = [None if g is None else g.data if g.dtype == dtypes.float16 else g.data.copy()
+                  for g in grads]
         arrays, overflow = amp_step.unscale_and_check(arrays, self.loss_scale.core.scale)
         self._checked = ([id(a) for a in arrays if a is not None], overflow)
         return [None if a is None else Tensor(a) for a in arrays]
