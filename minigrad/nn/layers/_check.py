@@ -1,4 +1,6 @@
 """Argument checks shared by the layers; every message names the argument and the value."""
+import numbers
+
 import numpy
 
 
@@ -18,6 +20,14 @@ def pair(name, value):
         return tuple(positive_int(name, v) for v in value)
     v = positive_int(name, value)
     return v, v
+
+
+def real(name, value, ok, expected):
+    """``float(value)`` if it is a real number (not a bool) for which ``ok(value)`` holds; else
+    ValueError ``"<name> must be a float <expected>, got <value>"``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(value):
+        raise ValueError(f"{name} must be a float {expected}, got {value!r}")
+    return float(value)
 
 
 def boolean(name, value):

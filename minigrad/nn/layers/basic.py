@@ -75,12 +75,8 @@ class Dropout(Cell):
     def __init__(self, keep_prob=0.5, p=None):
         super().__init__()
         if p is not None:
-            if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-                raise ValueError(f"p must be a float in [0, 1), got {p!r}")
-            keep_prob = 1.0 - p
-        elif isinstance(keep_prob, bool) or not isinstance(keep_prob, (int, float)) or not 0 < keep_prob <= 1:
-            raise ValueError(f"keep_prob must be a float in (0, 1], got {keep_prob!r}")
-        self.keep_prob = float(keep_prob)
+            keep_prob = 1.0 - _check.real("p", p, lambda v: 0 <= v < 1, "in [0, 1)")
+        self.keep_prob = _check.real("keep_prob", keep_prob, lambda v: 0 < v <= 1, "in (0, 1]")
 
     def construct(self, x):
         if not self.training or self.keep_prob == 1.0:

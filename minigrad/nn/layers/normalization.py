@@ -1,6 +1,4 @@
 """BatchNorm1d, BatchNorm2d and LayerNorm."""
-import numbers
-
 from minigrad import dtype as dtypes, ops
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
@@ -28,14 +26,11 @@ class _BatchNorm(Cell):
                  use_batch_statistics=None):
         super().__init__()
         self.num_features = _check.positive_int("num_features", num_features)
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or eps <= 0:
-            raise ValueError(f"eps must be a float > 0, got {eps!r}")
-        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real) or not 0 <= momentum <= 1:
-            raise ValueError(f"momentum must be a float in [0, 1], got {momentum!r}")
+        self.eps = _check.real("eps", eps, lambda v: v > 0, "> 0")
+        self.momentum = _check.real("momentum", momentum, lambda v: 0 <= v <= 1, "in [0, 1]")
         self.affine = _check.boolean("affine", affine)
         if use_batch_statistics is not None:
             _check.boolean("use_batch_statistics", use_batch_statistics)
-        self.eps, self.momentum = float(eps), float(momentum)
         self.use_batch_statistics = use_batch_statistics
         shape = (num_features,)
         self.gamma = Parameter(initializer(gamma_init, shape), requires_grad=affine)
@@ -97,10 +92,8 @@ class LayerNorm(Cell):
         if not isinstance(normalized_shape, (tuple, list)):
             raise TypeError(f"normalized_shape must be a tuple or list of ints, got {normalized_shape!r}")
         self.normalized_shape = tuple(_check.positive_int("normalized_shape", n) for n in normalized_shape)
-        if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or epsilon <= 0:
-            raise ValueError(f"epsilon must be a float > 0, got {epsilon!r}")
+        self.epsilon = _check.real("epsilon", epsilon, lambda v: v > 0, "> 0")
         self.begin_norm_axis, self.begin_params_axis = begin_norm_axis, begin_params_axis
-        self.epsilon = float(epsilon)
         self.gamma = Parameter(initializer(gamma_init, self.normalized_shape))
         self.beta = Parameter(initializer(beta_init, self.normalized_shape))
 
