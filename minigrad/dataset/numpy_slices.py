@@ -15,6 +15,7 @@ import math
 
 import numpy
 
+from minigrad import random as mg_random
 from minigrad.tensor import Tensor
 
 
@@ -45,13 +46,7 @@ config = _Config()
 def _new_generator():
     """A Generator for one shuffling node: from the dataset seed, else ``minigrad.set_seed``'s."""
     seed = config.get_seed()
-    if seed is None:
-        try:
-            from minigrad import random as mg_random
-            seed = mg_random.get_seed()
-        except (ImportError, AttributeError):
-            seed = None
-    return numpy.random.default_rng(seed)
+    return numpy.random.default_rng(mg_random.get_seed() if seed is None else seed)
 
 
 def _buffer_shuffle(items, buffer_size, rng):
