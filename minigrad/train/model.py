@@ -117,18 +117,8 @@ class Model:
                 return network
             from minigrad.nn import WithLossCell
             return WithLossCell(network, loss_fn)
-        try:
-            from minigrad.amp import build_train_network
-        except ImportError:
-            build_train_network = None
-        if build_train_network is not None:
-            return build_train_network(network, optimizer, loss_fn, level=self._amp_level, **amp_config)
-        if self._amp_level != "O0" or amp_config:
-            raise NotImplementedError(f"Model: amp_level={self._amp_level!r} / loss_scale_manager "
-                                      f"need minigrad.amp.build_train_network, which is missing")
-        from minigrad.nn import TrainOneStepCell, WithLossCell
-        net = network if loss_fn is None else WithLossCell(network, loss_fn)
-        return TrainOneStepCell(net, optimizer)
+        from minigrad.amp import build_train_network
+        return build_train_network(network, optimizer, loss_fn, level=self._amp_level, **amp_config)
 
     def _build_eval_network(self, eval_network, eval_indexes):
         if eval_network is not None:
