@@ -11,9 +11,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 def _fp32(x):
-    if not isinstance(x, Tensor):
-        x = Tensor(x)
-    return x if x.dtype == dtypes.float32 else ops.cast(x, dtypes.float32)
+    return ops.cast(x if isinstance(x, Tensor) else Tensor(x), dtypes.float32)  # no-op if fp32
 
 
 class LossBase(Cell):
@@ -96,10 +94,10 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
         ids = labels.data if isinstance(labels, Tensor) else labels
         if ids.dtype.kind not in "iu":
             raise TypeError(f"sparse labels must be integer class ids, got dtype {ids.dtype}")
-        if n and (int(ids.min()) < 0 or int(ids.max()) >= c):
+        xp = backend.get_array_module(ids)
+        if bool(xp.any((ids < 0) | (ids >= c))):  # one host read per step
             raise ValueError(f"sparse labels must be in [0, {c}), got values in "
                              f"[{int(ids.min())}, {int(ids.max())}]")
-        xp = backend.get_array_module(ids)
         return self.get_loss(-ops.getitem(log_probs, (xp.arange(n), ids)))
 
     def extend_repr(self):
