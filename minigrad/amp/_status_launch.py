@@ -17,7 +17,10 @@ from minigrad.amp import _status_numpy, kernels
 _KERNEL_DTYPES = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 CHUNK = 1 << 16           # elements per chunk: a GPU block's unit of work
 HOST_CHUNK_ALIGN = 1024   # host chunks start on whole 64-byte vectors of the array
-HOST_PARALLEL_MIN = 1 << 18
+# Host threads only for very large checks: right after OpenBLAS's threads (a training step's
+# matmuls) the OpenMP team waits for cores they still spin on; with 2 cores that cost ~5 ms per
+# O2 step of a 670k-parameter MLP, against ~0.1 ms saved by the second thread.
+HOST_PARALLEL_MIN = 1 << 22
 GPU_THREADS = 256
 # One block per chunk, as PyTorch's multi-tensor apply does: the hardware hands chunks to SMs as
 # blocks finish, whatever the occupancy of the kernel (the fused ones use more registers).
