@@ -188,7 +188,7 @@ def test_without_host_build_numpy_takes_over(tmp_path, monkeypatch, setting):
 def test_forked_child_checks_on_one_thread():
     if kernels.host_library() is None:
         pytest.skip(f"no host build of the kernels: {kernels.host_library_error()}")
-    x = numpy.ones(1 << 19, numpy.float32)  # large enough for a parallel launch
+    x = numpy.ones(_status_launch.HOST_PARALLEL_MIN, numpy.float32)  # a parallel launch
     fs.check_overflow(fs.alloc_status(), x)  # the parent's OpenMP pool is now running
     pid = os.fork()
     if pid == 0:  # child: must neither hang nor give a wrong answer
