@@ -243,8 +243,8 @@ def seed_like(tensor, gradient):
             raise RuntimeError(f"backward() of a tensor of shape {tensor.shape} needs a gradient "
                                f"argument (implicit ones only for one-element tensors)")
         return xp.ones(tensor.shape, tensor.dtype)
-    g = gradient.data if isinstance(gradient, Tensor) else xp.asarray(gradient)
-    g = g.astype(tensor.dtype, copy=False)
+    g = gradient.data if isinstance(gradient, Tensor) else gradient
+    g = backend.to_device(g, tensor.device).astype(tensor.dtype, copy=False)  # sens may live elsewhere
     if g.shape != tensor.shape:
         try:
             g = xp.broadcast_to(g, tensor.shape)

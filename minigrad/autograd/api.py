@@ -55,7 +55,7 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
         grads = engine.run_backward([r for r, _ in differentiable], seeds, targets=targets)
     else:
         grads = [None] * len(targets)
-    grads = [Tensor(_zeros(t) if g is None else g) for t, g in zip(targets, grads)]
+    grads = [Tensor._make(_zeros(t) if g is None else g, None, 0) for t, g in zip(targets, grads)]
     return out, grads[:len(leaves)], tuple(grads[len(leaves):])
 
 
