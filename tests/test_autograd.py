@@ -311,3 +311,13 @@ def test_gradient_dtype_follows_each_leaf_through_mixed_precision():
     out.sum().backward()
     assert h.grad.dtype == numpy.float16 and f.grad.dtype == numpy.float32
     numpy.testing.assert_array_equal(h.grad.asnumpy(), [3.0, 4.0])
+
+
+def test_backward_overflow_is_silent_and_reported_by_the_values():
+    """A scaled fp16 backward that overflows gives inf/NaN gradients, not NumPy RuntimeWarnings."""
+    import warnings
+    x = minigrad.Tensor(numpy.array([60000.0, 1.0], numpy.float16), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (x * x).sum().backward(minigrad.Tensor(numpy.float16(4.0)))
+    assert numpy.isinf(x.grad.asnumpy()[0]) and x.grad.asnumpy()[1] == 8.0

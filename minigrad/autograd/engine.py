@@ -8,6 +8,8 @@ an explicit-stack depth-first search (no recursion, so a 10,000-op chain is fine
 Leaf gradients are handed out fresh: never aliased with one another or with the seed, writable,
 in the leaf's shape and dtype, so optimizers and loss scalers may update them in place.
 """
+import numpy
+
 import minigrad.tensor as _tensor
 from minigrad import backend
 
@@ -66,25 +68,28 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
     for root, seed in zip(roots, seeds):
         send(root, seed)
     inner_targets = [t for t in targets or () if t._ctx is not None]
-    for fn in _toposort([r._ctx for r in roots if r._ctx is not None]):
-        grads = node_grads.pop(fn, None)
-        if grads is None:
-            continue
-        if fn.out_hooks:
-            grads = [_run_hooks(fn.out_hooks.get(i), g) for i, g in enumerate(grads)]
-        for t in inner_targets:
-            if t._ctx is fn:
-                captured[id(t)] = grads[t._index]
-        if fn.n_outputs > 1 and any(g is None for g in grads):
-            grads = _fill_missing(fn, grads)
-        in_grads = fn.backward(*grads)
-        if type(in_grads) is not tuple:
-            in_grads = (in_grads,)
-        for t, need, g in zip(fn.inputs, fn.needs_grad, in_grads):
-            if need and g is not None:
-                send(t, g)
-        if not retain_graph:
-            fn.release()
+    # Scaled gradients are meant to overflow now and then: the float status reports it, so NumPy's
+    # per-op RuntimeWarnings would only be noise.
+    with numpy.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for fn in _toposort([r._ctx for r in roots if r._ctx is not None]):
+            grads = node_grads.pop(fn, None)
+            if grads is None:
+                continue
+            if fn.out_hooks:
+                grads = [_run_hooks(fn.out_hooks.get(i), g) for i, g in enumerate(grads)]
+            for t in inner_targets:
+                if t._ctx is fn:
+                    captured[id(t)] = grads[t._index]
+            if fn.n_outputs > 1 and any(g is None for g in grads):
+                grads = _fill_missing(fn, grads)
+            in_grads = fn.backward(*grads)
+            if type(in_grads) is not tuple:
+                in_grads = (in_grads,)
+            for t, need, g in zip(fn.inputs, fn.needs_grad, in_grads):
+                if need and g is not None:
+                    send(t, g)
+            if not retain_graph:
+                fn.release()
 
     seen = {_owner(s) for s in seeds}
     if targets is not None:
