@@ -2,6 +2,7 @@
 
     seconds = time_it(fn, repeat=20, number=5)             # median seconds per call
     medians = time_interleaved({"a": f, "b": g}, repeat=20)  # one of each per round
+    samples = sample_interleaved({"a": f, "b": g})           # every round's seconds per call
     print_table(rows, ["name", "ms", "ratio"])
     write_json("benchmarks/results/x.json", {"rows": rows})
 
@@ -48,13 +49,19 @@ def time_interleaved(fns, repeat=20, number=1, warmup=1, timer=wall_timer):
 
     Each round times every function once, in turn, so that machine noise hits them alike.
     """
+    samples = sample_interleaved(fns, repeat, number, warmup, timer)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def sample_interleaved(fns, repeat=20, number=1, warmup=1, timer=wall_timer):
+    """Like ``time_interleaved`` but returns every round's seconds per call: name -> list."""
     for fn in fns.values():
         timer(fn, warmup)
     samples = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             samples[name].append(timer(fn, number) / number)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return samples
 
 
 def optional_torch():

@@ -17,13 +17,15 @@ GB/s of memory traffic (x2 for methods that write), that traffic as a % of the c
 speed ratios (other's time / this time) against the fused PyTorch kernel and ``isfinite().all()``.
 Every method works on the same array (the fused ones in place, taking turns with inv_scale
 0.5 and 2 so that the data stays as it was), and the methods are interleaved round by round so
-that machine noise and cache state hit them alike. GPU timings use CUDA events and sizes well
+that machine noise and cache state hit them alike; on CPU three passes over all cases are pooled,
+so that a burst of noise spoils at most a third of any median. GPU timings use CUDA events and sizes well
 above L2; the cases are all-finite, one inf in the middle, and all inf.
 """
 import argparse
 import functools
 import itertools
 import os
+import statistics
 import sys
 
 import numpy
@@ -34,9 +36,9 @@ from minigrad import backend  # noqa: E402
 from minigrad.amp import _status_numpy, float_status as fs, kernels  # noqa: E402
 import _timing  # noqa: E402
 
-DEFAULTS = {"cpu": {"sizes": "16M", "cases": "finite", "repeat": 21, "number": 1},
+DEFAULTS = {"cpu": {"sizes": "16M", "cases": "finite", "repeat": 11, "number": 1, "passes": 3},
             "gpu": {"sizes": "128M,512M", "cases": "finite,one-inf,all-inf", "repeat": 15,
-                    "number": 10}}
+                    "number": 10, "passes": 1}}
 CASES = ("finite", "one-inf", "all-inf")
 TORCH_FUSED = "torch fused check+unscale"
 ISFINITE = "isfinite(x).all()"
@@ -107,28 +109,37 @@ def torch_methods(torch, xp, x, inv):
 
 
 def measure(args, xp, torch, timer):
+    """Rows for every (dtype, size, case); each pass over all of them adds ``repeat`` rounds,
+    so that a burst of machine noise spoils at most one pass of each median."""
+    configs = [(dtype, n, case) for dtype in args.dtypes for n in args.sizes for case in args.cases]
+    samples, writes = {config: {} for config in configs}, {}
+    for _ in range(args.passes):
+        for config in configs:
+            dtype, n, case = config
+            x = make_array(xp, n, dtype, case)
+            inv = alternating_inv_scale()  # shared: the fused methods take turns on x
+            methods = {**minigrad_methods(x, inv), **array_methods(xp, x)}
+            if torch is not None:
+                methods.update(torch_methods(torch, xp, x, inv))
+            writes.update((name, w) for name, (_, w) in methods.items())
+            timed = _timing.sample_interleaved({k: fn for k, (fn, _) in methods.items()},
+                                               repeat=args.repeat, number=args.number,
+                                               warmup=2, timer=timer)
+            for name, values in timed.items():
+                samples[config].setdefault(name, []).extend(values)
+            del x, methods
     rows = []
-    for dtype in args.dtypes:
-        for n in args.sizes:
-            for case in args.cases:
-                x = make_array(xp, n, dtype, case)
-                inv = alternating_inv_scale()  # shared: the fused methods take turns on x
-                methods = {**minigrad_methods(x, inv), **array_methods(xp, x)}
-                if torch is not None:
-                    methods.update(torch_methods(torch, xp, x, inv))
-                times = _timing.time_interleaved({k: fn for k, (fn, _) in methods.items()},
-                                                 repeat=args.repeat, number=args.number,
-                                                 warmup=2, timer=timer)
-                rows.extend(summarize(dtype, n, case, x.nbytes, methods, times))
-                del x, methods
+    for (dtype, n, case), by_method in samples.items():
+        times = {name: statistics.median(values) for name, values in by_method.items()}
+        rows.extend(summarize(dtype, n, case, n * dtype.itemsize, writes, times))
     return rows
 
 
-def summarize(dtype, n, case, nbytes, methods, times):
+def summarize(dtype, n, case, nbytes, writes, times):
     copy_traffic = max(2 * nbytes / t for name, t in times.items() if "yardstick" in name)
     rows = []
     for name, t in times.items():
-        traffic = nbytes * (2 if methods[name][1] else 1) / t
+        traffic = nbytes * (2 if writes[name] else 1) / t
         rows.append({"dtype": str(numpy.dtype(dtype)), "n": n, "case": case, "method": name,
                      "ms": t * 1e3, "gb_s": nbytes / t / 1e9, "traffic_gb_s": traffic / 1e9,
                      "pct_of_copy": 100 * traffic / copy_traffic,
@@ -181,8 +192,10 @@ def main(argv=None):
     parser.add_argument("--dtypes", default="float16,float32")
     parser.add_argument("--cases", help=f"comma separated from {CASES}; default finite on cpu, "
                         "all three on gpu")
-    parser.add_argument("--repeat", type=int, help="timed rounds; the median is reported")
+    parser.add_argument("--repeat", type=int, help="timed rounds per pass; medians are reported")
     parser.add_argument("--number", type=int, help="calls per timed round")
+    parser.add_argument("--passes", type=int, help="passes over all cases (medians pool them); "
+                        "default 3 on cpu, 1 on gpu")
     parser.add_argument("--json", help="write rows and ratios here")
     args = parser.parse_args(argv)
     defaults = DEFAULTS[args.device]
@@ -194,6 +207,7 @@ def main(argv=None):
     args.dtypes = [numpy.dtype(d) for d in args.dtypes.split(",")]
     args.repeat = args.repeat or defaults["repeat"]
     args.number = args.number or defaults["number"]
+    args.passes = args.passes or defaults["passes"]
 
     if args.device == "gpu":
         if not backend.CUDA_AVAILABLE:
@@ -218,7 +232,7 @@ def main(argv=None):
     if args.json:
         _timing.write_json(args.json, {
             "benchmark": "overflow", "environment": info, "repeat": args.repeat,
-            "number": args.number, "statistic": "median",
+            "number": args.number, "passes": args.passes, "statistic": "median",
             "units": {"gb_s": "array bytes / s / 1e9", "traffic_gb_s": "bytes read+written / s / 1e9",
                       "x_vs_*": "peer time / this time (>1: this is faster)"},
             "ratios": ratios, "rows": rows})
