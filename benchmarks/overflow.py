@@ -231,7 +231,8 @@ def main(argv=None):
                                  "check_unscale_vs_torch_fused", "check_vs_isfinite"])
     if args.json:
         _timing.write_json(args.json, {
-            "benchmark": "overflow", "environment": info, "repeat": args.repeat,
+            "benchmark": "overflow", "command": " ".join(["python", *sys.argv]),
+            "environment": info, "repeat": args.repeat,
             "number": args.number, "passes": args.passes, "statistic": "median",
             "units": {"gb_s": "array bytes / s / 1e9", "traffic_gb_s": "bytes read+written / s / 1e9",
                       "x_vs_*": "peer time / this time (>1: this is faster)"},
