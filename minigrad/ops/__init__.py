@@ -23,3 +23,4 @@ from minigrad.ops.primitives import (Primitive, MatMul, BatchMatMul, Cast, Reduc
                                      Ones, Zeros, Conv2D, MaxPool, AvgPool, Gather, Shape, DType,
                                      Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual,
                                      Flatten, Argmax, OneHot)
+from minigrad.amp.float_status import NPUAllocFloatStatus, NPUClearFloatStatus, NPUGetFloatStatus
