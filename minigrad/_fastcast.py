@@ -16,6 +16,7 @@ import numpy
 
 _F16 = numpy.dtype(numpy.float16)
 _F32 = numpy.dtype(numpy.float32)
+_PAIRS = frozenset([(_F16, _F32), (_F32, _F16)])
 # Below this many elements ``astype`` is faster: the native call costs about 3 µs in Python.
 MIN_SIZE = 4096
 
@@ -36,7 +37,8 @@ def convert(x, dtype, out=None):
 
     Args:
         x: a NumPy or CuPy array.
-        dtype: the dtype of the result (a ``numpy.dtype``).
+        dtype: the dtype of the result, a ``numpy.dtype`` (a type such as ``numpy.float16``
+            still converts correctly, through ``astype``).
         out: optional array of ``x``'s shape and dtype ``dtype`` to write into instead of
             allocating (``out[...] = x`` with the conversion); it must not overlap ``x``.
 
@@ -67,6 +69,3 @@ def convert(x, dtype, out=None):
         return x.astype(dtype)
     out[...] = x
     return out
-
-
-_PAIRS = frozenset([(_F16, _F32), (_F32, _F16)])
