@@ -239,3 +239,28 @@ def test_matmul_transpose_b_errors():
         ops.matmul(a, minigrad.Tensor(numpy.zeros((4, 5))), transpose_b=True)
     with pytest.raises(ValueError, match="transpose_b=True\\) needs b of at least 2 dimensions"):
         ops.matmul(a, minigrad.Tensor(numpy.zeros(4)), transpose_b=True)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32])
+@pytest.mark.parametrize("x_shape, bias", [((5, 4), True), ((2, 3, 4), True), ((5, 4), False)])
+def test_dense_matches_matmul_plus_bias(dtype, x_shape, bias):
+    from minigrad.testing import tolerance
+    rng = numpy.random.default_rng(0)
+    x, w, b = rng.standard_normal(x_shape), rng.standard_normal((3, 4)), rng.standard_normal(3)
+    args = [x, w, b] if bias else [x, w]
+    out = ops.dense(*[minigrad.Tensor(a.astype(dtype)) for a in args])
+    expected = x.astype(dtype).astype(numpy.float64) @ w.astype(dtype).astype(numpy.float64).T
+    if bias:
+        expected = expected + b.astype(dtype)
+    atol, rtol = tolerance(numpy.dtype(dtype))
+    assert out.dtype == dtype and out.shape == x_shape[:-1] + (3,)
+    numpy.testing.assert_allclose(out.asnumpy().astype(numpy.float64), expected, atol=atol, rtol=rtol)
+    check_backward(lambda *t: ops.dense(*t), args, dtype=dtype)
+
+
+def test_dense_rejects_mismatched_shapes():
+    x, w = minigrad.Tensor(numpy.ones((2, 4), numpy.float32)), minigrad.Tensor(numpy.ones((3, 5), numpy.float32))
+    with pytest.raises(ValueError, match=r"\(2, 4\) and \(3, 5\)"):
+        ops.dense(x, w)
+    with pytest.raises(ValueError, match=r"bias of shape \(3,\), got \(2,\)"):
+        ops.dense(minigrad.Tensor(numpy.ones((2, 5), numpy.float32)), w, numpy.ones(2, numpy.float32))

@@ -20,7 +20,8 @@ from minigrad._config import config, using_config
 
 # (module, Function class) pairs; classes not present in this build are skipped
 LOW_PRECISION_OPS = (
-    ("minigrad.ops.linalg", "MatMul"),          # Dense, matmul, bmm
+    ("minigrad.ops.linalg", "MatMul"),          # matmul, bmm
+    ("minigrad.ops.linalg", "Dense"),           # nn.Dense
     ("minigrad.ops.conv", "Conv2d"),
 )
 FP32_OPS = (

@@ -5,7 +5,7 @@ from minigrad.ops.math import neg, abs, exp, log, sqrt, tanh, sigmoid, relu, cli
 from minigrad.ops.reduction import sum, mean, max, min
 from minigrad.ops.shape import (reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to,
                                 getitem)
-from minigrad.ops.linalg import matmul
+from minigrad.ops.linalg import matmul, dense
 from minigrad.autograd.api import GradOperation  # MindSpore spells it ops.GradOperation
 from minigrad.ops.activation import gelu, leaky_relu, softmax, log_softmax
 from minigrad.ops.join import concat, stack, split

@@ -78,3 +78,49 @@ def matmul(a, b, transpose_b=False):
     return MatMul.apply(a, b, transpose_b=transpose_b)
 
 
+class Dense(Function):
+    """out = x Wᵀ + b over the last axis of x (any leading axes), in one node.
+
+    dx = g W,  dW = gᵀ x,  db = Σ g over the leading axes (all with x and g flattened to 2-D).
+    Fusing the bias saves an fp16 round trip per layer and, in fp32, the temporary of a separate
+    add: the bias is added in place to the fresh product.
+    """
+    def forward(self, x, w, b=None):
+        self.dtype, self.x_shape = x.dtype, x.shape
+        self.x, self.w = _widen(x.reshape(-1, x.shape[-1])), _widen(w)
+        out = self.x @ self.w.T
+        if b is not None:
+            out += _widen(b)
+        return _narrow(out, self.dtype).reshape(x.shape[:-1] + (w.shape[0],))
+
+    def backward(self, g):
+        g = _widen(g.reshape(-1, g.shape[-1]))
+        need_x, need_w = self.needs_grad[:2]
+        gx = _narrow(g @ self.w, self.dtype).reshape(self.x_shape) if need_x else None
+        gw = _narrow(g.T @ self.x, self.dtype) if need_w else None
+        if len(self.needs_grad) == 2:
+            return gx, gw
+        gb = _narrow(g.sum(axis=0), self.dtype) if self.needs_grad[2] else None
+        return gx, gw, gb
+
+
+def dense(x, weight, bias=None):
+    """Fully connected map ``x @ weightᵀ + bias`` over the last axis of ``x``.
+
+    Args:
+        x: (..., in) tensor; weight: (out, in); bias: (out,) or None.
+
+    Raises:
+        ValueError: naming the shapes when they do not fit.
+    """
+    x, weight = binary_operands(x, weight)
+    if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"dense needs x (..., in) and weight (out, in), got shapes {x.shape} and "
+                         f"{weight.shape}")
+    if bias is None:
+        return Dense.apply(x, weight)
+    x, bias = binary_operands(x, bias)
+    if bias.shape != (weight.shape[0],):
+        raise ValueError(f"dense needs a bias of shape ({weight.shape[0]},), got {bias.shape}")
+    return Dense.apply(x, weight, bias)
+

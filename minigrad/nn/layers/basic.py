@@ -42,9 +42,7 @@ class Dense(Cell):
     def construct(self, x):
         if x.shape[-1] != self.in_channels:
             raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape {x.shape}")
-        y = ops.matmul(x, self.weight, transpose_b=True)
-        if self.bias is not None:
-            y = y + self.bias
+        y = ops.dense(x, self.weight, self.bias)
         if self.activation is not None:
             y = self.activation(y)
         return y
