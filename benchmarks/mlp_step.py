@@ -108,11 +108,13 @@ def main():
 
     x, y, weights = data()
     steps = {"minigrad": minigrad_step(x, y, weights), "numpy (hand-written)": numpy_step(x, y, weights)}
+    # minigrad and NumPy interleaved, so that machine noise hits them alike; PyTorch after them,
+    # on its own: its OpenMP workers spin after each step and would slow whatever runs next
+    times = _timing.time_interleaved(steps, repeat=args.repeat)
     torch = _timing.optional_torch()
     if torch is not None:
-        steps[f"torch {torch.__version__}"] = torch_step(torch, x, y, weights)
-    # interleave the frameworks so that machine noise hits them alike
-    times = _timing.time_interleaved(steps, repeat=args.repeat)
+        times[f"torch {torch.__version__}"] = _timing.time_it(torch_step(torch, x, y, weights),
+                                                               repeat=args.repeat)
     numpy_ms = times["numpy (hand-written)"] * 1e3
     torch_ms = times[f"torch {torch.__version__}"] * 1e3 if torch is not None else None
     rows = [{"framework": name, "ms_per_step": t * 1e3,
