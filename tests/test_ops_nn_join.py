@@ -69,6 +69,14 @@ def test_mixed_dtypes_promote_and_gradients_keep_each_dtype():
     assert a.grad.dtype == numpy.float16 and b.grad.dtype == numpy.float32
 
 
+def test_int_with_float_takes_the_float_dtype():
+    # the dtype policy (minigrad.dtype): not NumPy's float64 for int64 with float16
+    ints = minigrad.Tensor(numpy.arange(2).reshape(1, 2))
+    halves = minigrad.Tensor(numpy.ones((1, 2), numpy.float16))
+    assert ops.concat([ints, halves]).dtype == numpy.float16
+    assert ops.stack([halves, ints]).dtype == numpy.float16
+
+
 @given(sizes=st.lists(st.integers(0, 4), min_size=1, max_size=5), other=st.integers(1, 3),
        axis=st.sampled_from([0, 1]))
 def test_split_then_concat_round_trip(sizes, other, axis):

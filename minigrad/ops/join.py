@@ -1,7 +1,7 @@
 """Joining and splitting: concat, stack, split."""
 import numpy
 
-from minigrad import backend
+from minigrad import backend, dtype as dtypes
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, cast, normalize_axis
 
@@ -43,7 +43,7 @@ def _same_dtype(tensors, op):
     if len(tensors) == 0:
         raise ValueError(f"{op} needs at least one tensor, got an empty {type(tensors).__name__}")
     tensors = [as_tensor(t) for t in tensors]
-    common = numpy.result_type(*[t.dtype for t in tensors])
+    common = dtypes.promote_types(*[t.dtype for t in tensors])
     return [cast(t, common) for t in tensors]
 
 
