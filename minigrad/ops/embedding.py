@@ -24,7 +24,7 @@ def embedding(ids, table):
     if table.ndim != 2:
         raise ValueError(f"embedding table must be 2-D (vocab_size, dim), got shape {table.shape}")
     if ids.size:
-        low, high = int(ids.min()), int(ids.max())
+        low, high = xp.stack([ids.min(), ids.max()]).tolist()  # one host read (a GPU sync)
         if low < 0 or high >= table.shape[0]:
             bad = low if low < 0 else high
             raise IndexError(f"embedding id {bad} is out of range for a table of {table.shape[0]} "
