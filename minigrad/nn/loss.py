@@ -4,6 +4,7 @@ Inputs are cast to float32 on entry (the cast is differentiable, so an fp16 netw
 fp16 gradients). ``reduction`` is "mean", "sum" or "none" (per-element loss).
 """
 from minigrad import backend, dtype as dtypes, ops
+from minigrad.autograd.function import Function
 from minigrad.nn.cell import Cell
 from minigrad.tensor import Tensor
 
@@ -60,6 +61,36 @@ class L1Loss(LossBase):
         return self.get_loss(ops.abs(_fp32(logits) - _fp32(labels)))
 
 
+class SoftmaxCrossEntropy(Function):
+    """Sparse softmax cross-entropy in one node, reduced: ℓᵢ = log Σ_c e^xᵢc - xᵢyᵢ.
+
+    Forward: log-softmax of the (N, C) logits x (max subtracted first), then the picked
+    -log pᵢyᵢ, then the reduction ("none", "mean" or "sum"). Backward: dx = (softmax(x) - onehot(y))
+    · kᵢ with kᵢ the gradient arriving at ℓᵢ, written as p·kᵢ with kᵢ subtracted at the labels.
+    The arithmetic is that of log_softmax, getitem, neg and mean/sum as separate nodes, value for
+    value; one node saves their bookkeeping and the scatter of the gather's backward.
+    """
+    def forward(self, x, ids, reduction):
+        xp = backend.get_array_module(x)
+        z = x - x.max(axis=1, keepdims=True)
+        self.log_probs = z - xp.log(xp.exp(z).sum(axis=1, keepdims=True))
+        self.rows, self.ids, self.reduction = xp.arange(len(ids)), ids, reduction
+        losses = -self.log_probs[self.rows, ids]
+        if reduction == "mean":
+            return losses.mean(axis=(0,)).astype(x.dtype, copy=False)
+        if reduction == "sum":
+            return losses.sum(axis=(0,))
+        return losses
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        k = g / len(self.ids) if self.reduction == "mean" else g
+        k_rows = k[:, None] if k.ndim else k
+        dx = xp.exp(self.log_probs) * k_rows
+        dx[self.rows, self.ids] -= k
+        return dx
+
+
 class SoftmaxCrossEntropyWithLogits(LossBase):
     """ℓᵢ = -Σ_c yᵢc · log softmax(xᵢ)_c for logits x of shape (N, C).
 
@@ -84,10 +115,10 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
         if logits.ndim != 2:
             raise ValueError(f"logits must have shape (N, C), got {logits.shape}")
         n, c = logits.shape
-        log_probs = ops.log_softmax(_fp32(logits), -1)
         if not self.sparse:
             if labels.shape != logits.shape:
                 raise ValueError(f"labels must have the logits' shape {logits.shape}, got {labels.shape}")
+            log_probs = ops.log_softmax(_fp32(logits), -1)
             return self.get_loss(-ops.sum(log_probs * _fp32(labels), -1))
         if labels.shape != (n,):
             raise ValueError(f"sparse labels must have shape ({n},) for logits {logits.shape}, got {labels.shape}")
@@ -98,7 +129,7 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
         if bool(xp.any((ids < 0) | (ids >= c))):  # one host read per step
             raise ValueError(f"sparse labels must be in [0, {c}), got values in "
                              f"[{int(ids.min())}, {int(ids.max())}]")
-        return self.get_loss(-ops.getitem(log_probs, (xp.arange(n), ids)))
+        return SoftmaxCrossEntropy.apply(_fp32(logits), ids=ids, reduction=self.reduction)
 
     def extend_repr(self):
         return f"sparse={self.sparse}, reduction={self.reduction}"
