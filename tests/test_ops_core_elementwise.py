@@ -9,6 +9,7 @@ import pytest
 import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous, tolerance
+from conftest import DEVICES
 
 
 def _away_from_zero(shape, seed=0, low=0.1, high=2.0):
@@ -270,3 +271,13 @@ def test_comparisons(name, ref, dtype, device):
     assert out.dtype == numpy.bool_ and not out.requires_grad
     numpy.testing.assert_array_equal(out.asnumpy(), ref(a, b))
     numpy.testing.assert_array_equal(getattr(ops, name)(ta, 2.0).asnumpy(), ref(a, 2.0))
+
+
+@pytest.mark.parametrize("cond_device", DEVICES)
+def test_where_condition_moves_to_the_operands_device(cond_device, device):
+    cond = minigrad.Tensor(numpy.array([True, False, True]), device=cond_device)
+    x = minigrad.Tensor(numpy.array([1.0, 2.0, 3.0], numpy.float32), device=device)
+    out = ops.where(cond, x, 0.0)
+    assert out.device == device
+    numpy.testing.assert_array_equal(out.asnumpy(), [1.0, 0.0, 3.0])
+    assert ops.where([[False, True, False]], x, -x).asnumpy().tolist() == [[-1.0, 2.0, -3.0]]

@@ -187,9 +187,12 @@ def clip(x, min=None, max=None):
 
 
 def where(condition, x, y):
-    """``x`` where ``condition`` is true, else ``y`` (broadcasting all three)."""
+    """``x`` where ``condition`` is true, else ``y`` (broadcasting all three).
+
+    ``condition`` (a Tensor, array or nested list, read as bool) is moved to ``x``'s device.
+    """
     from minigrad.tensor import Tensor
     x, y = binary_operands(x, y)
     cond = condition.data if isinstance(condition, Tensor) else condition
-    xp = backend.get_array_module(x.data)
-    return Where.apply(x, y, cond=xp.asarray(cond, dtype=bool))
+    cond = backend.to_device(cond, backend.device_of(x.data)).astype(bool, copy=False)
+    return Where.apply(x, y, cond=cond)
