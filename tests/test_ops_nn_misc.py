@@ -179,3 +179,11 @@ def test_pool_primitives():
     assert same.shape == (1, 1, 3, 3) and same.asnumpy()[0, 0, 2, 2] == 24
     avg = ops.AvgPool(kernel_size=2, strides=2, pad_mode="same")(x).asnumpy()
     assert avg[0, 0, 2, 2] == 24   # the padding is not counted
+
+
+def test_one_hot_stays_on_the_ids_device(device):
+    # on/off given as Python numbers are made on the default device (CPU here)
+    ids = minigrad.Tensor(numpy.array([2, 0]), device=device)
+    hot = ops.OneHot()(ids, 3, 1.0, 0.0)
+    assert hot.device == device and hot.dtype == numpy.float32
+    numpy.testing.assert_array_equal(hot.asnumpy(), [[0, 0, 1], [1, 0, 0]])

@@ -113,10 +113,12 @@ class OneHot(Primitive):
 
     def __call__(self, indices, depth, on_value=1.0, off_value=0.0):
         ids = as_tensor(indices).data
-        on, off = as_tensor(on_value), as_tensor(off_value)
+        # on/off given as Python numbers are made on the default device: bring them to ids'
+        on, off = (backend.to_device(as_tensor(v).data, backend.device_of(ids))
+                   for v in (on_value, off_value))
         xp = backend.get_array_module(ids)
         hot = xp.arange(depth) == ids[..., None]
-        out = xp.where(hot, on.data, off.data.astype(on.dtype))
+        out = xp.where(hot, on, off.astype(on.dtype))
         return creation.leaf(xp.moveaxis(out, -1, self.axis))
 
 
