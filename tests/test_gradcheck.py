@@ -149,3 +149,9 @@ def test_non_finite_values_fail():
     # log of a negative number: NaN on both sides must not pass silently
     with pytest.raises(AssertionError, match="nan"), numpy.errstate(invalid="ignore"):
         check_backward(ops.log, [numpy.array([-1.0, 2.0])])
+
+
+def test_numerical_grad_takes_host_seeds_for_device_inputs(device):
+    x = minigrad.Tensor(numpy.array([[0.5, -1.0], [2.0, 0.25]]), device=device)
+    (g,) = numerical_grad(lambda t: t * t, [x], numpy.array([[1.0, 2.0], [3.0, 4.0]]))
+    numpy.testing.assert_allclose(g, [[1.0, -4.0], [12.0, 2.0]], rtol=1e-6)

@@ -207,6 +207,7 @@ def _directional(fn, arrays, i, v, seeds, eps):
         args[i] = x64[i] + sign * eps * v
         with no_grad():
             outs = _outputs(fn(*[Tensor(a) for a in args]), "fn")
-        return sum(float((o.data.astype(numpy.float64) * s).sum())
+        # a seed given as a NumPy array meets the output on its device
+        return sum(float((o.data.astype(numpy.float64) * backend.to_device(s, o.device)).sum())
                    for o, s in zip(outs, seeds) if s is not None)
     return (objective(1.0) - objective(-1.0)) / (2 * eps)
