@@ -18,8 +18,8 @@ class Tensor:
         dtype: one of the ``minigrad.dtype`` names; default: the array's own dtype, or float32 for
             Python floats, int64 for Python ints.
         requires_grad: record ops on this tensor so that ``backward`` fills ``.grad``.
-        device: ``"CPU"`` or ``"GPU"``; default ``set_context(device_target=...)`` (CPU), or the
-            device of ``data`` when it is already a CuPy array.
+        device: ``"CPU"`` or ``"GPU"``; default: where ``data`` already is when it is an array
+            (NumPy: CPU, CuPy: GPU), else ``set_context(device_target=...)`` (CPU by default).
 
     Raises:
         TypeError: for an unsupported dtype.
