@@ -10,7 +10,7 @@ from minigrad.testing import assert_forward, check_backward, noncontiguous
 
 def conv_reference(x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
     """Direct definition in float64: a sum over kernel taps of shifted, strided input slices."""
-    (n, c, h, width), (o, cg, kh, kw) = x.shape, w.shape
+    (n, _, h, width), (o, cg, kh, kw) = x.shape, w.shape
     top, bottom, left, right = padding
     xp = numpy.pad(x.astype(numpy.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
     ho = (h + top + bottom - dilation[0] * (kh - 1) - 1) // stride[0] + 1
