@@ -281,3 +281,12 @@ def test_where_condition_moves_to_the_operands_device(cond_device, device):
     assert out.device == device
     numpy.testing.assert_array_equal(out.asnumpy(), [1.0, 0.0, 3.0])
     assert ops.where([[False, True, False]], x, -x).asnumpy().tolist() == [[-1.0, 2.0, -3.0]]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not minigrad.backend.CUDA_AVAILABLE, reason="needs CuPy and a CUDA GPU")
+def test_operands_on_two_devices_name_both():
+    a = minigrad.Tensor([1.0, 2.0], device="CPU")
+    b = minigrad.Tensor([1.0, 2.0], device="GPU")
+    with pytest.raises(ValueError, match=r"different devices: CPU \(shape \(2,\)\) and GPU"):
+        a + b

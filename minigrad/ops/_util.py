@@ -23,7 +23,11 @@ def as_tensor(value, like=None):
 
 
 def binary_operands(a, b):
-    """Coerce two operands to tensors of one dtype: weak scalars adopt, mixed floats promote."""
+    """Coerce two operands to tensors of one dtype: weak scalars adopt, mixed floats promote.
+
+    Raises:
+        ValueError: naming both devices when two tensors live on different devices.
+    """
     Tensor = tensor_class()
     a_is, b_is = isinstance(a, Tensor), isinstance(b, Tensor)
     if not a_is:
@@ -33,6 +37,9 @@ def binary_operands(a, b):
         a = as_tensor(a, b)
     elif not b_is:
         b = as_tensor(b, a)
+    elif backend.cupy is not None and backend.device_of(a.data) != backend.device_of(b.data):
+        raise ValueError(f"operands are on different devices: {a.device} (shape {a.shape}) and "
+                         f"{b.device} (shape {b.shape}); move one with Tensor.to(device)")
     if a.data.dtype != b.data.dtype:
         common = dtypes.promote_types(a.data.dtype, b.data.dtype)
         a, b = cast(a, common), cast(b, common)
