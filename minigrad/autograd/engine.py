@@ -136,7 +136,7 @@ def _fresh(grad, tensor, seen):
         raise RuntimeError(f"gradient shape {grad.shape} does not match tensor shape "
                            f"{tensor.data.shape}: an op's backward is wrong")
     key = _owner(grad)
-    if key in seen or not grad.flags.writeable:
+    if key in seen or not getattr(grad.flags, "writeable", True):  # CuPy arrays have no such flag
         grad = grad.copy()
         key = id(grad)
     seen.add(key)
