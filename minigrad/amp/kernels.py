@@ -42,6 +42,7 @@ _LAUNCH_ARGTYPES = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_uin
 
 _lock = threading.Lock()
 _cuda_modules = {}
+_cuda_functions = {}
 _host = {}
 
 
@@ -55,13 +56,17 @@ def read_source(name):
 
 
 def cuda_function(name, source=STATUS_SOURCE):
-    """The ``RawKernel`` ``name`` from ``source``, compiled once per process (needs a GPU)."""
-    with _lock:
-        module = _cuda_modules.get(source)
-        if module is None:
-            module = backend.cupy.RawModule(code=read_source(source), options=CUDA_OPTIONS)
-            _cuda_modules[source] = module
-    return module.get_function(name)
+    """The ``RawKernel`` ``name`` from ``source``, compiled and looked up once per process
+    (needs a GPU)."""
+    function = _cuda_functions.get((source, name))
+    if function is None:
+        with _lock:
+            module = _cuda_modules.get(source)
+            if module is None:
+                module = backend.cupy.RawModule(code=read_source(source), options=CUDA_OPTIONS)
+                _cuda_modules[source] = module
+            function = _cuda_functions[(source, name)] = module.get_function(name)
+    return function
 
 
 def host_library():
