@@ -4,14 +4,14 @@ These return gradients instead of writing ``.grad``: the positional inputs to di
 re-wrapped as fresh leaves, the weights (Parameters) are differentiated in place, and the output
 is seeded with ones — or with ``sens`` (this is how a loss scale enters backprop).
 """
+import minigrad.tensor as _tensor_module  # a cycle: tensor.py imports the ops, which import us
 from minigrad import backend
 from minigrad._config import enable_grad
 from minigrad.autograd import engine
 
 
 def _tensor():
-    from minigrad.tensor import Tensor
-    return Tensor
+    return _tensor_module.Tensor
 
 
 def _positions(grad_position, n):
@@ -43,7 +43,7 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
         roots = [out[0]]
     else:
         roots = list(out) if isinstance(out, tuple) else [out]
-    from minigrad.tensor import seed_like
+    seed_like = _tensor_module.seed_like
     if sens is not None and len(roots) > 1:
         sens_list = list(sens) if isinstance(sens, (tuple, list)) else [sens] * len(roots)
     else:
@@ -139,11 +139,11 @@ class GradOperation:
                 if not args:
                     raise TypeError("sens_param=True: the last input must be the sens tensor")
                 args, sens = args[:-1], args[-1]
-            Tensor = _tensor()
-            tensor_positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
-            positions = tensor_positions if self.get_all else tensor_positions[:1]
-            if self.get_by_list and not self.get_all:
-                positions = ()
+            positions = ()
+            if self.get_all or not self.get_by_list:
+                Tensor = _tensor()
+                positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+                positions = positions if self.get_all else positions[:1]
             _, input_grads, weight_grads = _differentiate(
                 fn, args, positions, weights if self.get_by_list else None, False, sens)
             if self.get_by_list:

@@ -87,20 +87,25 @@ class Dense(Function):
     """
     def forward(self, x, w, b=None):
         self.dtype, self.x_shape = x.dtype, x.shape
-        self.x, self.w = _widen(x.reshape(-1, x.shape[-1])), _widen(w)
+        if x.ndim != 2:
+            x = x.reshape(-1, x.shape[-1])
+        self.x, self.w = _widen(x), _widen(w)
         out = self.x @ self.w.T
         if b is not None:
             out += _widen(b)
-        return _narrow(out, self.dtype).reshape(x.shape[:-1] + (w.shape[0],))
+        out = _narrow(out, self.dtype)
+        return out if len(self.x_shape) == 2 else out.reshape(self.x_shape[:-1] + (w.shape[0],))
 
     def backward(self, g):
-        g = _widen(g.reshape(-1, g.shape[-1]))
-        need_x, need_w = self.needs_grad[:2]
-        gx = _narrow(g @ self.w, self.dtype).reshape(self.x_shape) if need_x else None
-        gw = _narrow(g.T @ self.x, self.dtype) if need_w else None
-        if len(self.needs_grad) == 2:
+        if g.ndim != 2:
+            g = g.reshape(-1, g.shape[-1])
+        g = _widen(g)
+        needs = self.needs_grad
+        gx = _narrow(g @ self.w, self.dtype).reshape(self.x_shape) if needs[0] else None
+        gw = _narrow(g.T @ self.x, self.dtype) if needs[1] else None
+        if len(needs) == 2:
             return gx, gw
-        gb = _narrow(g.sum(axis=0), self.dtype) if self.needs_grad[2] else None
+        gb = _narrow(g.sum(axis=0), self.dtype) if needs[2] else None
         return gx, gw, gb
 
 
