@@ -6,7 +6,7 @@ is seeded with ones — or with ``sens`` (this is how a loss scale enters backpr
 """
 import minigrad.tensor as _tensor_module  # a cycle: tensor.py imports the ops, which import us
 from minigrad import backend
-from minigrad._config import enable_grad
+from minigrad._config import config, enable_grad
 from minigrad.autograd import engine
 
 
@@ -34,8 +34,11 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
         args[p] = Tensor._make(args[p].data, None, 0).requires_grad_()
         leaves.append(args[p])
     weights = [weights] if isinstance(weights, Tensor) else list(weights or ())  # one Parameter
-    with enable_grad():
+    if config.grad_enabled:
         out = fn(*args)
+    else:
+        with enable_grad():
+            out = fn(*args)
     if has_aux:
         if not isinstance(out, tuple) or not out:
             raise TypeError("has_aux=True needs fn to return a tuple (output, aux...), "
@@ -55,7 +58,8 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
         grads = engine.run_backward([r for r, _ in differentiable], seeds, targets=targets)
     else:
         grads = [None] * len(targets)
-    grads = [Tensor._make(_zeros(t) if g is None else g, None, 0) for t, g in zip(targets, grads)]
+    make = _tensor_module.make
+    grads = [make(_zeros(t) if g is None else g, None, 0) for t, g in zip(targets, grads)]
     return out, grads[:len(leaves)], tuple(grads[len(leaves):])
 
 
