@@ -3,12 +3,17 @@
    A check scans fp16 or fp32 arrays and, if any element is +-inf or NaN, stores 1.0f into
    status[0]. It never stores anything else, so the flag is sticky: only the host clears it.
    The fused variant also multiplies every element by inv_scale in the same pass (the flag is
-   computed from the values before the multiplication), in place.
+   computed from the values before the multiplication), in place. The widening variant reads
+   fp16 and writes fp32(x) * inv_scale to separate fp32 arrays: one pass where a conversion
+   followed by the fp32 kernel would take two (fp16 gradients are unscaled into fp32, since
+   their true values are often below fp16's range).
 
    Work description (one launch covers many arrays of one dtype):
      table[3*t + 0]  address of array t (aligned to its element size)
      table[3*t + 1]  number of elements of array t (> 0)
      table[3*t + 2]  index of the first chunk of array t; chunks are `chunk` elements long
+     table[3*n_arrays + t]  (widening kernel only) address of the fp32 output of array t, of
+                            the same length, aligned to 4 bytes
    Blocks take chunks in a grid-stride loop and threads stride through a chunk, so the same
    code runs on a GPU and, through host_shim.h (one block per core, blockDim.x == 1 at compile
    time), as plain vectorisable loops on a CPU.
@@ -97,6 +102,16 @@ __device__ __forceinline__ void mg_unscale_float_vec(mg_vec& v, float inv_scale)
 {
     unscale_words<unscale_float>(v, inv_scale);
 }
+/* The eight fp16 values of a vector as fp32 times inv_scale, stored at out (4-byte aligned). */
+__device__ __forceinline__ void mg_widen_half_vec(float* out, const mg_vec& v, float inv_scale)
+{
+    const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        out[2 * k] = mg_mul(mg_half_to_float(w[k] & 0xFFFFu), inv_scale);
+        out[2 * k + 1] = mg_mul(mg_half_to_float(w[k] >> 16), inv_scale);
+    }
+}
 #define MG_ILP 4 /* independent vector loads in flight per thread */
 #endif
 
@@ -172,6 +187,35 @@ __device__ mg_vec walk_chunk(mg_vec acc, typename F::elem* p, u64 n, float inv_s
     return acc;
 }
 
+/* Elements [0, n) of one chunk of fp16 values p, written widened and unscaled to out. Vectors
+   are aligned on the input; the output is stored element by element on the GPU and with
+   unaligned vector stores on the CPU, so it needs no alignment beyond a float's. */
+__device__ mg_vec widen_chunk(mg_vec acc, const u16* p, float* out, u64 n, float inv_scale)
+{
+    const u64 bytes = sizeof(mg_vec), per_vec = bytes / sizeof(u16);
+    u64 head = ((bytes - ((u64)p & (bytes - 1))) & (bytes - 1)) / sizeof(u16);
+    if (head > n)
+        head = n;
+    const u64 vecs = (n - head) / per_vec;
+    const u64 tail = head + vecs * per_vec;
+    const mg_vec* v = (const mg_vec*)(p + head);
+
+    for (u64 i = threadIdx.x; i < head; i += blockDim.x) {
+        acc = mg_fold_word(acc, p[i], Fp16::MASK, Fp16::CARRY);
+        out[i] = mg_mul(mg_half_to_float(p[i]), inv_scale);
+    }
+    for (u64 i = threadIdx.x; i < vecs; i += blockDim.x) {
+        const mg_vec r = __ldg(v + i);
+        acc = mg_fold(acc, r, Fp16::MASK, Fp16::CARRY);
+        mg_widen_half_vec(out + head + i * per_vec, r, inv_scale);
+    }
+    for (u64 j = tail + threadIdx.x; j < n; j += blockDim.x) {
+        acc = mg_fold_word(acc, p[j], Fp16::MASK, Fp16::CARRY);
+        out[j] = mg_mul(mg_half_to_float(p[j]), inv_scale);
+    }
+    return acc;
+}
+
 /* The array holding `chunk`: the last t with table[3t+2] <= chunk (binary search). */
 __device__ __forceinline__ int array_of_chunk(const u64* table, int n_arrays, u64 chunk)
 {
@@ -186,7 +230,7 @@ __device__ __forceinline__ int array_of_chunk(const u64* table, int n_arrays, u6
     return lo;
 }
 
-template <class F, bool UNSCALE>
+template <class F, bool UNSCALE, bool WIDEN>
 __device__ void float_status(const u64* table, int n_arrays, u64 n_chunks, u64 chunk,
                              float inv_scale, float* status)
 {
@@ -197,8 +241,11 @@ __device__ void float_status(const u64* table, int n_arrays, u64 n_chunks, u64 c
         u64 n = table[3 * t + 1] - first;
         if (n > chunk)
             n = chunk;
-        typename F::elem* base = (typename F::elem*)table[3 * t];
-        acc = walk_chunk<F, UNSCALE>(acc, base + first, n, inv_scale);
+        if (WIDEN)
+            acc = widen_chunk(acc, (const u16*)table[3 * t] + first,
+                              (float*)table[3 * n_arrays + t] + first, n, inv_scale);
+        else
+            acc = walk_chunk<F, UNSCALE>(acc, (typename F::elem*)table[3 * t] + first, n, inv_scale);
     }
     /* Every writer stores the same value, so plain stores race harmlessly: no atomics, and
        at most one store per warp. */
@@ -206,14 +253,15 @@ __device__ void float_status(const u64* table, int n_arrays, u64 n_chunks, u64 c
         status[0] = 1.0f;
 }
 
-#define MG_STATUS_KERNEL(name, F, UNSCALE)                                                      \
+#define MG_STATUS_KERNEL(name, F, UNSCALE, WIDEN)                                               \
     extern "C" __global__ void name(const u64* table, int n_arrays, u64 n_chunks, u64 chunk,    \
                                     float inv_scale, float* status)                             \
     {                                                                                           \
-        float_status<F, UNSCALE>(table, n_arrays, n_chunks, chunk, inv_scale, status);          \
+        float_status<F, UNSCALE, WIDEN>(table, n_arrays, n_chunks, chunk, inv_scale, status);   \
     }
 
-MG_STATUS_KERNEL(check_fp16, Fp16, false)
-MG_STATUS_KERNEL(check_fp32, Fp32, false)
-MG_STATUS_KERNEL(check_unscale_fp16, Fp16, true)
-MG_STATUS_KERNEL(check_unscale_fp32, Fp32, true)
+MG_STATUS_KERNEL(check_fp16, Fp16, false, false)
+MG_STATUS_KERNEL(check_fp32, Fp32, false, false)
+MG_STATUS_KERNEL(check_unscale_fp16, Fp16, true, false)
+MG_STATUS_KERNEL(check_unscale_fp32, Fp32, true, false)
+MG_STATUS_KERNEL(check_unscale_fp16_to_fp32, Fp16, false, true)

@@ -15,5 +15,6 @@ MG_HOST_LAUNCHER(check_fp16)
 MG_HOST_LAUNCHER(check_fp32)
 MG_HOST_LAUNCHER(check_unscale_fp16)
 MG_HOST_LAUNCHER(check_unscale_fp32)
+MG_HOST_LAUNCHER(check_unscale_fp16_to_fp32)
 
 extern "C" int host_threads(void) { return mg_host_threads(); }

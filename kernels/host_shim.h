@@ -125,10 +125,18 @@ static inline void mg_unscale_float_vec(mg_vec& v, float inv_scale)
     v = (mg_vec)((mg_f32x16)v * inv_scale);
 }
 
-/* fp16 vectors: widen to fp32, multiply, narrow with nearest-even, in the widest SIMD the
-   target has; compilers do not vectorise the _Float16 conversions of the lane-by-lane form. */
+/* fp16 vectors: widen to fp32, multiply, narrow with nearest-even (or store the fp32 values,
+   mg_widen_half_vec), in the widest SIMD the target has; compilers do not vectorise the
+   _Float16 conversions of the lane-by-lane form. */
 #if defined(__AVX512F__)
 #include <immintrin.h>
+static inline void mg_widen_half_vec(float* out, const mg_vec& v, float inv_scale)
+{
+    const __m512 s = _mm512_set1_ps(inv_scale);
+    __m512i x = (__m512i)v;
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(x)), s));
+    _mm512_storeu_ps(out + 16, _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1)), s));
+}
 static inline __m256i mg_unscale_half16(__m256i h, __m512 s)
 {
     return _mm512_cvtps_ph(_mm512_mul_ps(_mm512_cvtph_ps(h), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -143,6 +151,14 @@ static inline void mg_unscale_half_vec(mg_vec& v, float inv_scale)
 }
 #elif defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
+static inline void mg_widen_half_vec(float* out, const mg_vec& v, float inv_scale)
+{
+    __m128i h[4];
+    std::memcpy(h, &v, sizeof h);
+    const __m256 s = _mm256_set1_ps(inv_scale);
+    for (int k = 0; k < 4; ++k)
+        _mm256_storeu_ps(out + 8 * k, _mm256_mul_ps(_mm256_cvtph_ps(h[k]), s));
+}
 static inline void mg_unscale_half_vec(mg_vec& v, float inv_scale)
 {
     __m128i h[4];
@@ -153,6 +169,13 @@ static inline void mg_unscale_half_vec(mg_vec& v, float inv_scale)
     std::memcpy(&v, h, sizeof h);
 }
 #else
+static inline void mg_widen_half_vec(float* out, const mg_vec& v, float inv_scale)
+{
+    unsigned short h[32];
+    std::memcpy(h, &v, sizeof h);
+    for (int k = 0; k < 32; ++k)
+        out[k] = mg_half_to_float(h[k]) * inv_scale;
+}
 static inline void mg_unscale_half_vec(mg_vec& v, float inv_scale)
 {
     unsigned short h[32];

@@ -7,7 +7,8 @@
 
 The kernels walk each array as one run of elements in memory; an array that is not (C or F)
 contiguous, or not aligned to its element size, is checked through a packed copy, and for the
-fused unscale the result is written back into the original view.
+fused unscale the result is written back into the original view. ``widen`` checks float16
+arrays and writes them unscaled into new float32 arrays, in one pass.
 """
 import numpy
 
@@ -61,16 +62,47 @@ def run(status, arrays, inv_scale=None):
                     x[...] = packed
 
 
-def chunk_table(arrays, chunk):
+def widen(status, arrays, inv_scale):
+    """Float32 copies of the float16 ``arrays``, multiplied by ``inv_scale``; set ``status[0]``
+    to 1 if any input holds inf/NaN (never clear it).
+
+    Each result is ``x.astype(float32) * float32(inv_scale)`` bit for bit, in ``x``'s memory
+    order when ``x`` is C- or F-contiguous. ``status`` as for ``run``.
+    """
+    xp = backend.get_array_module(status)
+    dense = [_dense(x) for x in arrays]
+    outs = [xp.empty_like(x, dtype=numpy.float32) for x in dense]
+    inputs = [x for x in dense if x.size]
+    outputs = [out for out in outs if out.size]
+    if not inputs:
+        return outs
+    on_gpu = backend.device_of(status) == "GPU"
+    lib = None if on_gpu else kernels.host_library()
+    inv = numpy.float32(inv_scale)
+    name = "check_unscale_fp16_to_fp32"
+    if on_gpu:
+        _launch_gpu(name, inputs, inv, status, outputs)
+    elif lib is not None:
+        _launch_host(lib, name, inputs, inv, status, outputs)
+    else:  # no host build: convert, then check and unscale the copies
+        for x, out in zip(inputs, outputs):
+            out[...] = x
+        _status_numpy.check(status, outputs, inv)
+    return outs
+
+
+def chunk_table(arrays, chunk, outputs=()):
     """The kernels' work table for ``arrays`` (non-empty, dense) cut into ``chunk``-element chunks.
 
     Returns ``(table, n_chunks)``: ``table`` is a flat uint64 NumPy array of rows
-    ``(address, n_elements, first_chunk)``.
+    ``(address, n_elements, first_chunk)``, then the addresses of ``outputs`` (one per array,
+    for the widening kernel).
     """
     rows, first = [], 0
     for x in arrays:
         rows.extend((_address(x), x.size, first))
         first += -(-x.size // chunk)
+    rows.extend(_address(out) for out in outputs)
     return numpy.array(rows, dtype=numpy.uint64), first
 
 
@@ -89,22 +121,22 @@ def _dense(x):
     return x.copy()  # C order, freshly allocated, hence aligned
 
 
-def _launch_host(lib, name, arrays, inv, status):
+def _launch_host(lib, name, arrays, inv, status, outputs=()):
     # Below HOST_PARALLEL_MIN elements one thread is faster than waking others; above it, one
     # chunk per thread gives each core a long sequential run.
     total = sum(x.size for x in arrays)
     threads = kernels.host_threads() if total >= HOST_PARALLEL_MIN else 1
     per_thread = -(-total // threads)
     chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
-    table, n_chunks = chunk_table(arrays, chunk)
+    table, n_chunks = chunk_table(arrays, chunk, outputs)
     launch = getattr(lib, "launch_" + name)
     launch(min(threads, n_chunks), table.ctypes.data, len(arrays), n_chunks, chunk, float(inv),
            status.ctypes.data)
 
 
-def _launch_gpu(name, arrays, inv, status):
+def _launch_gpu(name, arrays, inv, status, outputs=()):
     cupy = backend.cupy
-    table, n_chunks = chunk_table(arrays, CHUNK)
+    table, n_chunks = chunk_table(arrays, CHUNK, outputs)
     with status.device:
         grid = min(n_chunks, GPU_MAX_BLOCKS)
         kernel = kernels.cuda_function(name)

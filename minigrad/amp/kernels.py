@@ -30,7 +30,8 @@ from minigrad import backend
 
 STATUS_SOURCE = "float_status.cu"
 HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp")
-STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32")
+STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
+                  "check_unscale_fp16_to_fp32")
 # NVRTC options given to RawModule; CI compiles the source with nvcc and the same language level.
 CUDA_OPTIONS = ()
 HOST_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas", "-Wno-psabi")

@@ -18,8 +18,7 @@ import dataclasses
 import numpy
 
 from minigrad import backend, dtype as dtypes
-from minigrad._fastcast import convert
-from minigrad.amp import float_status
+from minigrad.amp import _status_launch, float_status
 
 
 def inverse(scale):
@@ -41,14 +40,25 @@ class OverflowStatus:
 
     def unscale_and_check(self, arrays, scale):
         """Check ``arrays`` and multiply them by 1/scale in one pass (None kept; fp16 arrays are
-        first copied to fp32, see the module docstring); return the list of unscaled arrays."""
-        out = [None if a is None else (convert(a, dtypes.float32) if a.dtype == dtypes.float16 else a)
-               for a in arrays]
-        present = [a for a in out if a is not None]
-        if present:
-            float_status.check_and_unscale(self._status(present[0]), present, inverse(scale))
-            self._seen.update(id(a) for a in present)
-        return out
+        read once and unscaled into new fp32 arrays, see the module docstring); return the list
+        of unscaled arrays."""
+        present = [a for a in arrays if a is not None]
+        if not present:
+            return list(arrays)
+        inv = inverse(scale)
+        status = self._status(present[0])
+        halves = [a for a in present if a.dtype == dtypes.float16]
+        wide = [a for a in present if a.dtype != dtypes.float16]
+        if wide:
+            float_status.check_and_unscale(status, wide, inv)
+        if halves:
+            # float_status's own argument checks (buffer, device, dtype), then the one-pass widening
+            buffer = float_status._status_array(status)
+            halves = float_status._checked_arrays(buffer, halves, "arrays")
+            widened = iter(_status_launch.widen(buffer, halves, inv))
+            arrays = [a if a is None or a.dtype != dtypes.float16 else next(widened) for a in arrays]
+        self._seen.update(id(a) for a in arrays if a is not None)
+        return list(arrays)
 
     def check(self, arrays):
         """Check the arrays (None skipped) that this status has not seen yet."""
