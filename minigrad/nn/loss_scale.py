@@ -161,7 +161,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
 
     def _unscale(self, status, grads, scale):
         arrays = status.unscale_and_check([g.data for g in grads], scale)
-        return tuple(g if a is g.data else Tensor(a) for g, a in zip(grads, arrays))
+        return tuple(g if a is g.data else Tensor._make(a, None, 0) for g, a in zip(grads, arrays))
 
     def set_sense_scale(self, sens):
         """Set the scale (a Tensor of the original shape and type) used from the next step on.
