@@ -67,3 +67,15 @@ def test_step_flags_nonfinite_fp16():
     x[9999] = numpy.float16(numpy.inf)
     _, overflow = amp_step.unscale_and_check([numpy.ones(5, numpy.float16), x], 4.0)
     assert overflow
+
+
+def test_widen_without_host_build_matches(monkeypatch):
+    monkeypatch.setattr(_status_launch.kernels, "host_library", lambda: None)
+    x = (numpy.random.default_rng(6).standard_normal(5000) * 100).astype(numpy.float16)[1:]
+    status = numpy.zeros(8, numpy.float32)
+    out, empty = _status_launch.widen(status, [x, x[:0]], 0.25)
+    assert status[0] == 0 and empty.shape == (0,) and empty.dtype == numpy.float32
+    assert_same_values(out, x.astype(numpy.float32) * numpy.float32(0.25))
+    x[7] = numpy.nan
+    _status_launch.widen(status, [x], 0.25)
+    assert status[0] == 1
