@@ -14,7 +14,7 @@ import minigrad
 from minigrad import nn
 from minigrad.dataset import NumpySlicesDataset, load_digits
 from minigrad.optim import Momentum, cosine_decay_lr
-from minigrad.train import Accuracy, Loss, LossMonitor, ProgressBar
+from minigrad.train import Accuracy, Loss, LossMonitor, LossScaleMonitor, ProgressBar
 
 
 class MLP(nn.Cell):
@@ -69,7 +69,8 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     optimizer = Momentum(net.trainable_params(), schedule, momentum=0.9, weight_decay=weight_decay)
     model = minigrad.Model(net, loss_fn, optimizer, metrics={"accuracy": Accuracy(), "loss": Loss()},
                            amp_level=amp_level)
-    callbacks = [ProgressBar()] if progress else [LossMonitor(per_print_times=0)]
+    scale_monitor = LossScaleMonitor()  # records nothing when the level has no loss scaling
+    callbacks = [ProgressBar() if progress else LossMonitor(per_print_times=0), scale_monitor]
     start = time.perf_counter()
     model.train(epochs, train_ds, callbacks=callbacks)
     seconds = time.perf_counter() - start
@@ -77,6 +78,10 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     if verbose:
         print(f"{name} ({amp_level}): test accuracy {result['accuracy']:.4f}, test loss "
               f"{result['loss']:.4f}, {len(y_test)} test images, trained in {seconds:.1f} s", flush=True)
+        if scale_monitor.scales:
+            print(f"  loss scale {scale_monitor.scales[0]:.0f} -> {scale_monitor.scales[-1]:.0f}; "
+                  f"{sum(scale_monitor.overflows)} of {len(scale_monitor.overflows)} steps skipped "
+                  f"on fp16 gradient overflow", flush=True)
     return result["accuracy"]
 
 
