@@ -264,3 +264,11 @@ def test_dense_rejects_mismatched_shapes():
         ops.dense(x, w)
     with pytest.raises(ValueError, match=r"bias of shape \(3,\), got \(2,\)"):
         ops.dense(minigrad.Tensor(numpy.ones((2, 5), numpy.float32)), w, numpy.ones(2, numpy.float32))
+
+
+def test_getitem_repeated_fp16_gradients_accumulate_in_fp32():
+    """4096 fp16 ones scattered onto one element: fp16 accumulation would stall at 2048."""
+    x = minigrad.Tensor(numpy.zeros(3, numpy.float16), requires_grad=True)
+    ops.getitem(x, numpy.zeros(4096, numpy.int64)).sum().backward()
+    assert x.grad.dtype == numpy.float16 and x.grad.asnumpy().tolist() == [4096.0, 0.0, 0.0]
+    assert numpy.float16(2048) + numpy.float16(1) == 2048  # what fp16 accumulation would give

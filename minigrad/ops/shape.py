@@ -1,7 +1,7 @@
 """Shape ops: reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to, getitem."""
 import numpy
 
-from minigrad import backend
+from minigrad import backend, dtype as dtypes
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, normalize_axis, unbroadcast
 
@@ -41,25 +41,32 @@ class BroadcastTo(Function):
 
 
 class GetItem(Function):
-    """out = x[index];  dx = zeros with g scattered (added, for repeated indices) at index."""
+    """out = x[index];  dx = zeros with g scattered at index.
+
+    Integer-array indices may repeat an element: their gradients add up, accumulated in fp32 for
+    fp16 (a scatter-add is a reduction). Slices and bool masks select each element once.
+    """
     def forward(self, x, index):
         self.shape, self.index = x.shape, index
-        self.advanced = _is_advanced(index)
+        self.repeats = _may_repeat(index)
         return x[index]
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        dx = xp.zeros(self.shape, g.dtype)
-        if self.advanced:
-            xp.add.at(dx, self.index, g)  # repeated indices add up
-        else:
+        if not self.repeats:
+            dx = xp.zeros(self.shape, g.dtype)
             dx[self.index] = g
-        return dx
+            return dx
+        acc = dtypes.acc_dtype(g.dtype)
+        dx = xp.zeros(self.shape, acc)
+        xp.add.at(dx, self.index, g.astype(acc, copy=False))
+        return dx.astype(g.dtype, copy=False)
 
 
-def _is_advanced(index):
+def _may_repeat(index):
     items = index if isinstance(index, tuple) else (index,)
-    return any(hasattr(i, "shape") and getattr(i, "ndim", 0) > 0 or isinstance(i, list) for i in items)
+    return any(isinstance(i, list) or (getattr(i, "ndim", 0) > 0 and i.dtype.kind != "b")
+               for i in items)
 
 
 def reshape(x, shape):
