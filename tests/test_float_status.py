@@ -411,3 +411,20 @@ def test_one_cuda_launch_per_dtype(monkeypatch):
     status = fs.alloc_status("GPU")
     fs.check_overflow(status, *arrays)
     assert sum(len(c.launches) for c in counters) == 2 and not fs.get_status(status)
+
+
+def test_check_and_unscale_to_fp32_widens_and_flags():
+    """fp16 in, new fp32 out: values below fp16's subnormals survive the unscale; inputs untouched."""
+    halves = [numpy.array([1.0, 2.0, 3.0], numpy.float16), numpy.array([6e-5, 65504.0], numpy.float16)]
+    before = [h.copy() for h in halves]
+    status = fs.alloc_status()
+    out = fs.check_and_unscale_to_fp32(status, halves, 2.0 ** -20)
+    assert [o.dtype for o in out] == [numpy.float32, numpy.float32]
+    numpy.testing.assert_array_equal(out[1], halves[1].astype(numpy.float32) * numpy.float32(2.0 ** -20))
+    assert out[1][0] > 0  # 6e-5 / 2**20 is far below fp16's smallest subnormal
+    assert not fs.get_status(status)
+    assert all(numpy.array_equal(h, b) for h, b in zip(halves, before))
+    fs.check_and_unscale_to_fp32(status, [numpy.array([numpy.inf], numpy.float16)], 1.0)
+    assert fs.get_status(status)
+    with pytest.raises(TypeError, match=r"arrays\[0\] must have dtype float16"):
+        fs.check_and_unscale_to_fp32(status, [numpy.ones(2, numpy.float32)], 1.0)

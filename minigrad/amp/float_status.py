@@ -24,6 +24,7 @@ import numbers
 
 import numpy
 
+import minigrad.tensor as _tensor  # tensor.py imports the ops, which import this module
 from minigrad import backend
 from minigrad._config import config
 from minigrad.amp import _status_launch
@@ -43,7 +44,6 @@ def alloc_status(like=None):
     Raises:
         ValueError: an unknown device name. RuntimeError: ``"GPU"`` without CuPy and a GPU.
     """
-    from minigrad.tensor import Tensor
     if like is None:
         device = backend.check_device(config.device_target)
     elif isinstance(like, str):
@@ -53,9 +53,9 @@ def alloc_status(like=None):
         device = backend.device_of(data)
         if device == "GPU":
             with data.device:  # the same GPU as ``like``
-                return Tensor(backend.cupy.zeros(STATUS_SHAPE, dtype=numpy.float32))
+                return _tensor.Tensor(backend.cupy.zeros(STATUS_SHAPE, dtype=numpy.float32))
     xp = backend.cupy if device == "GPU" else numpy
-    return Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32))
+    return _tensor.Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32))
 
 
 def clear_status(status):
@@ -112,6 +112,34 @@ def check_and_unscale(status, arrays, inv_scale):
             raise ValueError(f"arrays[{i}] is read-only; check_and_unscale writes in place")
     _status_launch.run(buffer, checked, _inv_scale(inv_scale))
     return status
+
+
+def check_and_unscale_to_fp32(status, arrays, inv_scale):
+    """Check float16 ``arrays`` for inf/NaN and return new float32 arrays ``fp32(x) * inv_scale``.
+
+    One pass reads each fp16 value once, sets the sticky flag as ``check_overflow`` would and
+    writes the unscaled value in fp32: unscaling in fp16 would flush true gradients below fp16's
+    smallest subnormal (6e-8) to zero. The inputs are left untouched.
+
+    Args:
+        status: the status buffer.
+        arrays: a sequence of float16 Tensors/arrays (``None`` entries skipped), or a single one.
+        inv_scale: as ``check_and_unscale``.
+
+    Returns:
+        A list of new float32 arrays, one per array given (``None`` entries skipped).
+
+    Raises:
+        TypeError: as ``check_overflow``, for an array that is not float16, or ``inv_scale`` not
+            a number. ValueError: as ``check_and_unscale``.
+    """
+    buffer = _status_array(status)
+    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays")
+    for i, x in enumerate(checked):
+        if x.dtype != numpy.float16:
+            raise TypeError(f"arrays[{i}] must have dtype float16 for check_and_unscale_to_fp32, "
+                            f"got {x.dtype}")
+    return _status_launch.widen(buffer, checked, _inv_scale(inv_scale))
 
 
 def get_status(status):
@@ -176,8 +204,7 @@ class NPUGetFloatStatus:
 
 
 def _array(x, name):
-    from minigrad.tensor import Tensor
-    data = x.data if isinstance(x, Tensor) else x
+    data = x.data if isinstance(x, _tensor.Tensor) else x
     if not isinstance(data, numpy.ndarray) and not (
             backend.cupy is not None and isinstance(data, backend.cupy.ndarray)):
         raise TypeError(f"{name} must be a Tensor or a NumPy/CuPy array, "

@@ -18,7 +18,7 @@ import dataclasses
 import numpy
 
 from minigrad import backend, dtype as dtypes
-from minigrad.amp import _status_launch, float_status
+from minigrad.amp import float_status
 
 
 def inverse(scale):
@@ -52,10 +52,7 @@ class OverflowStatus:
         if wide:
             float_status.check_and_unscale(status, wide, inv)
         if halves:
-            # float_status's own argument checks (buffer, device, dtype), then the one-pass widening
-            buffer = float_status._status_array(status)
-            halves = float_status._checked_arrays(buffer, halves, "arrays")
-            widened = iter(_status_launch.widen(buffer, halves, inv))
+            widened = iter(float_status.check_and_unscale_to_fp32(status, halves, inv))
             arrays = [a if a is None or a.dtype != dtypes.float16 else next(widened) for a in arrays]
         self._seen.update(id(a) for a in arrays if a is not None)
         return list(arrays)
