@@ -16,7 +16,7 @@ scale before/after, the parameters holding inf and NaN.
 from minigrad.amp.core import ScaleCore
 from minigrad.amp import float_status
 from minigrad.amp.float_status import (alloc_status, clear_status, check_overflow, check_and_unscale,
-                                       get_status)
+                                       check_and_unscale_to_fp32, get_status)
 from minigrad.amp.step import StepReport, underflow_stats
 from minigrad.amp.functional import (init_status, all_finite, LossScaler, StaticLossScaler,
                                      DynamicLossScaler)
@@ -26,7 +26,7 @@ from minigrad.amp.managers import LossScaleManager, FixedLossScaleManager, Dynam
 from minigrad.amp.build import build_train_network, cast_network
 
 __all__ = ["ScaleCore", "float_status", "alloc_status", "clear_status", "check_overflow",
-           "check_and_unscale", "get_status", "StepReport", "underflow_stats", "init_status", "all_finite", "LossScaler",
+           "check_and_unscale", "check_and_unscale_to_fp32", "get_status", "StepReport", "underflow_stats", "init_status", "all_finite", "LossScaler",
            "StaticLossScaler", "DynamicLossScaler", "GradScaler", "OptState", "autocast",
            "LossScaleManager", "FixedLossScaleManager", "DynamicLossScaleManager",
            "build_train_network", "cast_network"]
