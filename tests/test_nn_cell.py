@@ -5,7 +5,7 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import Parameter, Tensor, nn, ops
+from minigrad import Parameter, Tensor, nn
 
 
 def _param(*shape, name=None, requires_grad=True):
@@ -296,17 +296,9 @@ def test_cell_list():
 
 
 def test_seed_example_network_part_runs():
-    """The network of mindspore.nn.TrainOneStepWithLossScaleCell's example, with minigrad."""
-    class SeedNet(nn.Cell):
-        def __init__(self, in_features, out_features):
-            super(SeedNet, self).__init__()
-            self.weight = Parameter(Tensor(numpy.ones([in_features, out_features]).astype(numpy.float32)),
-                                    name='weight')
-            self.matmul = ops.MatMul()
-
-        def construct(self, x):
-            output = self.matmul(x, self.weight)
-            return output
+    """The network of mindspore.nn.TrainOneStepWithLossScaleCell's example, with minigrad (the
+    seed's ``Net``, written once in test_loss_scale_seeds.py)."""
+    from test_loss_scale_seeds import Net as SeedNet
 
     size, in_features, out_features = 16, 16, 10
     net = SeedNet(in_features, out_features)
