@@ -140,8 +140,8 @@ def _launch_host(lib, name, arrays, inv, status, outputs=()):
     chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
     table, n_chunks = chunk_table(arrays, chunk, outputs)
     launch = getattr(lib, "launch_" + name)
-    launch(min(threads, n_chunks), table.ctypes.data, len(arrays), n_chunks, chunk, float(inv),
-           status.ctypes.data)
+    launch(min(threads, n_chunks), _address(table), len(arrays), n_chunks, chunk, float(inv),
+           _address(status))
 
 
 def _launch_gpu(name, arrays, inv, status, outputs=()):

@@ -47,8 +47,9 @@ class OverflowStatus:
             return list(arrays)
         inv = inverse(scale)
         status = self._status(present[0])
-        halves = [a for a in present if a.dtype == dtypes.float16]
-        wide = [a for a in present if a.dtype != dtypes.float16]
+        halves, wide = [], []
+        for a in present:
+            (halves if a.dtype == dtypes.float16 else wide).append(a)
         if wide:
             float_status.check_and_unscale(status, wide, inv)
         if halves:
