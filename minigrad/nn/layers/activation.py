@@ -38,32 +38,29 @@ class GELU(Cell):
         return f"approximate={self.approximate}"
 
 
-class Softmax(Cell):
+class _AlongAxis(Cell):
+    """An activation normalised along ``axis`` (default -1): ``op(x, axis)``."""
+    op = None
+
+    def __init__(self, axis=-1):
+        super().__init__()
+        self.axis = axis
+
+    def construct(self, x):
+        return self.op(x, self.axis)
+
+    def extend_repr(self):
+        return f"axis={self.axis}"
+
+
+class Softmax(_AlongAxis):
     """exp(x) / Σ exp(x) along ``axis`` (default -1)."""
-
-    def __init__(self, axis=-1):
-        super().__init__()
-        self.axis = axis
-
-    def construct(self, x):
-        return ops.softmax(x, self.axis)
-
-    def extend_repr(self):
-        return f"axis={self.axis}"
+    op = staticmethod(ops.softmax)
 
 
-class LogSoftmax(Cell):
+class LogSoftmax(_AlongAxis):
     """x - log Σ exp(x) along ``axis`` (default -1)."""
-
-    def __init__(self, axis=-1):
-        super().__init__()
-        self.axis = axis
-
-    def construct(self, x):
-        return ops.log_softmax(x, self.axis)
-
-    def extend_repr(self):
-        return f"axis={self.axis}"
+    op = staticmethod(ops.log_softmax)
 
 
 _ACTIVATIONS = {"relu": ReLU, "sigmoid": Sigmoid, "tanh": Tanh, "gelu": GELU, "softmax": Softmax,
