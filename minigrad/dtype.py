@@ -63,12 +63,10 @@ def acc_dtype(dtype):
 
 
 def default_dtype(value):
-    """Dtype of a tensor built from Python data: float32 for floats, int64 for ints, bool."""
-    if isinstance(value, bool):
-        return bool_
-    if isinstance(value, int):
-        return int64
-    return float32
+    """Dtype of a tensor built from Python data (a scalar or nested lists): float32 for floats,
+    int64 for ints, bool for bools. The data is read as a whole, as NumPy does ([1, 2.5] is float)."""
+    kind = numpy.asarray(value).dtype.kind
+    return {"b": bool_, "i": int64, "u": int64}.get(kind, float32)
 
 
 def promote_types(*dtypes):

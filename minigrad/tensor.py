@@ -33,8 +33,7 @@ class Tensor:
         if dtype is not None:
             dtype = dtypes.as_dtype(dtype)
         elif not hasattr(data, "dtype"):
-            # NumPy reads nested Python data as a whole ([1, 2.5] is float); map to our defaults
-            dtype = dtypes.default_dtype(numpy.asarray(data).dtype.type(0).item())
+            dtype = dtypes.default_dtype(data)
         if device is None:
             device = backend.device_of(data) if hasattr(data, "dtype") else config.device_target
         array = backend.to_device(data, device)
