@@ -38,8 +38,8 @@ class _EvalCell(Cell):
     def construct(self, *inputs):
         *data, label = inputs
         outputs = self._network(*data)
-        if self.add_cast_fp32 and outputs.dtype == dtypes.float16:
-            outputs = ops.cast(outputs, dtypes.float32)
+        if self.add_cast_fp32:
+            outputs = ops.cast(outputs, dtypes.acc_dtype(outputs.dtype))  # fp16 -> fp32 only
         return self._loss_fn(outputs, label), outputs, label
 
 
