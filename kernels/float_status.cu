@@ -161,18 +161,30 @@ __device__ __forceinline__ mg_vec visit_vecs(mg_vec acc, mg_vec* v, u64 stride, 
     return acc;
 }
 
+/* How n elements of size `elem` starting at p split around vector boundaries: `head` scalar
+   elements up to the first boundary, `vecs` whole vectors, then scalar elements from `tail`. */
+struct mg_span {
+    u64 head, vecs, tail;
+};
+__device__ __forceinline__ mg_span aligned_span(const void* p, u64 n, u64 elem)
+{
+    const u64 bytes = sizeof(mg_vec);
+    mg_span s;
+    s.head = ((bytes - ((u64)p & (bytes - 1))) & (bytes - 1)) / elem;
+    if (s.head > n)
+        s.head = n;
+    s.vecs = (n - s.head) / (bytes / elem);
+    s.tail = s.head + s.vecs * (bytes / elem);
+    return s;
+}
+
 /* Elements [0, n) of one chunk. Vector loads need addresses aligned to the vector size, so the
    elements before the first boundary and after the last one go through the scalar path. */
 template <class F, bool UNSCALE>
 __device__ mg_vec walk_chunk(mg_vec acc, typename F::elem* p, u64 n, float inv_scale)
 {
-    typedef typename F::elem E;
-    const u64 bytes = sizeof(mg_vec), per_vec = bytes / sizeof(E);
-    u64 head = ((bytes - ((u64)p & (bytes - 1))) & (bytes - 1)) / sizeof(E);
-    if (head > n)
-        head = n;
-    const u64 vecs = (n - head) / per_vec;
-    const u64 tail = head + vecs * per_vec;
+    const mg_span s = aligned_span(p, n, sizeof(typename F::elem));
+    const u64 head = s.head, vecs = s.vecs, tail = s.tail;
     mg_vec* v = (mg_vec*)(p + head);
 
     for (u64 i = threadIdx.x; i < head; i += blockDim.x)
@@ -192,12 +204,9 @@ __device__ mg_vec walk_chunk(mg_vec acc, typename F::elem* p, u64 n, float inv_s
    unaligned vector stores on the CPU, so it needs no alignment beyond a float's. */
 __device__ mg_vec widen_chunk(mg_vec acc, const u16* p, float* out, u64 n, float inv_scale)
 {
-    const u64 bytes = sizeof(mg_vec), per_vec = bytes / sizeof(u16);
-    u64 head = ((bytes - ((u64)p & (bytes - 1))) & (bytes - 1)) / sizeof(u16);
-    if (head > n)
-        head = n;
-    const u64 vecs = (n - head) / per_vec;
-    const u64 tail = head + vecs * per_vec;
+    const u64 per_vec = sizeof(mg_vec) / sizeof(u16);
+    const mg_span s = aligned_span(p, n, sizeof(u16));
+    const u64 head = s.head, vecs = s.vecs, tail = s.tail;
     const mg_vec* v = (const mg_vec*)(p + head);
 
     for (u64 i = threadIdx.x; i < head; i += blockDim.x) {
