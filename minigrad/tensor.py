@@ -48,11 +48,6 @@ class Tensor:
         self._index = 0
         self._hooks = None
 
-    @staticmethod
-    def _make(array, ctx, index):
-        """Wrap an xp array without checks (internal fast path); ``ctx`` is its creator or None."""
-        return make(array, ctx, index)
-
     # ---- array properties -------------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
     dtype = property(lambda self: self.data.dtype)
@@ -127,7 +122,7 @@ class Tensor:
 
     def detach(self):
         """A new leaf sharing this tensor's data, cut from the graph."""
-        return Tensor._make(self.data, None, 0)
+        return make(self.data, None, 0)
 
     def requires_grad_(self, requires_grad=True):
         if self._ctx is not None and not requires_grad:
@@ -221,6 +216,7 @@ class Tensor:
 
 
 def make(array, ctx, index):
+    """Wrap an xp array without checks (the internal fast path); ``ctx`` is its creator or None."""
     t = _new(Tensor)
     t.data = array
     t.requires_grad = ctx is not None

@@ -31,7 +31,7 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
     for p in positions:
         if not isinstance(args[p], Tensor):
             raise TypeError(f"input {p} to differentiate must be a Tensor, got {type(args[p]).__name__}")
-        args[p] = Tensor._make(args[p].data, None, 0).requires_grad_()
+        args[p] = _tensor_module.make(args[p].data, None, 0).requires_grad_()
         leaves.append(args[p])
     weights = [weights] if isinstance(weights, Tensor) else list(weights or ())  # one Parameter
     if config.grad_enabled:

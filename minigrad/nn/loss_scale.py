@@ -20,7 +20,7 @@ from minigrad.amp.core import ScaleCore, check_positive
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
 from minigrad.parameter import Parameter
-from minigrad.tensor import Tensor
+from minigrad.tensor import Tensor, make
 
 
 class DynamicLossScaleUpdateCell(Cell):
@@ -161,7 +161,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
 
     def _unscale(self, status, grads, scale):
         arrays = status.unscale_and_check([g.data for g in grads], scale)
-        return tuple(g if a is g.data else Tensor._make(a, None, 0) for g, a in zip(grads, arrays))
+        return tuple(g if a is g.data else make(a, None, 0) for g, a in zip(grads, arrays))
 
     def set_sense_scale(self, sens):
         """Set the scale (a Tensor of the original shape and type) used from the next step on.

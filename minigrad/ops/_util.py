@@ -10,6 +10,11 @@ def tensor_class():
     return _tensor.Tensor
 
 
+def leaf(array):
+    """A constant tensor (no graph) around ``array``, without checks."""
+    return _tensor.make(array, None, 0)
+
+
 def as_tensor(value, like=None):
     """``value`` as a Tensor; a non-tensor beside tensor ``like`` is weak (takes its dtype)."""
     Tensor = tensor_class()
@@ -19,7 +24,7 @@ def as_tensor(value, like=None):
         return Tensor(value)
     xp = backend.get_array_module(like.data)
     dtype = dtypes.weak_dtype(value, like.data.dtype)
-    return Tensor._make(xp.asarray(value, dtype=dtype), None, 0)
+    return leaf(xp.asarray(value, dtype=dtype))
 
 
 def binary_operands(a, b):

@@ -9,7 +9,7 @@ import numpy
 from minigrad import backend, dtype as dtypes
 from minigrad._fastcast import MIN_SIZE, convert
 from minigrad.autograd.function import Function
-from minigrad.ops._util import binary_operands, tensor_class, unbroadcast
+from minigrad.ops._util import binary_operands, leaf, unbroadcast
 
 
 def _arith(op, a, b):
@@ -201,7 +201,7 @@ def _compare(name):
     def compare(a, b):
         a, b = binary_operands(a, b)
         xp = backend.get_array_module(a.data)
-        return tensor_class()._make(getattr(xp, name)(a.data, b.data), None, 0)
+        return leaf(getattr(xp, name)(a.data, b.data))
     compare.__name__ = name
     compare.__doc__ = f"Elementwise ``{name}`` as a bool tensor (not differentiable)."
     return compare

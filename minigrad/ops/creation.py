@@ -8,7 +8,7 @@ import numpy
 from minigrad import backend, dtype as dtypes
 from minigrad._config import config
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, tensor_class
+from minigrad.ops._util import as_tensor, leaf
 
 
 def _module(device):
@@ -22,11 +22,6 @@ def _shape(shape):
                for n in shape):
         raise ValueError(f"shape must be a tuple of non-negative ints, got {shape}")
     return tuple(int(n) for n in shape)
-
-
-def leaf(array):
-    """A constant tensor (no graph) around ``array``."""
-    return tensor_class()._make(array, None, 0)
 
 
 def full(shape, value, dtype=None, device=None):

@@ -6,7 +6,7 @@ fp16 input (the dtype policy for fragile reductions); y is returned in x's dtype
 """
 from minigrad import backend, dtype as dtypes
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float, normalize_axis, tensor_class
+from minigrad.ops._util import as_tensor, check_float, leaf, normalize_axis, tensor_class
 
 
 def _moments(x, axes):
@@ -67,7 +67,7 @@ def _params(gamma, beta, shape, x, op):
     out = []
     for name, value, fill in (("gamma", gamma, 1), ("beta", beta, 0)):
         if value is None:
-            value = tensor_class()._make(xp.full(shape, fill, dtypes.acc_dtype(x.dtype)), None, 0)
+            value = leaf(xp.full(shape, fill, dtypes.acc_dtype(x.dtype)))
         value = as_tensor(value)
         if value.shape != shape:
             raise ValueError(f"{op} {name} must have shape {shape} for x of shape {x.shape}, "

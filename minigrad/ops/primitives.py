@@ -6,7 +6,7 @@ Each is a thin callable over a lowercase op: the constructor takes the primitive
 from minigrad import backend, dtype as dtypes
 from minigrad.ops import activation, arithmetic, conv, creation, join, linalg, math, pooling, \
     reduction, shape
-from minigrad.ops._util import as_tensor
+from minigrad.ops._util import as_tensor, leaf
 
 
 class Primitive:
@@ -100,7 +100,7 @@ class Argmax(Primitive):
 
     def __call__(self, x):
         x = as_tensor(x)
-        return creation.leaf(x.data.argmax(axis=self.axis).astype(self.output_type))
+        return leaf(x.data.argmax(axis=self.axis).astype(self.output_type))
 
 
 class OneHot(Primitive):
@@ -119,7 +119,7 @@ class OneHot(Primitive):
         xp = backend.get_array_module(ids)
         hot = xp.arange(depth) == ids[..., None]
         out = xp.where(hot, on, off.astype(on.dtype))
-        return creation.leaf(xp.moveaxis(out, -1, self.axis))
+        return leaf(xp.moveaxis(out, -1, self.axis))
 
 
 class _Reduce(Primitive):
