@@ -175,17 +175,22 @@ def _compile(compiler, flags, sources, path):
             os.unlink(staged)
 
 
+# ctypes signatures of the host library's plain C functions: name -> (argument types, result type)
+_HOST_FUNCTIONS = {
+    "host_threads": ([], ctypes.c_int),
+    "mg_half_to_float": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
+    "mg_float_to_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
+    "mg_convert_vectorized": ([], ctypes.c_int),
+}
+
+
 def _bind(lib):
     for name in STATUS_KERNELS:
         fn = getattr(lib, "launch_" + name)
         fn.argtypes = _LAUNCH_ARGTYPES
         fn.restype = None
-    lib.host_threads.argtypes = []
-    lib.host_threads.restype = ctypes.c_int
-    lib.mg_half_to_float.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    lib.mg_half_to_float.restype = None
-    lib.mg_float_to_half.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    lib.mg_float_to_half.restype = ctypes.c_int64
-    lib.mg_convert_vectorized.argtypes = []
-    lib.mg_convert_vectorized.restype = ctypes.c_int
+    for name, (argtypes, restype) in _HOST_FUNCTIONS.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = restype
     return lib
