@@ -10,7 +10,8 @@ The same CUDA source runs on two targets:
   moved into place atomically, so concurrent processes never load a half-written file. With no
   compiler (or ``MINIGRAD_NATIVE=0``) ``host_library()`` returns None and callers use NumPy.
   The same library also holds the host-only fp16<->fp32 conversion (``kernels/convert_host.cpp``,
-  used by ``minigrad._fastcast``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
+  used by ``minigrad._fastcast``) and the fused optimizer steps (``kernels/optim_host.cpp``, used
+  by ``minigrad.optim._fused``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
 
 The sources ship as package data of ``minigrad.kernels`` (mapped from the top-level
 ``kernels/`` folder); a source checkout reads that folder directly.
@@ -29,12 +30,15 @@ import threading
 from minigrad import backend
 
 STATUS_SOURCE = "float_status.cu"
-HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp")
+HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp", "optim_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
                   "check_unscale_fp16_to_fp32")
 # NVRTC options given to RawModule; CI compiles the source with nvcc and the same language level.
 CUDA_OPTIONS = ()
-HOST_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas", "-Wno-psabi")
+# -ffp-contract=off: NumPy rounds every operation, so no `a * b + c` may become an FMA (GCC's
+# default contracts across statements), or fused results would differ from NumPy's in the last bit.
+HOST_FLAGS = ("-O3", "-std=c++17", "-ffp-contract=off", "-shared", "-fPIC", "-Wno-unknown-pragmas",
+              "-Wno-psabi")
 # Tried in order: the first set the compiler accepts wins (no OpenMP, or no -march=native on
 # compilers that reject it, still gives a correct, slower library).
 HOST_FLAG_SETS = (("-march=native", "-fopenmp"), ("-march=native",), ())
@@ -78,7 +82,8 @@ def host_library():
     in ``STATUS_KERNELS`` (arguments: the number of blocks, then those of the CUDA kernel) and
     ``host_threads()``, the number of host threads a launch can use; and the conversions
     ``mg_half_to_float``, ``mg_float_to_half`` and ``mg_convert_vectorized`` (see
-    ``kernels/convert_host.cpp``).
+    ``kernels/convert_host.cpp``) and ``mg_fused_update`` (``kernels/optim_host.cpp``): the C
+    functions of ``_HOST_FUNCTIONS``.
     """
     with _lock:
         if "lib" not in _host:
@@ -181,6 +186,8 @@ _HOST_FUNCTIONS = {
     "mg_half_to_float": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_float_to_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_convert_vectorized": ([], ctypes.c_int),
+    "mg_fused_update": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float, ctypes.c_float,
+                         ctypes.c_double, ctypes.c_int, ctypes.c_float, ctypes.c_int], ctypes.c_int64),
 }
 
 

@@ -9,6 +9,11 @@ One call of ``TrainOneStepWithLossScaleCell(net_with_loss, optimizer, scale_sens
 4. ``process_loss_scale(overflow)``: the update cell adjusts S in place;
 5. the optimizer runs only if there was no overflow.
 
+When the optimizer has a fused update (SGD and Momentum on CPU, ``minigrad.optim._fused``) and
+``grad_reducer`` is the identity, step 3 only checks: the optimizer receives the scaled gradients
+with ``scale=S`` and divides S out in the same pass as its update, with the same result. An
+fp16 step then never writes fp32 copies of its gradients.
+
 It returns ``(loss, overflow, scale)``: the loss, a bool Tensor of shape ``()``, and the scale
 used for this step. ``cell.last_report`` says what happened (``minigrad.amp.StepReport``).
 """
@@ -19,6 +24,7 @@ from minigrad.amp import step as amp_step
 from minigrad.amp.core import ScaleCore, check_positive
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
+from minigrad.optim.optimizer import Optimizer
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor, make
 
@@ -146,18 +152,28 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         names = [p.name for p in weights]
         underflow = (amp_step.underflow_stats(names, [g.data for g in grads])
                      if self.track_underflow else None)
-        grads = self._unscale(status, grads, scale_before)
-        grads = self.grad_reducer(grads)
+        unscale_in_optimizer = self._optimizer_unscales()
+        if not unscale_in_optimizer:
+            grads = self.grad_reducer(self._unscale(status, grads, scale_before))
         cond = self.get_overflow_status(status, grads)
         overflow = self.process_loss_scale(cond)
         if not overflow:
-            self.optimizer(grads)
+            if unscale_in_optimizer:
+                self.optimizer.apply_gradients(grads, scale=scale_before)
+            else:
+                self.optimizer(grads)
         report = amp_step.make_report(self._steps, scale_before, bool(overflow), loss, names,
                                       [g.data for g in grads],
                                       scale_after=float(self.scale_sense.data.reshape(())))
         report.underflow = underflow
         self.last_report = report
         return loss, Tensor(numpy.array(bool(cond))), Tensor(numpy.array(scale_before).reshape(scaling_sens.shape))
+
+    def _optimizer_unscales(self):
+        # the optimizer may take scaled gradients when its fused update divides the scale out, and
+        # no grad_reducer (data parallel) needs them unscaled first
+        return (isinstance(self.optimizer, Optimizer) and self.optimizer._fused_rule() is not None
+                and getattr(self.grad_reducer, "__func__", None) is TrainOneStepCell.grad_reducer)
 
     def _unscale(self, status, grads, scale):
         arrays = status.unscale_and_check([g.data for g in grads], scale)

@@ -1,4 +1,5 @@
 """``Momentum``: heavy-ball / Nesterov momentum (MindSpore nn.Momentum, ops.ApplyMomentum)."""
+from minigrad.optim import _fused
 from minigrad.optim._checks import check_bool, check_non_negative_float
 from minigrad.optim.optimizer import Optimizer
 
@@ -32,6 +33,10 @@ class Momentum(Optimizer):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
         self.momentum = check_non_negative_float(momentum, "momentum", type(self).__name__)
         self.use_nesterov = check_bool(use_nesterov, "use_nesterov", type(self).__name__)
+
+    def _fused_rule(self):
+        return _fused.rule_for(self, Momentum, _fused.Rule(_fused.MOMENTUM, self.momentum,
+                                                           nesterov=self.use_nesterov, state="moments"))
 
     def update(self, state, weight, grad, lr):
         v = state["moments"]

@@ -31,6 +31,7 @@ import numpy
 from minigrad import backend, dtype as dtypes
 from minigrad._config import enable_grad
 from minigrad._fastcast import convert
+from minigrad.optim import _fused
 from minigrad.optim._checks import check_bool, check_non_negative_float, check_positive_float
 from minigrad.optim.lr_schedule import LearningRateSchedule
 from minigrad.parameter import Parameter
@@ -112,24 +113,37 @@ class Optimizer:
         self._synced = [None] * len(params)   # (data, version) of each parameter its master matches
 
     # ---- the one entry point -------------------------------------------------------------------
-    def apply_gradients(self, grads):
+    def apply_gradients(self, grads, scale=None):
         """Apply one update from ``grads`` (Tensors or arrays, one per parameter; None skips one).
 
         Every gradient is checked before any parameter changes.
+
+        Args:
+            grads: the gradients.
+            scale: a loss scale still in ``grads`` (a positive finite number), or None. Each
+                gradient is then first divided by it, as ``fp32(g) * fp32(1 / scale)`` (what
+                ``amp.float_status.check_and_unscale_to_fp32`` gives), before the fixed
+                ``loss_scale``. Lets a loss-scaled step hand over its fp16 gradients as they are:
+                SGD and Momentum unscale them inside their fused update.
 
         Returns:
             True.
 
         Raises:
-            TypeError: ``grads`` not a tuple/list, or an entry that is not a float array/Tensor.
-            ValueError: a different number of gradients than parameters, or a gradient whose
-                shape differs from its parameter's (naming the parameter and both shapes).
+            TypeError: ``grads`` not a tuple/list, an entry that is not a float array/Tensor, or a
+                ``scale`` that is not a real number.
+            ValueError: a different number of gradients than parameters, a gradient whose shape
+                differs from its parameter's (naming the parameter and both shapes), or a
+                ``scale`` that is not positive and finite.
         """
         arrays = self._check_gradients(grads)
+        inv_scale = 1.0 if scale is None else _inverse_scale(scale, type(self).__name__)
         lrs = [lr(self.global_step) for lr in self._lr_sources]
-        for i, grad in enumerate(arrays):
-            if grad is not None:
-                self._apply_one(i, grad, lrs[self._lr_index[i]])
+        rule = self._fused_rule()
+        if rule is None or not _fused.apply(self, rule, arrays, [lrs[k] for k in self._lr_index], inv_scale):
+            for i, grad in enumerate(arrays):
+                if grad is not None:
+                    self._apply_one(i, _divide(grad, inv_scale), lrs[self._lr_index[i]])
         self.global_step += 1
         return True
 
@@ -203,6 +217,11 @@ class Optimizer:
     def update(self, state, weight, grad, lr):
         """Apply the rule in place to ``weight`` and ``state`` (fp32 arrays); ``grad`` is read-only."""
         raise NotImplementedError(f"{type(self).__name__} must implement update(state, weight, grad, lr)")
+
+    def _fused_rule(self):
+        """The ``optim._fused.Rule`` that does what ``update`` does, natively, or None (the
+        default: the NumPy path). SGD and Momentum return theirs through ``_fused.rule_for``."""
+        return None
 
     def _master(self, i, data):
         """The fp32 master of fp16 parameter ``i``, re-read from the parameter if someone else wrote it."""
@@ -354,6 +373,30 @@ class Optimizer:
     def __repr__(self):
         return (f"{type(self).__name__}({len(self.parameters)} parameters, lr={self.get_lr()}, "
                 f"weight_decay={self.weight_decay}, loss_scale={self.loss_scale}, global_step={self.global_step})")
+
+
+def _inverse_scale(scale, owner):
+    """``float(fp32(1 / scale))``, 1/scale computed in float64 as ``amp.step.inverse`` does."""
+    if isinstance(scale, Tensor):
+        scale = scale.item()
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"For '{owner}', the argument 'scale' must be a real number, but got "
+                        f"{type(scale).__name__}")
+    scale = float(scale)
+    if not (0.0 < scale < float("inf")):
+        raise ValueError(f"For '{owner}', the argument 'scale' must be positive and finite, but got {scale}")
+    return float(numpy.float32(1.0 / scale))
+
+
+def _divide(grad, inv_scale):
+    """``grad`` with a loss scale divided out: fp16 widened to fp32 first (a new array)."""
+    if inv_scale == 1.0:
+        return grad
+    if grad.dtype == dtypes.float16:
+        grad = convert(grad, dtypes.float32)
+        grad *= numpy.float32(inv_scale)
+        return grad
+    return grad * grad.dtype.type(inv_scale)
 
 
 # ---- learning-rate objects: ``lr(step) -> float``; ``.learning_rate`` is what users see --------------

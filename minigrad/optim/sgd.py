@@ -1,4 +1,5 @@
 """``SGD``: stochastic gradient descent with optional momentum, dampening and Nesterov (MindSpore nn.SGD)."""
+from minigrad.optim import _fused
 from minigrad.optim._checks import check_bool, check_non_negative_float
 from minigrad.optim.optimizer import Optimizer
 
@@ -41,6 +42,10 @@ class SGD(Optimizer):
             raise ValueError(f"For 'SGD', 'nesterov' needs 'momentum' > 0 and 'dampening' == 0, but got "
                              f"momentum={self.momentum}, dampening={self.dampening}")
         self.state_names = ("accum",) if self.momentum > 0 else ()
+
+    def _fused_rule(self):
+        return _fused.rule_for(self, SGD, _fused.Rule(_fused.SGD, self.momentum, self.dampening, self.nesterov,
+                                                      state="accum" if self.momentum > 0 else None))
 
     def init_state(self, weight):
         return {}  # "accum" starts as the first gradient (MindSpore's per-parameter 'stat' flag)

@@ -1,0 +1,153 @@
+/* Fused optimizer steps for the CPU: one call updates every parameter of an SGD or Momentum step.
+
+   The NumPy code of an fp16 parameter's step makes several passes over memory: unscale the fp16
+   gradient into a new fp32 array, add weight decay, run the rule (each `*=` / `-=` a pass of its
+   own, plus temporaries such as `lr * grad`), then round the fp32 master back into the fp16
+   parameter. Here each parameter is walked once, a block at a time, and every block goes through
+   all of those steps while it sits in L1. minigrad/optim/_fused.py builds the row table and
+   falls back to NumPy for everything this file does not cover.
+
+   The results are bit for bit those of the NumPy code (tests/test_optim_fused.py): every
+   operation is one fp32 IEEE operation in the same order, with the same fp32 constants, and the
+   library is compiled with -ffp-contract=off so that no `a * b + c` becomes an FMA. fp16 <-> fp32
+   conversions are NumPy's (convert_host.cpp), NaN payloads included.
+
+   Per element, with g the gradient as given (fp16 or fp32) and w the fp32 weight:
+       g = fp32(g);  g = g * inv_scale (if != 1);  g = g * inv_loss_scale (if != 1)
+       g = g + weight_decay * w                                   (if weight_decay != 0)
+     SGD (momentum m, dampening d, nesterov):
+       a = g on the first step (MG_STATE_FROM_GRAD), else a = a * m + (d == 0 ? g : (1 - d) * g)
+       w = w - lr * (nesterov ? g + m * a : a)       (m > 0);     w = w - lr * g  (m == 0)
+     Momentum (MindSpore ApplyMomentum):
+       v = v * m + g;   w = w - lr * v;   nesterov: w = (w - lr * g) - (lr * m) * v
+   then half = fp16(w) when the parameter is fp16. */
+#include <algorithm>
+#include <cstdint>
+
+typedef std::int64_t i64;
+typedef std::uint16_t u16;
+
+extern "C" void mg_half_to_float(const u16* src, float* dst, i64 n);
+extern "C" i64 mg_float_to_half(const float* src, u16* dst, i64 n);
+
+/* One parameter. Mirrors ROW in minigrad/optim/_fused.py. */
+struct MgUpdateRow {
+    float* weight;     /* fp32: the parameter itself, or the master of an fp16 parameter */
+    const void* grad;  /* dense fp16 (MG_GRAD_HALF) or fp32, never written */
+    u16* half;         /* the fp16 parameter, written from the new weight; null for fp32 */
+    float* state;      /* the momentum buffer (SGD with momentum > 0, Momentum); else null */
+    i64 n;
+    i64 flags;
+    double lr;
+    double weight_decay;
+};
+
+enum { MG_GRAD_HALF = 1, MG_STATE_FROM_GRAD = 2 };
+enum { MG_RULE_SGD = 0, MG_RULE_MOMENTUM = 1 };
+
+/* Elements per block: the gradient buffer and a block of weight and state stay in L1. */
+static const i64 BLOCK = 1024;
+
+/* The gradient the rule sees (the first two lines of the formulas above), in buf. */
+static const float* prepare_gradient(const MgUpdateRow& row, i64 start, i64 m, float inv_scale,
+                                     float inv_loss_scale, float* buf)
+{
+    const float* g;
+    if (row.flags & MG_GRAD_HALF) {
+        mg_half_to_float(static_cast<const u16*>(row.grad) + start, buf, m);
+        g = buf;
+    } else {
+        g = static_cast<const float*>(row.grad) + start;
+    }
+    /* each multiplication is its own pass, as in NumPy: the second rounds the first's result */
+    if (inv_scale != 1.0f) {
+        for (i64 j = 0; j < m; ++j)
+            buf[j] = g[j] * inv_scale;
+        g = buf;
+    }
+    if (inv_loss_scale != 1.0f) {
+        for (i64 j = 0; j < m; ++j)
+            buf[j] = g[j] * inv_loss_scale;
+        g = buf;
+    }
+    if (row.weight_decay != 0.0) {
+        const float wd = (float)row.weight_decay;
+        const float* w = row.weight + start;
+        for (i64 j = 0; j < m; ++j)
+            buf[j] = g[j] + wd * w[j];
+        g = buf;
+    }
+    return g;
+}
+
+static void sgd_block(const MgUpdateRow& row, i64 start, i64 m, const float* g, double momentum_value,
+                      int dampened, float keep, int nesterov)
+{
+    float* w = row.weight + start;
+    const float lr = (float)row.lr, momentum = (float)momentum_value;
+    if (!(momentum_value > 0.0)) {  /* NumPy's test is on the Python float */
+        for (i64 j = 0; j < m; ++j)
+            w[j] = w[j] - lr * g[j];
+        return;
+    }
+    float* a = row.state + start;
+    if (row.flags & MG_STATE_FROM_GRAD)
+        std::copy(g, g + m, a);
+    else if (dampened)
+        for (i64 j = 0; j < m; ++j)
+            a[j] = a[j] * momentum + keep * g[j];
+    else
+        for (i64 j = 0; j < m; ++j)
+            a[j] = a[j] * momentum + g[j];
+    if (nesterov)
+        for (i64 j = 0; j < m; ++j)
+            w[j] = w[j] - lr * (g[j] + momentum * a[j]);
+    else
+        for (i64 j = 0; j < m; ++j)
+            w[j] = w[j] - lr * a[j];
+}
+
+static void momentum_block(const MgUpdateRow& row, i64 start, i64 m, const float* g, double momentum,
+                           int nesterov)
+{
+    float* w = row.weight + start;
+    float* v = row.state + start;
+    const float mom = (float)momentum, lr = (float)row.lr;
+    for (i64 j = 0; j < m; ++j)
+        v[j] = v[j] * mom + g[j];
+    if (nesterov) {
+        const float lr_mom = (float)(row.lr * momentum);  /* NumPy: (lr * momentum) in float64 */
+        for (i64 j = 0; j < m; ++j) {
+            const float stepped = w[j] - lr * g[j];
+            w[j] = stepped - lr_mom * v[j];
+        }
+    } else {
+        for (i64 j = 0; j < m; ++j)
+            w[j] = w[j] - lr * v[j];
+    }
+}
+
+/* Apply `rule` to every row. `keep` is fp32(1 - dampening), used when `dampened`.
+   Returns how many finite weights became +-inf in their fp16 parameter (the caller lets NumPy
+   warn about them). */
+extern "C" i64 mg_fused_update(const MgUpdateRow* rows, i64 n_rows, int rule, float inv_scale,
+                               float inv_loss_scale, double momentum, int dampened, float keep,
+                               int nesterov)
+{
+    float buf[BLOCK];
+    i64 overflows = 0;
+    for (i64 r = 0; r < n_rows; ++r) {
+        const MgUpdateRow& row = rows[r];
+        for (i64 start = 0; start < row.n; start += BLOCK) {
+            const i64 m = std::min(BLOCK, row.n - start);
+            const float* g = prepare_gradient(row, start, m, inv_scale, inv_loss_scale, buf);
+            if (rule == MG_RULE_SGD)
+                sgd_block(row, start, m, g, momentum, dampened, keep, nesterov);
+            else
+                momentum_block(row, start, m, g, momentum, nesterov);
+            if (row.half)
+                overflows += mg_float_to_half(row.weight + start, row.half + start, m);
+        }
+    }
+    return overflows;
+}

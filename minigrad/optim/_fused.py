@@ -1,0 +1,121 @@
+"""Fused optimizer steps on the CPU: one native call (``kernels/optim_host.cpp``) updates all
+parameters of an SGD or Momentum step, reading each gradient, weight and state once.
+
+An fp16 parameter's step in NumPy is a chain of passes: unscale into a new fp32 array, weight
+decay, the rule's ``*=``/``-=`` with their temporaries, rounding the fp32 master back into the
+fp16 parameter. The fused call does all of them on one block at a time, and unscales an fp16
+gradient itself, so a loss-scaled step never materialises fp32 gradients
+(``Optimizer.apply_gradients(grads, scale=...)``). The results are bit for bit those of the NumPy
+code (``tests/test_optim_fused.py``).
+
+``apply(optimizer, arrays, lrs, inv_scale)`` returns False, having changed nothing, whenever the
+step is not covered: no host library, a subclass that overrides ``update`` or
+``_prepare_gradient``, a gradient or weight that is not a dense NumPy float32 (or float16
+gradient) array. The optimizer then takes its NumPy path.
+"""
+import numpy
+
+SGD, MOMENTUM = 0, 1  # MG_RULE_* in kernels/optim_host.cpp
+GRAD_HALF, STATE_FROM_GRAD = 1, 2
+# One row per parameter: struct MgUpdateRow in kernels/optim_host.cpp.
+ROW = numpy.dtype([("weight", numpy.uint64), ("grad", numpy.uint64), ("half", numpy.uint64),
+                   ("state", numpy.uint64), ("n", numpy.int64), ("flags", numpy.int64),
+                   ("lr", numpy.float64), ("weight_decay", numpy.float64)])
+_F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
+
+_library = {}
+
+
+class Rule:
+    """What the native kernel needs to know of an optimizer's ``update``.
+
+    Args:
+        kind: ``SGD`` or ``MOMENTUM``.
+        momentum: the momentum (>= 0; SGD without momentum: 0).
+        dampening: SGD's dampening (0 for Momentum).
+        nesterov: bool.
+        state: the name of the momentum buffer in the optimizer's per-parameter state, or None
+            when there is none (SGD without momentum).
+    """
+
+    def __init__(self, kind, momentum, dampening=0.0, nesterov=False, state=None):
+        self.kind, self.momentum, self.nesterov, self.state = kind, momentum, nesterov, state
+        self.dampened = dampening != 0.0
+        self.keep = 1.0 - dampening  # NumPy multiplies by the float64 (1 - d) rounded to fp32
+
+
+def rule_for(optimizer, owner, rule):
+    """``rule`` if ``type(optimizer)`` still runs ``owner``'s ``update`` and the base gradient
+    preparation (a subclass that changes either would not get what it asked for), else None."""
+    from minigrad.optim.optimizer import Optimizer
+    cls = type(optimizer)
+    if cls.update is owner.update and cls._prepare_gradient is Optimizer._prepare_gradient:
+        return rule
+    return None
+
+
+def _function():
+    if "fn" not in _library:
+        from minigrad.amp import kernels  # late: amp imports the ops, which import the optimizers
+        lib = kernels.host_library()
+        _library["fn"] = None if lib is None else lib.mg_fused_update
+    return _library["fn"]
+
+
+def _address(x):
+    return x.__array_interface__["data"][0]
+
+
+def _dense_numpy(x, dtypes_allowed):
+    return (type(x) is numpy.ndarray and x.dtype in dtypes_allowed and x.flags.c_contiguous
+            and x.flags.aligned)
+
+
+def apply(optimizer, rule, arrays, lrs, inv_scale):
+    """Run one step of ``optimizer`` natively; return False (nothing changed) when not covered.
+
+    Args:
+        optimizer: the ``Optimizer``; its masters, states and sync records are used and updated.
+        rule: its ``Rule``.
+        arrays: one gradient array (or None) per parameter, already checked.
+        lrs: the learning rate of each parameter for this step (one per parameter).
+        inv_scale: ``float(fp32(1 / scale))`` for a loss scale still in the gradients, or 1.0.
+    """
+    fn = _function()
+    if fn is None:
+        return False
+    present = [i for i, g in enumerate(arrays) if g is not None]
+    params = optimizer.parameters
+    if not all(_dense_numpy(arrays[i], (_F16, _F32)) and _dense_numpy(params[i].data, (_F16, _F32))
+               for i in present):
+        return False
+
+    rows, halves = [], []
+    for i in present:
+        param, grad = params[i], arrays[i]
+        data = param.data
+        weight = data if data.dtype == _F32 else optimizer._master(i, data)
+        flags = GRAD_HALF if grad.dtype == _F16 else 0
+        state = optimizer._states[i]
+        if state is None:
+            state = optimizer._states[i] = optimizer.init_state(weight)
+        buffer = 0
+        if rule.state is not None:
+            if rule.state not in state:  # SGD's buffer starts as the first gradient
+                state[rule.state] = numpy.empty_like(weight)
+                flags |= STATE_FROM_GRAD
+            buffer = _address(state[rule.state])
+        half = 0
+        if weight is not data:
+            half = _address(data)
+            halves.append((i, weight, data))
+        rows.append((_address(weight), _address(grad), half, buffer, weight.size, flags, lrs[i],
+                     optimizer._decays[i]))
+    rows = numpy.array(rows, ROW)
+    overflows = fn(_address(rows), len(rows), rule.kind, inv_scale, optimizer._inv_scale,
+                   float(rule.momentum), rule.dampened, rule.keep, rule.nesterov)
+    for i, weight, data in halves:
+        if overflows:  # NumPy's cast again, for its overflow warning (or error, under errstate)
+            data[...] = weight
+        optimizer._synced[i] = (data, params[i].version)
+    return True
