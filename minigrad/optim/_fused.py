@@ -13,6 +13,8 @@ step is not covered: no host library, a subclass that overrides ``update`` or
 ``_prepare_gradient``, a gradient or weight that is not a dense NumPy float32 (or float16
 gradient) array. The optimizer then takes its NumPy path.
 """
+import ctypes
+
 import numpy
 
 SGD, MOMENTUM = 0, 1  # MG_RULE_* in kernels/optim_host.cpp
@@ -63,7 +65,10 @@ def _function():
 
 
 def _address(x):
-    return x.__array_interface__["data"][0]
+    try:  # about three times faster than ``x.ctypes.data``; read-only arrays export no writable buffer
+        return ctypes.addressof(ctypes.c_char.from_buffer(x))
+    except TypeError:
+        return x.ctypes.data
 
 
 def _dense_numpy(x, dtypes_allowed):
