@@ -152,7 +152,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         names = [p.name for p in weights]
         underflow = (amp_step.underflow_stats(names, [g.data for g in grads])
                      if self.track_underflow else None)
-        unscale_in_optimizer = self._optimizer_unscales()
+        unscale_in_optimizer = self._optimizer_unscales(grads)
         if not unscale_in_optimizer:
             grads = self.grad_reducer(self._unscale(status, grads, scale_before))
         cond = self.get_overflow_status(status, grads)
@@ -169,11 +169,12 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         self.last_report = report
         return loss, Tensor(numpy.array(bool(cond))), Tensor(numpy.array(scale_before).reshape(scaling_sens.shape))
 
-    def _optimizer_unscales(self):
-        # the optimizer may take scaled gradients when its fused update divides the scale out, and
-        # no grad_reducer (data parallel) needs them unscaled first
+    def _optimizer_unscales(self, grads):
+        # the optimizer may take scaled gradients when its fused (host) update divides the scale
+        # out, and no grad_reducer (data parallel) needs them unscaled first
         return (isinstance(self.optimizer, Optimizer) and self.optimizer._fused_rule() is not None
-                and getattr(self.grad_reducer, "__func__", None) is TrainOneStepCell.grad_reducer)
+                and getattr(self.grad_reducer, "__func__", None) is TrainOneStepCell.grad_reducer
+                and all(g is None or backend.device_of(g.data) == "CPU" for g in grads))
 
     def _unscale(self, status, grads, scale):
         arrays = status.unscale_and_check([g.data for g in grads], scale)
