@@ -1,7 +1,10 @@
-/* fp16 <-> fp32 conversion for the CPU, bit for bit what NumPy's astype gives, but vectorised.
+/* Host-only fp16 kernels for the CPU: fp16 <-> fp32 conversion, and the fp16 passes of ReLU and
+   of Dense's bias (forward epilogue, backward column sum) fused with their conversions. Every
+   result is bit for bit what the NumPy code it replaces gives (tests/test_fastcast.py,
+   tests/test_fp16_native.py); all are single-threaded (OpenBLAS's threads own the other core).
 
-   NumPy converts one element at a time in software (about 1-2 ns an element); the F16C
-   instructions (vcvtph2ps / vcvtps2ph, x86 since 2012) convert 8 at a time. Results agree with
+   Conversion. NumPy converts one element at a time in software (about 1-2 ns an element); the
+   F16C instructions (vcvtph2ps / vcvtps2ph, x86 since 2012) convert 8 at a time. Results agree with
    NumPy everywhere (round to nearest even, subnormals kept, overflow to inf) except for NaNs:
    the hardware quietens a signalling NaN, NumPy keeps its payload as it is. Blocks that hold a
    NaN are therefore redone with the scalar code below, which is NumPy's rule. Without F16C
@@ -10,7 +13,9 @@
    mg_half_to_float(src, dst, n) and mg_float_to_half(src, dst, n) read and write dense
    arrays of n elements. mg_float_to_half returns how many finite inputs became +-inf, so the
    caller can let NumPy raise its "overflow encountered in cast" warning. mg_convert_vectorized()
-   says whether the F16C path was compiled in (the scalar code alone is slower than NumPy's). */
+   says whether the F16C path was compiled in (the scalar code alone is slower than NumPy's).
+
+   The fused fp16 kernels (after the conversions below) are used by minigrad/_fastcast.py. */
 #include <cstdint>
 #include <cstring>
 #if defined(__F16C__) && defined(__AVX__)
@@ -124,4 +129,146 @@ extern "C" int mg_convert_vectorized(void)
 #else
     return 0;
 #endif
+}
+
+/* ---- Fused fp16 kernels ------------------------------------------------------------------------
+
+   Inside a training step every separate NumPy pass costs 5-10 us of cold caches on top of its
+   bytes, so these do in one pass what the NumPy code does in several. Each documents the NumPy
+   code it replaces; the fp32 arithmetic is the same single IEEE operation in the same order
+   (the library is built with -ffp-contract=off), and conversions are the ones above. Where NumPy
+   would warn (an inf or NaN result), a kernel says so and the caller redoes the NumPy code. */
+
+typedef std::uint8_t u8;
+
+/* Columns handled per pass: a block's fp32 bias or sums (4 KiB) stay in L1. */
+static const i64 MG_COLUMN_BLOCK = 1024;
+
+/* Whether any of n fp16 values is inf or NaN (a max of magnitudes: vectorises, unlike a count). */
+static bool any_nonfinite_half(const u16* h, i64 n)
+{
+    u16 largest = 0;
+    for (i64 i = 0; i < n; ++i) {
+        u16 magnitude = h[i] & 0x7FFFu;
+        largest = magnitude > largest ? magnitude : largest;
+    }
+    return largest >= 0x7C00u;
+}
+
+/* ReLU forward on fp16 bit patterns, what ReLU.forward's NumPy code gives:
+       mask = x > 0                  (0 < bits <= 0x7C00 as int16: +inf included, NaN not)
+       out  = x where mask or x is NaN (either sign, payload kept, as numpy.maximum(x, 0) keeps
+              it), else +0 */
+extern "C" void mg_relu_half(const u16* __restrict x, u16* __restrict out, u8* __restrict mask, i64 n)
+{
+    for (i64 i = 0; i < n; ++i) {
+        std::int16_t s = static_cast<std::int16_t>(x[i]);
+        bool positive = s > 0 && s <= 0x7C00;
+        bool nan = (x[i] & 0x7FFFu) > 0x7C00u;
+        mask[i] = positive;
+        out[i] = positive || nan ? x[i] : 0;
+    }
+}
+
+/* ReLU backward: dx = g where mask else +0 (g's bits as they are, NaN included). */
+extern "C" void mg_relu_half_backward(const u16* __restrict g, const u8* __restrict mask,
+                                      u16* __restrict out, i64 n)
+{
+    for (i64 i = 0; i < n; ++i)
+        out[i] = mask[i] ? g[i] : 0;
+}
+
+/* out[j] = fp16(y[j] + bias[j]) for j < n; returns whether one is inf or NaN. */
+static bool add_to_half_scalar(const float* y, const float* bias, u16* out, i64 n)
+{
+    bool nonfinite = false;
+    for (i64 j = 0; j < n; ++j) {
+        float sum = y[j] + bias[j];
+        u32 bits;
+        std::memcpy(&bits, &sum, sizeof bits);
+        u16 h = (u16)float_to_half_bits(bits);
+        nonfinite |= (h & 0x7FFFu) >= 0x7C00u;
+        out[j] = h;
+    }
+    return nonfinite;
+}
+
+static bool add_to_half(const float* y, const float* bias, u16* out, i64 n)
+{
+    i64 j = 0;
+    bool nonfinite = false;
+#ifdef MG_F16C
+    const __m256 limit = _mm256_set1_ps(65504.0f);
+    for (; j + 8 <= n; j += 8) {
+        __m256 sum = _mm256_add_ps(_mm256_loadu_ps(y + j), _mm256_loadu_ps(bias + j));
+        __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), sum), limit, _CMP_NLE_UQ);
+        if (_mm256_movemask_ps(big))  /* NaN, or may round to inf: the scalar code decides */
+            nonfinite |= add_to_half_scalar(y + j, bias + j, out + j, 8);
+        else
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j),
+                             _mm256_cvtps_ph(sum, _MM_FROUND_TO_NEAREST_INT));
+    }
+#endif
+    return add_to_half_scalar(y + j, bias + j, out + j, n - j) || nonfinite;
+}
+
+/* Dense's fp16 forward epilogue on the fp32 product y (C-ordered rows x cols; y is not written):
+       out[i, j] = fp16(y[i, j] + fp32(b[j]))
+   i.e. `y += b.astype(float32); y.astype(float16)`. Returns nonzero when an output is inf or NaN. */
+extern "C" i64 mg_add_bias_to_half(const float* __restrict y, const u16* __restrict b,
+                                   u16* __restrict out, i64 rows, i64 cols)
+{
+    float bias[MG_COLUMN_BLOCK];
+    i64 bad = 0;
+    for (i64 j0 = 0; j0 < cols; j0 += MG_COLUMN_BLOCK) {
+        i64 width = cols - j0 < MG_COLUMN_BLOCK ? cols - j0 : MG_COLUMN_BLOCK;
+        mg_half_to_float(b + j0, bias, width);
+        for (i64 i = 0; i < rows; ++i)
+            bad += add_to_half(y + i * cols + j0, bias, out + i * cols + j0, width);
+    }
+    return bad;
+}
+
+/* g32[j] = fp32(g[j]) and sums[j] = sums[j] + g32[j] for j < n. */
+static void widen_and_add(const u16* g, float* g32, float* sums, i64 n)
+{
+    i64 j = 0;
+#ifdef MG_F16C
+    for (; j + 8 <= n; j += 8) {
+        __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + j)));
+        if (_mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q))) {  /* NaN: NumPy's payload */
+            half_to_float_scalar(g + j, reinterpret_cast<u32*>(g32 + j), 8);
+            f = _mm256_loadu_ps(g32 + j);
+        } else {
+            _mm256_storeu_ps(g32 + j, f);
+        }
+        _mm256_storeu_ps(sums + j, _mm256_add_ps(_mm256_loadu_ps(sums + j), f));
+    }
+#endif
+    half_to_float_scalar(g + j, reinterpret_cast<u32*>(g32 + j), n - j);
+    for (; j < n; ++j)
+        sums[j] = sums[j] + g32[j];
+}
+
+/* Dense's fp16 backward for the bias, fused with widening the output gradient g (C-ordered
+   rows x cols fp16):
+       g32 = fp32(g);   gb[j] = fp16(sum over i of g32[i, j])
+   The sums run as NumPy's `g32.sum(axis=0)` does for a C-ordered array with more than one
+   column: from +0 (a column of -0 sums to +0), adding the rows in order, one fp32 add each.
+   Returns nonzero when a value of gb is inf or NaN (g32 is right even then). */
+extern "C" i64 mg_half_to_float_colsum(const u16* __restrict g, float* __restrict g32,
+                                       u16* __restrict gb, i64 rows, i64 cols)
+{
+    float sums[MG_COLUMN_BLOCK];
+    i64 bad = 0;
+    for (i64 j0 = 0; j0 < cols; j0 += MG_COLUMN_BLOCK) {
+        i64 width = cols - j0 < MG_COLUMN_BLOCK ? cols - j0 : MG_COLUMN_BLOCK;
+        for (i64 j = 0; j < width; ++j)
+            sums[j] = 0.0f;
+        for (i64 i = 0; i < rows; ++i)
+            widen_and_add(g + i * cols + j0, g32 + i * cols + j0, sums, width);
+        mg_float_to_half(sums, gb + j0, width);
+        bad += any_nonfinite_half(gb + j0, width);
+    }
+    return bad;
 }

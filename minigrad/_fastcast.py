@@ -1,4 +1,4 @@
-"""fp16 <-> fp32 conversion of NumPy arrays at the speed of a copy.
+"""fp16 on the host: fp16 <-> fp32 conversion at the speed of a copy, and fused fp16 passes.
 
 NumPy converts between float16 and float32 one element at a time in software (about 1 ns an
 element to fp32 and 2 ns to fp16, against 0.3 ns for a float32 copy), and an fp16 training
@@ -11,16 +11,28 @@ Everything that is not a large, dense NumPy float16/float32 array — small arra
 call costs more than it saves), other dtypes, non-contiguous views, CuPy arrays — goes to
 ``astype``, as does everything when the host library is missing (no compiler,
 ``MINIGRAD_NATIVE=0``) or has no vector conversion (a CPU without F16C).
+
+The fused passes (``relu_half``, ``relu_half_backward``, ``add_bias_to_half``,
+``widen_sum_rows``) each replace several NumPy calls of an fp16 op with one native call: inside
+a training step every separate call pays several microseconds of cold caches, whatever its
+size. They return the NumPy code's bits (``tests/test_fp16_native.py``), and None where they do
+not apply (not a C-ordered NumPy array of the expected dtype, no host library, or no vector
+conversion, which is also when ``_native["fns"]`` is None): the op then runs its NumPy code.
 """
+import ctypes
+
 import numpy
 
 _F16 = numpy.dtype(numpy.float16)
 _F32 = numpy.dtype(numpy.float32)
 _PAIRS = frozenset([(_F16, _F32), (_F32, _F16)])
-# Below this many elements ``astype`` is faster: the native call costs about 3 µs in Python.
+# Below this many elements ``astype`` is as fast: the native call costs about 1 µs in Python, and
+# 1024 instead of 4096 gained nothing inside the O2 training step (its 1280-element casts).
 MIN_SIZE = 4096
 
-_native = {}  # "fns": {(from, to): ctypes function} or None when there is no vector conversion
+# "fns": {(from, to): ctypes function} or None when there is no vector conversion;
+# "lib": the host library for the fused passes, or None (also whenever "fns" is None)
+_native = {}
 
 
 def _functions():
@@ -30,6 +42,30 @@ def _functions():
         _native["fns"] = None if lib is None or not lib.mg_convert_vectorized() else {
             (_F16, _F32): lib.mg_half_to_float, (_F32, _F16): lib.mg_float_to_half}
     return _native["fns"]
+
+
+def _library():
+    if _functions() is None:
+        return None
+    if "lib" not in _native:
+        from minigrad.amp import kernels
+        _native["lib"] = kernels.host_library()
+    return _native["lib"]
+
+
+def _address(x):
+    """Address of a NumPy array's data; ``ctypes.c_char.from_buffer`` takes a third of the time
+    of ``x.ctypes.data`` (read-only and non-C-contiguous arrays refuse it: they take the slow way)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(x))
+    except (TypeError, ValueError):
+        return x.ctypes.data
+
+
+def _host(x, dtype):
+    """Whether ``x`` is a non-empty, aligned, C-ordered NumPy array of ``dtype``."""
+    return (type(x) is numpy.ndarray and x.dtype == dtype and x.size > 0 and x.flags.c_contiguous
+            and x.flags.aligned)
 
 
 def convert(x, dtype, out=None):
@@ -57,15 +93,66 @@ def convert(x, dtype, out=None):
         c_order = x.flags.c_contiguous
         if out is None and (c_order or x.flags.f_contiguous) and x.flags.aligned:
             result = numpy.empty(x.shape, dtype, order="C" if c_order else "F")
-            if not fn(x.ctypes.data, result.ctypes.data, x.size):
+            if not fn(_address(x), _address(result), x.size):
                 return result
         elif (out is not None and type(out) is numpy.ndarray and out.dtype == dtype and out.shape == x.shape
               and x.flags.aligned and out.flags.aligned
               and (c_order and out.flags.c_contiguous or x.flags.f_contiguous and out.flags.f_contiguous)):
-            if not fn(x.ctypes.data, out.ctypes.data, x.size):
+            if not fn(_address(x), _address(out), x.size):
                 return out
         # else (a view, a mismatched ``out``), or an fp16 overflow: NumPy, for its warning
     if out is None:
         return x.astype(dtype)
     out[...] = x
     return out
+
+
+def relu_half(x):
+    """ReLU of an fp16 array in one pass: ``(out, mask)`` with ``mask = x > 0`` and ``out = x``
+    where ``mask`` or ``x`` is NaN (payload kept, as ``numpy.maximum(x, 0)`` keeps it), else +0.
+    None where it does not apply."""
+    lib = _library()
+    if lib is None or not _host(x, _F16):
+        return None
+    out, mask = numpy.empty(x.shape, _F16), numpy.empty(x.shape, numpy.bool_)
+    lib.mg_relu_half(_address(x), _address(out), _address(mask), x.size)
+    return out, mask
+
+
+def relu_half_backward(g, mask):
+    """``g`` where ``mask`` else +0, for an fp16 ``g`` and the boolean mask of ``relu_half``, in
+    one pass. None where it does not apply."""
+    lib = _library()
+    if lib is None or not (_host(g, _F16) and _host(mask, numpy.bool_) and mask.shape == g.shape):
+        return None
+    out = numpy.empty(g.shape, _F16)
+    lib.mg_relu_half_backward(_address(g), _address(mask), _address(out), g.size)
+    return out
+
+
+def add_bias_to_half(y, b):
+    """``(y + b.astype(float32)).astype(float16)`` for an fp32 (rows, cols) ``y`` and an fp16
+    (cols,) ``b``, in one pass (``y`` is not written): Dense's fp16 epilogue. Where a result is
+    inf or NaN, NumPy computes it all again, for its warnings. None where it does not apply."""
+    lib = _library()
+    if lib is None or not (y.ndim == 2 and _host(y, _F32) and _host(b, _F16) and b.shape == y.shape[1:]):
+        return None
+    out = numpy.empty(y.shape, _F16)
+    if lib.mg_add_bias_to_half(_address(y), _address(b), _address(out), y.shape[0], y.shape[1]):
+        return convert(y + convert(b, _F32), _F16)
+    return out
+
+
+def widen_sum_rows(g):
+    """``(g32, g32.sum(axis=0).astype(float16))`` with ``g32 = g.astype(float32)``, for an fp16
+    (rows, cols) ``g``, in one pass: Dense's fp16 bias gradient. Where a sum is inf or NaN,
+    NumPy sums again, for its warnings. None where it does not apply, which includes a single
+    column (NumPy sums one column pairwise; the native sum adds row after row, as NumPy does
+    for two columns or more)."""
+    lib = _library()
+    if lib is None or not (g.ndim == 2 and g.shape[1] > 1 and _host(g, _F16)):
+        return None
+    g32, gb = numpy.empty(g.shape, _F32), numpy.empty(g.shape[1], _F16)
+    if lib.mg_half_to_float_colsum(_address(g), _address(g32), _address(gb), g.shape[0], g.shape[1]):
+        gb = convert(g32.sum(axis=0), _F16)
+    return g32, gb

@@ -173,3 +173,14 @@ def test_other_dtypes_go_to_astype():
     x = numpy.arange(10_000, dtype=numpy.float64)
     same_bits(_fastcast.convert(x, F32), x.astype(F32))
     assert _fastcast.convert(x, numpy.dtype(numpy.int32)).dtype == numpy.int32
+
+
+def test_read_only_input_converts_natively():
+    fns = dict(native())
+    x = numpy.random.default_rng(3).standard_normal(_fastcast.MIN_SIZE).astype(F32)
+    x.flags.writeable = False  # no writable buffer to take the address of: the slow address
+    same_bits(_fastcast.convert(x, F16), x.astype(F16))
+    h = x.astype(F16)
+    h.flags.writeable = False
+    same_bits(_fastcast.convert(h, F32), h.astype(F32))
+    assert fns == _fastcast._functions()

@@ -1,5 +1,6 @@
 """Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16."""
 from minigrad import dtype as dtypes
+from minigrad import _fastcast
 from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import binary_operands, unbroadcast
@@ -12,6 +13,30 @@ def _widen(x):
 
 def _narrow(x, dtype):
     return convert(x, dtype) if x.dtype != dtype else x
+
+
+def _add_bias_narrow(y, b, dtype):
+    """dtype(y + b) for the fp32 (or fp64) product ``y`` (fresh: written in place), ``b`` None or
+    of ``dtype``. An fp16 bias on the host is widened, added and the sum rounded in one pass."""
+    if b is None:
+        return _narrow(y, dtype)
+    if b.dtype == dtypes.float16:
+        out = _fastcast.add_bias_to_half(y, b)
+        if out is not None:
+            return out
+    y += _widen(b)
+    return _narrow(y, dtype)
+
+
+def _widen_sum_rows(g, dtype):
+    """(g widened, Σ over the rows of g rounded to dtype) for a 2-D ``g``: the product's operand
+    and the bias gradient of Dense's backward; fp16 on the host in one pass."""
+    if g.dtype == dtypes.float16:
+        native = _fastcast.widen_sum_rows(g)
+        if native is not None:
+            return native
+    g = _widen(g)
+    return g, _narrow(g.sum(axis=0), dtype)
 
 
 class MatMul(Function):
@@ -83,30 +108,26 @@ class Dense(Function):
 
     dx = g W,  dW = gᵀ x,  db = Σ g over the leading axes (all with x and g flattened to 2-D).
     Fusing the bias saves an fp16 round trip per layer and, in fp32, the temporary of a separate
-    add: the bias is added in place to the fresh product.
+    add: the bias is added in place to the fresh product. fp16 on the host: widening b, adding it
+    and rounding the sum is one native pass, and so are widening g and summing it for db.
     """
     def forward(self, x, w, b=None):
         self.dtype, self.x_shape = x.dtype, x.shape
         if x.ndim != 2:
             x = x.reshape(-1, x.shape[-1])
         self.x, self.w = _widen(x), _widen(w)
-        out = self.x @ self.w.T
-        if b is not None:
-            out += _widen(b)
-        out = _narrow(out, self.dtype)
+        out = _add_bias_narrow(self.x @ self.w.T, b, self.dtype)
         return out if len(self.x_shape) == 2 else out.reshape(self.x_shape[:-1] + (w.shape[0],))
 
     def backward(self, g):
         if g.ndim != 2:
             g = g.reshape(-1, g.shape[-1])
-        g = _widen(g)
         needs = self.needs_grad
+        has_bias = len(needs) == 3
+        g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (_widen(g), None)
         gx = _narrow(g @ self.w, self.dtype).reshape(self.x_shape) if needs[0] else None
         gw = _narrow(g.T @ self.x, self.dtype) if needs[1] else None
-        if len(needs) == 2:
-            return gx, gw
-        gb = _narrow(g.sum(axis=0), self.dtype) if needs[2] else None
-        return gx, gw, gb
+        return (gx, gw, gb) if has_bias else (gx, gw)
 
 
 def dense(x, weight, bias=None):

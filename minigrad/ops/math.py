@@ -5,7 +5,7 @@ fp16 loops are slow, and ``log`` near 1 needs the extra precision.
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import _fastcast, backend, dtype as dtypes
 from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, binary_operands, check_float, unbroadcast
@@ -97,10 +97,15 @@ class ReLU(Function):
 
     fp16 runs on the int16 bit patterns (exact, and fast: NumPy's fp16 arithmetic and compares
     are slow): x > 0 is ``0 < bits <= 0x7C00``; NaNs of either sign pass through unchanged.
+    On the host each direction is one native pass (``_fastcast.relu_half``), same bits.
     """
     def forward(self, x):
         xp = backend.get_array_module(x)
         if x.dtype == dtypes.float16:
+            native = _fastcast.relu_half(x)
+            if native is not None:
+                out, self.mask = native
+                return out
             bits = x.view(numpy.int16)
             self.mask = (bits > 0) & (bits <= 0x7C00)
             keep = self.mask | ((bits & 0x7FFF) > 0x7C00)
@@ -110,7 +115,8 @@ class ReLU(Function):
 
     def backward(self, g):
         if g.dtype == dtypes.float16:
-            return (g.view(numpy.int16) * self.mask).view(numpy.float16)
+            native = _fastcast.relu_half_backward(g, self.mask)
+            return native if native is not None else (g.view(numpy.int16) * self.mask).view(numpy.float16)
         return g * self.mask
 
 
