@@ -3,6 +3,8 @@
 * CuPy float16/float32 arrays: the CUDA kernels of ``kernels/float_status.cu``, one launch per
   dtype for the whole list, driven by a table of (address, length, first chunk) rows.
 * NumPy float16/float32 arrays: the same kernels compiled for the host (``kernels.host_library``).
+  ``host_fp32_plan`` is the training step's lean form of it: float32 gradients that are already
+  C-contiguous, aligned and writable go to one launch with no copies and no NumPy calls.
 * float64, or no host compiler: ``_status_numpy`` (the same semantics with array operations).
 
 The kernels walk each array as one run of elements in memory; an array that is not (C or F)
@@ -31,7 +33,11 @@ GPU_THREADS = 256
 GPU_MAX_BLOCKS = 1 << 20
 _DEVICE_TABLES_KEPT = 64
 
+_HOST_TABLES_KEPT = 64
+_FP32 = numpy.dtype(numpy.float32)
+
 _device_tables = {}
+_host_tables = {}
 
 
 def run(status, arrays, inv_scale=None):
@@ -91,6 +97,76 @@ def widen(status, arrays, inv_scale):
             out[...] = x
         _status_numpy.check(status, outputs, inv)
     return outs
+
+
+def host_fp32_plan(arrays):
+    """The host launch for ``arrays`` (None entries skipped) if they need nothing but a launch.
+
+    That is: a host build exists, every array is a plain NumPy float32 array that is C-contiguous,
+    aligned and writable, and together they are below ``HOST_PARALLEL_MIN`` elements (one thread).
+    Returns ``(lib, (table, table_address, n_arrays, n_chunks, chunk))``; when ``n_arrays`` is
+    not 0, ``lib.launch_check_fp32`` or ``lib.launch_check_unscale_fp32`` takes ``(1,
+    table_address, n_arrays, n_chunks, chunk, inv_scale, status_address)`` (``run_plan``).
+    Returns None otherwise: ``run`` (after the public functions' checks) handles every other case.
+
+    A training step's gradients keep their buffers from step to step, so the work table is
+    cached under its content (the arrays' addresses and sizes): a cached table is always right.
+    """
+    lib = kernels.host_library()
+    if lib is None:
+        return None
+    key = []
+    total = 0
+    for x in arrays:
+        if x is None:
+            continue
+        if type(x) is not numpy.ndarray or x.dtype is not _FP32:
+            return None
+        n = x.size
+        if n:
+            try:  # exports a buffer only when C-contiguous and writable
+                address = ctypes.addressof(ctypes.c_char.from_buffer(x))
+            except TypeError:
+                return None
+            if address & 3:  # not aligned to float32
+                return None
+            key += (address, n)
+            total += n
+    if total >= HOST_PARALLEL_MIN:
+        return None
+    key = tuple(key)
+    entry = _host_tables.get(key)
+    if entry is None:
+        entry = _new_host_table(key, total)
+    return lib, entry
+
+
+def run_plan(plan, status_address, inv_scale=None):
+    """Launch a ``host_fp32_plan``: set the flag at ``status_address`` (a float32[8] buffer) on
+    inf/NaN and, with ``inv_scale`` (a real number, rounded to float32 by the call), multiply
+    every element by it in place."""
+    lib, (_, table_address, n_arrays, n_chunks, chunk) = plan
+    if n_arrays:
+        if inv_scale is None:
+            lib.launch_check_fp32(1, table_address, n_arrays, n_chunks, chunk, 1.0, status_address)
+        else:
+            lib.launch_check_unscale_fp32(1, table_address, n_arrays, n_chunks, chunk, inv_scale,
+                                          status_address)
+
+
+def _new_host_table(key, total):
+    # one thread (total < HOST_PARALLEL_MIN): the chunk size _launch_host would choose for it
+    chunk = max(CHUNK, -(-total // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
+    rows, first = [], 0
+    for address, n in zip(key[0::2], key[1::2]):
+        rows += (address, n, first)
+        first += -(-n // chunk)
+    table = numpy.array(rows, dtype=numpy.uint64)
+    if len(_host_tables) >= _HOST_TABLES_KEPT:
+        _host_tables.clear()
+    # the entry keeps the table alive while its address is in use
+    entry = _host_tables[key] = (table, _address(table) if rows else 0, len(key) // 2, first, chunk)
+    return entry
 
 
 def chunk_table(arrays, chunk, outputs=()):

@@ -68,6 +68,7 @@ class GradScaler:
         self.last_report = None
         self._per_optimizer = {}
         self._loss = None
+        self._status = amp_step.OverflowStatus()  # cleared for each unscale_, not reallocated
 
     # ---- the training-loop calls -------------------------------------------------------------
     def scale(self, outputs):
@@ -105,16 +106,18 @@ class GradScaler:
         if state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         params = [p for p in _parameters(optimizer) if p.grad is not None]
-        names = [p.name for p in params]
         scaled = [p.grad.data for p in params]
         if self.track_underflow:
-            state["underflow"] = amp_step.underflow_stats(names, scaled)
-        arrays, overflow = amp_step.unscale_and_check(scaled, self.core.scale)
-        for p, a in zip(params, arrays):
-            if a is not p.grad.data:
+            state["underflow"] = amp_step.underflow_stats([p.name for p in params], scaled)
+        status = self._status  # amp_step.unscale_and_check, on this scaler's status
+        status.clear()
+        arrays = status.unscale_and_check(scaled, self.core.scale)
+        overflow = status.overflow()
+        for p, g, a in zip(params, scaled, arrays):
+            if a is not g:  # an fp16 gradient, unscaled into a new fp32 array
                 p.grad = Tensor(a)
         state.update(stage=OptState.UNSCALED, checked=bool(params), found_inf=overflow,
-                     names=names, arrays=arrays)
+                     params=params, arrays=arrays)
 
     def step(self, optimizer, *args, **kwargs):
         """Unscale (if ``unscale_`` was not called), then run ``optimizer.step(*args, **kwargs)``
@@ -165,8 +168,10 @@ class GradScaler:
             overflow = any(s["found_inf"] for s in checked)
             before = self.core.scale
             self.core.update(overflow)
-            names = [n for s in checked for n in s["names"]]
-            arrays = [a for s in checked for a in s["arrays"]]
+            names = arrays = ()  # the report names the inf/NaN gradients: only read on overflow
+            if overflow:
+                names = [p.name for s in checked for p in s["params"]]
+                arrays = [a for s in checked for a in s["arrays"]]
             report = amp_step.make_report(self.core, before, overflow, self._loss, names, arrays)
             if self.track_underflow:
                 report.underflow = {k: v for s in checked for k, v in s.get("underflow", {}).items()}
@@ -175,8 +180,11 @@ class GradScaler:
         self._loss = None
 
     def _state(self, optimizer):
-        return self._per_optimizer.setdefault(id(optimizer), {"stage": OptState.READY, "checked": False,
-                                                             "found_inf": False})
+        state = self._per_optimizer.get(id(optimizer))
+        if state is None:
+            state = self._per_optimizer[id(optimizer)] = {"stage": OptState.READY, "checked": False,
+                                                          "found_inf": False}
+        return state
 
     # ---- getters, setters, serialization --------------------------------------------------------
     def get_scale(self):

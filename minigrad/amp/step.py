@@ -13,12 +13,16 @@ fp16 gradients are unscaled into new float32 arrays: ``g * S`` fits fp16, but th
 often below fp16's smallest subnormal (6e-8), so unscaling in fp16 would flush it to zero and
 undo the point of loss scaling. fp32/fp64 gradients are unscaled in place.
 """
+import ctypes
 import dataclasses
 
 import numpy
 
 from minigrad import backend, dtype as dtypes
-from minigrad.amp import float_status
+from minigrad.amp import _status_launch, float_status
+from minigrad.tensor import make
+
+STATUS_SIZE = float_status.STATUS_SHAPE[0]
 
 
 def inverse(scale):
@@ -31,21 +35,53 @@ class OverflowStatus:
 
     Arrays that went through ``unscale_and_check`` are remembered, so a later ``check`` of the
     same gradients (MindSpore's ``get_overflow_status`` after the unscale) does not read them a
-    second time.
+    second time. ``clear()`` starts a new step with the same object.
+
+    ``buffer`` is the status Tensor (float32, shape (8,)), None before the first check. On the
+    host it lives in a ctypes array: float32 gradients that need no copy (see
+    ``_status_launch.host_fp32_plan``) go straight to the kernel, and ``overflow`` reads the
+    flag (element 0, the one every check writes) without a NumPy call. Every other case takes
+    the checked ``float_status`` functions.
     """
 
     def __init__(self):
-        self.buffer = None
-        self._seen = set()
+        self._buffer = None   # the status Tensor, once made
+        self._host = None     # ctypes float[8] behind a host status (None: none yet, or on GPU)
+        self._spare = None    # the host array of an earlier step, zeroed and reused by clear()
+        self._host_address = 0
+        self._seen = []       # the array lists checked so far (kept alive: their ids stay theirs)
+
+    @property
+    def buffer(self):
+        if self._buffer is None and self._host is not None:
+            self._buffer = make(numpy.frombuffer(self._host, numpy.float32), None, 0)
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, status):
+        self._buffer, self._host = status, None
+
+    def clear(self):
+        """Forget the flag and the arrays seen: the next check starts a new step, on whichever
+        device its arrays are (a host buffer is zeroed and reused, not reallocated)."""
+        if self._host is not None:
+            # reusable unless ``buffer`` handed out a view of it (a view must keep its values)
+            self._spare = self._host if self._buffer is None else None
+        self._host = self._buffer = None
+        self._seen = []
 
     def unscale_and_check(self, arrays, scale):
         """Check ``arrays`` and multiply them by 1/scale in one pass (None kept; fp16 arrays are
         read once and unscaled into new fp32 arrays, see the module docstring); return the list
         of unscaled arrays."""
+        arrays = list(arrays)
+        inv = 1.0 / float(scale)  # as inverse(scale); a host launch rounds it to float32 itself
+        if self._lean(arrays, inv):
+            return arrays
+        inv = numpy.float32(inv)
         present = [a for a in arrays if a is not None]
         if not present:
-            return list(arrays)
-        inv = inverse(scale)
+            return arrays
         status = self._status(present[0])
         halves, wide = [], []
         for a in present:
@@ -55,23 +91,53 @@ class OverflowStatus:
         if halves:
             widened = iter(float_status.check_and_unscale_to_fp32(status, halves, inv))
             arrays = [a if a is None or a.dtype != dtypes.float16 else next(widened) for a in arrays]
-        self._seen.update(id(a) for a in arrays if a is not None)
-        return list(arrays)
+        self._seen.append(tuple(arrays))
+        return arrays
 
     def check(self, arrays):
         """Check the arrays (None skipped) that this status has not seen yet."""
-        fresh = [a for a in arrays if a is not None and id(a) not in self._seen]
-        if fresh:
+        seen = {id(a) for group in self._seen for a in group}
+        fresh = [a for a in arrays if a is not None and id(a) not in seen]
+        if fresh and not self._lean(fresh, None):
             float_status.check_overflow(self._status(fresh[0]), *fresh)
-            self._seen.update(id(a) for a in fresh)
+            self._seen.append(tuple(fresh))
 
     def overflow(self):
         """The status as a Python bool (one read of the buffer), through ``_reduce_overflow``."""
-        return _reduce_overflow(self.buffer is not None and float_status.get_status(self.buffer))
+        if self._host is not None:
+            return _reduce_overflow(self._host[0] > 0)
+        return _reduce_overflow(self._buffer is not None and float_status.get_status(self._buffer))
+
+    def _lean(self, arrays, inv):
+        """Run the check (and the unscale, with ``inv``) as one host launch when the arrays allow
+        it and this status is (or can become) a host one; False when nothing was done."""
+        if self._host is None and self._buffer is not None:
+            return False  # a GPU status (or one set from outside): the checked path
+        plan = _status_launch.host_fp32_plan(arrays)
+        if plan is None:
+            return False
+        if plan[1][2]:  # some array is not empty
+            if self._host is None:
+                self._new_host()
+            _status_launch.run_plan(plan, self._host_address, inv)
+        self._seen.append(tuple(arrays))
+        return True
+
+    def _new_host(self):
+        host = self._spare
+        if host is None:
+            host = (ctypes.c_float * STATUS_SIZE)()  # zeroed
+            self._host_address = ctypes.addressof(host)
+        else:
+            host[0] = 0.0  # the only element a check writes (no view of it was handed out)
+        self._host = host
 
     def _status(self, like):
-        if self.buffer is None:
-            self.buffer = float_status.alloc_status(like)
+        if self._buffer is None and self._host is None:
+            if isinstance(like, numpy.ndarray):
+                self._new_host()
+            else:
+                self._buffer = float_status.alloc_status(like)
         return self.buffer
 
 
