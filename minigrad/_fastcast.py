@@ -18,6 +18,7 @@ a training step every separate call pays several microseconds of cold caches, wh
 size. They return the NumPy code's bits (``tests/test_fp16_native.py``), and None where they do
 not apply (not a C-ordered NumPy array of the expected dtype, no host library, or no vector
 conversion, which is also when ``_native["fns"]`` is None): the op then runs its NumPy code.
+Only host arrays that qualify ever load the host library.
 """
 import ctypes
 
@@ -111,8 +112,8 @@ def relu_half(x):
     """ReLU of an fp16 array in one pass: ``(out, mask)`` with ``mask = x > 0`` and ``out = x``
     where ``mask`` or ``x`` is NaN (payload kept, as ``numpy.maximum(x, 0)`` keeps it), else +0.
     None where it does not apply."""
-    lib = _library()
-    if lib is None or not _host(x, _F16):
+    lib = _library() if _host(x, _F16) else None
+    if lib is None:
         return None
     out, mask = numpy.empty(x.shape, _F16), numpy.empty(x.shape, numpy.bool_)
     lib.mg_relu_half(_address(x), _address(out), _address(mask), x.size)
@@ -122,8 +123,8 @@ def relu_half(x):
 def relu_half_backward(g, mask):
     """``g`` where ``mask`` else +0, for an fp16 ``g`` and the boolean mask of ``relu_half``, in
     one pass. None where it does not apply."""
-    lib = _library()
-    if lib is None or not (_host(g, _F16) and _host(mask, numpy.bool_) and mask.shape == g.shape):
+    lib = _library() if _host(g, _F16) and _host(mask, numpy.bool_) and mask.shape == g.shape else None
+    if lib is None:
         return None
     out = numpy.empty(g.shape, _F16)
     lib.mg_relu_half_backward(_address(g), _address(mask), _address(out), g.size)
@@ -134,8 +135,8 @@ def add_bias_to_half(y, b):
     """``(y + b.astype(float32)).astype(float16)`` for an fp32 (rows, cols) ``y`` and an fp16
     (cols,) ``b``, in one pass (``y`` is not written): Dense's fp16 epilogue. Where a result is
     inf or NaN, NumPy computes it all again, for its warnings. None where it does not apply."""
-    lib = _library()
-    if lib is None or not (y.ndim == 2 and _host(y, _F32) and _host(b, _F16) and b.shape == y.shape[1:]):
+    lib = _library() if y.ndim == 2 and _host(y, _F32) and _host(b, _F16) and b.shape == y.shape[1:] else None
+    if lib is None:
         return None
     out = numpy.empty(y.shape, _F16)
     if lib.mg_add_bias_to_half(_address(y), _address(b), _address(out), y.shape[0], y.shape[1]):
@@ -149,8 +150,8 @@ def widen_sum_rows(g):
     NumPy sums again, for its warnings. None where it does not apply, which includes a single
     column (NumPy sums one column pairwise; the native sum adds row after row, as NumPy does
     for two columns or more)."""
-    lib = _library()
-    if lib is None or not (g.ndim == 2 and g.shape[1] > 1 and _host(g, _F16)):
+    lib = _library() if g.ndim == 2 and g.shape[1] > 1 and _host(g, _F16) else None
+    if lib is None:
         return None
     g32, gb = numpy.empty(g.shape, _F32), numpy.empty(g.shape[1], _F16)
     if lib.mg_half_to_float_colsum(_address(g), _address(g32), _address(gb), g.shape[0], g.shape[1]):
