@@ -65,9 +65,9 @@ def _function():
 
 
 def _address(x):
-    try:  # about three times faster than ``x.ctypes.data``; read-only arrays export no writable buffer
+    try:  # about three times faster than ``x.ctypes.data``; read-only and empty arrays take the slow way
         return ctypes.addressof(ctypes.c_char.from_buffer(x))
-    except TypeError:
+    except (TypeError, ValueError):
         return x.ctypes.data
 
 
