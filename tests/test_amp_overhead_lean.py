@@ -167,3 +167,14 @@ def test_grad_scaler_two_optimizers_share_one_status_correctly():
     scaler.update()
     assert scaler.last_report.skipped and scaler.last_report.inf_params == ("p",)
     assert first.steps == 0 and second.steps == 1 and scaler.get_scale() == 2.0
+
+
+def test_a_scale_changed_in_place_is_read_again():
+    scale = numpy.array(4.0)  # mutable: the cached inverse of the last scale must not apply
+    status = amp_step.OverflowStatus()
+    assert status.unscale_and_check([numpy.full(2, 8.0, numpy.float32)], scale)[0][0] == 2.0
+    scale[...] = 2.0
+    assert status.unscale_and_check([numpy.full(2, 8.0, numpy.float32)], scale)[0][0] == 4.0
+    same = numpy.float32(8.0)
+    for expected in (1.0, 1.0):
+        assert status.unscale_and_check([numpy.full(2, 8.0, numpy.float32)], same)[0][0] == expected

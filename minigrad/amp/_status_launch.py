@@ -38,6 +38,11 @@ _FP32 = numpy.dtype(numpy.float32)
 
 _device_tables = {}
 _host_tables = {}
+_host_library = [None, None]  # [kernels.host_library as last seen, what it returned]
+# bound once: every name looked up in the training step costs a cold cache line there
+_addressof = ctypes.addressof
+_from_buffer = ctypes.c_char.from_buffer
+_ndarray = numpy.ndarray
 
 
 def run(status, arrays, inv_scale=None):
@@ -106,13 +111,17 @@ def host_fp32_plan(arrays):
     aligned and writable, and together they are below ``HOST_PARALLEL_MIN`` elements (one thread).
     Returns ``(lib, (table, table_address, n_arrays, n_chunks, chunk))``; when ``n_arrays`` is
     not 0, ``lib.launch_check_fp32`` or ``lib.launch_check_unscale_fp32`` takes ``(1,
-    table_address, n_arrays, n_chunks, chunk, inv_scale, status_address)`` (``run_plan``).
+    table_address, n_arrays, n_chunks, chunk, inv_scale, status_address)``: one thread runs
+    them all, and the status (a float32[8] buffer) gets 1.0 in element 0 on inf/NaN.
     Returns None otherwise: ``run`` (after the public functions' checks) handles every other case.
 
     A training step's gradients keep their buffers from step to step, so the work table is
     cached under its content (the arrays' addresses and sizes): a cached table is always right.
     """
-    lib = kernels.host_library()
+    lib = _host_library[1]
+    if kernels.host_library is not _host_library[0]:  # first call, or a test replaced it
+        lib = _host_library[1] = kernels.host_library()
+        _host_library[0] = kernels.host_library
     if lib is None:
         return None
     key = []
@@ -120,12 +129,12 @@ def host_fp32_plan(arrays):
     for x in arrays:
         if x is None:
             continue
-        if type(x) is not numpy.ndarray or x.dtype is not _FP32:
+        if type(x) is not _ndarray or x.dtype is not _FP32:
             return None
         n = x.size
         if n:
             try:  # exports a buffer only when C-contiguous and writable
-                address = ctypes.addressof(ctypes.c_char.from_buffer(x))
+                address = _addressof(_from_buffer(x))
             except TypeError:
                 return None
             if address & 3:  # not aligned to float32
@@ -139,19 +148,6 @@ def host_fp32_plan(arrays):
     if entry is None:
         entry = _new_host_table(key, total)
     return lib, entry
-
-
-def run_plan(plan, status_address, inv_scale=None):
-    """Launch a ``host_fp32_plan``: set the flag at ``status_address`` (a float32[8] buffer) on
-    inf/NaN and, with ``inv_scale`` (a real number, rounded to float32 by the call), multiply
-    every element by it in place."""
-    lib, (_, table_address, n_arrays, n_chunks, chunk) = plan
-    if n_arrays:
-        if inv_scale is None:
-            lib.launch_check_fp32(1, table_address, n_arrays, n_chunks, chunk, 1.0, status_address)
-        else:
-            lib.launch_check_unscale_fp32(1, table_address, n_arrays, n_chunks, chunk, inv_scale,
-                                          status_address)
 
 
 def _new_host_table(key, total):

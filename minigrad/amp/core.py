@@ -94,7 +94,7 @@ class ScaleCore:
 
     def update(self, overflow):
         """Apply one step's outcome (``overflow``: a Python bool) to the scale; return the new scale."""
-        if not self.dynamic:
+        if self.growth_interval is None:  # fixed (``dynamic`` without a property call)
             return self.scale
         if overflow:
             self.counter = 0

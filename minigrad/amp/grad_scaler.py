@@ -37,6 +37,10 @@ class OptState(enum.Enum):
     STEPPED = 2
 
 
+# plain module names: an Enum member lookup (OptState.X) goes through the Enum metaclass
+_READY, _UNSCALED, _STEPPED = OptState.READY, OptState.UNSCALED, OptState.STEPPED
+
+
 class GradScaler:
     """Dynamic loss scaling for ``loss.backward()`` / ``optimizer.step()`` training loops.
 
@@ -100,13 +104,19 @@ class GradScaler:
         """
         if not self._enabled:
             return
-        state = self._state(optimizer)
-        if state["stage"] is OptState.UNSCALED:
+        # the training step runs this with cold caches: each Python call or comprehension
+        # costs microseconds there, so the common path is written out in few of them
+        state = self._per_optimizer.get(id(optimizer)) or self._state(optimizer)
+        if state["stage"] is _UNSCALED:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
-        if state["stage"] is OptState.STEPPED:
+        if state["stage"] is _STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        params = [p for p in _parameters(optimizer) if p.grad is not None]
-        scaled = [p.grad.data for p in params]
+        params, scaled = [], []
+        for p in _parameters(optimizer):
+            g = p.grad
+            if g is not None:
+                params.append(p)
+                scaled.append(g.data)
         if self.track_underflow:
             state["underflow"] = amp_step.underflow_stats([p.name for p in params], scaled)
         status = self._status  # amp_step.unscale_and_check, on this scaler's status
@@ -116,8 +126,11 @@ class GradScaler:
         for p, g, a in zip(params, scaled, arrays):
             if a is not g:  # an fp16 gradient, unscaled into a new fp32 array
                 p.grad = Tensor(a)
-        state.update(stage=OptState.UNSCALED, checked=bool(params), found_inf=overflow,
-                     params=params, arrays=arrays)
+        state["stage"] = _UNSCALED
+        state["checked"] = bool(params)
+        state["found_inf"] = overflow
+        state["params"] = params
+        state["arrays"] = arrays
 
     def step(self, optimizer, *args, **kwargs):
         """Unscale (if ``unscale_`` was not called), then run ``optimizer.step(*args, **kwargs)``
@@ -132,16 +145,16 @@ class GradScaler:
             return True
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
-        state = self._state(optimizer)
-        if state["stage"] is OptState.STEPPED:
+        state = self._per_optimizer.get(id(optimizer)) or self._state(optimizer)
+        if state["stage"] is _STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
-        if state["stage"] is OptState.READY:
+        if state["stage"] is _READY:
             self.unscale_(optimizer)
         if not state["checked"]:
             raise AssertionError("No inf checks were recorded for this optimizer.")
         if not state["found_inf"]:
             optimizer.step(*args, **kwargs)
-        state["stage"] = OptState.STEPPED
+        state["stage"] = _STEPPED
         return not state["found_inf"]
 
     def update(self, new_scale=None):
@@ -162,10 +175,13 @@ class GradScaler:
                 new_scale = new_scale.item()
             self.core.scale = numpy.float32(check_positive("new_scale", new_scale, "GradScaler.update"))
         else:
-            checked = [s for s in self._per_optimizer.values() if s.get("checked")]
+            checked, overflow = [], False
+            for s in self._per_optimizer.values():
+                if s["checked"]:
+                    checked.append(s)
+                    overflow = overflow or s["found_inf"]
             if not checked:
                 raise AssertionError("No inf checks were recorded prior to update.")
-            overflow = any(s["found_inf"] for s in checked)
             before = self.core.scale
             self.core.update(overflow)
             names = arrays = ()  # the report names the inf/NaN gradients: only read on overflow
@@ -182,7 +198,7 @@ class GradScaler:
     def _state(self, optimizer):
         state = self._per_optimizer.get(id(optimizer))
         if state is None:
-            state = self._per_optimizer[id(optimizer)] = {"stage": OptState.READY, "checked": False,
+            state = self._per_optimizer[id(optimizer)] = {"stage": _READY, "checked": False,
                                                           "found_inf": False}
         return state
 

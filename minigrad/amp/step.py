@@ -25,6 +25,10 @@ from minigrad.tensor import make
 STATUS_SIZE = float_status.STATUS_SHAPE[0]
 
 
+_last_inverse = (None, None)  # (scale, 1.0 / float(scale)) of the last unscale: one object
+_IMMUTABLE_SCALES = (float, numpy.float32, numpy.float64)
+
+
 def inverse(scale):
     """1/scale as float32, computed in float64 (an fp32 division can be off by one ulp)."""
     return numpy.float32(1.0 / float(scale))  # Python floats are float64 (and faster than NumPy's)
@@ -47,8 +51,8 @@ class OverflowStatus:
     def __init__(self):
         self._buffer = None   # the status Tensor, once made
         self._host = None     # ctypes float[8] behind a host status (None: none yet, or on GPU)
-        self._spare = None    # the host array of an earlier step, zeroed and reused by clear()
-        self._host_address = 0
+        self._spare = None    # the last host array made: cleared and reused while no view exists
+        self._host_address = 0  # its address
         self._seen = []       # the array lists checked so far (kept alive: their ids stay theirs)
 
     @property
@@ -59,14 +63,16 @@ class OverflowStatus:
 
     @buffer.setter
     def buffer(self, status):
-        self._buffer, self._host = status, None
+        self._buffer, self._host, self._spare = status, None, None
 
     def clear(self):
         """Forget the flag and the arrays seen: the next check starts a new step, on whichever
         device its arrays are (a host buffer is zeroed and reused, not reallocated)."""
         if self._host is not None:
-            # reusable unless ``buffer`` handed out a view of it (a view must keep its values)
-            self._spare = self._host if self._buffer is None else None
+            if self._buffer is None:  # no view of it was handed out: reuse it
+                self._host[0] = 0.0   # the only element a check writes
+            else:  # the view keeps its values; the next step gets a new array
+                self._spare = None
         self._host = self._buffer = None
         self._seen = []
 
@@ -74,8 +80,15 @@ class OverflowStatus:
         """Check ``arrays`` and multiply them by 1/scale in one pass (None kept; fp16 arrays are
         read once and unscaled into new fp32 arrays, see the module docstring); return the list
         of unscaled arrays."""
+        global _last_inverse
         arrays = list(arrays)
-        inv = 1.0 / float(scale)  # as inverse(scale); a host launch rounds it to float32 itself
+        last = _last_inverse
+        if scale is last[0]:  # the scale changes rarely; an immutable one keeps its value
+            inv = last[1]
+        else:
+            inv = 1.0 / float(scale)  # as inverse(scale); a host launch rounds it to float32
+            if type(scale) in _IMMUTABLE_SCALES:
+                _last_inverse = (scale, inv)
         if self._lean(arrays, inv):
             return arrays
         inv = numpy.float32(inv)
@@ -116,26 +129,27 @@ class OverflowStatus:
         plan = _status_launch.host_fp32_plan(arrays)
         if plan is None:
             return False
-        if plan[1][2]:  # some array is not empty
+        lib, (_, table, n_arrays, n_chunks, chunk) = plan
+        if n_arrays:  # some array is not empty
             if self._host is None:
-                self._new_host()
-            _status_launch.run_plan(plan, self._host_address, inv)
+                self._host = self._spare if self._spare is not None else self._new_host()
+            if inv is None:
+                lib.launch_check_fp32(1, table, n_arrays, n_chunks, chunk, 1.0, self._host_address)
+            else:  # the call rounds ``inv`` to float32
+                lib.launch_check_unscale_fp32(1, table, n_arrays, n_chunks, chunk, inv,
+                                              self._host_address)
         self._seen.append(tuple(arrays))
         return True
 
     def _new_host(self):
-        host = self._spare
-        if host is None:
-            host = (ctypes.c_float * STATUS_SIZE)()  # zeroed
-            self._host_address = ctypes.addressof(host)
-        else:
-            host[0] = 0.0  # the only element a check writes (no view of it was handed out)
-        self._host = host
+        host = self._spare = (ctypes.c_float * STATUS_SIZE)()  # zeroed
+        self._host_address = ctypes.addressof(host)
+        return host
 
     def _status(self, like):
         if self._buffer is None and self._host is None:
             if isinstance(like, numpy.ndarray):
-                self._new_host()
+                self._host = self._spare if self._spare is not None else self._new_host()
             else:
                 self._buffer = float_status.alloc_status(like)
         return self.buffer
@@ -234,8 +248,10 @@ def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=N
     if overflow:
         reason = "gradient_overflow" if loss_is_finite(loss) else "nonfinite_loss"
         inf_names, nan_names = nonfinite_names(names, arrays)
-    report = StepReport(core.steps + 1, bool(overflow), reason, float(scale_before),
-                        float(core.scale if scale_after is None else scale_after),
+    after = core.scale if scale_after is None else scale_after
+    before = float(scale_before)
+    report = StepReport(core.steps + 1, bool(overflow), reason, before,
+                        before if after is scale_before else float(after),
                         inf_names or (), nan_names or ())
     core.record(report)
     return report
