@@ -38,7 +38,7 @@ class OptState(enum.Enum):
 
 
 # plain module names: an Enum member lookup (OptState.X) goes through the Enum metaclass
-_READY, _UNSCALED, _STEPPED = OptState.READY, OptState.UNSCALED, OptState.STEPPED
+_UNSCALED, _STEPPED = OptState.UNSCALED, OptState.STEPPED
 
 
 class GradScaler:
@@ -104,21 +104,26 @@ class GradScaler:
         """
         if not self._enabled:
             return
-        # the training step runs this with cold caches: each Python call or comprehension
-        # costs microseconds there, so the common path is written out in few of them
-        state = self._per_optimizer.get(id(optimizer)) or self._state(optimizer)
-        if state["stage"] is _UNSCALED:
-            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
-        if state["stage"] is _STEPPED:
+        # The training step runs this with cold caches: each Python call or comprehension costs
+        # microseconds there, so the common path is written out in few of them. An optimizer
+        # without a state is READY; unscale_ stores a new one.
+        state = self._per_optimizer.get(id(optimizer))
+        if state is not None:
+            if state["stage"] is _UNSCALED:
+                raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
             raise RuntimeError("unscale_() is being called after step().")
+        everything = getattr(optimizer, "parameters", None)
+        if everything is None:
+            raise TypeError(f"GradScaler needs a minigrad optimizer (with .parameters), got "
+                            f"{type(optimizer).__name__}")
         params, scaled = [], []
-        for p in _parameters(optimizer):
+        for p in everything() if callable(everything) else everything:
             g = p.grad
             if g is not None:
                 params.append(p)
                 scaled.append(g.data)
-        if self.track_underflow:
-            state["underflow"] = amp_step.underflow_stats([p.name for p in params], scaled)
+        if self.track_underflow:  # of the gradients as backprop made them, before the unscale
+            underflow = amp_step.underflow_stats([p.name for p in params], scaled)
         status = self._status  # amp_step.unscale_and_check, on this scaler's status
         status.clear()
         arrays = status.unscale_and_check(scaled, self.core.scale)
@@ -126,11 +131,11 @@ class GradScaler:
         for p, g, a in zip(params, scaled, arrays):
             if a is not g:  # an fp16 gradient, unscaled into a new fp32 array
                 p.grad = Tensor(a)
-        state["stage"] = _UNSCALED
-        state["checked"] = bool(params)
-        state["found_inf"] = overflow
-        state["params"] = params
-        state["arrays"] = arrays
+        state = self._per_optimizer[id(optimizer)] = {
+            "stage": _UNSCALED, "checked": bool(params), "found_inf": overflow, "params": params,
+            "arrays": arrays}
+        if self.track_underflow:
+            state["underflow"] = underflow
 
     def step(self, optimizer, *args, **kwargs):
         """Unscale (if ``unscale_`` was not called), then run ``optimizer.step(*args, **kwargs)``
@@ -145,11 +150,12 @@ class GradScaler:
             return True
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
-        state = self._per_optimizer.get(id(optimizer)) or self._state(optimizer)
-        if state["stage"] is _STEPPED:
-            raise RuntimeError("step() has already been called since the last update().")
-        if state["stage"] is _READY:
+        state = self._per_optimizer.get(id(optimizer))
+        if state is None:
             self.unscale_(optimizer)
+            state = self._per_optimizer[id(optimizer)]
+        elif state["stage"] is _STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
         if not state["checked"]:
             raise AssertionError("No inf checks were recorded for this optimizer.")
         if not state["found_inf"]:
@@ -194,13 +200,6 @@ class GradScaler:
             self.last_report = report
         self._per_optimizer.clear()
         self._loss = None
-
-    def _state(self, optimizer):
-        state = self._per_optimizer.get(id(optimizer))
-        if state is None:
-            state = self._per_optimizer[id(optimizer)] = {"stage": _READY, "checked": False,
-                                                          "found_inf": False}
-        return state
 
     # ---- getters, setters, serialization --------------------------------------------------------
     def get_scale(self):
@@ -263,11 +262,3 @@ class GradScaler:
         self.set_backoff_factor(state_dict["backoff_factor"])
         self.set_growth_interval(state_dict["growth_interval"])
         self.core.counter = int(state_dict["_growth_tracker"])
-
-
-def _parameters(optimizer):
-    params = getattr(optimizer, "parameters", None)
-    if params is None:
-        raise TypeError(f"GradScaler needs a minigrad optimizer (with .parameters), got "
-                        f"{type(optimizer).__name__}")
-    return params() if callable(params) else params
