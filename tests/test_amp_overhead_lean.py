@@ -18,21 +18,21 @@ def _grads(*sizes, seed=0):
 
 
 def _rows(plan):
-    _, (table, _, n_arrays, _, _) = plan
+    _, _, (table, _, n_arrays, _, _) = plan
     return table.reshape(-1, 3)[:n_arrays] if n_arrays else table
 
 
 @needs_host
 def test_table_is_cached_and_rebuilt_when_an_address_or_size_changes():
     a, b = _grads(1000, 3000)
-    first = _status_launch.host_fp32_plan([a, b])
-    assert _status_launch.host_fp32_plan([a, b])[1] is first[1]  # same buffers: the cached entry
+    first = _status_launch.host_plan([a, b])
+    assert _status_launch.host_plan([a, b])[2] is first[2]  # same buffers: the cached entry
     rows = _rows(first)
     assert [int(r[1]) for r in rows] == [1000, 3000] and [int(r[2]) for r in rows] == [0, 1]
     c = numpy.empty_like(b)  # another address, same size
-    moved = _rows(_status_launch.host_fp32_plan([a, c]))
+    moved = _rows(_status_launch.host_plan([a, c]))
     assert int(moved[1][0]) != int(rows[1][0]) and int(moved[1][0]) == c.__array_interface__["data"][0]
-    shorter = _rows(_status_launch.host_fp32_plan([a, b[:2000]]))  # same address, another size
+    shorter = _rows(_status_launch.host_plan([a, b[:2000]]))  # same address, another size
     assert int(shorter[1][0]) == int(rows[1][0]) and int(shorter[1][1]) == 2000
 
 
@@ -56,7 +56,7 @@ def test_lean_unscale_matches_reference_and_flags():
 ])
 def test_arrays_the_plan_declines_take_the_checked_path(make):
     x = make(_grads(100)[0])
-    assert _status_launch.host_fp32_plan([x]) is None
+    assert _status_launch.host_plan([x]) is None
     before = x.astype(numpy.float64)
     (out,), overflow = amp_step.unscale_and_check([x], 8.0)
     assert not overflow
@@ -66,12 +66,12 @@ def test_arrays_the_plan_declines_take_the_checked_path(make):
 def test_unaligned_and_read_only_arrays():
     raw = numpy.zeros(4 * 16 + 1, numpy.uint8)[1:].view(numpy.float32)  # not aligned to 4 bytes
     raw[...] = 2.0
-    assert _status_launch.host_fp32_plan([raw]) is None
+    assert _status_launch.host_plan([raw]) is None
     (out,), overflow = amp_step.unscale_and_check([raw], 2.0)
     assert not overflow and (out == 1.0).all()
     frozen = numpy.ones(4, numpy.float32)
     frozen.flags.writeable = False
-    assert _status_launch.host_fp32_plan([frozen]) is None
+    assert _status_launch.host_plan([frozen]) is None
     with pytest.raises(ValueError, match="read-only"):
         amp_step.unscale_and_check([frozen], 2.0)
     assert not amp_step.check([frozen])  # a check alone may read it
@@ -80,7 +80,7 @@ def test_unaligned_and_read_only_arrays():
 def test_plan_respects_a_missing_host_build(monkeypatch):
     monkeypatch.setattr(kernels, "host_library", lambda: None)
     x = numpy.array([1.0, numpy.inf], numpy.float32)
-    assert _status_launch.host_fp32_plan([x]) is None
+    assert _status_launch.host_plan([x]) is None
     assert amp_step.unscale_and_check([x], 2.0)[1]
 
 
@@ -178,3 +178,19 @@ def test_a_scale_changed_in_place_is_read_again():
     same = numpy.float32(8.0)
     for expected in (1.0, 1.0):
         assert status.unscale_and_check([numpy.full(2, 8.0, numpy.float32)], same)[0][0] == expected
+
+
+@needs_host
+def test_a_check_alone_takes_float16_arrays_too():
+    halves = [numpy.ones(n, numpy.float16) for n in (3, 300)]
+    assert _status_launch.host_plan(halves, halves=True)[1] == numpy.float16
+    assert _status_launch.host_plan(halves) is None  # an unscale widens them instead
+    assert _status_launch.host_plan([halves[0], numpy.ones(2, numpy.float32)], halves=True) is None
+    status = amp_step.OverflowStatus()
+    status.check(halves)
+    assert not status.overflow()
+    halves[1][-1] = numpy.inf
+    status.check([halves[1].copy()])
+    assert status.overflow()
+    mixed = [numpy.ones(2, numpy.float32), numpy.array([numpy.nan], numpy.float16)]
+    assert amp_step.check(mixed) and not amp_step.check([mixed[0]])

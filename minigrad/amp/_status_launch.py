@@ -3,8 +3,9 @@
 * CuPy float16/float32 arrays: the CUDA kernels of ``kernels/float_status.cu``, one launch per
   dtype for the whole list, driven by a table of (address, length, first chunk) rows.
 * NumPy float16/float32 arrays: the same kernels compiled for the host (``kernels.host_library``).
-  ``host_fp32_plan`` is the training step's lean form of it: float32 gradients that are already
-  C-contiguous, aligned and writable go to one launch with no copies and no NumPy calls.
+  ``host_plan`` is the training step's lean form of it: float32 (or, for a check alone, float16)
+  gradients that are already C-contiguous, aligned and writable go to one launch with no copies
+  and no NumPy calls.
 * float64, or no host compiler: ``_status_numpy`` (the same semantics with array operations).
 
 The kernels walk each array as one run of elements in memory; an array that is not (C or F)
@@ -35,6 +36,7 @@ _DEVICE_TABLES_KEPT = 64
 
 _HOST_TABLES_KEPT = 64
 _FP32 = numpy.dtype(numpy.float32)
+_FP16 = numpy.dtype(numpy.float16)
 
 _device_tables = {}
 _host_tables = {}
@@ -104,13 +106,14 @@ def widen(status, arrays, inv_scale):
     return outs
 
 
-def host_fp32_plan(arrays):
+def host_plan(arrays, halves=False):
     """The host launch for ``arrays`` (None entries skipped) if they need nothing but a launch.
 
-    That is: a host build exists, every array is a plain NumPy float32 array that is C-contiguous,
-    aligned and writable, and together they are below ``HOST_PARALLEL_MIN`` elements (one thread).
-    Returns ``(lib, (table, table_address, n_arrays, n_chunks, chunk))``; when ``n_arrays`` is
-    not 0, ``lib.launch_check_fp32`` or ``lib.launch_check_unscale_fp32`` takes ``(1,
+    That is: a host build exists, every array is a plain NumPy float32 array (or, with
+    ``halves``, every one float16 instead) that is C-contiguous, aligned and writable, and
+    together they are below ``HOST_PARALLEL_MIN`` elements (one thread). Returns ``(lib, dtype,
+    (table, table_address, n_arrays, n_chunks, chunk))``; when ``n_arrays`` is not 0,
+    ``lib.launch_check_<fp16|fp32>`` or ``lib.launch_check_unscale_fp32`` takes ``(1,
     table_address, n_arrays, n_chunks, chunk, inv_scale, status_address)``: one thread runs
     them all, and the status (a float32[8] buffer) gets 1.0 in element 0 on inf/NaN.
     Returns None otherwise: ``run`` (after the public functions' checks) handles every other case.
@@ -126,18 +129,24 @@ def host_fp32_plan(arrays):
         return None
     key = []
     total = 0
+    dtype = None
     for x in arrays:
         if x is None:
             continue
-        if type(x) is not _ndarray or x.dtype is not _FP32:
+        if type(x) is not _ndarray:
             return None
+        if x.dtype is not dtype:  # the first array's dtype: every other one must have it
+            if dtype is not None or not (x.dtype is _FP32 or (halves and x.dtype is _FP16)):
+                return None
+            dtype = x.dtype
+            misaligned = dtype.itemsize - 1
         n = x.size
         if n:
             try:  # exports a buffer only when C-contiguous and writable
                 address = _addressof(_from_buffer(x))
             except TypeError:
                 return None
-            if address & 3:  # not aligned to float32
+            if address & misaligned:
                 return None
             key += (address, n)
             total += n
@@ -147,7 +156,7 @@ def host_fp32_plan(arrays):
     entry = _host_tables.get(key)
     if entry is None:
         entry = _new_host_table(key, total)
-    return lib, entry
+    return lib, dtype, entry
 
 
 def _new_host_table(key, total):

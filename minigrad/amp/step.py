@@ -23,6 +23,7 @@ from minigrad.amp import _status_launch, float_status
 from minigrad.tensor import make
 
 STATUS_SIZE = float_status.STATUS_SHAPE[0]
+_FP32 = numpy.dtype(numpy.float32)
 
 
 _last_inverse = (None, None)  # (scale, 1.0 / float(scale)) of the last unscale: one object
@@ -43,7 +44,7 @@ class OverflowStatus:
 
     ``buffer`` is the status Tensor (float32, shape (8,)), None before the first check. On the
     host it lives in a ctypes array: float32 gradients that need no copy (see
-    ``_status_launch.host_fp32_plan``) go straight to the kernel, and ``overflow`` reads the
+    ``_status_launch.host_plan``) go straight to the kernel, and ``overflow`` reads the
     flag (element 0, the one every check writes) without a NumPy call. Every other case takes
     the checked ``float_status`` functions.
     """
@@ -126,18 +127,19 @@ class OverflowStatus:
         it and this status is (or can become) a host one; False when nothing was done."""
         if self._host is None and self._buffer is not None:
             return False  # a GPU status (or one set from outside): the checked path
-        plan = _status_launch.host_fp32_plan(arrays)
+        plan = _status_launch.host_plan(arrays, halves=inv is None)  # fp16 unscales widen
         if plan is None:
             return False
-        lib, (_, table, n_arrays, n_chunks, chunk) = plan
+        lib, dtype, (_, table, n_arrays, n_chunks, chunk) = plan
         if n_arrays:  # some array is not empty
             if self._host is None:
                 self._host = self._spare if self._spare is not None else self._new_host()
-            if inv is None:
-                lib.launch_check_fp32(1, table, n_arrays, n_chunks, chunk, 1.0, self._host_address)
-            else:  # the call rounds ``inv`` to float32
+            if inv is not None:  # the call rounds ``inv`` to float32
                 lib.launch_check_unscale_fp32(1, table, n_arrays, n_chunks, chunk, inv,
                                               self._host_address)
+            else:
+                launch = lib.launch_check_fp32 if dtype is _FP32 else lib.launch_check_fp16
+                launch(1, table, n_arrays, n_chunks, chunk, 1.0, self._host_address)
         self._seen.append(tuple(arrays))
         return True
 
