@@ -18,14 +18,12 @@ import dataclasses
 
 import numpy
 
+import minigrad.tensor as _tensor  # as in float_status: safe while tensor.py is being imported
 from minigrad import backend, dtype as dtypes
 from minigrad.amp import _status_launch, float_status
-from minigrad.tensor import make
 
 STATUS_SIZE = float_status.STATUS_SHAPE[0]
 _FP32 = numpy.dtype(numpy.float32)
-
-
 _last_inverse = (None, None)  # (scale, 1.0 / float(scale)) of the last unscale: one object
 _IMMUTABLE_SCALES = (float, numpy.float32, numpy.float64)
 
@@ -43,10 +41,10 @@ class OverflowStatus:
     second time. ``clear()`` starts a new step with the same object.
 
     ``buffer`` is the status Tensor (float32, shape (8,)), None before the first check. On the
-    host it lives in a ctypes array: float32 gradients that need no copy (see
-    ``_status_launch.host_plan``) go straight to the kernel, and ``overflow`` reads the
-    flag (element 0, the one every check writes) without a NumPy call. Every other case takes
-    the checked ``float_status`` functions.
+    host it lives in a ctypes array: gradients that need no copy (float32, or float16 for a
+    check alone; see ``_status_launch.host_plan``) go straight to the kernel, and ``overflow``
+    reads the flag (element 0, the one every check writes) without a NumPy call. Every other
+    case takes the checked ``float_status`` functions.
     """
 
     def __init__(self):
@@ -59,7 +57,7 @@ class OverflowStatus:
     @property
     def buffer(self):
         if self._buffer is None and self._host is not None:
-            self._buffer = make(numpy.frombuffer(self._host, numpy.float32), None, 0)
+            self._buffer = _tensor.make(numpy.frombuffer(self._host, numpy.float32), None, 0)
         return self._buffer
 
     @buffer.setter
