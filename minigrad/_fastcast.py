@@ -20,9 +20,9 @@ not apply (not a C-ordered NumPy array of the expected dtype, no host library, o
 conversion, which is also when ``_native["fns"]`` is None): the op then runs its NumPy code.
 Only host arrays that qualify ever load the host library.
 """
-import ctypes
-
 import numpy
+
+from minigrad.backend import data_address
 
 _F16 = numpy.dtype(numpy.float16)
 _F32 = numpy.dtype(numpy.float32)
@@ -52,15 +52,6 @@ def _library():
         from minigrad.amp import kernels
         _native["lib"] = kernels.host_library()
     return _native["lib"]
-
-
-def _address(x):
-    """Address of a NumPy array's data; ``ctypes.c_char.from_buffer`` takes a third of the time
-    of ``x.ctypes.data`` (read-only and non-C-contiguous arrays refuse it: they take the slow way)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(x))
-    except (TypeError, ValueError):
-        return x.ctypes.data
 
 
 def _host(x, dtype):
@@ -94,12 +85,12 @@ def convert(x, dtype, out=None):
         c_order = x.flags.c_contiguous
         if out is None and (c_order or x.flags.f_contiguous) and x.flags.aligned:
             result = numpy.empty(x.shape, dtype, order="C" if c_order else "F")
-            if not fn(_address(x), _address(result), x.size):
+            if not fn(data_address(x), data_address(result), x.size):
                 return result
         elif (out is not None and type(out) is numpy.ndarray and out.dtype == dtype and out.shape == x.shape
               and x.flags.aligned and out.flags.aligned
               and (c_order and out.flags.c_contiguous or x.flags.f_contiguous and out.flags.f_contiguous)):
-            if not fn(_address(x), _address(out), x.size):
+            if not fn(data_address(x), data_address(out), x.size):
                 return out
         # else (a view, a mismatched ``out``), or an fp16 overflow: NumPy, for its warning
     if out is None:
@@ -116,7 +107,7 @@ def relu_half(x):
     if lib is None:
         return None
     out, mask = numpy.empty(x.shape, _F16), numpy.empty(x.shape, numpy.bool_)
-    lib.mg_relu_half(_address(x), _address(out), _address(mask), x.size)
+    lib.mg_relu_half(data_address(x), data_address(out), data_address(mask), x.size)
     return out, mask
 
 
@@ -127,7 +118,7 @@ def relu_half_backward(g, mask):
     if lib is None:
         return None
     out = numpy.empty(g.shape, _F16)
-    lib.mg_relu_half_backward(_address(g), _address(mask), _address(out), g.size)
+    lib.mg_relu_half_backward(data_address(g), data_address(mask), data_address(out), g.size)
     return out
 
 
@@ -139,7 +130,7 @@ def add_bias_to_half(y, b):
     if lib is None:
         return None
     out = numpy.empty(y.shape, _F16)
-    if lib.mg_add_bias_to_half(_address(y), _address(b), _address(out), y.shape[0], y.shape[1]):
+    if lib.mg_add_bias_to_half(data_address(y), data_address(b), data_address(out), y.shape[0], y.shape[1]):
         return convert(y + convert(b, _F32), _F16)
     return out
 
@@ -154,6 +145,6 @@ def widen_sum_rows(g):
     if lib is None:
         return None
     g32, gb = numpy.empty(g.shape, _F32), numpy.empty(g.shape[1], _F16)
-    if lib.mg_half_to_float_colsum(_address(g), _address(g32), _address(gb), g.shape[0], g.shape[1]):
+    if lib.mg_half_to_float_colsum(data_address(g), data_address(g32), data_address(gb), g.shape[0], g.shape[1]):
         gb = convert(g32.sum(axis=0), _F16)
     return g32, gb

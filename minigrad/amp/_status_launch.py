@@ -170,7 +170,7 @@ def _new_host_table(key, total):
     if len(_host_tables) >= _HOST_TABLES_KEPT:
         _host_tables.clear()
     # the entry keeps the table alive while its address is in use
-    entry = _host_tables[key] = (table, _address(table) if rows else 0, len(key) // 2, first, chunk)
+    entry = _host_tables[key] = (table, backend.data_address(table) if rows else 0, len(key) // 2, first, chunk)
     return entry
 
 
@@ -183,22 +183,10 @@ def chunk_table(arrays, chunk, outputs=()):
     """
     rows, first = [], 0
     for x in arrays:
-        rows.extend((_address(x), x.size, first))
+        rows.extend((backend.data_address(x), x.size, first))
         first += -(-x.size // chunk)
-    rows.extend(_address(out) for out in outputs)
+    rows.extend(backend.data_address(out) for out in outputs)
     return numpy.array(rows, dtype=numpy.uint64), first
-
-
-def _address(x):
-    if type(x) is numpy.ndarray:
-        # ctypes.c_char.from_buffer is about three times faster than ``x.ctypes.data`` (the
-        # tables are rebuilt at every step); read-only and
-        # F-ordered arrays do not export a writable C buffer: they take the slow way
-        try:
-            return ctypes.addressof(ctypes.c_char.from_buffer(x))
-        except TypeError:
-            return x.ctypes.data
-    return x.data.ptr if backend.device_of(x) == "GPU" else x.ctypes.data
 
 
 def _dense(x):
@@ -221,8 +209,8 @@ def _launch_host(lib, name, arrays, inv, status, outputs=()):
     chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
     table, n_chunks = chunk_table(arrays, chunk, outputs)
     launch = getattr(lib, "launch_" + name)
-    launch(min(threads, n_chunks), _address(table), len(arrays), n_chunks, chunk, float(inv),
-           _address(status))
+    launch(min(threads, n_chunks), backend.data_address(table), len(arrays), n_chunks, chunk, float(inv),
+           backend.data_address(status))
 
 
 def _launch_gpu(name, arrays, inv, status, outputs=()):
