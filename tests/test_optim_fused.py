@@ -1,6 +1,5 @@
 """The fused native optimizer step (minigrad.optim._fused, kernels/optim_host.cpp) against the
 NumPy path it replaces: bit for bit, for every variant it covers, and falling back cleanly."""
-import warnings
 
 import numpy
 import pytest
