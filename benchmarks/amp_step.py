@@ -7,7 +7,8 @@
 2. scaler: the scaler's own work per step over that MLP's gradients (669,706 fp32 values):
    ``unscale_`` + ``step`` (a no-op optimizer) + ``update``, minigrad ``GradScaler`` vs
    PyTorch ``GradScaler``; both restore the gradients from a copy first (so the values do not
-   shrink into subnormals), and the copy alone is timed too.
+   shrink into subnormals), and the copy alone is timed in the same rounds: "without copy" is
+   the median of each round's difference.
 
     python benchmarks/amp_step.py [--json benchmarks/results/amp_step.json] [--repeat 30]
 
@@ -21,7 +22,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy
 
@@ -36,18 +36,6 @@ SIZES = (784, 512, 512, 10)
 BATCH = 128
 LR = 0.01
 TORCH_PYTHON = os.environ.get("MINIGRAD_TORCH_PYTHON", "/tmp/torchenv/bin/python")
-
-
-def median_ms(fn, repeat, warmup=5):
-    """Median wall time of ``fn()`` in milliseconds over ``repeat`` calls after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
 
 
 def mlp():
@@ -110,7 +98,12 @@ def minigrad_scaler(repeat):
         scaler.unscale_(opt)
         scaler.step(opt)
         scaler.update()
-    return {"minigrad_scaler_ms": median_ms(one, repeat), "minigrad_copy_ms": median_ms(restore, repeat),
+    # interleaved, so that the copy subtracted in each round was timed next to that round's step
+    samples = _timing.sample_interleaved({"scaler": one, "copy": restore}, repeat=repeat, warmup=5)
+    return {"minigrad_scaler_ms": statistics.median(samples["scaler"]) * 1e3,
+            "minigrad_copy_ms": statistics.median(samples["copy"]) * 1e3,
+            "minigrad_scaler_without_copy_ms": statistics.median(
+                s - c for s, c in zip(samples["scaler"], samples["copy"])) * 1e3,
             "n_values": int(sum(g.size for g in pristine))}
 
 
@@ -151,7 +144,13 @@ def restore():
     for p, g in zip(params, pristine): p.grad.copy_(g)
 def one():
     restore(); s2.unscale_(noop); s2.step(noop); s2.update()
-out["torch_scaler_ms"] = median_ms(one); out["torch_copy_ms"] = median_ms(restore)
+for _ in range(5): one(); restore()
+ones, copies = [], []
+for _ in range(repeat):  # interleaved, as minigrad's
+    t = time.perf_counter(); one(); ones.append((time.perf_counter() - t) * 1e3)
+    t = time.perf_counter(); restore(); copies.append((time.perf_counter() - t) * 1e3)
+out["torch_scaler_ms"] = statistics.median(ones); out["torch_copy_ms"] = statistics.median(copies)
+out["torch_scaler_without_copy_ms"] = statistics.median(a - b for a, b in zip(ones, copies))
 out["torch_version"] = torch.__version__; out["torch_threads"] = torch.get_num_threads()
 print(json.dumps(out))
 """
@@ -182,13 +181,15 @@ def main():
         r["ratio_O2_vs_torch_amp_fp16"] = r["minigrad_O2_ms"] / r["torch_amp_fp16_ms"]
         r["ratio_scaler_vs_torch_scaler"] = r["minigrad_scaler_ms"] / r["torch_scaler_ms"]
         r["ratio_scaler_vs_torch_scaler_without_copy"] = (
-            (r["minigrad_scaler_ms"] - r["minigrad_copy_ms"]) / (r["torch_scaler_ms"] - r["torch_copy_ms"]))
+            r["minigrad_scaler_without_copy_ms"] / r["torch_scaler_without_copy_ms"])
 
     rows = [("minigrad fp32 step", r["minigrad_fp32_ms"]), ("minigrad O2 step (fp16, dynamic scale)", r["minigrad_O2_ms"]),
             ("torch fp32 step", r.get("torch_fp32_ms")), ("torch autocast fp16 + GradScaler", r.get("torch_amp_fp16_ms")),
             ("minigrad scaler unscale_+step+update", r["minigrad_scaler_ms"]),
             ("torch scaler unscale_+step+update", r.get("torch_scaler_ms")),
-            ("  (gradient restore copy, minigrad / torch)", r["minigrad_copy_ms"]), ("", r.get("torch_copy_ms"))]
+            ("  (gradient restore copy, minigrad / torch)", r["minigrad_copy_ms"]), ("", r.get("torch_copy_ms")),
+            ("  scaler without the copy, minigrad / torch", r["minigrad_scaler_without_copy_ms"]),
+            ("", r.get("torch_scaler_without_copy_ms"))]
     print(f"{'measurement':46s} {'median ms':>10s}")
     for name, value in rows:
         print(f"{name:46s} {'n/a' if value is None else f'{value:10.3f}'}")
