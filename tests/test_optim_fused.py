@@ -76,6 +76,14 @@ OPTIMIZERS = {
     "momentum-nesterov-wd": lambda ps: nn.Momentum(ps, 0.03, 0.9, weight_decay=0.01, use_nesterov=True),
     "momentum-groups": lambda ps: nn.Momentum([{"params": ps[:2], "lr": 0.1, "weight_decay": 0.02},
                                                {"params": ps[2:]}], 0.01, 0.5),
+    "adam": lambda ps: nn.Adam(ps, 1e-2),
+    "adam-nesterov-wd-loss-scale": lambda ps: nn.Adam(ps, 3e-3, beta1=0.8, beta2=0.99, eps=1e-6,
+                                                      use_nesterov=True, weight_decay=0.01, loss_scale=4.0),
+    "adam-groups": lambda ps: nn.Adam([{"params": ps[:1], "lr": 0.05, "weight_decay": 0.1},
+                                       {"params": ps[1:]}], [1e-2, 5e-3, 1e-3]),
+    "adamw": lambda ps: nn.AdamWeightDecay(ps, 1e-2, weight_decay=0.05),
+    "adamw-groups": lambda ps: nn.AdamWeightDecay([{"params": ps[:3], "weight_decay": 0.2},
+                                                   {"params": ps[3:]}], 2e-2, beta1=0.5, eps=1e-3),
 }
 
 
@@ -157,10 +165,13 @@ def test_a_subclass_that_changes_the_rule_is_not_fused():
         def _prepare_gradient(self, i, grad, weight):
             return super()._prepare_gradient(i, grad, weight) * 2
 
+    class CoupledDecay(nn.AdamWeightDecay):
+        decoupled_weight_decay = False
+
     assert Clipped(_params(F32, 0), 0.1)._fused_rule() is None
     assert Preconditioned(_params(F32, 0), 0.1, 0.9)._fused_rule() is None
-    assert nn.SGD(_params(F32, 0), 0.1)._fused_rule() is not None
-    assert nn.Adam(_params(F32, 0), 0.1)._fused_rule() is None
+    assert CoupledDecay(_params(F32, 0), 0.1)._fused_rule() is None
+    assert all(make(_params(F32, 0))._fused_rule() is not None for make in OPTIMIZERS.values())
 
 
 @pytest.mark.parametrize("scale,error", [(0.0, ValueError), (-2.0, ValueError), (float("inf"), ValueError),

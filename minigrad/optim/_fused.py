@@ -1,5 +1,6 @@
 """Fused optimizer steps on the CPU: one native call (``kernels/optim_host.cpp``) updates all
-parameters of an SGD or Momentum step, reading each gradient, weight and state once.
+parameters of an SGD, Momentum, Adam or AdamWeightDecay step, reading each gradient, weight and
+state once.
 
 An fp16 parameter's step in NumPy is a chain of passes: unscale into a new fp32 array, weight
 decay, the rule's ``*=``/``-=`` with their temporaries, rounding the fp32 master back into the
@@ -17,12 +18,12 @@ import numpy
 
 from minigrad.backend import data_address
 
-SGD, MOMENTUM = 0, 1  # MG_RULE_* in kernels/optim_host.cpp
+SGD, MOMENTUM, ADAM, ADAM_WEIGHT_DECAY = 0, 1, 2, 3  # MG_RULE_* in kernels/optim_host.cpp
 GRAD_HALF, STATE_FROM_GRAD = 1, 2
 # One row per parameter: struct MgUpdateRow in kernels/optim_host.cpp.
 ROW = numpy.dtype([("weight", numpy.uint64), ("grad", numpy.uint64), ("half", numpy.uint64),
-                   ("state", numpy.uint64), ("n", numpy.int64), ("flags", numpy.int64),
-                   ("lr", numpy.float64), ("weight_decay", numpy.float64)])
+                   ("state", numpy.uint64), ("state2", numpy.uint64), ("n", numpy.int64),
+                   ("flags", numpy.int64), ("lr", numpy.float64), ("weight_decay", numpy.float64)])
 _F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 
 _library = {}
@@ -32,26 +33,30 @@ class Rule:
     """What the native kernel needs to know of an optimizer's ``update``.
 
     Args:
-        kind: ``SGD`` or ``MOMENTUM``.
-        momentum: the momentum (>= 0; SGD without momentum: 0).
-        dampening: SGD's dampening (0 for Momentum).
-        nesterov: bool.
-        state: the name of the momentum buffer in the optimizer's per-parameter state, or None
-            when there is none (SGD without momentum).
+        kind: ``SGD``, ``MOMENTUM``, ``ADAM`` or ``ADAM_WEIGHT_DECAY``.
+        states: the names of the state buffers the rule uses, in the kernel's order (SGD's or
+            Momentum's buffer; Adam's first and second moments). One that the optimizer's
+            ``init_state`` did not make starts as the first gradient (SGD's buffer).
+        momentum, dampening, beta1, beta2, eps, nesterov: the optimizer's hyper-parameters (the
+            Python floats; the kernel rounds them to fp32 where NumPy would).
+        step_size: ``fn(lr) -> lr`` for this step (Adam's bias correction), or None.
     """
 
-    def __init__(self, kind, momentum, dampening=0.0, nesterov=False, state=None):
-        self.kind, self.momentum, self.nesterov, self.state = kind, momentum, nesterov, state
-        self.dampened = dampening != 0.0
-        self.keep = 1.0 - dampening  # NumPy multiplies by the float64 (1 - d) rounded to fp32
+    def __init__(self, kind, states=(), momentum=0.0, dampening=0.0, beta1=0.0, beta2=0.0, eps=0.0,
+                 nesterov=False, step_size=None):
+        self.kind, self.states, self.step_size = kind, states, step_size
+        # struct MgHyper
+        self.hyper = numpy.array([momentum, dampening, beta1, beta2, eps, float(nesterov)], numpy.float64)
 
 
 def rule_for(optimizer, owner, rule):
-    """``rule`` if ``type(optimizer)`` still runs ``owner``'s ``update`` and the base gradient
-    preparation (a subclass that changes either would not get what it asked for), else None."""
+    """``rule`` if ``type(optimizer)`` still runs ``owner``'s ``update``, the base gradient
+    preparation and ``owner``'s kind of weight decay (a subclass that changes any of them would
+    not get what it asked for), else None."""
     from minigrad.optim.optimizer import Optimizer
     cls = type(optimizer)
-    if cls.update is owner.update and cls._prepare_gradient is Optimizer._prepare_gradient:
+    if (cls.update is owner.update and cls._prepare_gradient is Optimizer._prepare_gradient
+            and cls.decoupled_weight_decay is owner.decoupled_weight_decay):
         return rule
     return None
 
@@ -97,21 +102,23 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
         state = optimizer._states[i]
         if state is None:
             state = optimizer._states[i] = optimizer.init_state(weight)
-        buffer = 0
-        if rule.state is not None:
-            if rule.state not in state:  # SGD's buffer starts as the first gradient
-                state[rule.state] = numpy.empty_like(weight)
+        buffers = []
+        for name in rule.states:
+            if name not in state:
+                state[name] = numpy.empty_like(weight)
                 flags |= STATE_FROM_GRAD
-            buffer = data_address(state[rule.state])
+            buffers.append(data_address(state[name]))
+        buffers += [0] * (2 - len(buffers))
         half = 0
         if weight is not data:
             half = data_address(data)
             halves.append((i, weight, data))
-        rows.append((data_address(weight), data_address(grad), half, buffer, weight.size, flags, lrs[i],
+        lr = lrs[i] if rule.step_size is None else rule.step_size(lrs[i])
+        rows.append((data_address(weight), data_address(grad), half, *buffers, weight.size, flags, lr,
                      optimizer._decays[i]))
     rows = numpy.array(rows, ROW)
     overflows = fn(data_address(rows), len(rows), rule.kind, inv_scale, optimizer._inv_scale,
-                   float(rule.momentum), rule.dampened, rule.keep, rule.nesterov)
+                   data_address(rule.hyper))
     for i, weight, data in halves:
         if overflows:  # NumPy's cast again, for its overflow warning (or error, under errstate)
             data[...] = weight

@@ -2,6 +2,7 @@
 import math
 
 from minigrad import backend
+from minigrad.optim import _fused
 from minigrad.optim._checks import check_bool, check_float
 from minigrad.optim.optimizer import Optimizer
 
@@ -63,13 +64,21 @@ class Adam(Optimizer):
         self.use_locking = check_bool(use_locking, "use_locking", "Adam")
         self.use_nesterov = check_bool(use_nesterov, "use_nesterov", "Adam")
 
-    def update(self, state, weight, grad, lr):
-        b1, b2 = self.beta1, self.beta2
+    def _fused_rule(self):
+        return _fused.rule_for(self, Adam, _fused.Rule(
+            _fused.ADAM, self.state_names, beta1=self.beta1, beta2=self.beta2, eps=self.eps,
+            nesterov=self.use_nesterov, step_size=self._step_size))
+
+    def _step_size(self, lr):
+        """lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t), t = global_step + 1 (in float64)."""
         t = self.global_step + 1
-        lr_t = lr * math.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t)
-        m, v = _moments(state, grad, b1, b2)
+        return lr * math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
+
+    def update(self, state, weight, grad, lr):
+        b1 = self.beta1
+        m, v = _moments(state, grad, b1, self.beta2)
         numerator = b1 * m + (1.0 - b1) * grad if self.use_nesterov else m
-        weight -= lr_t * numerator / _denominator(v, self.eps)
+        weight -= self._step_size(lr) * numerator / _denominator(v, self.eps)
 
 
 class AdamWeightDecay(Optimizer):
@@ -100,6 +109,10 @@ class AdamWeightDecay(Optimizer):
     def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.0):
         super().__init__(learning_rate, params, weight_decay)
         self.beta1, self.beta2, self.eps = _check_betas_eps(beta1, beta2, eps, "AdamWeightDecay")
+
+    def _fused_rule(self):
+        return _fused.rule_for(self, AdamWeightDecay, _fused.Rule(
+            _fused.ADAM_WEIGHT_DECAY, self.state_names, beta1=self.beta1, beta2=self.beta2, eps=self.eps))
 
     def update(self, state, weight, grad, lr):
         m, v = _moments(state, grad, self.beta1, self.beta2)

@@ -124,7 +124,7 @@ class Optimizer:
                 gradient is then first divided by it, as ``fp32(g) * fp32(1 / scale)`` (what
                 ``amp.float_status.check_and_unscale_to_fp32`` gives), before the fixed
                 ``loss_scale``. Lets a loss-scaled step hand over its fp16 gradients as they are:
-                SGD and Momentum unscale them inside their fused update.
+                SGD, Momentum, Adam and AdamWeightDecay unscale them inside their fused update.
 
         Returns:
             True.
@@ -220,7 +220,8 @@ class Optimizer:
 
     def _fused_rule(self):
         """The ``optim._fused.Rule`` that does what ``update`` does, natively, or None (the
-        default: the NumPy path). SGD and Momentum return theirs through ``_fused.rule_for``."""
+        default: the NumPy path). SGD, Momentum, Adam and AdamWeightDecay return theirs through
+        ``_fused.rule_for``."""
         return None
 
     def _master(self, i, data):

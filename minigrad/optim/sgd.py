@@ -44,8 +44,9 @@ class SGD(Optimizer):
         self.state_names = ("accum",) if self.momentum > 0 else ()
 
     def _fused_rule(self):
-        return _fused.rule_for(self, SGD, _fused.Rule(_fused.SGD, self.momentum, self.dampening, self.nesterov,
-                                                      state="accum" if self.momentum > 0 else None))
+        return _fused.rule_for(self, SGD, _fused.Rule(
+            _fused.SGD, ("accum",) if self.momentum > 0 else (), momentum=self.momentum,
+            dampening=self.dampening, nesterov=self.nesterov))
 
     def init_state(self, weight):
         return {}  # "accum" starts as the first gradient (MindSpore's per-parameter 'stat' flag)
