@@ -149,9 +149,9 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         with numpy.errstate(over="ignore", invalid="ignore"):  # overflow is detected, not warned
             loss, grads = self.loss_and_grads(inputs, scale_before)
         status, grads = self.start_overflow_check(loss, grads)
-        names = [p.name for p in weights]
-        underflow = (amp_step.underflow_stats(names, [g.data for g in grads])
-                     if self.track_underflow else None)
+        underflow = None
+        if self.track_underflow:
+            underflow = amp_step.underflow_stats([p.name for p in weights], [g.data for g in grads])
         unscale_in_optimizer = self._optimizer_unscales(grads)
         if not unscale_in_optimizer:
             grads = self.grad_reducer(self._unscale(status, grads, scale_before))
@@ -162,12 +162,14 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                 self.optimizer.apply_gradients(grads, scale=scale_before)
             else:
                 self.optimizer(grads)
-        report = amp_step.make_report(self._steps, scale_before, bool(overflow), loss, names,
-                                      [g.data for g in grads],
+        # the parameters' names and gradients only matter to a report of an overflow
+        names, arrays = ([p.name for p in weights], [g.data for g in grads]) if overflow else ((), ())
+        report = amp_step.make_report(self._steps, scale_before, bool(overflow), loss, names, arrays,
                                       scale_after=float(self.scale_sense.data.reshape(())))
         report.underflow = underflow
         self.last_report = report
-        return loss, Tensor(numpy.array(bool(cond))), Tensor(numpy.array(scale_before).reshape(scaling_sens.shape))
+        return (loss, make(numpy.array(bool(cond)), None, 0),
+                make(numpy.array(scale_before).reshape(scaling_sens.shape), None, 0))
 
     def _optimizer_unscales(self, grads):
         # the optimizer may take scaled gradients when its fused (host) update divides the scale
