@@ -39,11 +39,14 @@ def device_of(array):
     return "GPU" if cupy is not None and isinstance(array, cupy.ndarray) else "CPU"
 
 
+_addressof, _from_buffer = ctypes.addressof, ctypes.c_char.from_buffer  # bound once: a hot path
+
+
 def data_address(array):
     """The address of ``array``'s first element (a NumPy or CuPy array), for native kernels."""
     if type(array) is numpy.ndarray:
         try:  # a third of the time of ``.ctypes.data``, which read-only and empty arrays still need
-            return ctypes.addressof(ctypes.c_char.from_buffer(array))
+            return _addressof(_from_buffer(array))
         except (TypeError, ValueError):
             return array.ctypes.data
     return array.data.ptr if device_of(array) == "GPU" else array.ctypes.data
