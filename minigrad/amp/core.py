@@ -138,20 +138,43 @@ class ScaleCore:
                    "parameters named above."))
 
     def state_dict(self):
+        """The rule and its progress as a dict of Python numbers (``load_state_dict`` restores it)."""
         return {"scale": float(self.scale), "growth_factor": self.growth_factor,
                 "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
                 "counter": self.counter, "tolerance": self.tolerance, "floor": self.floor,
                 "cap": self.cap, "hysteresis": self.hysteresis}
 
     def load_state_dict(self, state):
-        missing = {"scale", "counter"} - set(state)
+        """Restore a ``state_dict()``: every value is checked as the constructor checks it, and
+        nothing changes unless all of them pass.
+
+        Raises:
+            TypeError: ``state`` is not a dict, or a value of the wrong type.
+            KeyError: naming the missing keys.
+            ValueError: naming unknown keys, or a value out of range (as the constructor, plus
+                ``counter`` >= 0 and 1 <= ``tolerance`` <= ``hysteresis``).
+        """
+        owner = "ScaleCore.load_state_dict"
+        if not isinstance(state, dict):
+            raise TypeError(f"For '{owner}', expected a dict, but got {type(state).__name__}")
+        expected = set(self.state_dict())
+        unknown, missing = set(state) - expected, expected - set(state)
+        if unknown:
+            raise ValueError(f"For '{owner}', unknown keys {sorted(map(str, unknown))}; expected {sorted(expected)}")
         if missing:
-            raise KeyError(f"loss scale state dict lacks {sorted(missing)}; got keys {sorted(state)}")
-        for key, value in state.items():
-            if key == "scale":
-                self.scale = numpy.float32(value)
-            elif hasattr(self, key):
-                setattr(self, key, value)
+            raise KeyError(f"For '{owner}', missing keys {sorted(missing)}")
+        checked = ScaleCore(state["scale"], state["growth_factor"], state["backoff_factor"],
+                            state["growth_interval"], state["floor"], state["cap"], state["hysteresis"],
+                            owner=owner)
+        counter = int(check_positive("counter", state["counter"], owner, inclusive=True, kinds=(int,)))
+        tolerance = int(check_positive("tolerance", state["tolerance"], owner, 1.0, inclusive=True,
+                                       kinds=(int,)))
+        if tolerance > checked.hysteresis:
+            raise ValueError(f"For '{owner}', 'tolerance' must be <= hysteresis ({checked.hysteresis}), "
+                             f"but got {tolerance}")
+        for key in ("scale", "growth_factor", "backoff_factor", "growth_interval", "floor", "cap", "hysteresis"):
+            setattr(self, key, getattr(checked, key))
+        self.counter, self.tolerance = counter, tolerance
 
     def __repr__(self):
         rule = (f"growth x{self.growth_factor} every {self.growth_interval} clean steps, "

@@ -1,0 +1,58 @@
+"""ScaleCore.state_dict / load_state_dict: a round trip continues the same trajectory; bad input
+changes nothing and names the key."""
+import numpy
+import pytest
+
+from minigrad.amp import ScaleCore
+
+
+def _run(core, outcomes):
+    return [float(core.update(o)) for o in outcomes]
+
+
+def test_round_trip_continues_the_trajectory():
+    outcomes = [False] * 5 + [True, True, False, False, False, True] + [False] * 9
+    a = ScaleCore(2.0**10, growth_interval=3, floor=4.0, cap=2.0**12, hysteresis=2)
+    _run(a, outcomes[:7])
+    b = ScaleCore(1.0)
+    b.load_state_dict(a.state_dict())
+    assert b.state_dict() == a.state_dict()
+    assert _run(b, outcomes[7:]) == _run(a, outcomes[7:])
+    assert isinstance(b.scale, numpy.float32)
+
+
+@pytest.mark.parametrize("change,error,match", [
+    ({"scale": -1.0}, ValueError, "'scale'"),
+    ({"scale": float("inf")}, ValueError, "'scale'"),
+    ({"backoff_factor": 2.0}, ValueError, "'backoff_factor'"),
+    ({"growth_interval": 1.5}, TypeError, "'growth_interval'"),
+    ({"counter": -1}, ValueError, "'counter'"),
+    ({"tolerance": 3}, ValueError, "'tolerance'"),
+    ({"hysteresis": "2"}, TypeError, "'hysteresis'"),
+    ({"surprise": 1}, ValueError, "unknown keys"),
+])
+def test_bad_state_changes_nothing(change, error, match):
+    core = ScaleCore(256.0, growth_interval=4, hysteresis=2)
+    core.update(False)
+    before = core.state_dict()
+    state = dict(before, **change)
+    with pytest.raises(error, match=match):
+        core.load_state_dict(state)
+    assert core.state_dict() == before
+
+
+def test_missing_keys_and_non_dicts():
+    core = ScaleCore(8.0)
+    state = core.state_dict()
+    del state["counter"]
+    with pytest.raises(KeyError, match="counter"):
+        core.load_state_dict(state)
+    with pytest.raises(TypeError, match="expected a dict"):
+        core.load_state_dict([("scale", 1.0)])
+
+
+def test_a_fixed_scale_round_trips():
+    fixed = ScaleCore(128.0, growth_interval=None)
+    other = ScaleCore(1.0)
+    other.load_state_dict(fixed.state_dict())
+    assert not other.dynamic and float(other.update(False)) == 128.0
