@@ -10,10 +10,12 @@ down-weighted or averaged over very many elements), trained three ways:
   2**16, the same gradient is ~1e-4 in fp16, and it is divided back in fp32 before the fp32
   master weights are updated. Converges like fp32.
 
-    python examples/fp16_underflow.py [--steps 300]
+    python examples/fp16_underflow.py [--steps 300] [--plot underflow.png]
 
 The printed underflow statistics (``minigrad.amp.underflow_stats``) show the share of gradient
-values that are exactly zero in fp16 at scale 1 and at the loss scale.
+values that are exactly zero in fp16 at scale 1 and at the loss scale. ``--plot`` (needs
+matplotlib: ``pip install minigrad[plots]``) draws where the true (fp32) weight gradients fall in
+fp16's range at scale 1 and at the run's first loss scale, and the loss scale over the steps.
 """
 import argparse
 
@@ -56,28 +58,54 @@ def train(mode, steps=300):
         train_net = amp.build_train_network(net, optimizer, WeightedMSE(), level="O3",
                                             loss_scale_manager=manager)
     x, y = data()
-    losses = []
+    losses, train_net.reports = [], []
     for _ in range(steps):
         out = train_net(x, y)
         losses.append(float((out[0] if isinstance(out, tuple) else out).asnumpy()) / LOSS_WEIGHT)
+        if getattr(train_net, "last_report", None) is not None:
+            train_net.reports.append(train_net.last_report)
     return losses, train_net
+
+
+def gradients(train_net, scale):
+    """The weight gradients of ``train_net``'s network with backprop seeded with ``scale``."""
+    x, y = data()
+    grads = GradOperation(get_by_list=True, sens_param=True)(train_net.network, train_net.weights)(
+        x, y, Tensor(numpy.float32(scale)))
+    return {p.name: g for p, g in zip(train_net.weights, grads)}
 
 
 def gradient_zero_share(train_net, scale):
     """Share of the fp16 weight-gradient values that are exactly 0 when backprop is seeded with ``scale``."""
-    x, y = data()
-    network = train_net.network
-    grads = GradOperation(get_by_list=True, sens_param=True)(network, train_net.weights)(
-        x, y, Tensor(numpy.float32(scale)))
-    names = [p.name for p in train_net.weights]
-    return amp.underflow_stats(names, [g.data for g in grads])[names[0]]["zero"]
+    grads = gradients(train_net, scale)
+    return amp.underflow_stats(list(grads), [g.data for g in grads.values()])[next(iter(grads))]["zero"]
+
+
+def plot(path, scaled_net):
+    """Save the two pictures of ``minigrad.amp.plots`` for this run to ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from minigrad.amp import plots
+
+    true_grads = gradients(train("fp32", steps=0)[1], 1.0)  # fp32, at the initial weights
+    scale = scaled_net.reports[0].scale_before
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), constrained_layout=True)
+    plots.plot_gradient_exponents(true_grads, 1.0, ax=top, label="no loss scaling")
+    plots.plot_gradient_exponents(true_grads, scale, ax=top, label=f"loss scale {scale:g}")
+    top.set_title("the first step's true (fp32) weight gradients, against fp16's range")
+    plots.plot_scale_trajectory(scaled_net.reports, ax=bottom)
+    bottom.set_title("dynamic loss scale")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
-    steps = parser.parse_args().steps
-    results = {mode: train(mode, steps) for mode in ("fp32", "fp16", "fp16+scaling")}
+    parser.add_argument("--plot", metavar="PATH", help="save the gradient-exponent and loss-scale plots here")
+    args = parser.parse_args()
+    results = {mode: train(mode, args.steps) for mode in ("fp32", "fp16", "fp16+scaling")}
     print(f"{'mode':14s} {'first loss':>12s} {'last loss':>12s}")
     for mode, (losses, _) in results.items():
         print(f"{mode:14s} {losses[0]:12.5f} {losses[-1]:12.5f}")
@@ -85,6 +113,9 @@ def main():
     print(f"fp16 weight-gradient values that are 0: at scale 1: {gradient_zero_share(scaled_net, 1.0):.0%}, "
           f"at scale 2**16: {gradient_zero_share(scaled_net, 2.0 ** 16):.0%}")
     print("last step:", scaled_net.last_report)
+    if args.plot:
+        plot(args.plot, scaled_net)
+        print("plots saved to", args.plot)
 
 
 if __name__ == "__main__":

@@ -28,3 +28,11 @@ def test_dynamic_loss_scaling_converges_like_fp32(example):
     assert scaled[-1] < 0.01 * scaled[0]
     assert example.gradient_zero_share(net, 2.0 ** 16) < 0.1
     assert net.last_report.skipped is False
+
+
+def test_the_plots_are_saved(example, tmp_path):
+    pytest.importorskip("matplotlib")
+    _, net = example.train("fp16+scaling", steps=5)
+    assert len(net.reports) == 5
+    example.plot(tmp_path / "underflow.png", net)
+    assert (tmp_path / "underflow.png").stat().st_size > 10_000

@@ -11,7 +11,8 @@
 All of them decide with ``ScaleCore`` (``core.py``), unscale and check through
 ``step.unscale_and_check`` (the float-status path, then ``_reduce_overflow``) and leave a
 ``StepReport`` in ``last_report``: applied or skipped, gradient overflow vs non-finite loss,
-scale before/after, the parameters holding inf and NaN.
+scale before/after, the parameters holding inf and NaN. ``minigrad.amp.plots`` draws the scale's
+trajectory and where gradient values fall in fp16's range (matplotlib, optional).
 """
 from minigrad.amp.core import ScaleCore
 from minigrad.amp import float_status
