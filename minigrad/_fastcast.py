@@ -88,7 +88,7 @@ def convert(x, dtype, out=None):
             if not fn(data_address(x), data_address(result), x.size):
                 return result
         elif (out is not None and type(out) is numpy.ndarray and out.dtype == dtype and out.shape == x.shape
-              and x.flags.aligned and out.flags.aligned
+              and x.flags.aligned and out.flags.aligned and out.flags.writeable
               and (c_order and out.flags.c_contiguous or x.flags.f_contiguous and out.flags.f_contiguous)):
             if not fn(data_address(x), data_address(out), x.size):
                 return out

@@ -10,9 +10,9 @@ gradient itself, so a loss-scaled step never materialises fp32 gradients
 code (``tests/test_optim_fused.py``).
 
 ``apply(optimizer, arrays, lrs, inv_scale)`` returns False, having changed nothing, whenever the
-step is not covered: no host library, a subclass that overrides ``update`` or
-``_prepare_gradient``, a gradient or weight that is not a dense NumPy float32 (or float16
-gradient) array. The optimizer then takes its NumPy path.
+step is not covered: no host library, a gradient or parameter that is not a dense NumPy float16
+or float32 array, a read-only parameter. The optimizer then takes its NumPy path, as it does for
+a subclass that overrides one of the steps the kernel replaces (``rule_for``).
 """
 import numpy
 
@@ -49,16 +49,20 @@ class Rule:
         self.hyper = numpy.array([momentum, dampening, beta1, beta2, eps, float(nesterov)], numpy.float64)
 
 
+# What the kernel does in place of ``owner``'s code: a subclass that overrides one is not fused.
+_REPLACED = ("update", "_apply_one", "_prepare_gradient", "_unscale", "_add_weight_decay",
+             "decoupled_weight_decay")
+
+
 def rule_for(optimizer, owner, rule):
-    """``rule`` if ``type(optimizer)`` still runs ``owner``'s ``update``, the base gradient
-    preparation and ``owner``'s kind of weight decay (a subclass that changes any of them would
-    not get what it asked for), else None."""
-    from minigrad.optim.optimizer import Optimizer
+    """``rule`` if ``type(optimizer)`` still runs ``owner``'s per-parameter step (``update``, the
+    gradient preparation: unscaling and weight decay, and ``owner``'s kind of weight decay; a
+    subclass that changes any of them would not get what it asked for), else None."""
     cls = type(optimizer)
-    if (cls.update is owner.update and cls._prepare_gradient is Optimizer._prepare_gradient
-            and cls.decoupled_weight_decay is owner.decoupled_weight_decay):
-        return rule
-    return None
+    for name in _REPLACED:
+        if getattr(cls, name) is not getattr(owner, name):
+            return None
+    return rule
 
 
 def _function():
@@ -90,7 +94,7 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
     present = [i for i, g in enumerate(arrays) if g is not None]
     params = optimizer.parameters
     if not all(_dense_numpy(arrays[i], (_F16, _F32)) and _dense_numpy(params[i].data, (_F16, _F32))
-               for i in present):
+               and params[i].data.flags.writeable for i in present):
         return False
 
     rows, halves = [], []

@@ -1,0 +1,83 @@
+"""Review of session 2's fused optimizer step and loss-scale hand-over: cases where the fused
+(native) path was taken although it must not be."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import nn
+from minigrad._fastcast import convert
+from minigrad.amp import kernels
+
+needs_host = pytest.mark.skipif(kernels.host_library() is None, reason="no host library")
+F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
+
+
+@needs_host
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_a_read_only_parameter_is_never_written(dtype):
+    """The NumPy path refuses to write a read-only parameter; the fused step must not write it either."""
+    p = minigrad.Parameter(numpy.ones(5000, dtype), name="w")  # >= MIN_SIZE: convert's native path
+    p.data.flags.writeable = False
+    opt = nn.SGD([p], 0.5, momentum=0.9)
+    with pytest.raises(ValueError, match="read-only"):
+        opt.apply_gradients([numpy.ones(5000, F32)])
+    numpy.testing.assert_array_equal(p.data, numpy.ones(5000, dtype))
+
+
+@needs_host
+def test_convert_into_a_read_only_out_raises_like_numpy():
+    out = numpy.zeros(5000, F16)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        convert(numpy.ones(5000, F32), F16, out=out)
+    assert not out.any()
+
+
+class _HalvedUnscale(nn.SGD):
+    def _unscale(self, grad, dtype):
+        return super()._unscale(grad, dtype) * numpy.float32(0.5)
+
+
+class _NoDecay(nn.Momentum):
+    def _add_weight_decay(self, i, grad, weight):
+        return grad
+
+
+class _CountingApply(nn.Adam):
+    def _apply_one(self, i, grad, lr):
+        self.applied = getattr(self, "applied", 0) + 1
+        super()._apply_one(i, grad, lr)
+
+
+class _OnesMoments(nn.Momentum):
+    def init_state(self, weight):
+        return {"moments": numpy.ones_like(weight)}
+
+
+@needs_host
+@pytest.mark.parametrize("make,expected", [
+    (lambda ps: _HalvedUnscale(ps, 1.0), 0.5),                            # 1 - 1.0 * 0.5
+    (lambda ps: _NoDecay(ps, 1.0, 0.0, weight_decay=0.5), 0.0),           # 1 - 1.0 * 1 (no decay)
+])
+def test_a_subclass_that_overrides_a_gradient_hook_is_not_fused(make, expected):
+    p = minigrad.Parameter(numpy.ones(4, F32), name="w")
+    opt = make([p])
+    assert opt._fused_rule() is None
+    opt.apply_gradients([numpy.ones(4, F32)])
+    numpy.testing.assert_array_equal(p.data, numpy.full(4, expected, F32))
+
+
+@needs_host
+def test_a_subclass_init_state_is_honoured():
+    p = minigrad.Parameter(numpy.ones(4, F32), name="w")
+    _OnesMoments([p], 1.0, 0.5).apply_gradients([numpy.ones(4, F32)])
+    numpy.testing.assert_array_equal(p.data, numpy.full(4, -0.5, F32))  # v = 0.5 * 1 + 1; 1 - 1.5
+
+
+@needs_host
+def test_a_subclass_that_overrides_apply_one_is_not_fused():
+    p = minigrad.Parameter(numpy.ones(4, F32), name="w")
+    opt = _CountingApply([p], 0.1)
+    assert opt._fused_rule() is None
+    opt.apply_gradients([numpy.ones(4, F32)])
+    assert opt.applied == 1
