@@ -173,8 +173,12 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
 
     def _optimizer_unscales(self, grads):
         # the optimizer may take scaled gradients when its fused (host) update divides the scale
-        # out, and no grad_reducer (data parallel) needs them unscaled first
-        return (isinstance(self.optimizer, Optimizer) and self.optimizer._fused_rule() is not None
+        # out, no grad_reducer (data parallel) needs them unscaled first, and no override of
+        # ``__call__``/``apply_gradients`` expects unscaled ones (or lacks ``scale``)
+        cls = type(self.optimizer)
+        return (isinstance(self.optimizer, Optimizer) and cls.__call__ is Optimizer.__call__
+                and cls.apply_gradients is Optimizer.apply_gradients
+                and self.optimizer._fused_rule() is not None
                 and getattr(self.grad_reducer, "__func__", None) is TrainOneStepCell.grad_reducer
                 and all(g is None or backend.device_of(g.data) == "CPU" for g in grads))
 
