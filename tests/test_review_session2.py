@@ -113,3 +113,34 @@ def test_loss_scale_cell_calls_an_optimizer_that_overrides_call():
 
     opt, net = _loss_scaled_step(Clipping)
     assert opt.global_step == 1 and max(opt.clipped) < 1e3  # it saw unscaled gradients
+
+
+def _compare_with_numpy_path(make, first_dtype, then_dtype):
+    results = []
+    for fused in (True, False):
+        p = minigrad.Parameter(numpy.linspace(-1, 1, 2000).astype(first_dtype), name="w")
+        opt = make([p])
+        if not fused:
+            opt._fused_rule = lambda: None
+        opt.apply_gradients([numpy.full(2000, 0.5, first_dtype)])
+        p.data = p.data.astype(then_dtype)  # a dtype change between steps, the state is kept
+        opt.apply_gradients([numpy.full(2000, 0.25, then_dtype)])
+        results.append(p.data)
+    numpy.testing.assert_array_equal(results[0], results[1])
+
+
+@needs_host
+@pytest.mark.parametrize("make", [lambda ps: nn.Momentum(ps, 0.1, 0.9), lambda ps: nn.Adam(ps, 0.01),
+                                  lambda ps: nn.SGD(ps, 0.1, momentum=0.9)])
+def test_a_float64_state_kept_after_a_dtype_change_is_not_read_as_float32(make):
+    _compare_with_numpy_path(make, numpy.float64, numpy.float32)
+
+
+class _HalfMoments(nn.Momentum):  # memory-saving fp16 state: the kernel must not write fp32 into it
+    def init_state(self, weight):
+        return {"moments": numpy.zeros(weight.shape, F16)}
+
+
+@needs_host
+def test_a_state_that_is_not_float32_leaves_the_step_to_numpy():
+    _compare_with_numpy_path(lambda ps: _HalfMoments(ps, 0.1, 0.9), F32, F32)

@@ -79,7 +79,8 @@ def _dense_numpy(x, dtypes_allowed):
 
 
 def apply(optimizer, rule, arrays, lrs, inv_scale):
-    """Run one step of ``optimizer`` natively; return False (nothing changed) when not covered.
+    """Run one step of ``optimizer`` natively; return False when not covered (nothing changed but
+    what the NumPy path would do first: a master re-read, a state made by ``init_state``).
 
     Args:
         optimizer: the ``Optimizer``; its masters, states and sync records are used and updated.
@@ -97,21 +98,27 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
                and params[i].data.flags.writeable for i in present):
         return False
 
-    rows, halves = [], []
+    rows, halves, fresh = [], [], []
     for i in present:
         param, grad = params[i], arrays[i]
         data = param.data
         weight = data if data.dtype == _F32 else optimizer._master(i, data)
         flags = GRAD_HALF if grad.dtype == _F16 else 0
         state = optimizer._states[i]
-        if state is None:
+        if state is None:  # as the NumPy path would make it
             state = optimizer._states[i] = optimizer.init_state(weight)
         buffers = []
         for name in rule.states:
-            if name not in state:
-                state[name] = numpy.empty_like(weight)
+            buffer = state.get(name)
+            if buffer is None:  # SGD's buffer starts as the first gradient; stored once all is covered
+                if rule.kind != SGD:
+                    return False  # the NumPy path raises for the missing state
+                buffer = numpy.empty_like(weight)
+                fresh.append((state, name, buffer))
                 flags |= STATE_FROM_GRAD
-            buffers.append(data_address(state[name]))
+            elif not (_dense_numpy(buffer, (_F32,)) and buffer.flags.writeable and buffer.size == weight.size):
+                return False  # e.g. a float64 state kept across a dtype change: the NumPy path
+            buffers.append(data_address(buffer))
         buffers += [0] * (2 - len(buffers))
         half = 0
         if weight is not data:
@@ -120,6 +127,8 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
         lr = lrs[i] if rule.step_size is None else rule.step_size(lrs[i])
         rows.append((data_address(weight), data_address(grad), half, *buffers, weight.size, flags, lr,
                      optimizer._decays[i]))
+    for state, name, buffer in fresh:
+        state[name] = buffer
     rows = numpy.array(rows, ROW)
     overflows = fn(data_address(rows), len(rows), rule.kind, inv_scale, optimizer._inv_scale,
                    data_address(rule.hyper))
