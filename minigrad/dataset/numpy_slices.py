@@ -116,6 +116,19 @@ class Dataset:
         """
         return BatchDataset(self, batch_size, drop_remainder)
 
+    def repeat(self, count=None):
+        """Repeat the dataset ``count`` times (None or -1: without end).
+
+        Each repetition is a fresh pass over the nodes before it, so ``shuffle(...).repeat(n)``
+        shuffles every repetition anew, while ``repeat(n).shuffle(...)`` shuffles the n passes as
+        one dataset; ``repeat(n).batch(b)`` lets batches span repetitions (MindSpore's order
+        semantics). ``get_dataset_size()`` is the parent's size times ``count``; None without end.
+
+        Raises:
+            ValueError: if ``count`` is not a positive int, -1 or None.
+        """
+        return RepeatDataset(self, count)
+
     def map(self, operations, input_columns=None, num_parallel_workers=None):
         """Apply ``operations`` (a callable or a list applied in order) to columns of each row.
 
@@ -152,7 +165,10 @@ class Dataset:
         return iter(self.create_tuple_iterator(num_epochs=1))
 
     def __len__(self):
-        return self.get_dataset_size()
+        size = self.get_dataset_size()
+        if size is None:
+            raise TypeError(f"{type(self).__name__} repeats without end: it has no length")
+        return size
 
     def __repr__(self):
         return (f"{type(self).__name__}(columns={self.get_col_names()}, "
@@ -263,6 +279,37 @@ class ShuffleDataset(Dataset):
         return _buffer_shuffle(self.parent._rows(), self.buffer_size, self._rng)
 
 
+class RepeatDataset(Dataset):
+    """``dataset.repeat(count)``: see ``Dataset.repeat``."""
+
+    def __init__(self, parent, count=None):
+        super().__init__(parent)
+        self.count = None if count is None or (count == -1 and not isinstance(count, bool)) else \
+            _check_positive_int(count, "count")
+
+    def _passes(self):
+        return itertools.repeat(None) if self.count is None else range(self.count)
+
+    def _source_order(self):
+        if self.count is None:
+            return None
+        orders = [self.parent._source_order() for _ in self._passes()]
+        return None if orders[0] is None else numpy.concatenate(orders)
+
+    def _rows(self):
+        order = self._source_order()
+        if order is not None:
+            source = self._source()
+            return (source.take(i) for i in order)
+        return itertools.chain.from_iterable(self.parent._rows() for _ in self._passes())
+
+    def get_dataset_size(self):
+        if self.count is None:
+            return None
+        size = self.parent.get_dataset_size()
+        return None if size is None else size * self.count
+
+
 class MapDataset(Dataset):
     """``dataset.map(operations, input_columns)``: see ``Dataset.map``."""
 
@@ -320,6 +367,8 @@ class BatchDataset(Dataset):
 
     def get_dataset_size(self):
         n = self.parent.get_dataset_size()
+        if n is None:  # repeated without end
+            return None
         return n // self.batch_size if self.drop_remainder else math.ceil(n / self.batch_size)
 
     def get_batch_size(self):
