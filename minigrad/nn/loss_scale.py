@@ -10,7 +10,8 @@ One call of ``TrainOneStepWithLossScaleCell(net_with_loss, optimizer, scale_sens
 5. the optimizer runs only if there was no overflow.
 
 When the optimizer has a fused update (SGD, Momentum, Adam, AdamWeightDecay on CPU: see
-``minigrad.optim._fused``) and ``grad_reducer`` is the identity, step 3 only checks: the
+``minigrad.optim._fused``), keeps ``Optimizer.__call__`` and ``apply_gradients``, and
+``grad_reducer`` is the identity, step 3 only checks: the
 optimizer receives the scaled gradients with ``scale=S`` and divides S out in the same pass as
 its update, with the same result. An fp16 step then never writes fp32 copies of its gradients.
 

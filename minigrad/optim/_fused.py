@@ -35,8 +35,9 @@ class Rule:
     Args:
         kind: ``SGD``, ``MOMENTUM``, ``ADAM`` or ``ADAM_WEIGHT_DECAY``.
         states: the names of the state buffers the rule uses, in the kernel's order (SGD's or
-            Momentum's buffer; Adam's first and second moments). One that the optimizer's
-            ``init_state`` did not make starts as the first gradient (SGD's buffer).
+            Momentum's buffer; Adam's first and second moments). SGD's buffer, when the
+            optimizer's ``init_state`` did not make it, starts as the first gradient; any other
+            missing one leaves the step to NumPy.
         momentum, dampening, beta1, beta2, eps, nesterov: the optimizer's hyper-parameters (the
             Python floats; the kernel rounds them to fp32 where NumPy would).
         step_size: ``fn(lr) -> lr`` for this step (Adam's bias correction), or None.

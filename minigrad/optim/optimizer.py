@@ -121,7 +121,8 @@ class Optimizer:
         Args:
             grads: the gradients.
             scale: a loss scale still in ``grads`` (a positive finite number), or None. Each
-                gradient is then first divided by it, as ``fp32(g) * fp32(1 / scale)`` (what
+                gradient is then first divided by it, as ``g * fp32(1 / scale)`` in ``g``'s
+                dtype, an fp16 ``g`` widened to fp32 first (what
                 ``amp.float_status.check_and_unscale_to_fp32`` gives), before the fixed
                 ``loss_scale``. Lets a loss-scaled step hand over its fp16 gradients as they are:
                 SGD, Momentum, Adam and AdamWeightDecay unscale them inside their fused update.
