@@ -29,6 +29,7 @@
        w = w * (1 - lr * wd) (if wd != 0);  m, v as Adam;  w = w - lr * (m / (sqrt(v) + eps))
    then half = fp16(w) when the parameter is fp16. */
 #include <algorithm>
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 
@@ -176,10 +177,13 @@ static void adam_block(const MgUpdateRow& row, i64 start, i64 m, const float* g,
 }
 
 /* Apply `rule` (MG_RULE_*) with hyper-parameters `hyper` to every row. Returns how many finite
-   weights became +-inf in their fp16 parameter (the caller lets NumPy warn about them). */
+   weights became +-inf in their fp16 parameter (the caller lets NumPy warn about them), and sets
+   *raised to the IEEE exceptions the arithmetic raised, as NumPy's ufuncs would see them:
+   1 divide by zero, 2 overflow, 4 invalid (the caller warns as NumPy does). */
 extern "C" i64 mg_fused_update(const MgUpdateRow* rows, i64 n_rows, int rule, float inv_scale,
-                               float inv_loss_scale, const MgHyper* hyper)
+                               float inv_loss_scale, const MgHyper* hyper, int* raised)
 {
+    std::feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID);
     const bool decoupled = rule == MG_RULE_ADAM_WEIGHT_DECAY;
     float buf[BLOCK];
     i64 overflows = 0;
@@ -198,5 +202,7 @@ extern "C" i64 mg_fused_update(const MgUpdateRow* rows, i64 n_rows, int rule, fl
                 overflows += mg_float_to_half(row.weight + start, row.half + start, m);
         }
     }
+    *raised = (std::fetestexcept(FE_DIVBYZERO) ? 1 : 0) | (std::fetestexcept(FE_OVERFLOW) ? 2 : 0)
+              | (std::fetestexcept(FE_INVALID) ? 4 : 0);
     return overflows;
 }

@@ -1,5 +1,6 @@
 """The fused native optimizer step (minigrad.optim._fused, kernels/optim_host.cpp) against the
 NumPy path it replaces: bit for bit, for every variant it covers, and falling back cleanly."""
+import warnings
 
 import numpy
 import pytest
@@ -217,3 +218,37 @@ def test_loss_scale_cell_hands_scaled_gradients_to_a_fused_optimizer():
     assert reports == eager_reports
     for a, b in zip(deferred, eager):
         numpy.testing.assert_array_equal(_bits(a), _bits(b))
+
+
+def _inf_step(make):
+    grads = _grads(F32, 9)
+    grads[0][0] = numpy.inf
+    opt = make(_params(F32, 9))
+    opt.apply_gradients(grads)              # the buffer holds inf after the first step
+    grads[0][0] = -numpy.inf
+    return opt, grads
+
+
+@pytest.mark.parametrize("name", ["sgd-momentum", "adam"])
+def test_ieee_exceptions_warn_as_numpy_does(name):
+    """inf - inf in the update: NumPy warns 'invalid value'; so does the fused step."""
+    with numpy.errstate(all="ignore"):
+        fused, grads = _inf_step(OPTIMIZERS[name])
+        reference, _ = _inf_step(lambda ps: _numpy_path(OPTIMIZERS[name](ps)))
+    with pytest.warns(RuntimeWarning, match="invalid value") as record:
+        fused.apply_gradients(grads)
+    assert any("fused" in str(w.message) for w in record)
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        reference.apply_gradients(grads)
+    _assert_same(fused, reference)
+    with numpy.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fused.apply_gradients(grads)        # ignored: no warning
+
+
+def test_errstate_raise_takes_the_numpy_path_which_raises():
+    opt, grads = _inf_step(OPTIMIZERS["sgd-momentum"])
+    with numpy.errstate(invalid="raise"):
+        assert not _fused.apply(opt, opt._fused_rule(), grads, [0.05] * 4, 1.0)
+        with pytest.raises(FloatingPointError):
+            opt.apply_gradients(grads)

@@ -191,7 +191,7 @@ _HOST_FUNCTIONS = {
     "mg_add_bias_to_half": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_half_to_float_colsum": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_fused_update": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float, ctypes.c_float,
-                         ctypes.c_void_p], ctypes.c_int64),
+                         ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64),
 }
 
 

@@ -11,9 +11,14 @@ code (``tests/test_optim_fused.py``).
 
 ``apply(optimizer, arrays, lrs, inv_scale)`` returns False, having changed nothing, whenever the
 step is not covered: no host library, a gradient or parameter that is not a dense NumPy float16
-or float32 array, a read-only parameter. The optimizer then takes its NumPy path, as it does for
-a subclass that overrides one of the steps the kernel replaces (``rule_for``).
+or float32 array, a read-only parameter, or ``numpy.seterr`` / ``errstate`` asking to raise (or
+call, print, log) on divide, over or invalid: only the NumPy path can stop mid-step. The
+optimizer then takes its NumPy path, as it does for a subclass that overrides one of the steps
+the kernel replaces (``rule_for``). Under the default "warn", the kernel reports the IEEE
+exceptions its arithmetic raised and ``apply`` gives NumPy's RuntimeWarning for each kind.
 """
+import warnings
+
 import numpy
 
 from minigrad.backend import data_address
@@ -25,6 +30,8 @@ ROW = numpy.dtype([("weight", numpy.uint64), ("grad", numpy.uint64), ("half", nu
                    ("state", numpy.uint64), ("state2", numpy.uint64), ("n", numpy.int64),
                    ("flags", numpy.int64), ("lr", numpy.float64), ("weight_decay", numpy.float64)])
 _F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
+# the IEEE exceptions the kernel reports: (its bit, numpy.geterr() key, NumPy's wording)
+_EXCEPTIONS = ((1, "divide", "divide by zero"), (2, "over", "overflow"), (4, "invalid", "invalid value"))
 
 _library = {}
 
@@ -90,13 +97,16 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
         lrs: the learning rate of each parameter for this step (one per parameter).
         inv_scale: ``float(fp32(1 / scale))`` for a loss scale still in the gradients, or 1.0.
     """
-    fn = _function()
-    if fn is None:
-        return False
     present = [i for i, g in enumerate(arrays) if g is not None]
     params = optimizer.parameters
     if not all(_dense_numpy(arrays[i], (_F16, _F32)) and _dense_numpy(params[i].data, (_F16, _F32))
                and params[i].data.flags.writeable for i in present):
+        return False
+    errstate = numpy.geterr()
+    if any(errstate[kind] not in ("ignore", "warn") for _, kind, _ in _EXCEPTIONS):
+        return False  # "raise" and the others act mid-step, which only the NumPy path can do
+    fn = _function()
+    if fn is None:
         return False
 
     rows, halves, fresh = [], [], []
@@ -130,9 +140,13 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
                      optimizer._decays[i]))
     for state, name, buffer in fresh:
         state[name] = buffer
-    rows = numpy.array(rows, ROW)
+    rows, raised = numpy.array(rows, ROW), numpy.zeros(1, numpy.int32)
     overflows = fn(data_address(rows), len(rows), rule.kind, inv_scale, optimizer._inv_scale,
-                   data_address(rule.hyper))
+                   data_address(rule.hyper), data_address(raised))
+    for bit, kind, text in _EXCEPTIONS:  # NumPy's warnings, once per kind as a ufunc gives them
+        if raised[0] & bit and errstate[kind] == "warn":
+            warnings.warn(f"{text} encountered in the fused {type(optimizer).__name__} step", RuntimeWarning,
+                          stacklevel=4)
     for i, weight, data in halves:
         if overflows:  # NumPy's cast again, for its overflow warning (or error, under errstate)
             data[...] = weight
