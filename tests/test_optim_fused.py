@@ -252,3 +252,18 @@ def test_errstate_raise_takes_the_numpy_path_which_raises():
         assert not _fused.apply(opt, opt._fused_rule(), grads, [0.05] * 4, 1.0)
         with pytest.raises(FloatingPointError):
             opt.apply_gradients(grads)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_read_only_parameter_fails_the_step_before_any_change(fused):
+    params = _params(F16, 5)
+    params[2].data.flags.writeable = False
+    opt = nn.SGD(params, 0.1, momentum=0.9)
+    if not fused:
+        _numpy_path(opt)
+    before = [p.data.copy() for p in params]
+    with pytest.raises(ValueError, match=r"parameter 'p2' is read-only"):
+        opt.apply_gradients(_grads(F16, 5))
+    for p, b in zip(params, before):
+        numpy.testing.assert_array_equal(_bits(p.data), _bits(b))
+    assert opt.global_step == 0 and all(s is None for s in opt._states)

@@ -134,8 +134,8 @@ class Optimizer:
             TypeError: ``grads`` not a tuple/list, an entry that is not a float array/Tensor, or a
                 ``scale`` that is not a real number.
             ValueError: a different number of gradients than parameters, a gradient whose shape
-                differs from its parameter's (naming the parameter and both shapes), or a
-                ``scale`` that is not positive and finite.
+                differs from its parameter's (naming the parameter and both shapes), a read-only
+                parameter, or a ``scale`` that is not positive and finite.
         """
         arrays = self._check_gradients(grads)
         inv_scale = 1.0 if scale is None else _inverse_scale(scale, type(self).__name__)
@@ -251,6 +251,10 @@ class Optimizer:
                 if grad.shape != param.shape:
                     raise ValueError(f"For '{owner}', the gradient of parameter {_label(param, i)} has shape "
                                      f"{tuple(grad.shape)}, but the parameter has shape {param.shape}")
+                data = param.data
+                if type(data) is numpy.ndarray and not data.flags.writeable:  # fail before any update
+                    raise ValueError(f"For '{owner}', parameter {_label(param, i)} is read-only (its array "
+                                     f"has writeable=False); the update writes it in place")
             arrays.append(grad)
         return arrays
 
