@@ -121,12 +121,6 @@ def host_plan(arrays, halves=False):
     A training step's gradients keep their buffers from step to step, so the work table is
     cached under its content (the arrays' addresses and sizes): a cached table is always right.
     """
-    lib = _host_library[1]
-    if kernels.host_library is not _host_library[0]:  # first call, or a test replaced it
-        lib = _host_library[1] = kernels.host_library()
-        _host_library[0] = kernels.host_library
-    if lib is None:
-        return None
     key = []
     total = 0
     dtype = None
@@ -151,6 +145,12 @@ def host_plan(arrays, halves=False):
             key += (address, n)
             total += n
     if total >= HOST_PARALLEL_MIN:
+        return None
+    lib = _host_library[1]  # looked up only now: CuPy arrays never build the host library
+    if kernels.host_library is not _host_library[0]:  # first call, or a test replaced it
+        lib = _host_library[1] = kernels.host_library()
+        _host_library[0] = kernels.host_library
+    if lib is None:
         return None
     key = tuple(key)
     entry = _host_tables.get(key)
