@@ -10,10 +10,10 @@ One call of ``TrainOneStepWithLossScaleCell(net_with_loss, optimizer, scale_sens
 5. the optimizer runs only if there was no overflow.
 
 When the optimizer has a fused update (SGD, Momentum, Adam, AdamWeightDecay on CPU: see
-``minigrad.optim._fused``), keeps ``Optimizer.__call__`` and ``apply_gradients``, and
-``grad_reducer`` is the identity, step 3 only checks: the
-optimizer receives the scaled gradients with ``scale=S`` and divides S out in the same pass as
-its update, with the same result. An fp16 step then never writes fp32 copies of its gradients.
+``minigrad.optim._fused``) and keeps ``Optimizer.__call__`` and ``apply_gradients``, and
+``grad_reducer`` is the identity, step 3 only checks: the optimizer receives the scaled
+gradients with ``scale=S`` and divides S out in the same pass as its update, with the same
+result. An fp16 step then never writes fp32 copies of its gradients.
 
 It returns ``(loss, overflow, scale)``: the loss, a bool Tensor of shape ``()``, and the scale
 used for this step. ``cell.last_report`` says what happened (``minigrad.amp.StepReport``).
