@@ -50,7 +50,7 @@ class ScaleCore:
     """Loss scale state and its update rule (see the module docstring for the formulas).
 
     Args:
-        scale: initial scale (> 0), kept as float32.
+        scale: initial scale (> 0), kept as float32 (neither inf nor 0 there).
         growth_factor: multiplier applied after ``growth_interval`` clean steps (> 1).
         backoff_factor: multiplier applied on overflow (0 < backoff < 1).
         growth_interval: clean steps before growth (positive int), or None for a fixed scale.
@@ -68,7 +68,11 @@ class ScaleCore:
 
     def __init__(self, scale, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  floor=None, cap=None, hysteresis=1, max_consecutive_skips=None, owner="ScaleCore"):
-        self.scale = numpy.float32(check_positive("scale", scale, owner))
+        with numpy.errstate(over="ignore", under="ignore"):
+            self.scale = numpy.float32(check_positive("scale", scale, owner))
+        if not 0.0 < self.scale < numpy.inf:  # inf or 0 in float32: no step could change it again
+            raise ValueError(f"For '{owner}', 'scale' must be a positive finite float32 value "
+                             f"(at most {float(numpy.finfo(numpy.float32).max):g}), but got {scale!r}")
         self.growth_factor = check_positive("growth_factor", growth_factor, owner, 1.0)
         self.backoff_factor = check_positive("backoff_factor", backoff_factor, owner)
         if self.backoff_factor >= 1.0:

@@ -36,39 +36,44 @@ def gradient_exponents(gradients, scale=1.0):
 
         * ``"exponents"`` (int array, ascending) and ``"counts"``: how many nonzero finite values
           ``|g| * scale`` lie in ``[2^e, 2^(e+1))`` for each exponent ``e`` present;
-        * ``"total"``, ``"zero"`` (exact zeros), ``"nonfinite"`` (inf and NaN): counts;
+        * ``"total"``, ``"zero"`` (exact zeros), ``"nonfinite"`` (inf and NaN inputs): counts;
         * ``"fp16"``: the share of all values that, rounded once to fp16 at this scale, become
           ``"flushed"`` (nonzero, but 0 in fp16), ``"subnormal"``, ``"normal"`` (zeros
           included) and ``"overflow"`` (finite, but inf in fp16); non-finite inputs are in none.
 
     Raises:
-        TypeError: ``gradients`` holds something that is not an array or Tensor.
+        TypeError: ``gradients`` holds something that is not an array or Tensor; ``scale`` is
+            not a number.
         ValueError: ``scale`` is not positive and finite; no values at all.
     """
-    scale = float(scale)
+    try:
+        scale = float(scale)
+    except (TypeError, ValueError):
+        raise TypeError(f"gradient_exponents: 'scale' must be a number, but got {type(scale).__name__}") from None
     if not (0.0 < scale < float("inf")):
         raise ValueError(f"gradient_exponents: 'scale' must be positive and finite, but got {scale}")
-    values = numpy.concatenate([a.reshape(-1).astype(numpy.float64) for a in _arrays(gradients)])
+    arrays = _arrays(gradients)
+    values = numpy.concatenate([a.reshape(-1).astype(numpy.float64) for a in arrays]) if arrays else numpy.zeros(0)
     if values.size == 0:
         raise ValueError("gradient_exponents: 'gradients' holds no values")
-    scaled = values * scale
-    finite = numpy.isfinite(scaled) & numpy.isfinite(values)
-    nonzero = finite & (scaled != 0)
-    exponents = numpy.frexp(numpy.abs(scaled[nonzero]))[1] - 1  # frexp: |x| = m * 2^e, m in [0.5, 1)
+    finite = numpy.isfinite(values)
+    values = values[finite]
+    with numpy.errstate(over="ignore", under="ignore"):  # a float64 product beyond fp16 either way
+        scaled = values * scale
+        rounded = numpy.abs(scaled.astype(numpy.float16))
+    shown = numpy.isfinite(scaled) & (scaled != 0)
+    exponents = numpy.frexp(numpy.abs(scaled[shown]))[1] - 1  # frexp: |x| = m * 2^e, m in [0.5, 1)
     bins, counts = numpy.unique(exponents, return_counts=True)
-    with numpy.errstate(over="ignore"):
-        rounded = numpy.abs(scaled[finite].astype(numpy.float16))
-    was_nonzero = scaled[finite] != 0
-    total = values.size
+    total = finite.size
     shares = {
-        "flushed": int(numpy.count_nonzero(was_nonzero & (rounded == 0))) / total,
+        "flushed": int(numpy.count_nonzero((values != 0) & (rounded == 0))) / total,
         "subnormal": int(numpy.count_nonzero((rounded > 0) & (rounded < 2.0 ** FP16_NORMAL_MIN_EXP))) / total,
         "overflow": int(numpy.count_nonzero(numpy.isinf(rounded))) / total,
     }
-    shares["normal"] = int(numpy.count_nonzero(finite)) / total - sum(shares.values())
+    shares["normal"] = values.size / total - sum(shares.values())
     return {"exponents": bins.astype(numpy.int64), "counts": counts.astype(numpy.int64), "total": total,
-            "zero": int(numpy.count_nonzero(finite & (scaled == 0))),
-            "nonfinite": int(total - numpy.count_nonzero(finite)), "fp16": shares}
+            "zero": int(numpy.count_nonzero(values == 0)),
+            "nonfinite": int(total - values.size), "fp16": shares}
 
 
 def scale_trajectory(source):

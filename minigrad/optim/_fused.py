@@ -11,12 +11,17 @@ code (``tests/test_optim_fused.py``).
 
 ``apply(optimizer, arrays, lrs, inv_scale)`` returns False, having changed nothing, whenever the
 step is not covered: no host library, a gradient or parameter that is not a dense NumPy float16
-or float32 array, a read-only parameter, or ``numpy.seterr`` / ``errstate`` asking to raise (or
-call, print, log) on divide, over or invalid: only the NumPy path can stop mid-step. The
+or float32 array, a read-only parameter, ``numpy.seterr`` / ``errstate`` asking to raise (or
+call, print, log) on divide, over or invalid: only the NumPy path can stop mid-step; or asking
+anything but "ignore" (the default) for underflow, which the kernel does not report. The
 optimizer then takes its NumPy path, as it does for a subclass that overrides one of the steps
 the kernel replaces (``rule_for``). Under the default "warn", the kernel reports the IEEE
-exceptions its arithmetic raised and ``apply`` gives NumPy's RuntimeWarning for each kind.
+exceptions its arithmetic raised and ``apply`` gives NumPy's RuntimeWarning for each kind,
+pointing at the first caller outside ``minigrad.optim`` (the user's ``optimizer(grads)``,
+``step()`` or ``apply_gradients``).
 """
+import os
+import sys
 import warnings
 
 import numpy
@@ -32,6 +37,8 @@ ROW = numpy.dtype([("weight", numpy.uint64), ("grad", numpy.uint64), ("half", nu
 _F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 # the IEEE exceptions the kernel reports: (its bit, numpy.geterr() key, NumPy's wording)
 _EXCEPTIONS = ((1, "divide", "divide by zero"), (2, "over", "overflow"), (4, "invalid", "invalid value"))
+
+_OPTIM_DIR = os.path.dirname(__file__) + os.sep
 
 _library = {}
 
@@ -105,6 +112,8 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
     errstate = numpy.geterr()
     if any(errstate[kind] not in ("ignore", "warn") for _, kind, _ in _EXCEPTIONS):
         return False  # "raise" and the others act mid-step, which only the NumPy path can do
+    if errstate["under"] != "ignore":
+        return False  # the kernel does not report underflow: NumPy warns or raises for it
     fn = _function()
     if fn is None:
         return False
@@ -146,9 +155,18 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
     for bit, kind, text in _EXCEPTIONS:  # NumPy's warnings, once per kind as a ufunc gives them
         if raised[0] & bit and errstate[kind] == "warn":
             warnings.warn(f"{text} encountered in the fused {type(optimizer).__name__} step", RuntimeWarning,
-                          stacklevel=4)
+                          stacklevel=_caller_level())
     for i, weight, data in halves:
         if overflows:  # NumPy's cast again, for its overflow warning (or error, under errstate)
             data[...] = weight
         optimizer._synced[i] = (data, params[i].version)
     return True
+
+
+def _caller_level():
+    """``warnings.warn``'s stacklevel, from ``apply``, of the first frame outside minigrad/optim:
+    ``optimizer(grads)`` and ``step()`` add a frame that a direct ``apply_gradients`` does not."""
+    frame, level = sys._getframe(2), 2  # 1 is apply
+    while frame is not None and frame.f_code.co_filename.startswith(_OPTIM_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
