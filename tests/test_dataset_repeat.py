@@ -51,7 +51,7 @@ def test_without_end(count):
     assert [b[0].tolist() for b in itertools.islice(rows, 4)] == [[0, 1], [2, 0], [1, 2], [0, 1]]
 
 
-@pytest.mark.parametrize("count", [0, -2, 1.5, "2", True])
+@pytest.mark.parametrize("count", [0, -2, 1.5, -1.0, "2", True])
 def test_bad_count(count):
     with pytest.raises(ValueError, match="count"):
         NumpySlicesDataset(numpy.arange(3)).repeat(count)

@@ -56,3 +56,13 @@ def test_a_fixed_scale_round_trips():
     other = ScaleCore(1.0)
     other.load_state_dict(fixed.state_dict())
     assert not other.dynamic and float(other.update(False)) == 128.0
+
+
+def test_a_floor_above_the_cap_is_refused():
+    with pytest.raises(ValueError, match="'floor'.*'cap'"):
+        ScaleCore(8.0, floor=16.0, cap=4.0)
+    core = ScaleCore(8.0, floor=2.0, cap=16.0)
+    before = core.state_dict()
+    with pytest.raises(ValueError, match="'floor'.*'cap'"):
+        core.load_state_dict(dict(before, floor=32.0))
+    assert core.state_dict() == before

@@ -82,6 +82,8 @@ class ScaleCore:
         self.growth_interval = growth_interval
         self.floor = None if floor is None else check_positive("floor", floor, owner)
         self.cap = None if cap is None else check_positive("cap", cap, owner)
+        if self.floor is not None and self.cap is not None and self.floor > self.cap:
+            raise ValueError(f"For '{owner}', 'floor' ({floor!r}) must not exceed 'cap' ({cap!r})")
         self.hysteresis = int(check_positive("hysteresis", hysteresis, owner, kinds=(int,)))
         if max_consecutive_skips is not None:
             max_consecutive_skips = int(check_positive("max_consecutive_skips", max_consecutive_skips,

@@ -284,8 +284,10 @@ class RepeatDataset(Dataset):
 
     def __init__(self, parent, count=None):
         super().__init__(parent)
-        self.count = None if count is None or (count == -1 and not isinstance(count, bool)) else \
-            _check_positive_int(count, "count")
+        endless = count is None or (type(count) in (int, numpy.int32, numpy.int64) and count == -1)
+        if not endless and (not isinstance(count, (int, numpy.integer)) or isinstance(count, bool) or count < 1):
+            raise ValueError(f"count must be a positive int, -1 or None (without end), got {count!r}")
+        self.count = None if endless else int(count)
 
     def _passes(self):
         return itertools.repeat(None) if self.count is None else range(self.count)
