@@ -170,7 +170,7 @@ def test_grad_scaler_two_optimizers_share_one_status_correctly():
 
 
 def test_a_scale_changed_in_place_is_read_again():
-    scale = numpy.array(4.0)  # mutable: the cached inverse of the last scale must not apply
+    scale = numpy.array(4.0)  # mutable: each unscale must read its current value
     status = amp_step.OverflowStatus()
     assert status.unscale_and_check([numpy.full(2, 8.0, numpy.float32)], scale)[0][0] == 2.0
     scale[...] = 2.0

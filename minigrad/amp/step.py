@@ -24,8 +24,6 @@ from minigrad.amp import _status_launch, float_status
 
 STATUS_SIZE = float_status.STATUS_SHAPE[0]
 _FP32 = numpy.dtype(numpy.float32)
-_last_inverse = (None, None)  # (scale, 1.0 / float(scale)) of the last unscale: one object
-_IMMUTABLE_SCALES = (float, numpy.float32, numpy.float64)
 
 
 def inverse(scale):
@@ -79,15 +77,8 @@ class OverflowStatus:
         """Check ``arrays`` and multiply them by 1/scale in one pass (None kept; fp16 arrays are
         read once and unscaled into new fp32 arrays, see the module docstring); return the list
         of unscaled arrays."""
-        global _last_inverse
         arrays = list(arrays)
-        last = _last_inverse
-        if scale is last[0]:  # the scale changes rarely; an immutable one keeps its value
-            inv = last[1]
-        else:
-            inv = 1.0 / float(scale)  # as inverse(scale); a host launch rounds it to float32
-            if type(scale) in _IMMUTABLE_SCALES:
-                _last_inverse = (scale, inv)
+        inv = 1.0 / float(scale)  # as inverse(scale): the host launch rounds it to float32
         if self._lean(arrays, inv):
             return arrays
         inv = numpy.float32(inv)
