@@ -40,7 +40,6 @@ _FP16 = numpy.dtype(numpy.float16)
 
 _device_tables = {}
 _host_tables = {}
-_host_library = [None, None]  # [kernels.host_library as last seen, what it returned]
 # bound once: every name looked up in the training step costs a cold cache line there
 _addressof = ctypes.addressof
 _from_buffer = ctypes.c_char.from_buffer
@@ -146,10 +145,7 @@ def host_plan(arrays, halves=False):
             total += n
     if total >= HOST_PARALLEL_MIN:
         return None
-    lib = _host_library[1]  # looked up only now: CuPy arrays never build the host library
-    if kernels.host_library is not _host_library[0]:  # first call, or a test replaced it
-        lib = _host_library[1] = kernels.host_library()
-        _host_library[0] = kernels.host_library
+    lib = kernels.host_library()  # looked up only now: CuPy arrays never build the host library
     if lib is None:
         return None
     key = tuple(key)

@@ -85,10 +85,12 @@ def host_library():
     ``kernels/convert_host.cpp``) and ``mg_fused_update`` (``kernels/optim_host.cpp``): the C
     functions of ``_HOST_FUNCTIONS``.
     """
-    with _lock:
-        if "lib" not in _host:
-            _host["lib"], _host["error"] = _load_host_library()
-            _host["pid"] = os.getpid()
+    if "lib" not in _host:  # the lock only for the first call: later ones are on the step's hot path
+        with _lock:
+            if "lib" not in _host:
+                lib, error = _load_host_library()
+                _host["pid"], _host["error"] = os.getpid(), error
+                _host["lib"] = lib  # last: a reader that sees it sees the rest
     return _host["lib"]
 
 
