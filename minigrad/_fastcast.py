@@ -17,7 +17,8 @@ The fused passes (``relu_half``, ``relu_half_backward``, ``add_bias_to_half``,
 a training step every separate call pays several microseconds of cold caches, whatever its
 size. They return the NumPy code's bits (``tests/test_fp16_native.py``), and None where they do
 not apply (not a C-ordered NumPy array of the expected dtype, no host library, or no vector
-conversion, which is also when ``_native["fns"]`` is None): the op then runs its NumPy code.
+conversion, which is also when ``_native["fns"]`` is None; for the two Dense passes, also a
+result that is inf or NaN): the op then runs its NumPy code, which gives NumPy's warnings.
 Only host arrays that qualify ever load the host library.
 """
 import numpy
@@ -124,27 +125,28 @@ def relu_half_backward(g, mask):
 
 def add_bias_to_half(y, b):
     """``(y + b.astype(float32)).astype(float16)`` for an fp32 (rows, cols) ``y`` and an fp16
-    (cols,) ``b``, in one pass (``y`` is not written): Dense's fp16 epilogue. Where a result is
-    inf or NaN, NumPy computes it all again, for its warnings. None where it does not apply."""
+    (cols,) ``b``, in one pass (``y`` is not written): Dense's fp16 epilogue. None where it does
+    not apply, and where a result is inf or NaN: the caller's NumPy code then computes it, with
+    NumPy's warnings."""
     lib = _library() if y.ndim == 2 and _host(y, _F32) and _host(b, _F16) and b.shape == y.shape[1:] else None
     if lib is None:
         return None
     out = numpy.empty(y.shape, _F16)
     if lib.mg_add_bias_to_half(data_address(y), data_address(b), data_address(out), y.shape[0], y.shape[1]):
-        return convert(y + convert(b, _F32), _F16)
+        return None
     return out
 
 
 def widen_sum_rows(g):
     """``(g32, g32.sum(axis=0).astype(float16))`` with ``g32 = g.astype(float32)``, for an fp16
-    (rows, cols) ``g``, in one pass: Dense's fp16 bias gradient. Where a sum is inf or NaN,
-    NumPy sums again, for its warnings. None where it does not apply, which includes a single
-    column (NumPy sums one column pairwise; the native sum adds row after row, as NumPy does
-    for two columns or more)."""
+    (rows, cols) ``g``, in one pass: Dense's fp16 bias gradient. None where it does not apply,
+    which includes a single column (NumPy sums one column pairwise; the native sum adds row
+    after row, as NumPy does for two columns or more), and where a sum is inf or NaN: the
+    caller's NumPy code then computes it, with NumPy's warnings."""
     lib = _library() if g.ndim == 2 and g.shape[1] > 1 and _host(g, _F16) else None
     if lib is None:
         return None
     g32, gb = numpy.empty(g.shape, _F32), numpy.empty(g.shape[1], _F16)
     if lib.mg_half_to_float_colsum(data_address(g), data_address(g32), data_address(gb), g.shape[0], g.shape[1]):
-        gb = convert(g32.sum(axis=0), _F16)
+        return None
     return g32, gb

@@ -118,6 +118,11 @@ def add_bias_numpy(y, b):
     return (y + b.astype(F32)).astype(F16)
 
 
+def add_bias_op(y, b):
+    """Dense's epilogue as the op runs it: the native pass, or (inf/NaN results) its NumPy code."""
+    return linalg._add_bias_narrow(y.copy(), b, F16)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 1100), st.integers(0, 2**32 - 1),
        st.sampled_from([1e-6, 1.0, 300.0, 6e4]))
@@ -127,7 +132,7 @@ def test_add_bias_to_half_matches_numpy(rows, cols, seed, scale):
     b[numpy.abs(b.astype(F32)) > 1e4] = 0  # finite, no overflow (which the test below covers)
     b[numpy.isnan(b)] = -0.0
     before = y.copy()
-    got, got_warnings = with_warnings(_fastcast.add_bias_to_half, y, b)
+    got, got_warnings = with_warnings(add_bias_op, y, b)
     want, want_warnings = with_warnings(add_bias_numpy, y, b)
     same_bits(got, want)
     same_bits(y, before)
@@ -151,15 +156,16 @@ def test_add_bias_special_values(y_value, b_value, warning):
     y[4, 13], b[13] = y_value, b_value
     y[7, 5] = -0.0
     b[5] = -0.0
-    got, got_warnings = with_warnings(_fastcast.add_bias_to_half, y, b)
+    got, got_warnings = with_warnings(add_bias_op, y, b)
     want, want_warnings = with_warnings(add_bias_numpy, y, b)
     same_bits(got, want)
     assert got_warnings == want_warnings
     assert (warning is None) == (not got_warnings)
     if warning:
         assert warning in got_warnings[0]
+        assert _fastcast.add_bias_to_half(y, b) is None  # inf/NaN results: the op's NumPy code
         with numpy.errstate(over="raise", invalid="raise"), pytest.raises(FloatingPointError):
-            _fastcast.add_bias_to_half(y, b)
+            add_bias_op(y, b)
 
 
 # ---- Dense's bias gradient ----------------------------------------------------------------------
@@ -167,6 +173,11 @@ def test_add_bias_special_values(y_value, b_value, warning):
 def sum_rows_numpy(g):
     g32 = g.astype(F32)
     return g32, g32.sum(axis=0).astype(F16)
+
+
+def sum_rows_op(g):
+    """Dense's bias gradient as the op runs it: the native pass, or (inf/NaN sums) its NumPy code."""
+    return linalg._widen_sum_rows(g, F16)
 
 
 @settings(max_examples=40, deadline=None)
@@ -178,7 +189,7 @@ def test_widen_sum_rows_matches_numpy(rows, cols, seed, specials):
     if not specials:
         g[~numpy.isfinite(g)] = 0
         g = (g.astype(F32) * F32.type(1e-3)).astype(F16)  # sums of this size stay finite
-    (g32, gb), got_warnings = with_warnings(_fastcast.widen_sum_rows, g)
+    (g32, gb), got_warnings = with_warnings(sum_rows_op, g)
     (want32, wantb), want_warnings = with_warnings(sum_rows_numpy, g)
     same_bits(g32, want32)
     same_bits(gb, wantb)
@@ -194,11 +205,11 @@ def test_widen_sum_rows_finite_special_columns():
     g[:, 3] = -F16.type(65504)            # -13.1e6: finite in fp32, -inf in fp16 (NumPy warns)
     g[:, 4] = F16.type(330)               # 66000: the same, from fp32 rounding
     g32, gb = sum_rows_numpy(g[:, :3])
-    (got32, gotb), got_warnings = with_warnings(_fastcast.widen_sum_rows, g[:, :3].copy())
+    (got32, gotb), got_warnings = with_warnings(sum_rows_op, g[:, :3].copy())
     same_bits(got32, g32)
     same_bits(gotb, gb)
     assert not got_warnings and bits(gotb)[0] == 0
-    (got32, gotb), got_warnings = with_warnings(_fastcast.widen_sum_rows, g)
+    (got32, gotb), got_warnings = with_warnings(sum_rows_op, g)
     (want32, wantb), want_warnings = with_warnings(sum_rows_numpy, g)
     same_bits(gotb, wantb)
     assert got_warnings == want_warnings == ["overflow encountered in cast"]
@@ -210,11 +221,12 @@ def test_widen_sum_rows_nonfinite_columns():
     g[5, 1] = numpy.nan
     g[:, 2] = all_halves()[0x7C01:0x7C01 + 200]  # signalling NaN payloads
     g[3, 3] = -numpy.inf
-    (g32, gb), got_warnings = with_warnings(_fastcast.widen_sum_rows, g)
+    (g32, gb), got_warnings = with_warnings(sum_rows_op, g)
     (want32, wantb), want_warnings = with_warnings(sum_rows_numpy, g)
     same_bits(g32, want32)
     same_bits(gb, wantb)
     assert got_warnings == want_warnings == ["invalid value encountered in reduce"]
+    assert _fastcast.widen_sum_rows(g) is None  # inf/NaN sums: the op's NumPy code
 
 
 # ---- the ops, with and without the native passes --------------------------------------------------
