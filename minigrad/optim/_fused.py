@@ -11,7 +11,7 @@ code (``tests/test_optim_fused.py``).
 
 ``apply(optimizer, arrays, lrs, inv_scale)`` returns False, having changed nothing, whenever the
 step is not covered: no host library, a gradient or parameter that is not a dense NumPy float16
-or float32 array, a read-only parameter, ``numpy.seterr`` / ``errstate`` asking to raise (or
+or float32 array, ``numpy.seterr`` / ``errstate`` asking to raise (or
 call, print, log) on divide, over or invalid: only the NumPy path can stop mid-step; or asking
 anything but "ignore" (the default) for underflow, which the kernel does not report. The
 optimizer then takes its NumPy path, as it does for a subclass that overrides one of the steps
@@ -100,14 +100,15 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
     Args:
         optimizer: the ``Optimizer``; its masters, states and sync records are used and updated.
         rule: its ``Rule``.
-        arrays: one gradient array (or None) per parameter, already checked.
+        arrays: one gradient array (or None) per parameter, already checked (by
+            ``Optimizer._check_gradients``, which also refuses read-only parameters).
         lrs: the learning rate of each parameter for this step (one per parameter).
         inv_scale: ``float(fp32(1 / scale))`` for a loss scale still in the gradients, or 1.0.
     """
     present = [i for i, g in enumerate(arrays) if g is not None]
     params = optimizer.parameters
     if not all(_dense_numpy(arrays[i], (_F16, _F32)) and _dense_numpy(params[i].data, (_F16, _F32))
-               and params[i].data.flags.writeable for i in present):
+               for i in present):
         return False
     errstate = numpy.geterr()
     if any(errstate[kind] not in ("ignore", "warn") for _, kind, _ in _EXCEPTIONS):
