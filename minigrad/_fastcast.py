@@ -20,6 +20,12 @@ not apply (not a C-ordered NumPy array of the expected dtype, no host library, o
 conversion, which is also when ``_native["fns"]`` is None; for the two Dense passes, also a
 result that is inf or NaN): the op then runs its NumPy code, which gives NumPy's warnings.
 Only host arrays that qualify ever load the host library.
+
+Rounding to fp16 can underflow, and NumPy reports that as it reports overflow, but only when
+``numpy.errstate(under=...)`` (or ``seterr``) asks: the default is "ignore". The native code does
+not report underflow, so the passes that can underflow (``convert`` to float16 and
+``add_bias_to_half``) leave the work to NumPy whenever underflow is not ignored
+(``_underflow_ignored``): a lesson that turns underflow warnings on sees every one.
 """
 import numpy
 
@@ -55,6 +61,11 @@ def _library():
     return _native["lib"]
 
 
+def _underflow_ignored():
+    """Whether NumPy ignores underflow now (its default): the native rounding to fp16 may run."""
+    return numpy.geterr()["under"] == "ignore"
+
+
 def _host(x, dtype):
     """Whether ``x`` is a non-empty, aligned, C-ordered NumPy array of ``dtype``."""
     return (type(x) is numpy.ndarray and x.dtype == dtype and x.size > 0 and x.flags.c_contiguous
@@ -75,12 +86,13 @@ def convert(x, dtype, out=None):
         A new array in ``x``'s memory order (``astype``'s ``order="K"`` for C- and F-ordered
         arrays), or ``out``.
 
-    Overflow to inf warns (or raises) as NumPy's cast does, under ``numpy.errstate``.
+    Overflow to inf warns (or raises) as NumPy's cast does, under ``numpy.errstate``; so does
+    underflow, for which the conversion to float16 runs as ``astype`` unless it is ignored.
     """
     fn = None
     if type(x) is numpy.ndarray and x.size >= MIN_SIZE and (x.dtype, dtype) in _PAIRS:
         fns = _functions()
-        if fns is not None:
+        if fns is not None and (dtype == _F32 or _underflow_ignored()):
             fn = fns[x.dtype, dtype]
     if fn is not None:
         c_order = x.flags.c_contiguous
@@ -126,9 +138,10 @@ def relu_half_backward(g, mask):
 def add_bias_to_half(y, b):
     """``(y + b.astype(float32)).astype(float16)`` for an fp32 (rows, cols) ``y`` and an fp16
     (cols,) ``b``, in one pass (``y`` is not written): Dense's fp16 epilogue. None where it does
-    not apply, and where a result is inf or NaN: the caller's NumPy code then computes it, with
-    NumPy's warnings."""
-    lib = _library() if y.ndim == 2 and _host(y, _F32) and _host(b, _F16) and b.shape == y.shape[1:] else None
+    not apply (also while NumPy does not ignore underflow), and where a result is inf or NaN: the
+    caller's NumPy code then computes it, with NumPy's warnings."""
+    lib = (_library() if y.ndim == 2 and _host(y, _F32) and _host(b, _F16) and b.shape == y.shape[1:]
+           and _underflow_ignored() else None)
     if lib is None:
         return None
     out = numpy.empty(y.shape, _F16)
@@ -142,7 +155,9 @@ def widen_sum_rows(g):
     (rows, cols) ``g``, in one pass: Dense's fp16 bias gradient. None where it does not apply,
     which includes a single column (NumPy sums one column pairwise; the native sum adds row
     after row, as NumPy does for two columns or more), and where a sum is inf or NaN: the
-    caller's NumPy code then computes it, with NumPy's warnings."""
+    caller's NumPy code then computes it, with NumPy's warnings. (Rounding the sums cannot
+    underflow: fp16 values and their fp32 sums are multiples of 2⁻²⁴, and every such number
+    below fp16's smallest normal is an fp16 subnormal.)"""
     lib = _library() if g.ndim == 2 and g.shape[1] > 1 and _host(g, _F16) else None
     if lib is None:
         return None

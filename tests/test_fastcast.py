@@ -5,6 +5,8 @@ with NaN or near-overflow values, CPUs without F16C); both are checked exhaustiv
 inputs and on adversarial fp32 inputs: ties at every fp16 rounding boundary, the subnormal
 range, the overflow threshold, NaN payloads (signalling and quiet), random bit patterns.
 """
+import warnings
+
 import numpy
 import pytest
 
@@ -184,3 +186,24 @@ def test_read_only_input_converts_natively():
     h.flags.writeable = False
     same_bits(_fastcast.convert(h, F32), h.astype(F32))
     assert fns == _fastcast._functions()
+
+
+@pytest.mark.parametrize("value", [1e-10, 1e-6, -3e-8])  # flushes to zero; inexact subnormals
+def test_underflow_warns_and_raises_like_numpy(value):
+    """NumPy's cast reports underflow when errstate asks; the native path does not, so it steps
+    aside then (and stays native under the default "ignore")."""
+    native()
+    x = numpy.full(_fastcast.MIN_SIZE, 1.0, F32)
+    x[7] = value
+    want = x.astype(F16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same_bits(_fastcast.convert(x, F16), want)  # default: silent, as astype
+    with numpy.errstate(under="warn"), pytest.warns(RuntimeWarning, match="underflow"):
+        same_bits(_fastcast.convert(x, F16), want)
+    with numpy.errstate(under="raise"), pytest.raises(FloatingPointError, match="underflow"):
+        _fastcast.convert(x, F16)
+    with numpy.errstate(under="raise"), pytest.raises(FloatingPointError, match="underflow"):
+        _fastcast.convert(x, F16, out=numpy.empty(x.shape, F16))
+    with numpy.errstate(under="raise"):  # widening never underflows: still native, still exact
+        same_bits(_fastcast.convert(want, F32), want.astype(F32))

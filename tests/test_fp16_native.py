@@ -292,3 +292,37 @@ def test_read_only_inputs_take_the_slow_address():
     same_bits(out, relu_numpy(x)[0])
     g32, gb = _fastcast.widen_sum_rows(x)
     same_bits(gb, sum_rows_numpy(x)[1])
+
+
+@pytest.mark.parametrize("under", ["warn", "raise"])
+def test_add_bias_steps_aside_when_underflow_is_not_ignored(under):
+    """The native rounding does not report underflow: under errstate(under=...) other than
+    "ignore" the epilogue gives None and the op's NumPy code warns or raises as NumPy does."""
+    y = numpy.ones((4, 10), F32)
+    y[2, 3] = 1e-9                      # + a zero bias: flushes to zero in fp16
+    y[1, 5] = 1e-6                      # an inexact fp16 subnormal
+    b = numpy.zeros(10, F16)
+    assert _fastcast.add_bias_to_half(y, b) is not None
+    with numpy.errstate(under=under):
+        assert _fastcast.add_bias_to_half(y, b) is None
+    if under == "warn":
+        with numpy.errstate(under="warn"):
+            got, got_warnings = with_warnings(add_bias_op, y, b)
+            want, want_warnings = with_warnings(add_bias_numpy, y, b)
+        assert got_warnings == want_warnings and any("underflow" in w for w in got_warnings)
+        same_bits(got, want)
+    else:
+        with numpy.errstate(under="raise"), pytest.raises(FloatingPointError, match="underflow"):
+            add_bias_op(y, b)
+
+
+def test_bias_gradient_cannot_underflow():
+    """Sums of fp16 values are multiples of 2^-24, so rounding them to fp16 is exact below the
+    smallest normal: NumPy does not report underflow, and the native pass stays on."""
+    g = numpy.full((5, 10), numpy.float16(6e-8), F16)  # the smallest subnormal, 2^-24
+    g[:, 4] = numpy.float16(-3e-5)                       # a subnormal column
+    with numpy.errstate(under="raise"):
+        got = _fastcast.widen_sum_rows(g)
+        want = sum_rows_numpy(g)
+    assert got is not None
+    same_bits(got[1], want[1])
