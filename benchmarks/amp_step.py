@@ -9,6 +9,8 @@
    PyTorch ``GradScaler``; both restore the gradients from a copy first (so the values do not
    shrink into subnormals), and the copy alone is timed in the same rounds: "without copy" is
    the median of each round's difference.
+3. phases: where each step's time goes (forward + backward, overflow check, optimizer, the
+   rest), timed in a separate run for the fp32 and the O2 step, with the difference.
 
     python benchmarks/amp_step.py [--json benchmarks/results/amp_step.json] [--repeat 30]
 
@@ -22,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 import numpy
 
@@ -68,7 +71,42 @@ def minigrad_steps(repeat):
     result = {"minigrad_fp32_ms": seconds["fp32"] * 1e3, "minigrad_O2_ms": seconds["O2"] * 1e3}
     result["O2_scale"] = float(o2.scale_sense.data)
     result["O2_skipped_while_timed"] = bool(o2.last_report.skipped or skipped_before)
+    result["breakdown_ms"] = {"fp32": phases(fp32, x, y, repeat), "O2": phases(o2, x, y, repeat)}
     return result
+
+
+def phases(cell, x, y, repeat):
+    """Median ms per step of each phase of ``cell``'s step: forward + backward, the overflow
+    check (loss-scaled cells), the optimizer, and the rest (the step's median minus those).
+
+    Timed apart from the step ratio above: the wrappers add a little to every step."""
+    samples = {"step": [], "forward_backward": [], "overflow_check": [], "optimizer": []}
+
+    def timed(name, fn):
+        def run(*args, **kwargs):
+            start = time.perf_counter()
+            result = fn(*args, **kwargs)
+            samples[name].append(time.perf_counter() - start)
+            return result
+        return run
+    cell.loss_and_grads = timed("forward_backward", cell.loss_and_grads)
+    if hasattr(cell, "get_overflow_status"):
+        cell.get_overflow_status = timed("overflow_check", cell.get_overflow_status)
+    cell.optimizer.apply_gradients = timed("optimizer", cell.optimizer.apply_gradients)
+    try:
+        for _ in range(5):
+            cell(x, y)
+        for values in samples.values():
+            values.clear()
+        for _ in range(repeat):
+            timed("step", cell)(x, y)
+    finally:  # the instance attributes shadowed the methods: remove them
+        for name in ("loss_and_grads", "get_overflow_status"):
+            cell.__dict__.pop(name, None)
+        cell.optimizer.__dict__.pop("apply_gradients", None)
+    medians = {name: statistics.median(values) * 1e3 for name, values in samples.items() if values}
+    medians["rest"] = medians["step"] - sum(v for k, v in medians.items() if k != "step")
+    return medians
 
 
 class _NoOpOptimizer:
@@ -195,6 +233,11 @@ def main():
         print(f"{name:46s} {'n/a' if value is None else f'{value:10.3f}'}")
     for key in sorted(k for k in r if k.startswith("ratio")):
         print(f"{key:46s} {r[key]:10.3f}")
+    phase_names = ("forward_backward", "overflow_check", "optimizer", "rest", "step")
+    print(f"\n{'phase (ms, timed apart)':46s} {'fp32':>10s} {'O2':>10s} {'O2 - fp32':>10s}")
+    for name in phase_names:
+        a, b = (r["breakdown_ms"][kind].get(name, 0.0) for kind in ("fp32", "O2"))
+        print(f"{name:46s} {a:10.3f} {b:10.3f} {b - a:+10.3f}")
     if "torch" in r:
         print(r["torch"])
     if args.json:

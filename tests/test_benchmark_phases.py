@@ -1,0 +1,31 @@
+"""``benchmarks/amp_step.py``'s phase breakdown: every phase timed, the step's methods restored."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+import amp_step  # noqa: E402
+
+from minigrad import amp, nn  # noqa: E402
+
+
+@pytest.fixture
+def small(monkeypatch):
+    monkeypatch.setattr(amp_step, "SIZES", (12, 8, 8, 3))
+    monkeypatch.setattr(amp_step, "BATCH", 4)
+
+
+@pytest.mark.parametrize("level", ["O0", "O2"])
+def test_phases_time_every_phase_and_restore_the_cell(small, level):
+    x, y = amp_step.batch()
+    net = amp_step.mlp()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    cell = amp.build_train_network(net, nn.SGD(net.trainable_params(), 0.01), loss, level=level)
+    medians = amp_step.phases(cell, x, y, repeat=3)
+    expected = {"step", "forward_backward", "optimizer", "rest"} | ({"overflow_check"} if level == "O2" else set())
+    assert set(medians) == expected
+    assert all(medians[k] > 0 for k in expected - {"rest"})
+    assert medians["step"] >= medians["forward_backward"] + medians["optimizer"]
+    assert "loss_and_grads" not in cell.__dict__ and "get_overflow_status" not in cell.__dict__
+    assert "apply_gradients" not in cell.optimizer.__dict__
