@@ -46,6 +46,17 @@ def check_positive(name, value, owner, minimum=0.0, inclusive=False, kinds=(int,
     return float(value)
 
 
+def float32_scale(value, name, owner):
+    """``numpy.float32(value)`` for a positive number that is neither inf nor 0 in float32 (no
+    backoff or growth could leave such a scale), or TypeError/ValueError naming ``name``."""
+    with numpy.errstate(over="ignore", under="ignore"):
+        scale = numpy.float32(check_positive(name, value, owner))
+    if not 0.0 < scale < numpy.inf:
+        raise ValueError(f"For '{owner}', '{name}' must be a positive finite float32 value "
+                         f"(at most {float(numpy.finfo(numpy.float32).max):g}), but got {value!r}")
+    return scale
+
+
 class ScaleCore:
     """Loss scale state and its update rule (see the module docstring for the formulas).
 
@@ -61,24 +72,27 @@ class ScaleCore:
             clean step ("consecutive" semantics, as in apex/NeMo).
         max_consecutive_skips: if set, ``record`` raises RuntimeError after that many skipped
             steps in a row, naming the cause (opt-in guard; None disables it).
+        owner: the class or function named in error messages.
+        names: the face's own spelling of the arguments in error messages, e.g.
+            ``{"scale": "init_scale"}`` for GradScaler (default: the names above).
 
     Raises:
         TypeError / ValueError: naming the argument and the value received.
     """
 
     def __init__(self, scale, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 floor=None, cap=None, hysteresis=1, max_consecutive_skips=None, owner="ScaleCore"):
-        with numpy.errstate(over="ignore", under="ignore"):
-            self.scale = numpy.float32(check_positive("scale", scale, owner))
-        if not 0.0 < self.scale < numpy.inf:  # inf or 0 in float32: no step could change it again
-            raise ValueError(f"For '{owner}', 'scale' must be a positive finite float32 value "
-                             f"(at most {float(numpy.finfo(numpy.float32).max):g}), but got {scale!r}")
-        self.growth_factor = check_positive("growth_factor", growth_factor, owner, 1.0)
-        self.backoff_factor = check_positive("backoff_factor", backoff_factor, owner)
+                 floor=None, cap=None, hysteresis=1, max_consecutive_skips=None, owner="ScaleCore",
+                 names=None):
+        name = (names or {}).get
+        self.scale = float32_scale(scale, name("scale", "scale"), owner)
+        self.growth_factor = check_positive(name("growth_factor", "growth_factor"), growth_factor, owner, 1.0)
+        self.backoff_factor = check_positive(name("backoff_factor", "backoff_factor"), backoff_factor, owner)
         if self.backoff_factor >= 1.0:
-            raise ValueError(f"For '{owner}', 'backoff_factor' must be < 1, but got {backoff_factor!r}")
+            raise ValueError(f"For '{owner}', '{name('backoff_factor', 'backoff_factor')}' must be < 1, "
+                             f"but got {backoff_factor!r}")
         if growth_interval is not None:
-            growth_interval = int(check_positive("growth_interval", growth_interval, owner, kinds=(int,)))
+            growth_interval = int(check_positive(name("growth_interval", "growth_interval"), growth_interval,
+                                                 owner, kinds=(int,)))
         self.growth_interval = growth_interval
         self.floor = None if floor is None else check_positive("floor", floor, owner)
         self.cap = None if cap is None else check_positive("cap", cap, owner)

@@ -20,7 +20,7 @@ import abc
 import numpy
 
 from minigrad.amp import step as amp_step
-from minigrad.amp.core import ScaleCore, check_positive
+from minigrad.amp.core import ScaleCore, check_positive, float32_scale
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
@@ -64,11 +64,10 @@ class LossScaler(abc.ABC):
     """Base of the functional loss scalers: ``scale``, ``unscale`` and ``adjust``."""
 
     def __init__(self, scale_value, owner):
-        scale_value = check_positive("scale_value", scale_value, owner)
-        if scale_value < 1.0:
-            raise ValueError(f"For '{owner}', the argument 'scale_value' must be >= 1, but got {scale_value}")
-        self.scale_value = Parameter(Tensor(numpy.float32(scale_value)), name="scale_value",
-                                     requires_grad=False)
+        value = float32_scale(scale_value, "scale_value", owner)
+        if value < 1.0:
+            raise ValueError(f"For '{owner}', the argument 'scale_value' must be >= 1, but got {scale_value!r}")
+        self.scale_value = Parameter(Tensor(value), name="scale_value", requires_grad=False)
 
     def scale(self, inputs):
         """``inputs * scale_value`` (scale cast to each input's dtype); tuples are mapped."""
@@ -121,7 +120,7 @@ class DynamicLossScaler(LossScaler):
             raise ValueError(f"For 'DynamicLossScaler', 'scale_factor' must be > 1, but got {scale_factor!r}")
         self.scale_factor, self.scale_window = int(factor), int(window)
         self.core = ScaleCore(float(self.scale_value.data), factor, 1.0 / factor, int(window),
-                              floor=1.0, owner="DynamicLossScaler")
+                              floor=1.0, owner="DynamicLossScaler", names={"scale": "scale_value"})
         self.counter = Parameter(Tensor(numpy.int32(0)), name="counter", requires_grad=False)
 
     def adjust(self, grads_finite):

@@ -67,7 +67,8 @@ class GradScaler:
         self._enabled = enabled
         self.core = ScaleCore(init_scale, growth_factor, backoff_factor, growth_interval, floor=floor,
                               cap=cap, hysteresis=hysteresis,
-                              max_consecutive_skips=max_consecutive_skips, owner="GradScaler")
+                              max_consecutive_skips=max_consecutive_skips, owner="GradScaler",
+                              names={"scale": "init_scale"})
         self.track_underflow = track_underflow
         self.last_report = None
         self._per_optimizer = {}

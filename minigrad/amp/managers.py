@@ -13,7 +13,7 @@ DynamicLossScaleManager(s, f, w)       TrainOneStepWithLossScaleCell +  step ski
                                        DynamicLossScaleUpdateCell       scale / f (floor 1)
 =====================================  ===============================  ====================
 """
-from minigrad.amp.core import ScaleCore, check_positive
+from minigrad.amp.core import ScaleCore, check_positive, float32_scale
 
 
 class LossScaleManager:
@@ -45,6 +45,7 @@ class FixedLossScaleManager(LossScaleManager):
 
     def __init__(self, loss_scale=128.0, drop_overflow_update=True):
         value = check_positive("loss_scale", loss_scale, "FixedLossScaleManager")
+        float32_scale(value, "loss_scale", "FixedLossScaleManager")  # the cells multiply in float32
         if value < 1:
             raise ValueError(f"For 'FixedLossScaleManager', the argument 'loss_scale' must be >= 1, "
                              f"but got {loss_scale!r}")
@@ -100,7 +101,8 @@ class DynamicLossScaleManager(LossScaleManager):
         self.scale_window = int(check_positive("scale_window", scale_window, owner, kinds=(int,)))
         self.scale_factor = scale_factor
         self.core = ScaleCore(value, factor, 1.0 / factor, self.scale_window, floor=1.0,
-                              max_consecutive_skips=self.bad_step_max + 1, owner=owner)
+                              max_consecutive_skips=self.bad_step_max + 1, owner=owner,
+                              names={"scale": "init_loss_scale"})
 
     @property
     def loss_scale(self):

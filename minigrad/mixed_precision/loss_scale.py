@@ -64,7 +64,8 @@ class FixedLossScale(LossScale):
         value = check_positive("loss_scale_value", loss_scale_value, "FixedLossScale")
         if value < 1:
             raise ValueError(f"For 'FixedLossScale', 'loss_scale_value' must be at least 1, but got {loss_scale_value!r}")
-        self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScale")
+        self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScale",
+                              names={"scale": "loss_scale_value"})
 
     def update(self, grads):
         return None, True
@@ -93,7 +94,8 @@ class DynamicLossScale(LossScale):
         multiplier = check_positive("multiplier", multiplier, "DynamicLossScale", 1.0)
         self.core = ScaleCore(initial_loss_scale, multiplier, 1.0 / multiplier, increment_period,
                               floor=floor, cap=cap, hysteresis=hysteresis,
-                              max_consecutive_skips=max_consecutive_skips, owner="DynamicLossScale")
+                              max_consecutive_skips=max_consecutive_skips, owner="DynamicLossScale",
+                              names={"scale": "initial_loss_scale", "growth_interval": "increment_period"})
         self._config = {"initial_loss_scale": float(initial_loss_scale),
                         "increment_period": int(increment_period), "multiplier": multiplier}
 

@@ -1,0 +1,58 @@
+"""Session 3a review: the three loss-scaling faces against their peers' documented behaviour.
+
+Each test cites the reference line it checks (/work/shared/reference/loss-scalers.md = LS,
+/work/shared/reference/mindspore-loss-scale.md = MS, the peers' sources/docs where quoted there).
+"""
+import numpy as np
+import pytest
+
+from minigrad import Tensor, Parameter, nn, ops
+from minigrad import amp
+from minigrad.amp import GradScaler, DynamicLossScaler, autocast
+from minigrad.mixed_precision import DynamicLossScale, FixedLossScale, LossScaleOptimizer, get
+
+f32 = np.float32
+
+
+class _Opt:
+    """A minimal optimizer double (GradScaler only needs ``parameters`` and ``step``)."""
+
+    def __init__(self, params):
+        self.parameters = tuple(params)
+        self.steps = 0
+
+    def step(self):
+        self.steps += 1
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: GradScaler(init_scale="big"), "'init_scale'"),
+    (lambda: GradScaler(init_scale=1e39), "'init_scale'"),
+    (lambda: DynamicLossScale(initial_loss_scale="x"), "'initial_loss_scale'"),
+    (lambda: DynamicLossScale(initial_loss_scale=1e-60), "'initial_loss_scale'"),
+    (lambda: DynamicLossScale(increment_period=0), "'increment_period'"),
+    (lambda: DynamicLossScale(increment_period=2.5), "'increment_period'"),
+    (lambda: FixedLossScale(1e39), "'loss_scale_value'"),
+    (lambda: amp.DynamicLossScaleManager(1e39), "'init_loss_scale'"),
+    (lambda: amp.FixedLossScaleManager(1e39), "'loss_scale'"),
+    (lambda: amp.StaticLossScaler(1e39), "'scale_value'"),
+    (lambda: DynamicLossScaler(1e39, 2, 10), "'scale_value' .* but got 1e\\+39"),
+])
+def test_errors_name_the_faces_own_argument(make, name):
+    """SPEC §7: errors name *the argument*. GradScaler's is ``init_scale`` (LS §1.1), TF's are
+    ``initial_loss_scale`` / ``increment_period`` (LS §2.1); the shared core called them
+    'scale' and 'growth_interval', names the user never wrote."""
+    with pytest.raises((TypeError, ValueError), match=name):
+        make()
+
+
+@pytest.mark.xfail(strict=True, reason="minigrad/nn/loss_scale.py (not this reviewer's file): "
+                   "DynamicLossScaleUpdateCell names 'scale', FixedLossScaleUpdateCell takes 1e39")
+@pytest.mark.parametrize("make", [lambda: nn.DynamicLossScaleUpdateCell(1e39, 2, 10),
+                                  lambda: nn.FixedLossScaleUpdateCell(1e39)])
+def test_update_cells_refuse_a_scale_that_is_inf_in_float32_naming_loss_scale_value(make):
+    """SPEC §7 (errors name the argument) and the float32 scale every face keeps: MindSpore's
+    argument is ``loss_scale_value`` (MS §2.1/§2.2). A 1e39 scale is inf in float32, where the
+    cells multiply (the dynamic cell's error said 'scale'; the fixed cell accepted it)."""
+    with pytest.raises(ValueError, match="'loss_scale_value'"):
+        make()
