@@ -144,7 +144,9 @@ class Model:
         """Train for epochs ``initial_epoch + 1 .. epoch`` over ``train_dataset``.
 
         Each step calls the train network on one batch (``train_network(*batch)``: the labels are
-        the last column) and then the callbacks (see ``minigrad.train.callbacks``).
+        the last column) and then the callbacks (see ``minigrad.train.callbacks``). As in
+        MindSpore, the network is put back in train mode before a step if something (an
+        ``eval`` or ``predict`` run by a callback) switched it to inference mode.
 
         Args:
             epoch: the last epoch number (int ≥ 1).
@@ -174,7 +176,7 @@ class Model:
         run_context = RunContext(cb_params)
         manager = self._loss_scale_manager
         feed_manager = manager is not None and manager.get_drop_overflow_update()
-        network = self._train_network
+        network, backbone = self._train_network, self._network
         network.set_train(True)
         iterator = _epochs(train_dataset, epoch - initial_epoch)
 
@@ -185,6 +187,8 @@ class Model:
             for inputs in iterator:
                 cb_params.cur_step_num += 1
                 callbacks("on_train_step_begin", run_context)
+                if not (network.training and backbone.training):  # a callback ran eval/predict
+                    network.set_train(True)
                 outputs = network(*inputs)
                 cb_params.net_outputs = outputs
                 if feed_manager and isinstance(outputs, tuple) and len(outputs) > 1:

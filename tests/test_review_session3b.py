@@ -1,0 +1,193 @@
+"""Review of the training infrastructure (session 3b): Model, callbacks, metrics, checkpoints,
+dataset, learning-rate schedules and optimizer state. Each test pins one discrepancy found against
+MindSpore's behaviour or the project's rules."""
+import contextlib
+import io
+import os
+
+import numpy
+import pytest
+
+import minigrad
+from minigrad import Model, Tensor, nn
+from minigrad.dataset import NumpySlicesDataset
+from minigrad.optim import Adam, AdamWeightDecay, Momentum
+from minigrad.optim import lr_schedule
+from minigrad.parameter import Parameter
+from minigrad.train import (Accuracy, Callback, CheckpointConfig, LossMonitor, ModelCheckpoint,
+                            load_checkpoint, load_param_into_net, save_checkpoint)
+
+
+class DropNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Dense(4, 8)
+        self.drop = nn.Dropout(keep_prob=0.5)
+        self.fc2 = nn.Dense(8, 3)
+
+    def construct(self, x):
+        return self.fc2(self.drop(self.fc1(x)))
+
+
+def _data(n=20, batch=4):
+    rng = numpy.random.default_rng(0)
+    x = rng.standard_normal((n, 4)).astype(numpy.float32)
+    y = rng.integers(0, 3, n).astype(numpy.int32)
+    return NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(batch)
+
+
+def _model(**kwargs):
+    minigrad.set_seed(0)
+    net = DropNet()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    optimizer = Momentum(net.trainable_params(), 0.01, 0.9)
+    return Model(net, loss, optimizer, **kwargs), net, optimizer
+
+
+# ---- Model.train: every step runs in train mode -----------------------------------------------
+def test_train_steps_run_in_train_mode_after_an_eval_inside_a_callback():
+    """MindSpore checks the train network's mode before every step (_check_network_mode), so an
+    eval run by a callback (the usual 'evaluate at epoch end') does not leave Dropout/BatchNorm in
+    inference mode for the rest of training."""
+    model, net, _ = _model(metrics={"acc": Accuracy()})
+    data = _data()
+
+    class EvalAtEpochEnd(Callback):
+        def on_train_epoch_end(self, run_context):
+            model.eval(data)
+
+    modes = []  # Dropout's mode in every forward pass (train steps and eval batches)
+    net.drop.register_forward_hook(lambda cell, inputs, output: modes.append(cell.training))
+    model.train(2, data, callbacks=[EvalAtEpochEnd()])
+    assert modes == [True] * 5 + [False] * 5 + [True] * 5 + [False] * 5
+    modes.clear()
+    model.predict(Tensor(numpy.zeros((1, 4), numpy.float32)))  # predict also switches to eval
+    model.train(1, data)
+    assert modes == [False] + [True] * 5
+
+
+# ---- LossMonitor: the period counts global steps ------------------------------------------------
+def test_loss_monitor_period_counts_steps_over_all_epochs():
+    """MindSpore prints when cur_step_num - last printed step >= per_print_times (global steps),
+    showing the step within the epoch; with 5 steps per epoch and a period of 2 the prints are at
+    global steps 2, 4, 6, 8, 10 = epoch 1 steps 2, 4 and epoch 2 steps 1, 3, 5."""
+    model, _, _ = _model()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        model.train(2, _data(), callbacks=[LossMonitor(2)])
+    printed = [line.split(",")[0] for line in out.getvalue().splitlines()]
+    assert printed == ["epoch: 1 step: 2", "epoch: 1 step: 4", "epoch: 2 step: 1",
+                       "epoch: 2 step: 3", "epoch: 2 step: 5"]
+
+
+# ---- Accuracy: labels that are neither (N,) nor one-hot (N, C) are refused ----------------------
+def test_accuracy_refuses_column_labels_instead_of_scoring_them_as_one_hot():
+    y_pred = numpy.eye(3)[[0, 1, 2, 1]]
+    metric = Accuracy()
+    with pytest.raises(ValueError, match=r"\(4, 1\)"):
+        metric.update(y_pred, numpy.array([[0], [1], [2], [1]]))  # was 0.25: argmax of a column
+
+
+def test_accuracy_refuses_one_hot_labels_of_another_class_count():
+    metric = Accuracy()
+    with pytest.raises(ValueError, match=r"\(4, 5\)"):
+        metric.update(numpy.eye(3)[[0, 1, 2, 1]], numpy.eye(5)[[0, 1, 2, 1]])  # was 1.0
+
+
+def test_accuracy_one_hot_and_class_count_across_updates():
+    metric = Accuracy()
+    metric.update(numpy.eye(3)[[0, 1, 2, 1]], numpy.eye(3)[[0, 1, 1, 1]])
+    assert metric.eval() == 0.75
+    with pytest.raises(ValueError, match="3 classes.*4 classes|4.*3"):  # MindSpore's class check
+        metric.update(numpy.eye(4)[[0, 1]], numpy.array([0, 1]))
+    assert metric.eval() == 0.75  # the refused batch counted nothing
+    metric.clear()
+    metric.update(numpy.eye(4)[[0, 1]], numpy.array([0, 1]))  # clear() forgets the class count
+    assert metric.eval() == 1.0
+
+
+# ---- ModelCheckpoint: never overwrite another run's files -------------------------------------
+def test_model_checkpoint_takes_a_new_prefix_when_files_of_an_earlier_run_exist(tmp_path):
+    """MindSpore's ModelCheckpoint renames its prefix (CKP -> CKP_1, CKP_2, ...) when the directory
+    already holds <prefix>-*.ckpt files, so a second run never overwrites (or rotates away) the
+    first run's checkpoints."""
+    old = tmp_path / "CKP-1_5.ckpt"
+    old.write_bytes(b"the first run's checkpoint")
+    (tmp_path / "CKPX-1_5.ckpt").write_bytes(b"another prefix")
+    model, _, _ = _model()
+    config = CheckpointConfig(save_checkpoint_steps=5, keep_checkpoint_max=1)
+    ckpt = ModelCheckpoint(directory=tmp_path, config=config)
+    model.train(2, _data(), callbacks=[ckpt])
+    assert old.read_bytes() == b"the first run's checkpoint"
+    assert sorted(os.listdir(tmp_path)) == ["CKPX-1_5.ckpt", "CKP-1_5.ckpt", "CKP_1-2_5.ckpt"]
+    assert ckpt.latest_ckpt_file_name == str(tmp_path / "CKP_1-2_5.ckpt")
+    # a third run goes on to CKP_2
+    ckpt2 = ModelCheckpoint(directory=tmp_path, config=config)
+    model.train(1, _data(), callbacks=[ckpt2])
+    assert ckpt2.latest_ckpt_file_name == str(tmp_path / "CKP_2-1_5.ckpt")
+    assert (tmp_path / "CKP_1-2_5.ckpt").exists()
+
+
+# ---- learning-rate schedules: a one-element Tensor step ----------------------------------------
+@pytest.mark.parametrize("step", [Tensor(numpy.array([2])), numpy.array([2], numpy.int32),
+                                  Tensor(numpy.array(2, numpy.int32))])
+def test_schedule_accepts_a_one_element_step(step):
+    schedule = lr_schedule.CosineDecayLR(0.0, 1.0, 4)
+    assert schedule(step) == schedule(2) == pytest.approx(0.5)
+
+
+# ---- checkpoint functions: bad arguments named ------------------------------------------------
+def test_checkpoint_functions_name_bad_arguments(tmp_path):
+    net = nn.Dense(3, 2)
+    with pytest.raises(TypeError, match=r"append_dict must be a dict.*list"):
+        save_checkpoint(net, tmp_path / "a", append_dict=[1])
+    assert os.listdir(tmp_path) == []
+    path = save_checkpoint(net, tmp_path / "b")
+    with pytest.raises(TypeError, match=r"filter_prefix must be a str or a list of str.*5"):
+        load_checkpoint(path, filter_prefix=5)
+    with pytest.raises(TypeError, match=r"filter_prefix must be a str or a list of str.*\[1\]"):
+        load_checkpoint(path, filter_prefix=[1])
+    with pytest.raises(TypeError, match=r"'net' must be a Cell.*str"):
+        load_checkpoint(path, net="net")
+    with pytest.raises(TypeError, match=r"'net' must be a Cell.*str"):
+        load_param_into_net("net", {})
+
+
+# ---- optimizer state_dict: loading into another configuration ----------------------------------
+@pytest.mark.xfail(strict=True, reason="minigrad/optim/optimizer.py: state_dict() records neither the "
+                   "optimizer type nor its parameters, so a dict from another configuration loads "
+                   "silently (a fresh dict wipes the state); adding that record changes the dict that "
+                   "tests/test_optim_base.py pins to exactly {'global_step': N} and int/array values")
+@pytest.mark.parametrize("case", ["fresh Adam -> trained Momentum", "Adam -> AdamWeightDecay",
+                                  "one parameter -> two"])
+def test_optimizer_refuses_a_state_dict_of_another_configuration(case):
+    ps = [Parameter(numpy.ones(3, numpy.float32), name="a"), Parameter(numpy.ones(2, numpy.float32), name="b")]
+    grads = tuple(numpy.ones(p.shape, numpy.float32) for p in ps)
+    if case == "fresh Adam -> trained Momentum":
+        source, target = Adam(ps), Momentum(ps, 0.1, 0.9)
+    elif case == "Adam -> AdamWeightDecay":
+        source, target = Adam(ps), AdamWeightDecay(ps, 0.1)
+        source(grads)
+    else:
+        source, target = Momentum(ps[:1], 0.1, 0.9), Momentum(ps, 0.1, 0.9)
+        source(grads[:1])
+    target(grads)
+    before = target.state_dict()
+    with pytest.raises(ValueError):
+        target.load_state_dict(source.state_dict())
+    after = target.state_dict()
+    assert after.keys() == before.keys()
+    for key in before:
+        numpy.testing.assert_array_equal(after[key], before[key])
+
+
+@pytest.mark.xfail(strict=True, reason="minigrad/optim/optimizer.py: state_dict() leaves out the learning "
+                   "rate, so a rate changed with learning_rate.set_data (MindSpore's way, saved in its "
+                   "checkpoints) is lost on a round trip; tests/test_optim_base.py pins the dict's keys")
+def test_optimizer_state_dict_keeps_a_changed_learning_rate():
+    ps = [Parameter(numpy.ones(2, numpy.float32), name="w")]
+    trained = Momentum(ps, 0.1, 0.9)
+    trained.learning_rate.set_data(numpy.array(0.01, numpy.float32))
+    resumed = Momentum(ps, 0.1, 0.9)
+    resumed.load_state_dict(trained.state_dict())
+    assert resumed.get_lr() == trained.get_lr()
