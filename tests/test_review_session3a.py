@@ -56,3 +56,25 @@ def test_update_cells_refuse_a_scale_that_is_inf_in_float32_naming_loss_scale_va
     cells multiply (the dynamic cell's error said 'scale'; the fixed cell accepted it)."""
     with pytest.raises(ValueError, match="'loss_scale_value'"):
         make()
+
+
+def test_fixed_loss_scale_non_number_raises_value_error_as_tf():
+    """LS §2.1: ``FixedLossScale(loss_scale_value)``: "ValueError if not int/float or < 1" (TF:
+    ``raise ValueError('loss_scale_value must be a Python int or float.')``). minigrad's own
+    convention is TypeError, so the error must be both."""
+    for bad in ("8", None, [8]):
+        with pytest.raises(ValueError, match="loss_scale_value") as info:
+            FixedLossScale(bad)
+        assert isinstance(info.value, TypeError)
+        assert repr(bad) in str(info.value)
+
+
+def test_fixed_loss_scale_config_is_the_python_value():
+    """LS §2.1 "get_config() == {'loss_scale_value': v}"; TF keeps ``float(loss_scale_value)``,
+    so a value that float32 cannot hold (3.3) comes back as given, not as 3.2999999523."""
+    fixed = FixedLossScale(3.3)
+    assert fixed.get_config() == {"loss_scale_value": 3.3}
+    assert repr(fixed) == "FixedLossScale(3.3)"
+    assert FixedLossScale.from_config(fixed.get_config()).get_config() == fixed.get_config()
+    assert fixed().dtype == np.float32 and float(fixed().data) == float(f32(3.3))
+    assert FixedLossScale(8).get_config() == {"loss_scale_value": 8.0}

@@ -52,29 +52,42 @@ class LossScale(abc.ABC):
         return cls(**config)
 
 
+class NotANumberError(TypeError, ValueError):
+    """A loss scale that is not a number: TF raises ValueError there, minigrad's convention is
+    TypeError; this is both, so code written for either catches it."""
+
+
 class FixedLossScale(LossScale):
     """A constant scale; ``update`` always returns ``(None, True)`` (it cannot react to infs).
+    ``get_config()`` gives the value as a Python float, as passed (TF keeps
+    ``float(loss_scale_value)``); calling the loss scale gives it in float32.
 
     Raises:
-        TypeError: ``loss_scale_value`` not an int/float.  ValueError: below 1.
+        NotANumberError (a TypeError and a ValueError, TF raises ValueError):
+            ``loss_scale_value`` not an int/float.
+        ValueError: below 1, or inf in float32.
     """
 
     def __init__(self, loss_scale_value):
         super().__init__()
-        value = check_positive("loss_scale_value", loss_scale_value, "FixedLossScale")
+        try:
+            value = check_positive("loss_scale_value", loss_scale_value, "FixedLossScale")
+        except TypeError as error:
+            raise NotANumberError(str(error)) from None
         if value < 1:
             raise ValueError(f"For 'FixedLossScale', 'loss_scale_value' must be at least 1, but got {loss_scale_value!r}")
         self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScale",
                               names={"scale": "loss_scale_value"})
+        self._loss_scale_value = value
 
     def update(self, grads):
         return None, True
 
     def get_config(self):
-        return {"loss_scale_value": float(self.core.scale)}
+        return {"loss_scale_value": self._loss_scale_value}
 
     def __repr__(self):
-        return f"FixedLossScale({float(self.core.scale)})"
+        return f"FixedLossScale({self._loss_scale_value})"
 
 
 class DynamicLossScale(LossScale):
