@@ -78,3 +78,12 @@ def test_fixed_loss_scale_config_is_the_python_value():
     assert FixedLossScale.from_config(fixed.get_config()).get_config() == fixed.get_config()
     assert fixed().dtype == np.float32 and float(fixed().data) == float(f32(3.3))
     assert FixedLossScale(8).get_config() == {"loss_scale_value": 8.0}
+
+
+@pytest.mark.parametrize("identifier", [Tensor(np.float32(8.0)), np.array([1.0, 2.0]), np.int64(8)])
+def test_get_refuses_any_other_identifier_with_tfs_message(identifier):
+    """LS §2.1 ``get``: anything other than int/float, 'dynamic', a LossScale or None gives
+    ``ValueError('Could not interpret loss scale identifier: ...')``. A Tensor or array reached
+    ``identifier == "dynamic"`` and failed inside the comparison instead."""
+    with pytest.raises(ValueError, match="Could not interpret loss scale identifier"):
+        get(identifier)

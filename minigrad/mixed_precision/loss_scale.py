@@ -140,7 +140,7 @@ def get(identifier):
         return identifier
     if isinstance(identifier, (int, float)) and not isinstance(identifier, bool):
         return FixedLossScale(identifier)
-    if identifier == "dynamic":
+    if isinstance(identifier, str) and identifier == "dynamic":  # (a Tensor would compare elementwise)
         return DynamicLossScale()
     if isinstance(identifier, dict):
         if set(identifier) == {"loss_scale_value"}:
