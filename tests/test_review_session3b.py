@@ -78,6 +78,13 @@ def test_loss_monitor_period_counts_steps_over_all_epochs():
     printed = [line.split(",")[0] for line in out.getvalue().splitlines()]
     assert printed == ["epoch: 1 step: 2", "epoch: 1 step: 4", "epoch: 2 step: 1",
                        "epoch: 2 step: 3", "epoch: 2 step: 5"]
+    # the same monitor in a second train() (steps counted from 1 again) keeps the period
+    monitor, out = LossMonitor(3), io.StringIO()
+    with contextlib.redirect_stdout(out):
+        model.train(2, _data(), callbacks=[monitor])
+        model.train(1, _data(), callbacks=[monitor])
+    printed = [line.split(",")[0] for line in out.getvalue().splitlines()]
+    assert printed == ["epoch: 1 step: 3", "epoch: 2 step: 1", "epoch: 2 step: 4", "epoch: 1 step: 3"]
 
 
 # ---- Accuracy: labels that are neither (N,) nor one-hot (N, C) are refused ----------------------

@@ -129,7 +129,12 @@ def _check_int(value, name, minimum):
 
 # ---- monitors -----------------------------------------------------------------------------------
 class LossMonitor(Callback):
-    """Print ``epoch: E step: S, loss is L`` every ``per_print_times`` steps of an epoch.
+    """Print ``epoch: E step: S, loss is L`` every ``per_print_times`` steps.
+
+    As in MindSpore the period counts steps over all epochs (a line is printed once
+    ``cur_step_num`` is ``per_print_times`` past the last printed step), while ``S`` is the step
+    within the epoch: with 5 steps per epoch and a period of 2, epoch 1 prints steps 2 and 4,
+    epoch 2 steps 1, 3 and 5.
 
     Args:
         per_print_times: print period in steps (0: never print).
@@ -141,6 +146,7 @@ class LossMonitor(Callback):
 
     def __init__(self, per_print_times=1):
         self.per_print_times = _check_int(per_print_times, "per_print_times", 0)
+        self._last_print_step = 0
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
@@ -149,7 +155,11 @@ class LossMonitor(Callback):
         if not math.isfinite(loss):
             raise ValueError(f"epoch: {cb_params.cur_epoch_num} step: {step}. Invalid loss {loss}, "
                              f"terminating training.")
-        if self.per_print_times and step % self.per_print_times == 0:
+        n = self.per_print_times
+        while n and cb_params.cur_step_num <= self._last_print_step:  # a new train() from step 1
+            self._last_print_step -= n
+        if n and cb_params.cur_step_num - self._last_print_step >= n:
+            self._last_print_step = cb_params.cur_step_num
             print(f"epoch: {cb_params.cur_epoch_num} step: {step}, loss is {loss:.6g}", flush=True)
 
 
