@@ -87,3 +87,21 @@ def test_get_refuses_any_other_identifier_with_tfs_message(identifier):
     ``identifier == "dynamic"`` and failed inside the comparison instead."""
     with pytest.raises(ValueError, match="Could not interpret loss scale identifier"):
         get(identifier)
+
+
+def test_dynamic_update_flattens_nested_gradients_like_tf():
+    """TF ``DynamicLossScale.update`` starts with ``grads = nest.flatten(grads)`` (tensorflow
+    python/training/experimental/loss_scale.py; LS §2.1 "update(grads)", None ignored): a
+    nested structure, a dict or a lone Tensor are all gradients."""
+    ok = Tensor(np.ones(3, np.float32))
+    bad = Tensor(np.array([1.0, np.inf], np.float32))
+    ls = DynamicLossScale(initial_loss_scale=8, increment_period=100)
+    assert ls.update([[ok, None], (ok, [ok])]) == (None, True)
+    assert ls.update([[ok], (None, [bad])]) == (None, False)
+    assert float(ls().data) == 4.0
+    assert ls.update({"a": ok, "b": (bad,)}) == (None, False)
+    assert ls.update(bad) == (None, False)
+    assert ls.update(ok) == (None, True)
+    assert float(ls().data) == 1.0 and ls.core.counter == 1
+    with pytest.raises(TypeError, match="grads"):
+        ls.update([ok, "x"])

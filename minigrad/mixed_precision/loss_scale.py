@@ -26,7 +26,8 @@ class LossScale(abc.ABC):
         return Tensor(numpy.float32(self.core.scale))
 
     def update(self, grads):
-        """Update the scale from ``grads`` (unscaled; None entries ignored).
+        """Update the scale from ``grads``: unscaled gradients, a Tensor or any nesting of
+        lists, tuples and dicts of them (flattened as TF's ``nest.flatten``; None ignored).
 
         Returns:
             ``(None, should_apply_gradients)``; ``should_apply_gradients`` is False when a
@@ -152,9 +153,21 @@ def get(identifier):
 
 
 def _arrays(grads):
+    """The arrays of the gradients in ``grads`` (None for None), flattened in TF's order:
+    lists and tuples in order, dicts by sorted key."""
     out = []
-    for g in grads:
-        if g is not None and not isinstance(g, Tensor):
-            raise TypeError(f"grads must hold Tensors or None, got {type(g).__name__}")
-        out.append(None if g is None else g.data)
+    stack = [grads]
+    while stack:
+        g = stack.pop()
+        if g is None:
+            out.append(None)
+        elif isinstance(g, Tensor):
+            out.append(g.data)
+        elif isinstance(g, (list, tuple)):
+            stack.extend(reversed(g))
+        elif isinstance(g, dict):
+            stack.extend(g[k] for k in reversed(sorted(g)))
+        else:
+            raise TypeError(f"grads must hold Tensors or None (in lists, tuples or dicts), "
+                            f"got {type(g).__name__}")
     return out
