@@ -105,3 +105,18 @@ def test_dynamic_update_flattens_nested_gradients_like_tf():
     assert float(ls().data) == 1.0 and ls.core.counter == 1
     with pytest.raises(TypeError, match="grads"):
         ls.update([ok, "x"])
+
+
+def test_dynamic_loss_scale_config_round_trips_the_extras():
+    """LS §2.1: ``from_config(config) = cls(**config)`` rebuilds the loss scale; TF's three keys
+    stay the whole config by default, but minigrad's extras (floor, cap, hysteresis,
+    max_consecutive_skips) were dropped, so a round trip silently lost the cap and the floor."""
+    assert DynamicLossScale().get_config() == {"initial_loss_scale": 32768.0, "increment_period": 2000,
+                                               "multiplier": 2.0}
+    ls = DynamicLossScale(16, 3, 2.0, floor=2.0, cap=64.0, hysteresis=2, max_consecutive_skips=9)
+    config = ls.get_config()
+    for again in (DynamicLossScale.from_config(config), get(config)):
+        assert again.get_config() == config
+        core, ref = again.core, ls.core
+        assert (core.floor, core.cap, core.hysteresis, core.max_consecutive_skips) == \
+               (ref.floor, ref.cap, ref.hysteresis, ref.max_consecutive_skips) == (2.0, 64.0, 2, 9)

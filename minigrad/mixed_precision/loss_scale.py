@@ -100,7 +100,12 @@ class DynamicLossScale(LossScale):
         multiplier: growth factor, and the divisor on overflow (default 2).
         floor, cap, hysteresis, max_consecutive_skips: extras of ``ScaleCore`` (floor defaults
             to TF's 1).
+
+    ``get_config()`` holds TF's three keys, plus each extra that is not at its default (so that
+    ``from_config`` rebuilds the same loss scale).
     """
+
+    _EXTRAS = {"floor": 1.0, "cap": None, "hysteresis": 1, "max_consecutive_skips": None}
 
     def __init__(self, initial_loss_scale=2 ** 15, increment_period=2000, multiplier=2.0, *,
                  floor=1.0, cap=None, hysteresis=1, max_consecutive_skips=None):
@@ -112,6 +117,9 @@ class DynamicLossScale(LossScale):
                               names={"scale": "initial_loss_scale", "growth_interval": "increment_period"})
         self._config = {"initial_loss_scale": float(initial_loss_scale),
                         "increment_period": int(increment_period), "multiplier": multiplier}
+        extras = {"floor": self.core.floor, "cap": self.core.cap, "hysteresis": self.core.hysteresis,
+                  "max_consecutive_skips": self.core.max_consecutive_skips}
+        self._config.update((k, v) for k, v in extras.items() if v != self._EXTRAS[k])
 
     initial_loss_scale = property(lambda self: self._config["initial_loss_scale"])
     increment_period = property(lambda self: self._config["increment_period"])
@@ -131,7 +139,7 @@ def get(identifier):
 
     int/float -> ``FixedLossScale``; ``"dynamic"`` -> ``DynamicLossScale()``; a dict -> the
     config of a ``DynamicLossScale`` (keys ``initial_loss_scale``/``increment_period``/
-    ``multiplier``) or of a ``FixedLossScale`` (key ``loss_scale_value``); a ``LossScale`` ->
+    ``multiplier`` and the extras ``floor``/``cap``/``hysteresis``/``max_consecutive_skips``) or of a ``FixedLossScale`` (key ``loss_scale_value``); a ``LossScale`` ->
     itself; None -> None.
 
     Raises:
@@ -146,7 +154,8 @@ def get(identifier):
     if isinstance(identifier, dict):
         if set(identifier) == {"loss_scale_value"}:
             return FixedLossScale.from_config(identifier)
-        if set(identifier) <= {"initial_loss_scale", "increment_period", "multiplier"}:
+        if set(identifier) <= {"initial_loss_scale", "increment_period", "multiplier",
+                               *DynamicLossScale._EXTRAS}:
             return DynamicLossScale.from_config(identifier)
     raise ValueError(f"Could not interpret loss scale identifier: {identifier!r} (expected an int or "
                      f"float, 'dynamic', a LossScale config dict, a LossScale or None)")
