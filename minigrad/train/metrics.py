@@ -41,9 +41,16 @@ class Accuracy(Metric):
             (logits or probabilities) of shape ``(N, C)``; ``y`` holds int labels ``(N,)`` or
             one-hot rows ``(N, C)``.
 
+    ``y`` of the same shape as ``y_pred`` is taken as one-hot only if every row is one (0/1 values
+    summing to 1), as in MindSpore; other labels of that rank (a column ``(N, 1)`` of class ids)
+    are refused rather than scored through ``argmax``. As in MindSpore, every ``update`` after the
+    first must have the same number of classes ``C`` (until ``clear``).
+
     Raises:
-        ValueError: from ``update``, for mismatched shapes or a wrong number of inputs;
-            from ``eval``, before any ``update``.
+        ValueError: from ``update``, for mismatched shapes, labels of ``y_pred``'s shape that are
+            not one-hot, a number of classes different from the earlier updates', or a wrong
+            number of inputs (nothing is counted then). RuntimeError from ``eval``, before any
+            ``update``.
     """
 
     def __init__(self, eval_type="classification"):
@@ -54,16 +61,31 @@ class Accuracy(Metric):
     def clear(self):
         self._correct = 0
         self._total = 0
+        self._class_num = None
 
     def update(self, *inputs):
         if len(inputs) != 2:
             raise ValueError(f"Accuracy.update needs 2 inputs (y_pred, y), got {len(inputs)}")
         y_pred, y = as_numpy(inputs[0]), as_numpy(inputs[1])
-        if y.ndim == y_pred.ndim and y.ndim > 1:  # one-hot labels
+        expected = (f"y_pred must have shape (N, C) and y shape (N,) (class ids) or (N, C) (one-hot "
+                    f"rows); got y_pred {y_pred.shape} and y {y.shape}")
+        if y_pred.ndim != 2:
+            raise ValueError(f"Accuracy.update: {expected}")
+        if y.ndim == 2:
+            if y.shape != y_pred.shape:
+                raise ValueError(f"Accuracy.update: {expected}")
+            if not (((y == 0) | (y == 1)).all() and (y.sum(axis=1) == 1).all()):
+                raise ValueError(f"Accuracy.update: y of shape {y.shape} (the shape of y_pred) must "
+                                 f"hold one-hot rows (0/1 values summing to 1); give class ids with "
+                                 f"shape ({y_pred.shape[0]},)")
             y = y.argmax(axis=-1)
-        if y_pred.ndim != 2 or y.shape != y_pred.shape[:1]:
-            raise ValueError(f"Accuracy.update: y_pred must have shape (N, C) and y shape (N,) or "
-                             f"(N, C); got y_pred {y_pred.shape} and y {as_numpy(inputs[1]).shape}")
+        if y.shape != y_pred.shape[:1]:
+            raise ValueError(f"Accuracy.update: {expected}")
+        if self._class_num is not None and y_pred.shape[1] != self._class_num:
+            raise ValueError(f"Accuracy.update: the earlier y_pred had {self._class_num} classes, "
+                             f"this one has {y_pred.shape[1]} classes (shape {y_pred.shape}); call "
+                             f"clear() to start over")
+        self._class_num = y_pred.shape[1]
         self._correct += int((y_pred.argmax(axis=-1) == y).sum())
         self._total += len(y)
 
