@@ -8,7 +8,10 @@ Every framework runs the same loop::
 and they differ only in the adjustment rule's constants. ``ScaleCore`` holds that rule once:
 
 * overflow:  ``counter = 0``; after ``hysteresis`` consecutive overflows (default 1: at once)
-  ``S = max(float32(S * backoff_factor), floor)`` (no floor when ``floor`` is None);
+  ``S = max(float32(S * backoff_factor), floor)`` (no floor when ``floor`` is None), or
+  ``max(float32(S / backoff_divisor), floor)`` for the faces whose peer divides (TF's
+  ``DynamicLossScale``, MindSpore's ``amp.DynamicLossScaler``: for a factor that is not a power
+  of two the two roundings differ by an ulp);
 * clean step: ``counter += 1``; once ``counter >= growth_interval``:
   ``S = min(float32(S * growth_factor), cap)`` unless that product is inf (the scale never grows
   to inf), and ``counter = 0``;
@@ -72,6 +75,8 @@ class ScaleCore:
             clean step ("consecutive" semantics, as in apex/NeMo).
         max_consecutive_skips: if set, ``record`` raises RuntimeError after that many skipped
             steps in a row, naming the cause (opt-in guard; None disables it).
+        backoff_divisor: if set (> 1), the backoff divides by it in float32 instead of
+            multiplying by ``backoff_factor`` (which becomes ``1 / backoff_divisor``).
         owner: the class or function named in error messages.
         names: the face's own spelling of the arguments in error messages, e.g.
             ``{"scale": "init_scale"}`` for GradScaler (default: the names above).
@@ -82,10 +87,15 @@ class ScaleCore:
 
     def __init__(self, scale, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  floor=None, cap=None, hysteresis=1, max_consecutive_skips=None, owner="ScaleCore",
-                 names=None):
+                 names=None, backoff_divisor=None):
         name = (names or {}).get
         self.scale = float32_scale(scale, name("scale", "scale"), owner)
         self.growth_factor = check_positive(name("growth_factor", "growth_factor"), growth_factor, owner, 1.0)
+        if backoff_divisor is not None:
+            backoff_divisor = check_positive(name("backoff_divisor", "backoff_divisor"), backoff_divisor,
+                                             owner, 1.0)
+            backoff_factor = 1.0 / backoff_divisor
+        self.backoff_divisor = backoff_divisor
         self.backoff_factor = check_positive(name("backoff_factor", "backoff_factor"), backoff_factor, owner)
         if self.backoff_factor >= 1.0:
             raise ValueError(f"For '{owner}', '{name('backoff_factor', 'backoff_factor')}' must be < 1, "
@@ -121,7 +131,10 @@ class ScaleCore:
             self.tolerance -= 1
             if self.tolerance <= 0:
                 self.tolerance = self.hysteresis
-                new = numpy.float32(self.scale * numpy.float32(self.backoff_factor))
+                if self.backoff_divisor is None:
+                    new = numpy.float32(self.scale * numpy.float32(self.backoff_factor))
+                else:
+                    new = numpy.float32(self.scale / numpy.float32(self.backoff_divisor))
                 if self.floor is not None and new < self.floor:
                     new = numpy.float32(self.floor)
                 self.scale = new
@@ -192,6 +205,8 @@ class ScaleCore:
         if tolerance > checked.hysteresis:
             raise ValueError(f"For '{owner}', 'tolerance' must be <= hysteresis ({checked.hysteresis}), "
                              f"but got {tolerance}")
+        if self.backoff_divisor is not None and checked.backoff_factor != self.backoff_factor:
+            self.backoff_divisor = 1.0 / checked.backoff_factor  # still dividing, by the new factor
         for key in ("scale", "growth_factor", "backoff_factor", "growth_interval", "floor", "cap", "hysteresis"):
             setattr(self, key, getattr(checked, key))
         self.counter, self.tolerance = counter, tolerance

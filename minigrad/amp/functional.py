@@ -120,7 +120,8 @@ class DynamicLossScaler(LossScaler):
             raise ValueError(f"For 'DynamicLossScaler', 'scale_factor' must be > 1, but got {scale_factor!r}")
         self.scale_factor, self.scale_window = int(factor), int(window)
         self.core = ScaleCore(float(self.scale_value.data), factor, 1.0 / factor, int(window),
-                              floor=1.0, owner="DynamicLossScaler", names={"scale": "scale_value"})
+                              floor=1.0, owner="DynamicLossScaler", names={"scale": "scale_value"},
+                              backoff_divisor=factor)  # MindSpore: max(1, scale_value / scale_factor)
         self.counter = Parameter(Tensor(numpy.int32(0)), name="counter", requires_grad=False)
 
     def adjust(self, grads_finite):

@@ -3,7 +3,7 @@
 ``loss_scale()`` is the current scale as a float32 scalar Tensor; ``update(grads)`` takes the
 *unscaled* gradients and returns ``(None, should_apply_gradients)`` (eager semantics: the scale is
 updated directly, so there is no op to run). The dynamic rule is TF's: on a non-finite step
-``scale = max(scale / multiplier, 1)``; after ``increment_period`` finite steps in a row
+``scale = max(scale / multiplier, 1)`` (a float32 division, as TF); after ``increment_period`` finite steps in a row
 ``scale *= multiplier`` if that stays finite.
 """
 import abc
@@ -114,7 +114,9 @@ class DynamicLossScale(LossScale):
         self.core = ScaleCore(initial_loss_scale, multiplier, 1.0 / multiplier, increment_period,
                               floor=floor, cap=cap, hysteresis=hysteresis,
                               max_consecutive_skips=max_consecutive_skips, owner="DynamicLossScale",
-                              names={"scale": "initial_loss_scale", "growth_interval": "increment_period"})
+                              names={"scale": "initial_loss_scale", "growth_interval": "increment_period",
+                                     "backoff_divisor": "multiplier"},
+                              backoff_divisor=multiplier)  # TF: max(scale / multiplier, 1)
         self._config = {"initial_loss_scale": float(initial_loss_scale),
                         "increment_period": int(increment_period), "multiplier": multiplier}
         extras = {"floor": self.core.floor, "cap": self.core.cap, "hysteresis": self.core.hysteresis,
