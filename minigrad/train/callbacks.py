@@ -350,7 +350,10 @@ class ModelCheckpoint(Callback):
 
     Each file holds the parameters of the train network (or ``config.saved_network``), the
     optimizer state (unless ``config.save_optimizer`` is False) and the ``append_info`` values;
-    files are written atomically (see ``save_checkpoint``). A final checkpoint is written at the
+    files are written atomically (see ``save_checkpoint``). As in MindSpore, when ``directory``
+    already holds checkpoints of an earlier run with this prefix (``CKP-*.ckpt``,
+    ``CKP_1-*.ckpt``, ...), the prefix becomes ``CKP_<n>`` with the next free ``n``, so a new run
+    never overwrites, nor rotates away, the files of an earlier one. A final checkpoint is written at the
     end of training unless the last step was just saved. Restore with
     ``load_checkpoint(path, net=network, optimizer=optimizer)``.
 
@@ -360,6 +363,7 @@ class ModelCheckpoint(Callback):
         config: a ``CheckpointConfig``; default ``CheckpointConfig()``.
 
     Attributes:
+        prefix: the prefix the files get (``prefix``, or ``prefix_<n>`` as above).
         latest_ckpt_file_name: path of the last file written (None before the first save).
     """
 
@@ -368,8 +372,8 @@ class ModelCheckpoint(Callback):
             raise ValueError(f"prefix must be a non-empty file name prefix, got {prefix!r}")
         if config is not None and not isinstance(config, CheckpointConfig):
             raise TypeError(f"config must be a CheckpointConfig, got {type(config).__name__}")
-        self.prefix = prefix
         self.directory = os.path.abspath(directory if directory is not None else os.getcwd())
+        self.prefix = _unused_prefix(self.directory, prefix)
         self.config = config or CheckpointConfig()
         self.latest_ckpt_file_name = None
         self._saved = []  # files written by this callback, oldest first
@@ -420,3 +424,24 @@ class ModelCheckpoint(Callback):
         self.latest_ckpt_file_name = path
         self._last_saved_step = cb_params.cur_step_num
         self._last_time = time.monotonic()
+
+
+def _unused_prefix(directory, prefix):
+    """``prefix``, or ``prefix_<n>`` if ``directory`` holds ``.ckpt`` files named ``prefix-...`` or
+    ``prefix_<k>-...``: ``n`` is 1, or one more than the largest such ``k`` (MindSpore's rule)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return prefix
+    taken = 0
+    for name in names:
+        if not name.endswith(".ckpt") or not name.startswith(prefix):
+            continue
+        rest = name[len(prefix):]
+        if rest.startswith("-"):
+            taken = max(taken, 1)
+        elif rest.startswith("_") and "-" in rest:
+            number = rest[1:rest.index("-")]
+            if number.isdigit():
+                taken = max(taken, int(number) + 1)
+    return f"{prefix}_{taken}" if taken else prefix
