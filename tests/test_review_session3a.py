@@ -161,3 +161,14 @@ def test_tf_and_mindspore_scaler_trajectories_with_factor_three():
         ls.update([Tensor(np.array([np.inf if of else 1.0], np.float32))])
         sc.adjust(not of)
         assert ls().data.item() == s_tf == sc.scale_value.data.item()
+
+
+@pytest.mark.parametrize("new_scale", [1e39, 1e-50, Tensor(np.array([1e-50]))])
+def test_update_new_scale_outside_float32_is_refused(new_scale):
+    """The scale is float32 (LS §1.1 "_scale (0-dim float32)"); minigrad refuses a scale that is
+    inf or 0 there (ScaleCore, session 2b) because no backoff or growth can leave it. The
+    ``update(new_scale)`` path bypassed that check: 1e39 became inf, 1e-50 became 0."""
+    gs = GradScaler(init_scale=8.0)
+    with pytest.raises(ValueError, match="new_scale"):
+        gs.update(new_scale)
+    assert gs.get_scale() == 8.0

@@ -27,7 +27,7 @@ import enum
 import numpy
 
 from minigrad.amp import step as amp_step
-from minigrad.amp.core import ScaleCore, check_positive
+from minigrad.amp.core import ScaleCore, check_positive, float32_scale
 from minigrad.tensor import Tensor
 
 
@@ -171,7 +171,7 @@ class GradScaler:
         Raises:
             AssertionError: if no optimizer recorded an inf check since the last update.
             TypeError / ValueError: for a ``new_scale`` that is not a positive number or a
-                one-element Tensor.
+                one-element Tensor, or that is inf or 0 in float32.
         """
         if not self._enabled:
             return
@@ -180,7 +180,7 @@ class GradScaler:
                 if new_scale.size != 1:
                     raise ValueError(f"new_scale must be a one-element Tensor, got shape {new_scale.shape}")
                 new_scale = new_scale.item()
-            self.core.scale = numpy.float32(check_positive("new_scale", new_scale, "GradScaler.update"))
+            self.core.scale = float32_scale(new_scale, "new_scale", "GradScaler.update")
         else:
             checked, overflow = [], False
             for s in self._per_optimizer.values():
