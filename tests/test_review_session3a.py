@@ -172,3 +172,32 @@ def test_update_new_scale_outside_float32_is_refused(new_scale):
     with pytest.raises(ValueError, match="new_scale"):
         gs.update(new_scale)
     assert gs.get_scale() == 8.0
+
+
+_GOOD = {"scale": 4.0, "growth_factor": 3.0, "backoff_factor": 0.25, "growth_interval": 5,
+         "_growth_tracker": 1}
+
+
+@pytest.mark.parametrize("key, value, error", [
+    ("backoff_factor", 2.0, ValueError),
+    ("scale", float("inf"), ValueError),
+    ("scale", 1e39, ValueError),
+    ("scale", "x", TypeError),
+    ("_growth_tracker", -3, ValueError),
+    ("_growth_tracker", 1.5, TypeError),
+    ("growth_interval", 0, ValueError),
+])
+def test_grad_scaler_load_state_dict_checks_every_value_and_never_half_loads(key, value, error):
+    """SPEC §7: "A corrupt or mismatched checkpoint gives a clear error and never half-loads."
+    GradScaler.load_state_dict set the scale and the growth factor before the backoff check
+    failed, and took an inf scale or a negative tracker without a word. PyTorch's five keys
+    (LS §1.7) are checked as the constructor checks them, naming the key."""
+    gs = GradScaler(init_scale=2.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=10)
+    before = gs.state_dict()
+    with pytest.raises(error, match=key):
+        gs.load_state_dict(dict(_GOOD, **{key: value}))
+    assert gs.state_dict() == before
+    gs.load_state_dict(_GOOD)
+    assert gs.state_dict() == _GOOD
+    with pytest.raises(TypeError, match="dict"):
+        gs.load_state_dict([("scale", 4.0)])

@@ -244,22 +244,34 @@ class GradScaler:
                 "_growth_tracker": self.core.counter}
 
     def load_state_dict(self, state_dict):
-        """Restore a ``state_dict()``.
+        """Restore a ``state_dict()``. Every value is checked as the constructor checks it
+        (``_growth_tracker``: an int >= 0) and nothing changes unless all of them pass.
 
         Raises:
+            TypeError: ``state_dict`` is not a dict, or a value of the wrong type.
             RuntimeError: for an empty dict (saved from a disabled scaler).
             KeyError: naming the missing keys.
+            ValueError: a value out of range, naming its key.
         """
         if not self._enabled:
             return
+        owner = "GradScaler.load_state_dict"
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"For '{owner}', expected a dict, but got {type(state_dict).__name__}")
         if len(state_dict) == 0:
             raise RuntimeError("The source state dict is empty, possibly because it was saved "
                                "from a disabled instance of GradScaler.")
         missing = set(self.state_dict()) - set(state_dict)
         if missing:
             raise KeyError(f"GradScaler.load_state_dict: missing keys {sorted(missing)}")
-        self.core.scale = numpy.float32(state_dict["scale"])
-        self.set_growth_factor(state_dict["growth_factor"])
-        self.set_backoff_factor(state_dict["backoff_factor"])
-        self.set_growth_interval(state_dict["growth_interval"])
-        self.core.counter = int(state_dict["_growth_tracker"])
+        scale = float32_scale(state_dict["scale"], "scale", owner)
+        growth = check_positive("growth_factor", state_dict["growth_factor"], owner, 1.0)
+        backoff = check_positive("backoff_factor", state_dict["backoff_factor"], owner)
+        if backoff >= 1.0:
+            raise ValueError(f"For '{owner}', 'backoff_factor' must be < 1, but got {state_dict['backoff_factor']!r}")
+        interval = int(check_positive("growth_interval", state_dict["growth_interval"], owner, kinds=(int,)))
+        tracker = int(check_positive("_growth_tracker", state_dict["_growth_tracker"], owner,
+                                     inclusive=True, kinds=(int,)))
+        core = self.core
+        core.scale, core.growth_factor, core.backoff_factor = scale, growth, backoff
+        core.growth_interval, core.counter = interval, tracker
