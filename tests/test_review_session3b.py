@@ -143,6 +143,11 @@ def test_schedule_accepts_a_one_element_step(step):
     assert schedule(step) == schedule(2) == pytest.approx(0.5)
 
 
+def test_schedule_names_a_step_with_several_elements():
+    with pytest.raises(ValueError, match=r"'global_step' must be an int or a one-element Tensor.*\(2,\)"):
+        lr_schedule.WarmUpLR(0.1, 4)(Tensor(numpy.array([1, 2])))
+
+
 # ---- checkpoint functions: bad arguments named ------------------------------------------------
 def test_checkpoint_functions_name_bad_arguments(tmp_path):
     net = nn.Dense(3, 2)

@@ -12,6 +12,9 @@ Two forms, as in MindSpore:
 In the formulas ``s`` is the step and ``current_epoch = floor(i / step_per_epoch)``.
 """
 import math
+import numbers
+
+import numpy
 
 from minigrad.optim._checks import (check_bool, check_float, check_non_negative_float,
                                     check_positive_float, check_positive_int)
@@ -24,6 +27,12 @@ class LearningRateSchedule:
     """
 
     def __call__(self, global_step):
+        if not isinstance(global_step, numbers.Integral):  # a Tensor, array or NumPy scalar
+            array = numpy.asarray(global_step)
+            if array.size != 1:
+                raise ValueError(f"For '{type(self).__name__}', 'global_step' must be an int or a "
+                                 f"one-element Tensor, but got shape {array.shape}")
+            global_step = array.reshape(()).item()
         return float(self.construct(int(global_step)))
 
     def construct(self, global_step):
