@@ -201,3 +201,40 @@ def test_grad_scaler_load_state_dict_checks_every_value_and_never_half_loads(key
     assert gs.state_dict() == _GOOD
     with pytest.raises(TypeError, match="dict"):
         gs.load_state_dict([("scale", 4.0)])
+
+
+class _BNNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(4, 3)
+        self.bn = nn.BatchNorm1d(3)
+
+    def construct(self, x):
+        return self.bn(self.fc(x))
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(keep_batchnorm_fp32="yes"), "keep_batchnorm_fp32"),
+    (dict(keep_batchnorm_fp32=0), "keep_batchnorm_fp32"),
+    (dict(keep_batchnorm_fp32=None), "keep_batchnorm_fp32"),
+    (dict(cast_model_type=np.float64), "cast_model_type"),
+    (dict(cast_model_type=np.int32), "cast_model_type"),
+    (dict(cast_model_type=None), "cast_model_type"),
+])
+def test_build_train_network_checks_the_kwargs_types(kwargs, name):
+    """MS §3.4: "Allowed kwargs: cast_model_type (float16/float32), keep_batchnorm_fp32 (bool),
+    loss_scale_manager (LossScaleManager ...)" (MindSpore checks them with check_type_name /
+    check_value_type: TypeError). A truthy string kept BatchNorm in fp32; float64 or int32 was
+    silently read as 'no cast'."""
+    net = _BNNet()
+    with pytest.raises(TypeError, match=name):
+        amp.build_train_network(net, nn.SGD(net.trainable_params(), 0.1), nn.MSELoss(), level="O2",
+                                **kwargs)
+    assert net.fc.weight.dtype == np.float32          # nothing was cast before the error
+
+
+def test_build_train_network_accepts_both_float_names():
+    net = _BNNet()
+    amp.build_train_network(net, nn.SGD(net.trainable_params(), 0.1), nn.MSELoss(), level="O2",
+                            cast_model_type="float32", keep_batchnorm_fp32=False)
+    assert net.fc.weight.dtype == np.float32

@@ -100,6 +100,17 @@ def cast_network(network, cast_model_type, keep_batchnorm_fp32):
     return network
 
 
+def _cast_model_type(value):
+    """float16 or float32 (a dtype, type or name), else TypeError (MindSpore's check_type_name)."""
+    try:
+        dtype = None if value is None else dtypes.as_dtype(value, "cast_model_type")
+    except TypeError:
+        dtype = None
+    if dtype not in (dtypes.float16, dtypes.float32):
+        raise TypeError(f"build_train_network: 'cast_model_type' must be float16 or float32, but got {value!r}")
+    return dtype
+
+
 def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_level="O0", **kwargs):
     """Build the training cell for an AMP level (see the module docstring for the table).
 
@@ -109,7 +120,8 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         loss_fn: the loss Cell, or None.
         level: "O0", "O1", "O2", "O3" or "auto" (GPU only: O2). Default "O0".
         boost_level: accepted for MindSpore compatibility; only "O0".
-        cast_model_type, keep_batchnorm_fp32, loss_scale_manager: override the level's defaults.
+        cast_model_type, keep_batchnorm_fp32, loss_scale_manager: override the level's defaults
+            (float16 or float32; a bool; a ``LossScaleManager`` or None).
 
     Returns:
         ``TrainOneStepWithLossScaleCell`` when the manager has an update cell (dynamic, or fixed
@@ -117,7 +129,8 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         sens=loss_scale)``; in training mode.
 
     Raises:
-        TypeError: for a non-str level, or a loss_scale_manager that is not a LossScaleManager.
+        TypeError: for a non-str level, a cast_model_type other than float16/float32, a
+            non-bool keep_batchnorm_fp32, or a loss_scale_manager that is not a LossScaleManager.
         ValueError: for an unknown level or keyword argument.
     """
     from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
@@ -129,13 +142,15 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     for key, value in kwargs.items():
         if key not in config:
             raise ValueError(f"build_train_network: unsupported argument {key!r}; expected one of {sorted(config)}")
-        if value is not None or key == "loss_scale_manager":
-            config[key] = value
+        config[key] = value
     manager = config["loss_scale_manager"]
     if manager is not None and not isinstance(manager, LossScaleManager):
         raise TypeError(f"build_train_network: 'loss_scale_manager' must be a LossScaleManager or None, "
                         f"but got {type(manager).__name__}")
-    cast_type = dtypes.as_dtype(config["cast_model_type"], "cast_model_type")
+    if not isinstance(config["keep_batchnorm_fp32"], bool):
+        raise TypeError(f"build_train_network: 'keep_batchnorm_fp32' must be a bool, but got "
+                        f"{config['keep_batchnorm_fp32']!r}")
+    cast_type = _cast_model_type(config["cast_model_type"])
 
     if level == "O1" and cast_type != dtypes.float16:
         network = _AutocastCell(network)
