@@ -53,9 +53,13 @@ def save_checkpoint(save_obj, ckpt_file_name, append_dict=None, optimizer=None):
         The path written.
 
     Raises:
-        TypeError: for an unsupported ``save_obj`` or ``append_dict`` value.
+        TypeError: for an unsupported ``save_obj``, an ``append_dict`` that is not a dict, or an
+            unsupported ``append_dict`` value.
         ValueError: for duplicate names.
     """
+    if append_dict is not None and not isinstance(append_dict, dict):
+        raise TypeError(f"append_dict must be a dict {{name: value}} or None, got "
+                        f"{type(append_dict).__name__} {append_dict!r}")
     path = _with_suffix(os.fspath(ckpt_file_name))
     arrays, manifest = {}, {"format": FORMAT, "version": VERSION, "arrays": {}}
     counts = {"param": 0, "append": 0, "optim": 0}
@@ -163,10 +167,17 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
             checkpoint; if ``optimizer`` is given but the file has no optimizer state; or (from
             ``load_param_into_net``) if the network does not match. Nothing is loaded then: the
             network is checked first, the optimizer restored next, the parameters assigned last.
+        TypeError: if ``net`` is not a Cell or ``filter_prefix`` is not a str or a list of str.
     """
+    prefixes = [filter_prefix] if isinstance(filter_prefix, str) else filter_prefix
+    if prefixes is None:
+        prefixes = []
+    elif not (isinstance(prefixes, (list, tuple)) and all(isinstance(p, str) for p in prefixes)):
+        raise TypeError(f"filter_prefix must be a str or a list of str, got {filter_prefix!r}")
+    if net is not None:
+        _check_cell(net)
     path = os.fspath(ckpt_file_name)
     manifest, arrays = _read(path)
-    prefixes = ([filter_prefix] if isinstance(filter_prefix, str) else list(filter_prefix or ()))
     params = {}
     for name, key in manifest["parameters"] + manifest["append"]:
         if not any(name.startswith(p) for p in prefixes):
@@ -237,8 +248,9 @@ def load_param_into_net(net, parameter_dict, strict_load=False):
     Raises:
         ValueError: listing every mismatch (parameter name, both shapes or dtypes) or, with
             ``strict_load``, every missing name; the network is then unchanged.
-        TypeError: if ``parameter_dict`` is not a dict.
+        TypeError: if ``net`` is not a Cell or ``parameter_dict`` is not a dict.
     """
+    _check_cell(net)
     plan, not_loaded = _plan_load(net, parameter_dict, strict_load)
     for param, array in plan:
         param.set_data(backend.to_device(array.astype(param.dtype, copy=False), param.device))
@@ -273,6 +285,11 @@ def _plan_load(net, parameter_dict, strict_load):
         raise ValueError("load_param_into_net: the checkpoint does not match the network, which "
                          "was left unchanged:\n  " + "\n  ".join(errors))
     return plan, not_loaded
+
+
+def _check_cell(net):
+    if not hasattr(net, "parameters_and_names"):
+        raise TypeError(f"the argument 'net' must be a Cell, got {type(net).__name__} {net!r}")
 
 
 def _suffix_match(name, parameter_dict):
