@@ -238,3 +238,16 @@ def test_build_train_network_accepts_both_float_names():
     amp.build_train_network(net, nn.SGD(net.trainable_params(), 0.1), nn.MSELoss(), level="O2",
                             cast_model_type="float32", keep_batchnorm_fp32=False)
     assert net.fc.weight.dtype == np.float32
+
+
+def test_autocast_leaves_float64_ops_alone():
+    """PyTorch amp "Op Eligibility": "Ops that run in float64 or non-floating-point dtypes are not
+    eligible, and will run in these types whether or not autocast is enabled." minigrad cast a
+    float64 matmul down to fp16."""
+    a = Tensor(np.random.default_rng(0).standard_normal((3, 4)))
+    b = Tensor(np.random.default_rng(1).standard_normal((4, 2)))
+    with autocast():
+        y = ops.matmul(a, b)
+        z = ops.matmul(a.astype(np.float32), b.astype(np.float32))
+    assert y.dtype == np.float64 and z.dtype == np.float16
+    np.testing.assert_array_equal(y.asnumpy(), a.asnumpy() @ b.asnumpy())

@@ -9,7 +9,8 @@
 The mode is ``minigrad._config.config.autocast_dtype``. There is ONE hook point:
 ``Function.apply`` asks ``cast_inputs`` to cast the inputs of an op whose class carries an
 ``autocast`` label, and this module sets those labels from the two lists below. Unlisted ops run
-in the dtype of their inputs (fp16 + fp32 promotes to fp32 as usual). Casts are ordinary
+in the dtype of their inputs (fp16 + fp32 promotes to fp32 as usual). As in PyTorch, float64
+inputs are not eligible: they stay float64 whether or not autocast is on. Casts are ordinary
 differentiable ``ops.cast`` nodes, so gradients return to fp32 parameters in fp32.
 """
 import functools
@@ -58,13 +59,13 @@ def labelled_ops():
 
 
 def cast_inputs(kind, inputs):
-    """The hook ``Function.apply`` calls while autocast is on: cast the float inputs of an op
-    labelled ``"low"`` to the autocast dtype, and fp16 inputs of an op labelled ``"fp32"`` to fp32."""
+    """The hook ``Function.apply`` calls while autocast is on: cast the float32 inputs of an op
+    labelled ``"low"`` to the autocast dtype, and fp16 inputs of an op labelled ``"fp32"`` to fp32
+    (float64 inputs are left alone, as PyTorch's autocast leaves them)."""
     from minigrad.ops import cast
     low = config.autocast_dtype
-    target = low if kind == "low" else dtypes.float32
-    return tuple(cast(t, target) if t.data.dtype.kind == "f" and t.data.dtype != target
-                 and (kind == "low" or t.data.dtype == low) else t for t in inputs)
+    source, target = (dtypes.float32, low) if kind == "low" else (low, dtypes.float32)
+    return tuple(cast(t, target) if t.data.dtype == source else t for t in inputs)
 
 
 class autocast:
