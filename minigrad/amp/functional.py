@@ -127,7 +127,8 @@ class DynamicLossScaler(LossScaler):
     def adjust(self, grads_finite):
         """Update the scale from ``grads_finite`` (a bool or bool Tensor); returns True."""
         core = self.core
-        core.scale = numpy.float32(self.scale_value.data)  # the user may have set it
+        core.scale = numpy.float32(self.scale_value.data)  # the user (or a checkpoint) may have
+        core.counter = int(self.counter.data)               # set either Parameter
         core.update(not bool(grads_finite))
         self.scale_value.data[...] = core.scale
         self.counter.data[...] = core.counter
