@@ -413,18 +413,21 @@ def test_one_cuda_launch_per_dtype(monkeypatch):
     assert sum(len(c.launches) for c in counters) == 2 and not fs.get_status(status)
 
 
-def test_check_and_unscale_to_fp32_widens_and_flags():
-    """fp16 in, new fp32 out: values below fp16's subnormals survive the unscale; inputs untouched."""
-    halves = [numpy.array([1.0, 2.0, 3.0], numpy.float16), numpy.array([6e-5, 65504.0], numpy.float16)]
-    before = [h.copy() for h in halves]
-    status = fs.alloc_status()
+def test_check_and_unscale_to_fp32_widens_and_flags(engine):
+    """fp16 in, new fp32 out (on the inputs' device): values below fp16's subnormals survive the
+    unscale; inputs untouched. On a GPU this is the kernel an fp16 loss-scaled step runs."""
+    halves = [engine.put(numpy.array([1.0, 2.0, 3.0], numpy.float16)),
+              engine.put(numpy.array([6e-5, 65504.0], numpy.float16))]
+    before = [backend.as_numpy(h).copy() for h in halves]
+    status = engine.status()
     out = fs.check_and_unscale_to_fp32(status, halves, 2.0 ** -20)
     assert [o.dtype for o in out] == [numpy.float32, numpy.float32]
-    numpy.testing.assert_array_equal(out[1], halves[1].astype(numpy.float32) * numpy.float32(2.0 ** -20))
-    assert out[1][0] > 0  # 6e-5 / 2**20 is far below fp16's smallest subnormal
+    assert all(backend.device_of(o) == engine.device for o in out)
+    assert_same_values(out[1], before[1].astype(numpy.float32) * numpy.float32(2.0 ** -20))
+    assert backend.as_numpy(out[1])[0] > 0  # 6e-5 / 2**20 is far below fp16's smallest subnormal
     assert not fs.get_status(status)
-    assert all(numpy.array_equal(h, b) for h, b in zip(halves, before))
-    fs.check_and_unscale_to_fp32(status, [numpy.array([numpy.inf], numpy.float16)], 1.0)
+    assert all(numpy.array_equal(backend.as_numpy(h), b) for h, b in zip(halves, before))
+    fs.check_and_unscale_to_fp32(status, [engine.put(numpy.array([numpy.inf], numpy.float16))], 1.0)
     assert fs.get_status(status)
     with pytest.raises(TypeError, match=r"arrays\[0\] must have dtype float16"):
-        fs.check_and_unscale_to_fp32(status, [numpy.ones(2, numpy.float32)], 1.0)
+        fs.check_and_unscale_to_fp32(status, [engine.put(numpy.ones(2, numpy.float32))], 1.0)
