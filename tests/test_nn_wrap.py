@@ -158,3 +158,42 @@ def test_cnn_training_steps_agree_across_devices(device):
     numpy.testing.assert_allclose(losses, cpu_losses, rtol=1e-4)
     for got, expected in zip(params, cpu_params):
         numpy.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_o2_loss_scaled_steps_agree_across_devices(device):
+    """An O2 network (fp16 parameters, fp32 masters, dynamic loss scale) on ``device``: the same
+    skipped steps and scales as on the CPU (the first steps overflow at the default 2**24 scale),
+    close losses and parameters, fp16 parameters kept on the device, and an injected overflow
+    that leaves every parameter bit-identical."""
+    x = RNG.randn(16, 12).astype(numpy.float32)
+    y = RNG.randint(0, 4, 16).astype(numpy.int32)
+
+    def run(target):
+        minigrad.set_context(device_target=target)
+        minigrad.set_seed(7)
+        net = nn.SequentialCell(nn.Dense(12, 32), nn.ReLU(), nn.Dense(32, 4))
+        step = minigrad.amp.build_train_network(
+            net, nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9),
+            nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), level="O2")
+        data, labels = Tensor(x, device=target), Tensor(y, device=target)
+        trace = []
+        for _ in range(12):
+            loss, overflow, scale = step(data, labels)
+            trace.append((bool(overflow.asnumpy()), float(scale.asnumpy()), float(loss.asnumpy())))
+        assert all(p.dtype == numpy.float16 and p.device == target for p in net.trainable_params())
+        before = [p.asnumpy().copy() for p in net.trainable_params()]
+        _, overflow, _ = step(Tensor(numpy.full_like(x, 1e30), device=target), labels)  # inf in fp16
+        assert bool(overflow.asnumpy())
+        for p, b in zip(net.trainable_params(), before):
+            assert p.asnumpy().tobytes() == b.tobytes()
+        return trace, before
+
+    cpu_trace, cpu_params = run("CPU")
+    trace, params = run(device)
+    assert [t[:2] for t in trace] == [t[:2] for t in cpu_trace]
+    assert any(t[0] for t in cpu_trace) and not cpu_trace[-1][0]
+    numpy.testing.assert_allclose([t[2] for t in trace], [t[2] for t in cpu_trace], rtol=2e-3)
+    for got, expected in zip(params, cpu_params):
+        numpy.testing.assert_allclose(got.astype(numpy.float32), expected.astype(numpy.float32),
+                                      rtol=1e-2, atol=1e-3)
