@@ -46,8 +46,6 @@ def test_errors_name_the_faces_own_argument(make, name):
         make()
 
 
-@pytest.mark.xfail(strict=True, reason="minigrad/nn/loss_scale.py (not this reviewer's file): "
-                   "DynamicLossScaleUpdateCell names 'scale', FixedLossScaleUpdateCell takes 1e39")
 @pytest.mark.parametrize("make", [lambda: nn.DynamicLossScaleUpdateCell(1e39, 2, 10),
                                   lambda: nn.FixedLossScaleUpdateCell(1e39)])
 def test_update_cells_refuse_a_scale_that_is_inf_in_float32_naming_loss_scale_value(make):

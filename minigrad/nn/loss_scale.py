@@ -22,7 +22,7 @@ import numpy
 
 from minigrad import backend
 from minigrad.amp import step as amp_step
-from minigrad.amp.core import ScaleCore, check_positive
+from minigrad.amp.core import ScaleCore, check_positive, float32_scale
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
 from minigrad.optim.optimizer import Optimizer
@@ -53,7 +53,8 @@ class DynamicLossScaleUpdateCell(Cell):
         super().__init__()
         owner = "DynamicLossScaleUpdateCell"
         factor = check_positive("scale_factor", scale_factor, owner, 1.0)
-        self.loss_scale_value = check_positive("loss_scale_value", loss_scale_value, owner)
+        float32_scale(loss_scale_value, "loss_scale_value", owner)  # positive, and float32 holds it
+        self.loss_scale_value = float(loss_scale_value)
         self.scale_factor = factor
         self.scale_window = int(check_positive("scale_window", scale_window, owner, kinds=(int,)))
         self.core = ScaleCore(self.loss_scale_value, factor, 1.0 / factor, self.scale_window,
@@ -83,13 +84,14 @@ class FixedLossScaleUpdateCell(Cell):
     optimizer on overflow. ``cell(loss_scale, overflow)`` returns ``overflow``.
 
     Raises:
-        TypeError / ValueError: for a ``loss_scale_value`` that is not a positive number.
+        TypeError / ValueError: for a ``loss_scale_value`` that is not a positive number, or is
+            inf or 0 in float32 (the scale the cell multiplies by).
     """
 
     def __init__(self, loss_scale_value):
         super().__init__()
-        self.loss_scale_value = check_positive("loss_scale_value", loss_scale_value,
-                                               "FixedLossScaleUpdateCell")
+        float32_scale(loss_scale_value, "loss_scale_value", "FixedLossScaleUpdateCell")
+        self.loss_scale_value = float(loss_scale_value)
 
     def get_loss_scale(self):
         return self.loss_scale_value
