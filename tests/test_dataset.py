@@ -34,7 +34,9 @@ def test_dict_tuple_array_and_list_inputs():
     assert isinstance(row[0], Tensor) and row[0].shape == (2,) and int(row[1]) == 0
 
     assert NumpySlicesDataset((x, y)).get_col_names() == ["column_0", "column_1"]
-    assert NumpySlicesDataset([x, y], column_names=["a", "b"]).get_col_names() == ["a", "b"]
+    assert NumpySlicesDataset((x, y), column_names=["a", "b"]).get_col_names() == ["a", "b"]
+    with pytest.raises(ValueError, match="a list, which is one column.*pass a tuple"):
+        NumpySlicesDataset([x, y], column_names=["a", "b"])  # MindSpore stacks a list: (6, 2) with (6,)
     single = NumpySlicesDataset(x, column_names="data", shuffle=False)
     assert single.get_col_names() == ["data"]
     plain_list = NumpySlicesDataset([1, 2, 3], shuffle=False)  # a plain list is one column

@@ -206,9 +206,6 @@ def test_optimizer_state_dict_keeps_a_changed_learning_rate():
 
 
 # ---- NumpySlicesDataset: a list is one column (MindSpore) --------------------------------------
-@pytest.mark.xfail(strict=True, reason="minigrad/dataset/numpy_slices.py (_columns): a list of NumPy arrays "
-                   "becomes one column per array, while MindSpore's _NumpySlicesDataset turns any list "
-                   "into one column (numpy.array(data)); tests/test_dataset.py pins the current reading")
 def test_a_list_of_arrays_is_one_column_as_in_mindspore():
     ds = NumpySlicesDataset([numpy.arange(4), numpy.arange(4) * 10], shuffle=False)
     assert ds.get_col_names() == ["column_0"] and ds.get_dataset_size() == 2

@@ -179,9 +179,9 @@ class NumpySlicesDataset(Dataset):
     """Rows sliced along the first axis of in-memory arrays.
 
     Args:
-        data: one array (one column); a tuple — or a list of NumPy arrays/Tensors — of arrays
-            (one column each); a dict ``{column name: array}``; or any other list (one column,
-            converted with ``numpy.asarray``). Tensors are copied to the host.
+        data: one array (one column); a tuple of arrays (one column each); a dict ``{column
+            name: array}``; or a list, which is one column, ``numpy.array(data)``, as in MindSpore
+            (a list of equal-shape arrays stacks into one). Tensors are copied to the host.
         column_names: names of the columns; default the dict keys, else ``column_0``, ``column_1``...
         num_samples: use only the first ``num_samples`` rows of the (sampled) order.
         num_parallel_workers: accepted for MindSpore compatibility; ignored.
@@ -191,8 +191,8 @@ class NumpySlicesDataset(Dataset):
             ``shuffle=True``.
 
     Raises:
-        ValueError: columns of different lengths, a wrong number of column names, an empty
-            dataset, or both ``shuffle=True`` and a sampler.
+        ValueError: columns of different lengths, a list whose entries do not stack, a wrong
+            number of column names, an empty dataset, or both ``shuffle=True`` and a sampler.
     """
 
     def __init__(self, data, column_names=None, num_samples=None, num_parallel_workers=None,
@@ -427,12 +427,19 @@ def _columns(data):
     if isinstance(data, dict):
         names = [str(k) for k in data]
         columns = list(data.values())
-    elif isinstance(data, tuple) or (isinstance(data, list) and data and all(
-            isinstance(d, (numpy.ndarray, Tensor)) for d in data)):
+    elif isinstance(data, tuple):
         columns = list(data)
         names = None
-    elif isinstance(data, (numpy.ndarray, Tensor, list)):
+    elif isinstance(data, (numpy.ndarray, Tensor)):
         columns = [data]
+        names = None
+    elif isinstance(data, list):  # MindSpore: a list is one column, numpy.array(data)
+        try:
+            columns = [numpy.array([d.asnumpy() if isinstance(d, Tensor) else d for d in data])]
+        except ValueError as error:
+            raise ValueError(f"data is a list, which is one column (numpy.array(data)), but its entries "
+                             f"do not stack into one array ({error}); pass a tuple or a dict for one "
+                             f"column per entry") from None
         names = None
     else:
         raise TypeError(f"data must be an array, a list, a tuple or a dict of arrays, "
