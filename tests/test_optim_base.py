@@ -77,7 +77,7 @@ def test_bad_gradients_name_parameter_and_shapes_and_change_nothing():
         opt(numpy.ones((2, 3), numpy.float32))
     for p, b in zip(ps, before):
         numpy.testing.assert_array_equal(p.data, b)
-    assert opt.global_step == 0 and opt.state_dict() == {"global_step": 0}
+    assert opt.global_step == 0 and opt.state_dict() == {"global_step": 0, "learning_rate": numpy.float32(0.1)}
 
 
 def test_int_hyperparameters_are_converted():
@@ -285,8 +285,8 @@ def test_load_state_dict_rejects_non_dicts_and_resets_absent_state():
     ps, opt, good = _good_state()
     with pytest.raises(TypeError, match="expected a dict"):
         opt.load_state_dict([("global_step", 1)])
-    opt.load_state_dict({"global_step": 7})
-    assert opt.state_dict() == {"global_step": 7}
+    opt.load_state_dict({"global_step": 7})  # the rate, absent, keeps its value
+    assert opt.state_dict() == {"global_step": 7, "learning_rate": numpy.float32(opt.get_lr())}
 
 
 def test_duplicate_names_are_reported_by_state_dict():

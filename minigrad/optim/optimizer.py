@@ -290,11 +290,17 @@ class Optimizer:
     def state_dict(self):
         """A plain dict of the optimizer's state: NumPy arrays and Python numbers (copies).
 
-        Keys: ``"global_step"``; ``"<state name>.<parameter name>"`` for each state array (e.g.
+        Keys: ``"global_step"``; the name of each fixed learning rate's Parameter
+        (``"learning_rate"``, ``"learning_rate_group_<k>"``), a 0-d float32 array, so that a rate
+        changed with ``set_data`` survives a checkpoint as in MindSpore (and PyTorch's
+        ``param_groups``); ``"<state name>.<parameter name>"`` for each state array (e.g.
         ``"moments.fc1.weight"``); ``"master.<parameter name>"`` for each fp16 master weight.
-        Unnamed parameters are called ``param<i>``.
+        Unnamed parameters are called ``param<i>``. (Per-step lists and schedules follow
+        ``global_step``.)
         """
         result = {"global_step": self.global_step}
+        for rate in self._fixed_rates():
+            result[rate.name] = numpy.array(backend.as_numpy(rate.data))
         for key, param, state, master in zip(self._parameter_keys(), self.parameters, self._states,
                                              self._masters):
             for name, array in (state or {}).items():
@@ -307,7 +313,8 @@ class Optimizer:
         """Restore what ``state_dict()`` returned; everything is checked before anything changes.
 
         Parameters with no state in ``state_dict`` start afresh (their state is made at their next
-        update, their master from the parameter).
+        update, their master from the parameter); a fixed learning rate absent from it keeps its
+        value (dicts saved before rates were recorded).
 
         Raises:
             TypeError: ``state_dict`` is not a dict, or ``global_step`` is not an int.
@@ -331,14 +338,23 @@ class Optimizer:
         slots = set(self.state_names) | {"master"}
         states = [dict() for _ in self.parameters]
         masters = [None] * len(self.parameters)
+        rates = {rate.name: rate for rate in self._fixed_rates()}
+        new_rates = {}
         for key, value in state_dict.items():
             if key == "global_step":
                 continue
+            if key in rates:
+                rate = numpy.asarray(value.asnumpy() if isinstance(value, Tensor) else value)
+                if rate.shape != () or rate.dtype.kind != "f" or not rate >= 0 or not numpy.isfinite(rate):
+                    raise ValueError(f"For '{owner}.load_state_dict', {key!r} must be a finite float >= 0 "
+                                     f"of shape (), got {rate!r}")
+                new_rates[key] = numpy.float32(rate)
+                continue
             slot, _, name = key.partition(".")
             if slot not in slots or name not in index:
-                raise ValueError(f"For '{owner}.load_state_dict', unknown key {key!r}: expected 'global_step' "
-                                 f"or '<slot>.<parameter name>' with slot in {sorted(slots)} and a name in "
-                                 f"{_preview(keys)}")
+                raise ValueError(f"For '{owner}.load_state_dict', unknown key {key!r}: expected 'global_step', "
+                                 f"a learning rate in {sorted(rates)}, or '<slot>.<parameter name>' with "
+                                 f"slot in {sorted(slots)} and a name in {_preview(keys)}")
             i = index[name]
             param = self.parameters[i]
             array = numpy.asarray(value.asnumpy() if isinstance(value, Tensor) else value)
@@ -365,7 +381,13 @@ class Optimizer:
             self._states[i] = {k: backend.to_device(a.copy(), device) for k, a in states[i].items()} or None
             self._masters[i] = None if masters[i] is None else backend.to_device(masters[i].copy(), device)
             self._synced[i] = None
+        for key, rate in new_rates.items():
+            rates[key].set_data(rate)
         self.global_step = int(step)
+
+    def _fixed_rates(self):
+        """The Parameters of the fixed learning rates (one per distinct rate)."""
+        return [lr.learning_rate for lr in self._lr_sources if isinstance(lr, _FixedLR)]
 
     def _parameter_keys(self):
         keys = [p.name or f"param{i}" for i, p in enumerate(self.parameters)]
