@@ -42,6 +42,15 @@ def one_of(name, value, choices):
     return value
 
 
+def data_format(value):
+    """Check a 2-D layer's ``data_format``: "NCHW" (MindSpore's default). "NHWC" is a GPU-only
+    layout in MindSpore; minigrad computes NCHW only, so it is refused like any other value."""
+    if value != "NCHW":
+        raise ValueError(f"data_format must be 'NCHW' (minigrad's 2-D layers compute NCHW; 'NHWC' is "
+                         f"not supported), got {value!r}")
+    return value
+
+
 def pad_mode_padding(pad_mode, padding):
     """Validate Conv2d/pooling ``pad_mode`` and ``padding``; return padding as a 4-tuple.
 

@@ -23,15 +23,17 @@ class Conv2d(Cell):
         has_bias: default False.
         weight_init: initializer of ``weight`` (out_channels, in_channels / group, kh, kw),
             default "normal"; bias_init: of ``bias`` (out_channels,), default "zeros".
+        data_format: "NCHW" (the default and the only layout minigrad computes).
 
     Raises:
         TypeError / ValueError: naming the argument for a wrong type, a non-positive size, an
-            unknown pad_mode, padding with a pad_mode other than "pad", or channels not divisible
-            by ``group``.
+            unknown pad_mode, padding with a pad_mode other than "pad", channels not divisible
+            by ``group``, or a data_format other than "NCHW".
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same", padding=0,
-                 dilation=1, group=1, has_bias=False, weight_init="normal", bias_init="zeros"):
+                 dilation=1, group=1, has_bias=False, weight_init="normal", bias_init="zeros",
+                 data_format="NCHW"):
         super().__init__()
         self.in_channels = _check.positive_int("in_channels", in_channels)
         self.out_channels = _check.positive_int("out_channels", out_channels)
@@ -41,6 +43,7 @@ class Conv2d(Cell):
         self.group = _check.positive_int("group", group)
         self.pad_mode, self.padding = _check.pad_mode_padding(pad_mode, padding)
         self.has_bias = _check.boolean("has_bias", has_bias)
+        self.data_format = _check.data_format(data_format)
         if in_channels % group or out_channels % group:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must "
                              f"be divisible by group ({group})")

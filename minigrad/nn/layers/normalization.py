@@ -68,9 +68,17 @@ class BatchNorm2d(_BatchNorm):
     """Batch normalization of an (N, C, H, W) input; see ``_BatchNorm`` for the formula.
 
     Args: num_features (C), eps=1e-5, momentum=0.9, affine=True, gamma_init="ones",
-    beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones", use_batch_statistics=None.
+    beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones", use_batch_statistics=None,
+    data_format="NCHW" (the only layout minigrad computes; another value is a ValueError).
     """
     _ndims = (4,)
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init="ones",
+                 beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones",
+                 use_batch_statistics=None, data_format="NCHW"):
+        super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
+                         moving_var_init, use_batch_statistics)
+        self.data_format = _check.data_format(data_format)
 
 
 class LayerNorm(Cell):

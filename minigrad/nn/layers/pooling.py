@@ -6,12 +6,13 @@ from minigrad.ops.conv import same_padding
 
 
 class _Pool2d(Cell):
-    def __init__(self, kernel_size=1, stride=1, pad_mode="valid"):
+    def __init__(self, kernel_size=1, stride=1, pad_mode="valid", data_format="NCHW"):
         super().__init__()
         self.kernel_size = _check.pair("kernel_size", kernel_size)
         self.stride = _check.pair("stride", stride)
         self.pad_mode = _check.one_of("pad_mode", pad_mode.lower() if isinstance(pad_mode, str) else pad_mode,
                                       ("same", "valid"))
+        self.data_format = _check.data_format(data_format)
 
     def _padding(self, x):
         return same_padding(x.shape[2:], self.kernel_size, self.stride) if self.pad_mode == "same" else 0
@@ -27,9 +28,11 @@ class MaxPool2d(_Pool2d):
         kernel_size, stride: int or (h, w); defaults 1 and 1 (MindSpore's).
         pad_mode: "valid" (default; output (H - kh) // sh + 1) or "same" (output ceil(H / sh),
             padding with -inf, the extra row/column at the bottom/right).
+        data_format: "NCHW" (the default and the only layout minigrad computes).
 
     Raises:
-        TypeError / ValueError: naming the argument for a non-positive size or another pad_mode.
+        TypeError / ValueError: naming the argument for a non-positive size, another pad_mode or
+            a data_format other than "NCHW".
     """
 
     def construct(self, x):

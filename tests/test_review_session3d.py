@@ -1,0 +1,38 @@
+"""Review of the nn layers, losses, initializers, Cell and Parameter (session 3d) against
+MindSpore's documented behaviour. Each test pins one discrepancy that was found; the docstring
+names the MindSpore documentation that shows the expected behaviour."""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import Tensor, nn
+from minigrad.nn import init
+from minigrad.parameter import Parameter
+
+
+def _x(*shape, dtype=numpy.float32):
+    return Tensor(numpy.random.default_rng(0).standard_normal(shape).astype(dtype))
+
+
+# ---- data_format -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda fmt: nn.Conv2d(3, 4, 3, data_format=fmt),
+    lambda fmt: nn.BatchNorm2d(3, data_format=fmt),
+    lambda fmt: nn.MaxPool2d(2, 2, data_format=fmt),
+    lambda fmt: nn.AvgPool2d(2, 2, data_format=fmt),
+], ids=["Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d"])
+def test_2d_layers_take_data_format_nchw(make):
+    """MindSpore's signatures: nn.Conv2d(..., data_format='NCHW'), nn.BatchNorm2d(...,
+    data_format='NCHW'), nn.MaxPool2d(kernel_size=1, stride=1, pad_mode='valid',
+    data_format='NCHW'), nn.AvgPool2d(same) (mindspore.cn docs r1.7-r2.x). Code that spells the
+    default out got 'unexpected keyword argument'. 'NHWC' is a GPU-only layout in MindSpore and
+    minigrad computes NCHW only: a ValueError naming data_format and the value."""
+    cell = make("NCHW")
+    assert cell(_x(2, 3, 4, 4)).shape[:2] in ((2, 4), (2, 3))
+    with pytest.raises(ValueError, match="data_format.*'NCHW'.*'NHWC'"):
+        make("NHWC")
+    with pytest.raises(ValueError, match="data_format.*'nchw_'"):
+        make("nchw_")
+
+
