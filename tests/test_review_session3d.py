@@ -36,3 +36,17 @@ def test_2d_layers_take_data_format_nchw(make):
         make("nchw_")
 
 
+# ---- Embedding ---------------------------------------------------------------------------------
+
+def test_embedding_padding_idx_must_be_in_0_vocab():
+    """mindspore.nn.Embedding, Raises: 'ValueError - If padding_idx is an int not in
+    [0, vocab_size)'. A negative padding_idx was accepted (and zeroed a row counted from the end),
+    True was taken as 1, and a NumPy integer was refused."""
+    with pytest.raises(ValueError, match=r"padding_idx must be None or an int in \[0, 5\), got -1"):
+        nn.Embedding(5, 3, padding_idx=-1)
+    with pytest.raises(TypeError, match="padding_idx.*True"):
+        nn.Embedding(5, 3, padding_idx=True)
+    emb = nn.Embedding(5, 3, padding_idx=numpy.int64(4))
+    assert not emb.embedding_table.asnumpy()[4].any() and emb.embedding_table.asnumpy()[:4].all()
+
+

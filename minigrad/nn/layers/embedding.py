@@ -1,4 +1,6 @@
 """Embedding: a lookup table of vectors indexed by integer ids."""
+import numpy
+
 from minigrad import backend, ops
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
@@ -15,11 +17,12 @@ class Embedding(Cell):
         use_one_hot: compute one_hot(ids) @ table (a matmul, whose input THOR can record)
             instead of a gather. Same result. Default False.
         embedding_table: initializer of the table, default "normal".
-        padding_idx: None, or an id whose row starts at zero.
+        padding_idx: None, or an id in [0, vocab_size) whose row starts at zero.
 
     Raises:
-        TypeError / ValueError: for a non-positive size, a non-bool ``use_one_hot`` or an
-            out-of-range ``padding_idx``; TypeError for non-integer ids.
+        TypeError / ValueError: for a non-positive size, a non-bool ``use_one_hot``, or a
+            ``padding_idx`` that is not an int (TypeError) or not in [0, vocab_size) (ValueError);
+            TypeError for non-integer ids.
     """
 
     def __init__(self, vocab_size, embedding_size, use_one_hot=False, embedding_table="normal",
@@ -30,9 +33,12 @@ class Embedding(Cell):
         self.use_one_hot = _check.boolean("use_one_hot", use_one_hot)
         table = initializer(embedding_table, (vocab_size, embedding_size))
         if padding_idx is not None:
-            if not isinstance(padding_idx, int) or not -vocab_size <= padding_idx < vocab_size:
-                raise ValueError(f"padding_idx must be None or an int in [{-vocab_size}, {vocab_size}), "
-                                 f"got {padding_idx!r}")
+            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, numpy.integer)):
+                raise TypeError(f"padding_idx must be None or an int, got {padding_idx!r} "
+                                f"({type(padding_idx).__name__})")
+            if not 0 <= padding_idx < vocab_size:  # MindSpore: [0, vocab_size), no negative ids
+                raise ValueError(f"padding_idx must be None or an int in [0, {vocab_size}), got {padding_idx!r}")
+            padding_idx = int(padding_idx)
             table.data[padding_idx] = 0
         self.padding_idx = padding_idx
         self.embedding_table = Parameter(table)
