@@ -50,3 +50,13 @@ def test_embedding_padding_idx_must_be_in_0_vocab():
     assert not emb.embedding_table.asnumpy()[4].any() and emb.embedding_table.asnumpy()[:4].all()
 
 
+# ---- Flatten -----------------------------------------------------------------------------------
+
+def test_flatten_keeps_an_empty_batch():
+    """mindspore.nn.Flatten: output shape (N, X), X the product of the remaining dimensions. An
+    input with N = 0 raised 'cannot reshape ... to (0, -1)' instead of giving (0, 12)."""
+    out = nn.Flatten()(Tensor(numpy.ones((0, 3, 4), numpy.float32)))
+    assert out.shape == (0, 12)
+    assert nn.Flatten()(_x(2, 3, 4)).shape == (2, 12)
+
+

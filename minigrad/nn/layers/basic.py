@@ -1,4 +1,6 @@
 """Dense, Flatten and Dropout."""
+import math
+
 from minigrad import ops
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
@@ -55,7 +57,8 @@ class Flatten(Cell):
     """Reshape (N, d1, d2, ...) to (N, d1·d2·...)."""
 
     def construct(self, x):
-        return ops.reshape(x, (x.shape[0], -1))
+        # the product, not -1: a reshape cannot infer -1 next to a zero batch (N = 0)
+        return ops.reshape(x, (x.shape[0], math.prod(x.shape[1:])))
 
 
 class Dropout(Cell):
