@@ -273,7 +273,14 @@ def test_model_checkpoint_keeps_the_newest_files_and_resumes(tmp_path):
     for p, q in zip(net.get_parameters(), net2.get_parameters()):
         assert numpy.array_equal(p.asnumpy(), q.asnumpy())
     with pytest.raises(ValueError, match="keep_checkpoint_max"):
-        CheckpointConfig(keep_checkpoint_max=0)
+        CheckpointConfig(keep_checkpoint_max=-1)
+    for bad in (-1, float("inf"), "5", True):
+        with pytest.raises(ValueError, match="keep_checkpoint_per_n_minutes"):
+            CheckpointConfig(keep_checkpoint_max=0, keep_checkpoint_per_n_minutes=bad)
+    # MindSpore: neither retention set keeps the newest file; the count wins over the minutes
+    assert CheckpointConfig(keep_checkpoint_max=0).keep_checkpoint_max == 1
+    both = CheckpointConfig(keep_checkpoint_max=3, keep_checkpoint_per_n_minutes=2)
+    assert (both.keep_checkpoint_max, both.keep_checkpoint_per_n_minutes) == (3, None)
     with pytest.raises(ValueError, match="save_checkpoint_steps or save_checkpoint_seconds"):
         CheckpointConfig(save_checkpoint_steps=None, save_checkpoint_seconds=0)
 
@@ -301,3 +308,18 @@ def test_accuracy_and_loss_metrics():
     loss.update(numpy.array([2.0, 4.0]))
     assert loss.eval() == 2.0
     assert Accuracy()(logits, numpy.array([0, 1, 0, 1])) == 1.0
+
+
+def test_model_checkpoint_keeps_one_file_per_n_minutes(tmp_path, monkeypatch):
+    """keep_checkpoint_per_n_minutes (keep_checkpoint_max off): the newest file and the first of
+    each interval, on the callback's clock (here one save every 50 s, intervals of 2 minutes)."""
+    from minigrad.train import callbacks
+    clock = iter(range(0, 10_000, 50))
+    monkeypatch.setattr(callbacks, "_clock", lambda: float(next(clock)))
+    model, _, _ = _model()
+    config = CheckpointConfig(save_checkpoint_steps=1, keep_checkpoint_max=None, keep_checkpoint_per_n_minutes=2)
+    ckpt = ModelCheckpoint(prefix="net", directory=tmp_path, config=config)  # reads the clock once: 0
+    model.train(1, _dataset(batch_size=16), callbacks=[ckpt])  # 6 steps: saves at 50, 100, ..., 300 s
+    # intervals from the first save (50 s): [50, 170) -> step 1, [170, 290) -> step 4, then step 6
+    assert sorted(os.listdir(tmp_path)) == ["net-1_1.ckpt", "net-1_4.ckpt", "net-1_6.ckpt"]
+    assert ckpt.latest_ckpt_file_name == os.path.join(tmp_path, "net-1_6.ckpt")

@@ -312,7 +312,11 @@ class CheckpointConfig:
         save_checkpoint_seconds: save when this many seconds passed since the last save; used
             only when ``save_checkpoint_steps`` is None or 0.
         keep_checkpoint_max: keep at most this many of the files this callback wrote (the oldest
-            are deleted). Default 5.
+            are deleted). Default 5. 0 or None turns it off.
+        keep_checkpoint_per_n_minutes: when ``keep_checkpoint_max`` is off: keep the newest file
+            and, of the older ones, the first written in each interval of this many minutes
+            (counted from the callback's first save). Ignored when ``keep_checkpoint_max`` is set,
+            as in MindSpore; with both off the newest file alone is kept. Default 0.
         saved_network: a Cell to save instead of the train network.
         append_info: extra entries: the strings ``"epoch_num"`` / ``"step_num"`` and/or a dict of
             values, saved with ``save_checkpoint(append_dict=...)``.
@@ -324,8 +328,8 @@ class CheckpointConfig:
     """
 
     def __init__(self, save_checkpoint_steps=1, save_checkpoint_seconds=0, keep_checkpoint_max=5,
-                 integrated_save=True, async_save=False, saved_network=None, append_info=None,
-                 save_optimizer=True):
+                 keep_checkpoint_per_n_minutes=0, integrated_save=True, async_save=False,
+                 saved_network=None, append_info=None, save_optimizer=True):
         if save_checkpoint_steps:
             _check_int(save_checkpoint_steps, "save_checkpoint_steps", 1)
         if save_checkpoint_seconds and (not isinstance(save_checkpoint_seconds, (int, float))
@@ -335,7 +339,16 @@ class CheckpointConfig:
             raise ValueError("set save_checkpoint_steps or save_checkpoint_seconds (both are empty)")
         self.save_checkpoint_steps = save_checkpoint_steps or None
         self.save_checkpoint_seconds = None if save_checkpoint_steps else save_checkpoint_seconds
-        self.keep_checkpoint_max = _check_int(keep_checkpoint_max, "keep_checkpoint_max", 1)
+        keep_max = keep_checkpoint_max and _check_int(keep_checkpoint_max, "keep_checkpoint_max", 0)
+        per_minutes = keep_checkpoint_per_n_minutes
+        if per_minutes and (isinstance(per_minutes, bool) or not isinstance(per_minutes, (int, float))
+                            or not 0 < per_minutes < math.inf):
+            raise ValueError(f"keep_checkpoint_per_n_minutes must be a finite number >= 0, got "
+                             f"{keep_checkpoint_per_n_minutes!r}")
+        if keep_max or not per_minutes:  # MindSpore: the count wins; with neither, keep one file
+            self.keep_checkpoint_max, self.keep_checkpoint_per_n_minutes = keep_max or 1, None
+        else:
+            self.keep_checkpoint_max, self.keep_checkpoint_per_n_minutes = None, per_minutes
         self.saved_network = saved_network
         self.append_info = list(append_info or [])
         for item in self.append_info:
@@ -376,9 +389,9 @@ class ModelCheckpoint(Callback):
         self.prefix = _unused_prefix(self.directory, prefix)
         self.config = config or CheckpointConfig()
         self.latest_ckpt_file_name = None
-        self._saved = []  # files written by this callback, oldest first
+        self._saved = []  # (path, _clock()) of the files this callback wrote, oldest first
         self._last_saved_step = None
-        self._last_time = time.monotonic()
+        self._last_time = _clock()
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
@@ -386,7 +399,7 @@ class ModelCheckpoint(Callback):
         if config.save_checkpoint_steps:
             due = cb_params.cur_step_num % config.save_checkpoint_steps == 0
         else:
-            due = time.monotonic() - self._last_time >= config.save_checkpoint_seconds
+            due = _clock() - self._last_time >= config.save_checkpoint_seconds
         if due:
             self._save(cb_params)
 
@@ -412,18 +425,37 @@ class ModelCheckpoint(Callback):
         path = save_checkpoint(config.saved_network or cb_params.train_network,
                                os.path.join(self.directory, name), append_dict=append or None,
                                optimizer=optimizer)
-        if path in self._saved:
-            self._saved.remove(path)
-        self._saved.append(path)
-        while len(self._saved) > config.keep_checkpoint_max:
-            old = self._saved.pop(0)
-            try:
-                os.remove(old)
-            except FileNotFoundError:
-                pass
+        now = _clock()
+        self._saved = [entry for entry in self._saved if entry[0] != path] + [(path, now)]
+        if config.keep_checkpoint_max:
+            keep = self._saved[-config.keep_checkpoint_max:]
+        else:
+            keep = _one_per_interval(self._saved, config.keep_checkpoint_per_n_minutes * 60.0)
+        for entry in self._saved:
+            if entry not in keep:
+                try:
+                    os.remove(entry[0])
+                except FileNotFoundError:
+                    pass
+        self._saved = keep
         self.latest_ckpt_file_name = path
         self._last_saved_step = cb_params.cur_step_num
-        self._last_time = time.monotonic()
+        self._last_time = now
+
+
+_clock = time.monotonic  # ModelCheckpoint's clock (seconds); tests replace it
+
+
+def _one_per_interval(saved, seconds):
+    """Of ``saved`` ((path, time) pairs, oldest first): the first of each ``seconds``-long
+    interval counted from the first one's time, and the newest."""
+    keep, intervals = [], set()
+    for k, (path, when) in enumerate(saved):
+        interval = (when - saved[0][1]) // seconds
+        if interval not in intervals or k == len(saved) - 1:
+            intervals.add(interval)
+            keep.append((path, when))
+    return keep
 
 
 def _unused_prefix(directory, prefix):
