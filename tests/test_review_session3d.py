@@ -60,3 +60,35 @@ def test_flatten_keeps_an_empty_batch():
     assert nn.Flatten()(_x(2, 3, 4)).shape == (2, 12)
 
 
+# ---- Cell --------------------------------------------------------------------------------------
+
+def test_insert_child_to_cell_refuses_a_name_in_use():
+    """mindspore.nn.Cell.insert_child_to_cell, Raises: 'KeyError - Child Cell's name is incorrect
+    or duplicated with the other child name.' (an attribute of that name that is not a child
+    cell). Inserting a child named 'weight' silently dropped the Dense's weight Parameter, and
+    one named 'in_channels' or 'construct' overwrote the attribute / shadowed the method."""
+    dense = nn.Dense(2, 2)
+    for name in ("weight", "in_channels", "construct", "training"):
+        with pytest.raises(KeyError, match=f"'{name}'"):
+            dense.insert_child_to_cell(name, nn.ReLU())
+    assert [n for n, _ in dense.parameters_and_names()] == ["weight", "bias"]
+    assert dense(_x(1, 2)).shape == (1, 2)
+    # an existing child of that name may be replaced
+    seq = nn.SequentialCell(nn.ReLU())
+    seq.insert_child_to_cell("0", nn.Tanh())
+    assert isinstance(seq[0], nn.Tanh)
+
+
+def test_insert_param_to_cell_refuses_a_method_name():
+    """mindspore.nn.Cell.insert_param_to_cell: a name that is already an attribute of the cell and
+    not one of its parameters is a KeyError ('Duplicated parameter name'). Only the instance
+    __dict__ was looked at, so 'construct' (a method) was shadowed by the Parameter and calling
+    the cell failed with 'Parameter object is not callable'."""
+    dense = nn.Dense(2, 2)
+    with pytest.raises(KeyError, match="'construct'"):
+        dense.insert_param_to_cell("construct", Parameter(Tensor(numpy.ones(1, numpy.float32))))
+    assert dense(_x(1, 2)).shape == (1, 2)
+    dense.insert_param_to_cell("weight", Parameter(Tensor(numpy.zeros((2, 2), numpy.float32))))
+    assert not dense.weight.asnumpy().any()
+
+

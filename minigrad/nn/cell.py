@@ -166,14 +166,14 @@ class Cell:
 
         Raises:
             KeyError: if ``param_name`` is empty, contains "." (when checked) or is a
-                non-parameter attribute already.
+                non-parameter attribute (or method) already.
             TypeError: if ``param`` is not a Parameter.
         """
         if not isinstance(param_name, str) or not param_name:
             raise KeyError(f"param_name must be a non-empty str, got {param_name!r}")
         if check_name_contain_dot and "." in param_name:
             raise KeyError(f"param_name must not contain '.', got {param_name!r}")
-        if param_name in self.__dict__ and param_name not in self._params:
+        if hasattr(self, param_name) and param_name not in self._params:  # methods included
             raise KeyError(f"param_name {param_name!r} is already an attribute of "
                            f"{type(self).__name__} that is not a Parameter")
         if not isinstance(param, Parameter):
@@ -184,11 +184,15 @@ class Cell:
         """Register ``child_cell`` as attribute ``child_name`` (as ``setattr`` does).
 
         Raises:
-            KeyError: for an empty name or one containing ".".
+            KeyError: for an empty name, one containing ".", or the name of an attribute (or
+                method) of this cell that is not a child cell (MindSpore: a duplicated name).
             TypeError: if ``child_cell`` is not a Cell.
         """
         if not isinstance(child_name, str) or not child_name or "." in child_name:
             raise KeyError(f"child_name must be a non-empty str without '.', got {child_name!r}")
+        if hasattr(self, child_name) and child_name not in self._cells:
+            raise KeyError(f"child_name {child_name!r} is already an attribute of "
+                           f"{type(self).__name__} that is not a child cell")
         if not isinstance(child_cell, Cell):
             raise TypeError(f"child_cell must be a Cell, got {type(child_cell).__name__}")
         setattr(self, child_name, child_cell)
