@@ -1,4 +1,6 @@
 """``Parameter``: a named leaf tensor that a Cell owns and an optimizer updates."""
+import numbers
+
 from minigrad.tensor import Tensor
 
 
@@ -31,12 +33,24 @@ class Parameter(Tensor):
     def set_data(self, data):
         """Replace the value in place (same shape); ``data`` is cast to this parameter's dtype.
 
+        ``data`` is a Tensor, an array, or a Python/NumPy number (for a parameter of shape ()).
+
         Raises:
             ValueError: naming both shapes if they differ.
+            TypeError: for data of another kind (a list, a str, ...), naming its type.
         """
-        array = data.data if isinstance(data, Tensor) else data
-        if tuple(array.shape) != self.shape:
-            raise ValueError(f"set_data for parameter {self.name!r}: shape {tuple(array.shape)} "
+        if isinstance(data, Tensor):
+            array = data.data
+        elif isinstance(data, numbers.Number):
+            array = data  # assigned as a scalar, which NumPy and CuPy arrays both take
+        elif hasattr(data, "shape") and hasattr(data, "dtype"):
+            array = data
+        else:
+            raise TypeError(f"set_data for parameter {self.name!r}: data must be a Tensor, an array or "
+                            f"a number, got {type(data).__name__}")
+        shape = tuple(getattr(array, "shape", ()))
+        if shape != self.shape:
+            raise ValueError(f"set_data for parameter {self.name!r}: shape {shape} "
                              f"does not match {self.shape}")
         self.data[...] = array
         self.version += 1

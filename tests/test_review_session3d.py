@@ -92,3 +92,20 @@ def test_insert_param_to_cell_refuses_a_method_name():
     assert not dense.weight.asnumpy().any()
 
 
+# ---- Parameter ---------------------------------------------------------------------------------
+
+def test_parameter_set_data_takes_python_numbers():
+    """mindspore.Parameter.set_data(data): 'data (Union[Tensor, int, float]) - New data.' A
+    Python number raised AttributeError ('float' object has no attribute 'shape'); any other
+    kind of data must be a TypeError naming it, not an AttributeError."""
+    p = Parameter(Tensor(numpy.float32(1.0)), name="s")
+    assert p.set_data(2.5) is p and p.asnumpy() == 2.5 and p.dtype == numpy.float32
+    p.set_data(3)
+    assert p.asnumpy() == 3.0
+    q = Parameter(Tensor(numpy.ones((2,), numpy.float32)), name="q")
+    with pytest.raises(ValueError, match=r"'q'.*\(\).*\(2,\)"):
+        q.set_data(1.0)
+    with pytest.raises(TypeError, match="set_data.*'q'.*data.*str"):
+        q.set_data("1.0")
+
+
