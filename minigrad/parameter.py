@@ -1,6 +1,8 @@
 """``Parameter``: a named leaf tensor that a Cell owns and an optimizer updates."""
 import numbers
 
+import numpy
+
 from minigrad.tensor import Tensor
 
 
@@ -11,7 +13,8 @@ class Parameter(Tensor):
         default_input: the initial value (Tensor or array-like).
         name: dotted name; a Cell sets it to the attribute path (``"fc1.weight"``) when the
             parameter is registered and no name was given.
-        requires_grad: whether optimizers and ``trainable_params`` include it. Default True.
+        requires_grad: whether optimizers and ``trainable_params`` include it (a bool; another
+            type is a TypeError). Default True.
 
     Parameters are always leaves: ops on them build graphs, and ``backward`` fills ``.grad``.
 
@@ -27,6 +30,8 @@ class Parameter(Tensor):
             raise TypeError(f"name must be a str or None, got {type(name).__name__}")
         self.name = name
         self._user_named = name is not None
+        if not isinstance(requires_grad, (bool, numpy.bool_)):  # MindSpore: TypeError, not truthiness
+            raise TypeError(f"requires_grad must be a bool, got {requires_grad!r} ({type(requires_grad).__name__})")
         self.requires_grad = bool(requires_grad)
         self.version = 0
 

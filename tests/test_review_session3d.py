@@ -109,3 +109,11 @@ def test_parameter_set_data_takes_python_numbers():
         q.set_data("1.0")
 
 
+def test_parameter_requires_grad_must_be_bool():
+    """mindspore.Parameter: requires_grad (bool); MindSpore's setter raises TypeError for another
+    type. requires_grad='no' was read as True (a non-empty string)."""
+    with pytest.raises(TypeError, match="requires_grad must be a bool, got 'no'"):
+        Parameter(Tensor(numpy.ones(1, numpy.float32)), requires_grad="no")
+    assert Parameter(Tensor(numpy.ones(1, numpy.float32)), requires_grad=False).requires_grad is False
+
+
