@@ -117,3 +117,13 @@ def test_parameter_requires_grad_must_be_bool():
     assert Parameter(Tensor(numpy.ones(1, numpy.float32)), requires_grad=False).requires_grad is False
 
 
+# ---- initializer -------------------------------------------------------------------------------
+
+def test_initializer_takes_numpy_numbers():
+    """mindspore.common.initializer.initializer: init (Union[Tensor, str, Initializer,
+    numbers.Number]). A NumPy scalar (numpy.float32(0.5), numpy.int64(2)) is a numbers.Number but
+    was refused with TypeError."""
+    numpy.testing.assert_array_equal(init.initializer(numpy.float32(0.5), (2,)).asnumpy(), [0.5, 0.5])
+    numpy.testing.assert_array_equal(init.initializer(numpy.int64(2), (2,)).asnumpy(), [2.0, 2.0])
+
+

@@ -8,6 +8,7 @@ Fans, for a weight of shape ``(out, in, *kernel)``: fan_in = in · prod(kernel),
 out · prod(kernel); a 1-D shape has fan_in = fan_out = its length.
 """
 import math
+import numbers
 
 import numpy
 
@@ -194,8 +195,8 @@ def initializer(init, shape, dtype=dtypes.float32):
         if key not in _BY_NAME:
             raise ValueError(f"init must be one of {sorted(_BY_NAME)}, got {init!r}")
         init = _BY_NAME[key]()
-    elif isinstance(init, (int, float)) and not isinstance(init, bool):
-        init = Constant(init)
+    elif isinstance(init, numbers.Real) and not isinstance(init, (bool, numpy.bool_)):
+        init = Constant(float(init))  # Python and NumPy numbers alike (MindSpore: numbers.Number)
     elif not isinstance(init, Initializer):
         raise TypeError(f"init must be an Initializer, a name, a number or a Tensor, "
                         f"got {type(init).__name__}")
