@@ -127,3 +127,10 @@ def test_initializer_takes_numpy_numbers():
     numpy.testing.assert_array_equal(init.initializer(numpy.int64(2), (2,)).asnumpy(), [2.0, 2.0])
 
 
+def test_initializer_shape_must_hold_ints():
+    """mindspore.common.initializer.initializer: shape (Union[tuple, list, int]) of integers;
+    MindSpore raises ValueError ('the value of shape must be positive integer') for another value.
+    A float dimension 2.5 was silently truncated to 2."""
+    with pytest.raises(ValueError, match=r"shape must hold ints.*2\.5"):
+        init.initializer("zeros", (2.5, 3))
+    assert init.initializer("zeros", (numpy.int64(2), 3)).shape == (2, 3)

@@ -178,10 +178,14 @@ def initializer(init, shape, dtype=dtypes.float32):
         dtype: default float32.
 
     Raises:
-        ValueError: for an unknown name, a negative dimension, or a Tensor/array of another shape.
+        ValueError: for an unknown name, a dimension that is not an int or is negative, or a
+            Tensor/array of another shape.
         TypeError: for any other kind of ``init``.
     """
-    shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(int(n) for n in shape)
+    shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
+    if any(isinstance(n, bool) or not isinstance(n, (int, numpy.integer)) for n in shape):
+        raise ValueError(f"shape must hold ints, got {shape}")  # 2.5 was truncated to 2
+    shape = tuple(int(n) for n in shape)
     if any(n < 0 for n in shape):
         raise ValueError(f"shape must have non-negative dimensions, got {shape}")
     dtype = dtypes.as_dtype(dtype)
