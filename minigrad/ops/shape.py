@@ -80,10 +80,13 @@ def transpose(x, axes=None):
     """Permute axes (``None``: reverse them)."""
     x = as_tensor(x)
     if axes is not None:
-        axes = tuple(int(a) % max(x.ndim, 1) for a in axes)
-        if sorted(axes) != list(range(x.ndim)):
-            raise ValueError(f"axes={axes} is not a permutation of the {x.ndim} axes of a "
+        given = tuple(axes)
+        n = x.ndim
+        if not all(isinstance(a, (int, numpy.integer)) and -n <= a < n for a in given) or \
+                sorted(int(a) % n for a in given) != list(range(n)):
+            raise ValueError(f"axes={given} is not a permutation of the {n} axes of a "
                              f"tensor of shape {x.shape}")
+        axes = tuple(int(a) % n for a in given)
     return Transpose.apply(x, axes=axes)
 
 
