@@ -83,7 +83,8 @@ class Div(_Binary):
 
 
 class Pow(_Binary):
-    """out = a ** b;  da = g * b * a^(b-1), db = g * out * log(a) (taken as 0 where a <= 0)."""
+    """out = a ** b;  da = g * b * a^(b-1) (0 where b = 0, as PyTorch: a⁰ is constant, even at
+    a = 0 where b * a^(b-1) would be 0 * inf), db = g * out * log(a) (taken as 0 where a <= 0)."""
     def compute(self, a, b):
         self.a, self.b = a, b
         self.out = a ** b
@@ -92,7 +93,10 @@ class Pow(_Binary):
     def backward(self, g):
         xp = backend.get_array_module(g)
         a, b = self.a, self.b
-        ga = g * b * a ** (b - 1) if self.needs_grad[0] else None
+        ga = None
+        if self.needs_grad[0]:
+            ga = g * b * a ** (b - 1)
+            ga = xp.where(b == 0, ga.dtype.type(0), ga)
         gb = None
         if self.needs_grad[1]:
             safe = xp.where(a > 0, a, 1)
