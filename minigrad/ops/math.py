@@ -8,6 +8,7 @@ import numpy
 from minigrad import _fastcast, backend, dtype as dtypes
 from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
+from minigrad.ops.arithmetic import Cast
 from minigrad.ops._util import as_tensor, binary_operands, check_float, unbroadcast
 
 
@@ -184,10 +185,17 @@ def relu(x):
 
 
 def clip(x, min=None, max=None):
-    """Clamp to [min, max] (either may be None); the gradient passes where min <= x <= max."""
+    """Clamp to [min, max] (either may be None); the gradient passes where min <= x <= max.
+
+    The bounds are weak operands (the dtype policy): they take x's dtype, except that a float
+    bound of an integer tensor gives a float32 result (as NumPy and PyTorch promote).
+    """
     x = as_tensor(x)
     if min is None and max is None:
         raise ValueError("clip needs at least one of min and max, got both None")
+    for bound in (min, max):
+        if bound is not None and dtypes.weak_dtype(bound, x.data.dtype) != x.data.dtype:
+            x = Cast.apply(x, dtype=dtypes.weak_dtype(bound, x.data.dtype))
     t = x.data.dtype.type
     return Clip.apply(x, lo=None if min is None else t(min), hi=None if max is None else t(max))
 
