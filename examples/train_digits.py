@@ -56,7 +56,9 @@ MODELS = {"mlp": (MLP, True, 20, 0.1, 0.0), "cnn": (CNN, False, 12, 0.05, 1e-4)}
 def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True, verbose=True):
     """Train model ``name`` ("mlp" or "cnn") and return its test accuracy."""
     cls, flatten, default_epochs, lr, weight_decay = MODELS[name]
-    epochs = epochs or default_epochs
+    epochs = default_epochs if epochs is None else epochs
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"run: 'epochs' must be a positive int or None (the model's default), got {epochs!r}")
     minigrad.set_seed(seed)
     (x_train, y_train), (x_test, y_test) = load_digits(split=0.2, seed=seed, flatten=flatten)
     train_ds = NumpySlicesDataset({"image": x_train, "label": y_train}, shuffle=True).batch(batch_size)
@@ -85,13 +87,24 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     return result["accuracy"]
 
 
+def positive_int(text):
+    """argparse type: an int >= 1 (the error names the value; argparse adds the flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["mlp", "cnn", "both"], default="both")
-    parser.add_argument("--epochs", type=int, default=None, help="default: 20 (mlp), 12 (cnn)")
+    parser.add_argument("--epochs", type=positive_int, default=None, help="default: 20 (mlp), 12 (cnn)")
     parser.add_argument("--amp-level", default="O0", choices=["O0", "O1", "O2", "O3"],
                         help="O2: fp16 network with dynamic loss scaling")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)

@@ -23,6 +23,27 @@ def _example(name):
     return module
 
 
+# --- examples/train_digits.py: every flag value is checked before any training -------------------
+
+@pytest.mark.parametrize("flag, value", [("--epochs", "0"), ("--epochs", "-1"), ("--epochs", "two"),
+                                         ("--batch-size", "0"), ("--batch-size", "-5")])
+def test_train_digits_rejects_a_non_positive_flag_naming_it(flag, value, capsys):
+    """--epochs 0 trained the default 20 epochs silently; -1 and --batch-size 0 ended in a traceback
+    from cosine_decay_lr ('decay_epoch') or the dataset, after loading the data."""
+    module = _example("train_digits")
+    module.run = lambda *a, **k: pytest.fail("trained despite a bad flag")
+    with pytest.raises(SystemExit) as info:
+        module.main(["--model", "mlp", flag, value, "--no-progress"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and "positive int" in err and value in err
+
+
+def test_train_digits_run_refuses_zero_epochs():
+    with pytest.raises(ValueError, match="epochs.*positive int.*0"):
+        _example("train_digits").run("mlp", epochs=0, progress=False, verbose=False)
+
+
 # --- bugs in files owned by others: strict xfails ---------------------------------------------------
 
 @pytest.mark.xfail(strict=True, reason="minigrad/nn/layers/basic.py (Dense.construct): a Python list "
