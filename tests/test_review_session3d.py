@@ -134,3 +134,55 @@ def test_initializer_shape_must_hold_ints():
     with pytest.raises(ValueError, match=r"shape must hold ints.*2\.5"):
         init.initializer("zeros", (2.5, 3))
     assert init.initializer("zeros", (numpy.int64(2), 3)).shape == (2, 3)
+
+
+# ---- containers filled after registration ------------------------------------------------------
+
+class _Stack(nn.Cell):
+    """The common pattern: empty containers registered first, filled by append in a loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.CellList()
+        for _ in range(2):
+            self.layers.append(nn.Dense(2, 2))
+        self.head = nn.SequentialCell()
+        self.head.append(nn.Dense(2, 2))
+
+    def construct(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def test_append_to_an_empty_registered_container_names_by_attribute_path():
+    """SPEC 3: Parameters have unique dotted names that follow attribute paths. A CellList or
+    SequentialCell assigned to a cell while empty and filled by append afterwards named its
+    parameters '0.weight', '1.weight', ... without the container's path, so two such containers
+    collided and get_parameters() raised 'two different parameters are both named 0.weight'."""
+    net = _Stack()
+    assert [p.name for p in net.get_parameters()] == [
+        "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
+        "head.0.weight", "head.0.bias"]
+
+    class Outer(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.body = _Stack()
+
+        def construct(self, x):
+            return self.body(x)
+    outer = Outer()
+    outer.body.layers.append(nn.Dense(2, 2))
+    outer.body.layers.insert(0, nn.Dense(2, 2))
+    names = [p.name for p in outer.get_parameters()]
+    assert names == [f"body.{path}" for path, _ in outer.body.parameters_and_names()]
+    assert names[:2] == ["body.layers.0.weight", "body.layers.0.bias"]
+    assert names[-2:] == ["body.head.0.weight", "body.head.0.bias"]
+    # update_parameters_name sets the path an empty container appends under, too
+    copy = _Stack()
+    fresh = nn.CellList()
+    copy.insert_child_to_cell("extra", fresh)
+    copy.update_parameters_name("copy.")
+    fresh.append(nn.Dense(2, 2))
+    assert [p.name for p in copy.get_parameters()][-2:] == ["copy.extra.0.weight", "copy.extra.0.bias"]

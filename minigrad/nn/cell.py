@@ -91,6 +91,7 @@ class Cell:
         d["_param_tuples"] = OrderedDict()  # attribute name -> ParameterTuple
         d["_cells"] = OrderedDict()         # attribute name -> Cell
         d["_auto_prefix"] = auto_prefix
+        d["_scope"] = ""                    # prefix of this cell's auto names ("fc." under a parent)
         d["_forward_hooks"] = {}
         d["_forward_pre_hooks"] = {}
         d["_cast_dtype"] = None
@@ -155,8 +156,10 @@ class Cell:
                 self.__dict__[registry].pop(name, None)
 
     def _prefix_names(self, prefix):
-        """Prepend ``prefix`` to the unnamed-by-user parameters of this subtree (not tuple members)."""
+        """Prepend ``prefix`` to the unnamed-by-user parameters of this subtree (not tuple members)
+        and to the scope of each of its cells (so a container filled later knows its path)."""
         for _, cell in self.cells_and_names():
+            cell.__dict__["_scope"] = prefix + cell._scope
             for param in cell._params.values():
                 if not param._user_named:
                     param.name = prefix + param.name
@@ -206,6 +209,8 @@ class Cell:
             raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
         for path, param in self.parameters_and_names(expand=recurse):
             param.name = prefix + path
+        for path, cell in (self.cells_and_names() if recurse else [("", self)]):
+            cell.__dict__["_scope"] = prefix + (f"{path}." if path else "")
 
     # ---- traversal ----------------------------------------------------------------------------
     def cells_and_names(self, name_prefix=""):

@@ -23,6 +23,8 @@ class _CellSequence(Cell):
         """Make ``cells`` [(key, cell)] the children, renaming parameters of moved or new cells."""
         old_keys = {id(cell): key for key, cell in self._cells.items()}
         prefix = self._prefix()
+        if prefix is None:  # no auto-named parameter shows it (e.g. still empty): the path we hold
+            prefix = self._scope
         for key in list(self._cells):
             delattr(self, key)
         auto_prefix, self._auto_prefix = self._auto_prefix, False
@@ -41,16 +43,19 @@ class _CellSequence(Cell):
                 for path, param in cell.parameters_and_names():
                     if not param._user_named and param.name == f"{prefix}{old}.{path}":
                         param.name = f"{prefix}{key}.{path}"
+                for _, sub in cell.cells_and_names():
+                    if sub._scope.startswith(f"{prefix}{old}."):
+                        sub.__dict__["_scope"] = f"{prefix}{key}." + sub._scope[len(f"{prefix}{old}."):]
 
     def _prefix(self):
-        """The prefix of this container's auto-named parameter names ("" if none shows it)."""
+        """The prefix of this container's auto-named parameter names (None if none shows it)."""
         for key, cell in self._cells.items():
             for path, param in cell.parameters_and_names():
                 end = f"{key}.{path}"
                 head = param.name[:-len(end)]
                 if not param._user_named and param.name.endswith(end) and (not head or head.endswith(".")):
                     return head
-        return ""
+        return None
 
     def _renumbered(self, cells):
         return [(str(i), cell) for i, cell in enumerate(cells)]
