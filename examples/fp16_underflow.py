@@ -18,6 +18,7 @@ matplotlib: ``pip install minigrad[plots]``) draws where the true (fp32) weight 
 fp16's range at scale 1 and at the run's first loss scale, and the loss scale over the steps.
 """
 import argparse
+import os
 
 import numpy
 
@@ -100,11 +101,30 @@ def plot(path, scaled_net):
     plt.close(fig)
 
 
-def main():
+def positive_int(text):
+    """argparse type: an int >= 1 (the error names the value; argparse adds the flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
+    return value
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=positive_int, default=300)
     parser.add_argument("--plot", metavar="PATH", help="save the gradient-exponent and loss-scale plots here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.plot:  # check before training, not after three runs
+        folder = os.path.dirname(os.path.abspath(args.plot))
+        if not os.path.isdir(folder):
+            parser.error(f"argument --plot: the folder {folder!r} of {args.plot!r} does not exist")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            parser.error('argument --plot needs matplotlib: pip install ".[plots]"')
     results = {mode: train(mode, args.steps) for mode in ("fp32", "fp16", "fp16+scaling")}
     print(f"{'mode':14s} {'first loss':>12s} {'last loss':>12s}")
     for mode, (losses, _) in results.items():

@@ -4,6 +4,7 @@ Tests of files this review owns (examples/*.py, README.md) pass; bugs found in f
 others are strict xfails whose reason names the file.
 """
 import importlib.util
+import sys
 import pathlib
 
 import numpy as np
@@ -42,6 +43,43 @@ def test_train_digits_rejects_a_non_positive_flag_naming_it(flag, value, capsys)
 def test_train_digits_run_refuses_zero_epochs():
     with pytest.raises(ValueError, match="epochs.*positive int.*0"):
         _example("train_digits").run("mlp", epochs=0, progress=False, verbose=False)
+
+
+# --- examples/fp16_underflow.py --------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_fp16_underflow_rejects_non_positive_steps(value, capsys):
+    """--steps 0 trained three runs and then raised IndexError on losses[0]."""
+    module = _example("fp16_underflow")
+    module.train = lambda *a, **k: pytest.fail("trained despite a bad --steps")
+    with pytest.raises(SystemExit) as info:
+        module.main(["--steps", value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --steps" in err and "positive int" in err and value in err
+
+
+def test_fp16_underflow_checks_the_plot_folder_before_training(tmp_path, capsys):
+    """--plot into a missing folder trained all three runs and then died in PIL's open()."""
+    module = _example("fp16_underflow")
+    module.train = lambda *a, **k: pytest.fail("trained before checking --plot")
+    target = tmp_path / "no_such_folder" / "u.png"
+    with pytest.raises(SystemExit) as info:
+        module.main(["--steps", "5", "--plot", str(target)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--plot" in err and str(target.parent) in err and "does not exist" in err
+
+
+def test_fp16_underflow_without_matplotlib_says_so_before_training(tmp_path, monkeypatch, capsys):
+    module = _example("fp16_underflow")
+    module.train = lambda *a, **k: pytest.fail("trained before checking that --plot can draw")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    with pytest.raises(SystemExit) as info:
+        module.main(["--steps", "5", "--plot", str(tmp_path / "u.png")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--plot" in err and "matplotlib" in err
 
 
 # --- bugs in files owned by others: strict xfails ---------------------------------------------------
