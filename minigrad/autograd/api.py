@@ -16,9 +16,12 @@ def _tensor():
 
 def _positions(grad_position, n):
     single = isinstance(grad_position, int)
-    positions = (grad_position,) if single else tuple(grad_position)
+    positions = (grad_position,) if single else grad_position
+    if not isinstance(positions, (tuple, list)) or not all(isinstance(p, int) for p in positions):
+        raise TypeError(f"grad_position must be an int or a tuple of ints (or None), "
+                        f"got {grad_position!r}")
     for p in positions:
-        if not isinstance(p, int) or not -n <= p < n:
+        if not -n <= p < n:
             raise ValueError(f"grad_position={grad_position!r} is out of range for {n} inputs")
     return tuple(p % n for p in positions), single
 
@@ -27,12 +30,12 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
     """Run ``fn(*args)`` and backprop; return (outputs, input grads, weight grads)."""
     Tensor = _tensor()
     args = list(args)
-    leaves = []
-    for p in positions:
+    unique = list(dict.fromkeys(positions))  # a position asked for twice is one input
+    for p in unique:
         if not isinstance(args[p], Tensor):
             raise TypeError(f"input {p} to differentiate must be a Tensor, got {type(args[p]).__name__}")
         args[p] = _tensor_module.make(args[p].data, None, 0).requires_grad_()
-        leaves.append(args[p])
+    leaves = [args[p] for p in positions]
     weights = [weights] if isinstance(weights, Tensor) else list(weights or ())  # one Parameter
     if config.grad_enabled:
         out = fn(*args)
