@@ -134,6 +134,8 @@ def leaky_relu(x, alpha=0.2):
 def _shifted(x, axis):
     """x - max(x) along ``axis`` in the accumulation dtype (fp32 for fp16)."""
     x = x.astype(dtypes.acc_dtype(x.dtype), copy=False)
+    if x.shape[axis] == 0:  # nothing to shift (and max has no identity)
+        return x
     return x - x.max(axis=axis, keepdims=True)
 
 
