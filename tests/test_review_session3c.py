@@ -57,3 +57,63 @@ def test_clip_of_an_int_tensor_by_float_bounds_follows_the_dtype_policy():
     assert x.clip(min=0.5).asnumpy().tolist() == [0.5, 1.0, 3.0]
     ints = ops.clip(x, 1, 2)                      # int bounds keep the int dtype
     assert ints.dtype == numpy.int32 and ints.asnumpy().tolist() == [1, 1, 2]
+
+
+# ---- grad / value_and_grad: grad_position ---------------------------------------------------
+
+def _product(x, y):
+    return (x * y).sum()
+
+
+def test_a_repeated_grad_position_gets_the_gradient_each_time():
+    # the input was re-wrapped once per entry: the first leaf went unused and its gradient was 0
+    a = Tensor(numpy.array([1.0, 2.0], numpy.float32))
+    b = Tensor(numpy.array([3.0, 4.0], numpy.float32))
+    ga, ga_again, gb = minigrad.grad(_product, (0, 0, 1))(a, b)
+    numpy.testing.assert_array_equal(ga.asnumpy(), [3.0, 4.0])
+    numpy.testing.assert_array_equal(ga_again.asnumpy(), [3.0, 4.0])
+    numpy.testing.assert_array_equal(gb.asnumpy(), [1.0, 2.0])
+    assert ga.data is not ga_again.data                     # each one fresh and writable
+    _, (g0, g1) = minigrad.value_and_grad(_product, (1, -1))(a, b)
+    numpy.testing.assert_array_equal(g0.asnumpy(), [1.0, 2.0])
+    numpy.testing.assert_array_equal(g1.asnumpy(), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("position", ["0", 1.0, (0, "1"), [0.0]])
+def test_a_grad_position_of_the_wrong_type_is_a_type_error_naming_it(position):
+    # MindSpore: TypeError, 'grad_position' must be an int or a tuple of ints; it was
+    # "grad_position='0' is out of range" or "'float' object is not iterable"
+    a = Tensor(numpy.ones(2, numpy.float32))
+    with pytest.raises(TypeError, match=r"grad_position.*int or a tuple of ints.*got"):
+        minigrad.grad(_product, position)(a, a)
+
+
+# ---- empty tensors ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", [ops.softmax, ops.log_softmax])
+def test_softmax_along_an_empty_axis_is_empty(op):
+    # PyTorch: softmax of a (2, 0) tensor along dim 1 is a (2, 0) tensor; it raised NumPy's
+    # 'zero-size array to reduction operation maximum which has no identity'
+    x = Tensor(numpy.zeros((2, 0), numpy.float32), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor a 'divide by zero in log' warning
+        out = op(x, 1)
+        assert out.shape == (2, 0) and out.dtype == numpy.float32
+        out.backward(numpy.zeros((2, 0), numpy.float32))
+    assert x.grad.shape == (2, 0)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_conv2d_of_an_empty_batch_is_an_empty_batch(groups):
+    # PyTorch: a batch of 0 images convolves to a batch of 0 outputs; a reshape(..., -1) of the
+    # empty patch matrix raised 'cannot reshape array of size 0 into shape (1,0,newaxis)'
+    x = Tensor(numpy.zeros((0, 3, 5, 5), numpy.float32), requires_grad=True)
+    w = Tensor(numpy.ones((6, 3 // groups, 3, 3), numpy.float32), requires_grad=True)
+    b = Tensor(numpy.ones(6, numpy.float32), requires_grad=True)
+    out = ops.conv2d(x, w, b, padding=1, groups=groups)
+    assert out.shape == (0, 6, 5, 5)
+    out.backward(numpy.zeros(out.shape, numpy.float32))
+    assert x.grad.shape == x.shape
+    numpy.testing.assert_array_equal(w.grad.asnumpy(), numpy.zeros(w.shape))
+    numpy.testing.assert_array_equal(b.grad.asnumpy(), numpy.zeros(6))
+    assert ops.im2col(x, 3, padding=1).shape == (0, 5, 5, 27)

@@ -158,7 +158,9 @@ class LogSoftmax(Function):
     def forward(self, x, axis):
         xp = backend.get_array_module(x)
         z = _shifted(x, axis)
-        self.out, self.axis = z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True)), axis
+        self.axis = axis
+        # log Σ eᶻ >= 0 (the maximum contributes e⁰); an empty axis has no sum to take the log of
+        self.out = z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True)) if z.size else z
         return self.out.astype(x.dtype, copy=False)
 
     def backward(self, g):
