@@ -114,7 +114,8 @@ def im2col(x, kernel, stride=1, padding=0, dilation=1):
     out_hw = output_hw(x.shape[2:], kernel, stride, padding, dilation)
     padded = _pad_channels_last(x, padding, x.dtype)
     # windows (N, Ho, Wo, C, kh, kw): reshaping copies them into weight order
-    return _windows(padded, kernel, stride, dilation, out_hw).reshape(*x.shape[:1], *out_hw, -1)
+    size = x.shape[1] * kernel[0] * kernel[1]  # not -1: an empty batch has no size to infer
+    return _windows(padded, kernel, stride, dilation, out_hw).reshape(*x.shape[:1], *out_hw, size)
 
 
 def _grouped_mm(a, b):
@@ -143,11 +144,12 @@ class Conv2d(Function):
         windows = _windows(padded.reshape(*padded.shape[:3], groups, cg),
                            (kh, kw), stride, dilation, self.out_hw)      # (N, Ho, Wo, G, Cg, kh, kw)
         # cols (G, N·Ho·Wo, kh·kw·Cg): one copy, contiguous rows per group
-        self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo, -1)
+        # explicit sizes, not -1: an empty batch (n = 0) leaves nothing to infer them from
+        self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo, cg * kh * kw)
         self.w2 = w.astype(acc, copy=False).reshape(groups, o // groups, cg, kh, kw).transpose(
             0, 1, 3, 4, 2).reshape(groups, o // groups, -1)
         out = _grouped_mm(self.cols, self.w2.transpose(0, 2, 1))           # (G, N·Ho·Wo, O/G)
-        out = out.reshape(groups, n, ho, wo, -1).transpose(1, 0, 4, 2, 3)  # (N, G, O/G, Ho, Wo)
+        out = out.reshape(groups, n, ho, wo, o // groups).transpose(1, 0, 4, 2, 3)  # (N, G, O/G, Ho, Wo)
         # one pass to NCHW order, adding the bias and rounding to x's dtype on the way
         y = backend.get_array_module(x).empty(out.shape, x.dtype)
         if b is None:
@@ -182,7 +184,8 @@ class Conv2d(Function):
         groups = dcols.shape[0]
         ho, wo = self.out_hw
         dcols = dcols.reshape(groups, n, ho, wo, *kernel, c // groups)
-        dpad = xp.zeros(self.padded_shape, dcols.dtype).reshape(*self.padded_shape[:3], groups, -1)
+        dpad = xp.zeros(self.padded_shape, dcols.dtype).reshape(*self.padded_shape[:3], groups,
+                                                                c // groups)
         for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
             dpad[:, rows, cols] += dcols[:, :, :, :, i, j].transpose(1, 2, 3, 0, 4)
         top, _, left, _ = self.padding
