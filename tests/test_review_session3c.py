@@ -117,3 +117,15 @@ def test_conv2d_of_an_empty_batch_is_an_empty_batch(groups):
     numpy.testing.assert_array_equal(w.grad.asnumpy(), numpy.zeros(w.shape))
     numpy.testing.assert_array_equal(b.grad.asnumpy(), numpy.zeros(6))
     assert ops.im2col(x, 3, padding=1).shape == (0, 5, 5, 27)
+
+
+# ---- broadcast_to: a target the shape does not broadcast to ----------------------------------
+
+@pytest.mark.parametrize("shape,target", [((3,), (1,)), ((3,), (2, 1)), ((2, 3), (3,))])
+def test_broadcast_to_a_shape_it_cannot_reach_names_both_shapes(shape, target):
+    # broadcast_to's own message covered only shapes with no common broadcast; (3,) -> (2, 1)
+    # (common shape (2, 3), not the target) fell through to NumPy's 'remapped shapes' message
+    with pytest.raises(ValueError, match=r"cannot broadcast a tensor of shape %s to %s" % (
+            str(shape).replace("(", r"\(").replace(")", r"\)"),
+            str(target).replace("(", r"\(").replace(")", r"\)"))):
+        ops.broadcast_to(Tensor(numpy.zeros(shape)), target)

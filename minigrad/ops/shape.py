@@ -127,9 +127,11 @@ def broadcast_to(x, shape):
     """``x`` broadcast to ``shape`` (NumPy rules)."""
     x = as_tensor(x)
     try:
-        numpy.broadcast_shapes(x.shape, tuple(shape))
+        reachable = numpy.broadcast_shapes(x.shape, tuple(shape)) == tuple(shape)
     except ValueError:
-        raise ValueError(f"cannot broadcast a tensor of shape {x.shape} to {tuple(shape)}") from None
+        reachable = False
+    if not reachable:
+        raise ValueError(f"cannot broadcast a tensor of shape {x.shape} to {tuple(shape)}")
     return BroadcastTo.apply(x, shape=tuple(shape))
 
 
