@@ -129,3 +129,21 @@ def test_broadcast_to_a_shape_it_cannot_reach_names_both_shapes(shape, target):
             str(shape).replace("(", r"\(").replace(")", r"\)"),
             str(target).replace("(", r"\(").replace(")", r"\)"))):
         ops.broadcast_to(Tensor(numpy.zeros(shape)), target)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ndim=st.integers(1, 4), data=st.data())
+def test_transpose_accepts_exactly_what_numpy_accepts(ndim, data):
+    axes = tuple(data.draw(st.lists(st.integers(-ndim - 2, ndim + 1), min_size=ndim, max_size=ndim)))
+    x = numpy.arange(float(numpy.prod(range(2, ndim + 2)))).reshape(range(2, ndim + 2))
+    try:
+        expected = x.transpose(axes)
+    except ValueError:  # AxisError and 'repeated axis' are ValueErrors
+        with pytest.raises(ValueError, match="not a permutation"):
+            ops.transpose(Tensor(x), axes)
+        return
+    t = Tensor(x, requires_grad=True)
+    out = ops.transpose(t, axes)
+    numpy.testing.assert_array_equal(out.asnumpy(), expected)
+    out.backward(numpy.ones(out.shape))
+    assert t.grad.shape == x.shape
