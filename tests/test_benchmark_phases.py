@@ -26,6 +26,7 @@ def test_phases_time_every_phase_and_restore_the_cell(small, level):
     expected = {"step", "forward_backward", "optimizer", "rest"} | ({"overflow_check"} if level == "O2" else set())
     assert set(medians) == expected
     assert all(medians[k] > 0 for k in expected - {"rest"})
-    assert medians["step"] >= medians["forward_backward"] + medians["optimizer"]
+    # each step's sample contains its phases' samples, so no phase's median exceeds the step's
+    assert all(medians[k] <= medians["step"] for k in expected - {"rest", "step"})
     assert "loss_and_grads" not in cell.__dict__ and "get_overflow_status" not in cell.__dict__
     assert "apply_gradients" not in cell.optimizer.__dict__

@@ -180,4 +180,4 @@ def test_none_gradients_skip_their_parameter():
     opt = Momentum(params, 0.1, 0.9)
     opt((numpy.ones(SHAPES["fc.weight"], numpy.float32), None))
     numpy.testing.assert_array_equal(params[1].data, before)
-    assert set(opt.state_dict()) == {"global_step", "moments.fc.weight"}
+    assert set(opt.state_dict()) == {"global_step", "learning_rate", "moments.fc.weight"}
