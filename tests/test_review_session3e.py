@@ -92,9 +92,6 @@ def test_dense_given_a_list_says_what_it_expected():
         nn.Dense(4, 3)([[1.0, 2.0, 3.0, 4.0]])
 
 
-@pytest.mark.xfail(strict=True, reason="minigrad/amp/build.py (build_train_network): the network is cast "
-                   "to fp16 in place before loss_fn and the optimizer are checked, so Model(net, 'mse', opt, "
-                   "amp_level='O2') raises TypeError but leaves the user's network in fp16")
 def test_a_failed_o2_build_leaves_the_network_unchanged():
     net = nn.Dense(4, 2)
     opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
@@ -103,10 +100,6 @@ def test_a_failed_o2_build_leaves_the_network_unchanged():
     assert net.weight.dtype == np.float32 and net.bias.dtype == np.float32
 
 
-@pytest.mark.xfail(strict=True, reason="minigrad/amp/build.py, minigrad/nn/wrap.py (WithLossCell): a loss "
-                   "class passed without parentheses (nn.MSELoss) is accepted as 'callable'; the first "
-                   "training step then fails deep inside with \"LossBase.__init__() takes from 1 to 2 "
-                   "positional arguments but 3 were given\"")
 @pytest.mark.parametrize("level", ["O0", "O2"])
 def test_a_loss_class_instead_of_an_instance_is_refused_when_building(level):
     net = nn.Dense(4, 2)

@@ -19,7 +19,7 @@ from minigrad import dtype as dtypes, ops
 from minigrad.amp.autocast import autocast
 from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
 from minigrad.nn.cell import Cell
-from minigrad.nn.wrap import TrainOneStepCell, WithLossCell
+from minigrad.nn.wrap import TrainOneStepCell, WithLossCell, check_loss_fn, check_optimizer
 
 LEVELS = ("O0", "O1", "O2", "O3")
 
@@ -130,7 +130,9 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
 
     Raises:
         TypeError: for a non-str level, a cast_model_type other than float16/float32, a
-            non-bool keep_batchnorm_fp32, or a loss_scale_manager that is not a LossScaleManager.
+            non-bool keep_batchnorm_fp32, a loss_scale_manager that is not a LossScaleManager, a
+            network that is not a Cell, a loss_fn that is not a callable instance, or an optimizer
+            that cannot run a step. Nothing is changed then (the network is cast only after).
         ValueError: for an unknown level or keyword argument.
     """
     from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
@@ -151,6 +153,12 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         raise TypeError(f"build_train_network: 'keep_batchnorm_fp32' must be a bool, but got "
                         f"{config['keep_batchnorm_fp32']!r}")
     cast_type = _cast_model_type(config["cast_model_type"])
+    # everything checked before the network is cast in place: a refused build leaves it as it was
+    if not isinstance(network, Cell):
+        raise TypeError(f"build_train_network: 'network' must be a Cell, but got {type(network).__name__}")
+    if loss_fn is not None:
+        check_loss_fn(loss_fn)
+    check_optimizer(optimizer)
 
     if level == "O1" and cast_type != dtypes.float16:
         network = _AutocastCell(network)

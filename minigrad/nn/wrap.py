@@ -3,6 +3,24 @@ from minigrad.autograd import GradOperation
 from minigrad.nn.cell import Cell
 
 
+def check_loss_fn(loss_fn):
+    """Raise TypeError unless ``loss_fn`` is a callable loss instance: a class (``nn.MSELoss``
+    without parentheses) is callable too, and would fail only at the first step."""
+    if isinstance(loss_fn, type):
+        raise TypeError(f"loss_fn must be a loss instance such as {loss_fn.__name__}(), got the class "
+                        f"{loss_fn.__name__} itself")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+
+
+def check_optimizer(optimizer):
+    """Raise TypeError unless ``optimizer`` can run a training step (callable on the gradients,
+    with a ``parameters`` attribute)."""
+    if not callable(optimizer) or not hasattr(optimizer, "parameters"):
+        raise TypeError(f"optimizer must be callable on gradients and have a 'parameters' "
+                        f"attribute, got {type(optimizer).__name__}")
+
+
 class WithLossCell(Cell):
     """``loss_fn(backbone(data), label)``.
 
@@ -13,15 +31,14 @@ class WithLossCell(Cell):
     Built with ``auto_prefix=False``: the backbone's parameter names are unchanged.
 
     Raises:
-        TypeError: if ``backbone`` is not a Cell or ``loss_fn`` is not callable.
+        TypeError: if ``backbone`` is not a Cell or ``loss_fn`` is not a callable instance.
     """
 
     def __init__(self, backbone, loss_fn):
         super().__init__(auto_prefix=False)
         if not isinstance(backbone, Cell):
             raise TypeError(f"backbone must be a Cell, got {type(backbone).__name__}")
-        if not callable(loss_fn):
-            raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+        check_loss_fn(loss_fn)
         self._backbone = backbone
         self._loss_fn = loss_fn
 
@@ -56,9 +73,7 @@ class TrainOneStepCell(Cell):
         super().__init__(auto_prefix=False)
         if not isinstance(network, Cell):
             raise TypeError(f"network must be a Cell, got {type(network).__name__}")
-        if not callable(optimizer) or not hasattr(optimizer, "parameters"):
-            raise TypeError(f"optimizer must be callable on gradients and have a 'parameters' "
-                            f"attribute, got {type(optimizer).__name__}")
+        check_optimizer(optimizer)
         self.network = network
         self.network.set_grad()
         self.optimizer = optimizer
