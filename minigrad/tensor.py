@@ -22,7 +22,8 @@ class Tensor:
             (NumPy: CPU, CuPy: GPU), else ``set_context(device_target=...)`` (CPU by default).
 
     Raises:
-        TypeError: for an unsupported dtype.
+        TypeError: for an unsupported dtype, or data that is not numbers (a str, None, a dict).
+        ValueError: for nested lists of unequal lengths.
     """
     __slots__ = ("data", "requires_grad", "grad", "_ctx", "_index", "_hooks", "__weakref__")
     __array_priority__ = 1000  # numpy_scalar * tensor goes to Tensor.__rmul__
@@ -30,12 +31,15 @@ class Tensor:
     def __init__(self, data, dtype=None, requires_grad=False, device=None):
         if isinstance(data, Tensor):
             data = data.data
+        python_data = not hasattr(data, "dtype")
+        if python_data:
+            data = _python_numbers(data)
         if dtype is not None:
             dtype = dtypes.as_dtype(dtype)
-        elif not hasattr(data, "dtype"):
+        elif python_data:
             dtype = dtypes.default_dtype(data)
         if device is None:
-            device = backend.device_of(data) if hasattr(data, "dtype") else config.device_target
+            device = config.device_target if python_data else backend.device_of(data)
         array = backend.to_device(data, device)
         if dtype is not None and array.dtype != dtype:
             array = array.astype(dtype)
@@ -273,3 +277,16 @@ def from_dlpack(obj):
 
 
 from minigrad import ops  # noqa: E402  (ops build on Tensor; imported last to close the cycle)
+
+
+def _python_numbers(data):
+    """``data`` (a Python number or nested lists of numbers) as a NumPy array, or an error that
+    names ``data`` and what was expected."""
+    try:
+        array = numpy.asarray(data)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f"Tensor data must be a number or nested lists of equal lengths: {error}") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"Tensor data must be a number, nested lists of numbers, an array or a Tensor, "
+                        f"got {type(data).__name__} {data!r:.60}")
+    return array

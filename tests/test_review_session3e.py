@@ -138,12 +138,13 @@ def test_load_checkpoint_of_a_directory_says_it_is_a_directory(tmp_path):
         minigrad.load_checkpoint(str(tmp_path))
 
 
-@pytest.mark.xfail(strict=True, reason="minigrad/tensor.py (Tensor.__init__): Tensor('abc') raises NumPy's "
-                   "\"could not convert string to float: np.str_('abc')\" without naming 'data' or what "
-                   "it expected")
 def test_tensor_of_a_string_names_data():
-    with pytest.raises((TypeError, ValueError), match="data"):
-        Tensor("abc")
+    for bad in ("abc", None, {"a": 1}, [1, "a"]):
+        with pytest.raises(TypeError, match="Tensor data must be a number"):
+            Tensor(bad)
+    with pytest.raises(ValueError, match="nested lists of equal lengths"):
+        Tensor([[1.0, 2.0], [3.0]])
+    assert Tensor(2.5).dtype == np.float32 and Tensor([1, 2]).dtype == np.int64  # defaults kept
 
 
 @pytest.mark.xfail(strict=True, reason="minigrad/nn/loss.py (MSELoss/L1Loss): logits and labels of "
