@@ -84,9 +84,6 @@ def test_fp16_underflow_without_matplotlib_says_so_before_training(tmp_path, mon
 
 # --- bugs in files owned by others: strict xfails ---------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="minigrad/nn/layers/basic.py (Dense.construct): a Python list "
-                   "input raises AttributeError \"'list' object has no attribute 'shape'\" instead of a "
-                   "TypeError naming the input and the expected Tensor (NumPy arrays are accepted)")
 def test_dense_given_a_list_says_what_it_expected():
     with pytest.raises(TypeError, match="Tensor"):
         nn.Dense(4, 3)([[1.0, 2.0, 3.0, 4.0]])

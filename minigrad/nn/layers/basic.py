@@ -42,6 +42,8 @@ class Dense(Cell):
         self.activation = activation
 
     def construct(self, x):
+        if not hasattr(x, "shape"):
+            raise TypeError(f"Dense expects a Tensor input, got {type(x).__name__}")
         if x.shape[-1] != self.in_channels:
             raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape {x.shape}")
         y = ops.dense(x, self.weight, self.bias)
