@@ -105,9 +105,6 @@ def test_a_loss_class_instead_of_an_instance_is_refused_when_building(level):
         Model(net, nn.MSELoss, opt, amp_level=level)
 
 
-@pytest.mark.xfail(strict=True, reason="minigrad/train/model.py (Model.train): a dataset that yields no "
-                   "batch (3 rows, batch(8, drop_remainder=True)) trains zero steps silently; MindSpore "
-                   "refuses a dataset of size 0")
 def test_training_on_a_dataset_without_batches_is_an_error():
     net = nn.Dense(4, 2)
     opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
@@ -128,8 +125,6 @@ def test_set_sense_scale_with_a_wrong_shape_names_sens():
         cell.set_sense_scale(Tensor(np.ones((3,), np.float32)))
 
 
-@pytest.mark.xfail(strict=True, reason="minigrad/train/checkpoint.py (load_checkpoint): a directory is "
-                   "reported as \"checkpoint file '...' does not exist\" although it exists")
 def test_load_checkpoint_of_a_directory_says_it_is_a_directory(tmp_path):
     with pytest.raises((ValueError, IsADirectoryError), match="(?i)directory|folder"):
         minigrad.load_checkpoint(str(tmp_path))

@@ -196,6 +196,9 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
 
 def _read(path):
     """Return (manifest, {key: array}) of a checkpoint, or raise ValueError naming the problem."""
+    if os.path.isdir(path):
+        raise ValueError(f"checkpoint file {path!r} is a directory, expected a .ckpt file "
+                         f"(ModelCheckpoint.latest_ckpt_file_name names the newest one)")
     if not os.path.isfile(path):
         raise ValueError(f"checkpoint file {path!r} does not exist")
     try:

@@ -157,7 +157,8 @@ class Model:
             initial_epoch: epochs already done (for resuming); the epoch counter starts after it.
 
         Raises:
-            ValueError: for ``epoch`` < 1 or ``initial_epoch`` outside ``[0, epoch)``.
+            ValueError: for ``epoch`` < 1, ``initial_epoch`` outside ``[0, epoch)``, or a dataset
+                that yields no batch.
         """
         if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
             raise ValueError(f"Model.train: 'epoch' must be a positive int, got {epoch!r}")
@@ -167,6 +168,9 @@ class Model:
         _warn_sink(dataset_sink_mode)
         callbacks = CallbackList(callbacks)
         batch_num = _size(train_dataset)
+        if batch_num == 0:
+            raise ValueError("Model.train: 'train_dataset' yields no batch (its size is 0; a batch "
+                             "larger than the data with drop_remainder=True gives that)")
         cb_params = CallbackParam(
             train_network=self._train_network, network=self._network, optimizer=self._optimizer,
             loss_fn=self._loss_fn, train_dataset=train_dataset, epoch_num=epoch,
