@@ -3,6 +3,8 @@
 Inputs are cast to float32 on entry (the cast is differentiable, so an fp16 network receives
 fp16 gradients). ``reduction`` is "mean", "sum" or "none" (per-element loss).
 """
+import numpy
+
 from minigrad import backend, dtype as dtypes, ops
 from minigrad.autograd.function import Function
 from minigrad.nn.cell import Cell
@@ -48,19 +50,30 @@ class LossBase(Cell):
         return f"reduction={self.reduction}"
 
 
+def _difference(owner, logits, labels):
+    """fp32 ``logits - labels``; shapes that do not broadcast are a ValueError naming both."""
+    logits, labels = _fp32(logits), _fp32(labels)
+    try:
+        numpy.broadcast_shapes(logits.shape, labels.shape)
+    except ValueError:
+        raise ValueError(f"For '{owner}', 'logits' of shape {logits.shape} and 'labels' of shape "
+                         f"{labels.shape} must have the same shape or broadcast") from None
+    return logits - labels
+
+
 class MSELoss(LossBase):
-    """ℓ = (x - y)², reduced (default "mean")."""
+    """ℓ = (x - y)², reduced (default "mean"); x and y of the same or broadcastable shapes."""
 
     def construct(self, logits, labels):
-        diff = _fp32(logits) - _fp32(labels)
+        diff = _difference("MSELoss", logits, labels)
         return self.get_loss(diff * diff)
 
 
 class L1Loss(LossBase):
-    """ℓ = |x - y|, reduced (default "mean")."""
+    """ℓ = |x - y|, reduced (default "mean"); x and y of the same or broadcastable shapes."""
 
     def construct(self, logits, labels):
-        return self.get_loss(ops.abs(_fp32(logits) - _fp32(labels)))
+        return self.get_loss(ops.abs(_difference("L1Loss", logits, labels)))
 
 
 class SoftmaxCrossEntropy(Function):

@@ -194,10 +194,14 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
 
         Raises:
             TypeError: if ``sens`` is not a Tensor.
+            ValueError: if ``sens`` holds more than one value.
         """
         if not isinstance(sens, Tensor):
             raise TypeError(f"For 'TrainOneStepWithLossScaleCell', the type of 'sens' must be Tensor, "
                             f"but got {type(sens).__name__}")
+        if sens.size != 1:
+            raise ValueError(f"For 'TrainOneStepWithLossScaleCell', 'sens' of shape {sens.shape} must "
+                             f"hold one value, as 'scale_sense' of shape {self.scale_sense.shape} does")
         self.scale_sense.set_data(backend.as_numpy(sens.data).reshape(self.scale_sense.shape))
 
     def start_overflow_check(self, pre_cond, compute_input):
