@@ -210,3 +210,22 @@ def test_grad_operation_errors():
         minigrad.GradOperation(get_by_list=True)(Net())
     with pytest.raises(TypeError, match="last input must be the sens"):
         minigrad.GradOperation(sens_param=True)(Net())()
+
+
+def test_values_come_back_without_a_graph():
+    """MindSpore returns plain Tensors: the value (and aux) of value_and_grad, and the loss of a
+    train cell, carry no freed graph, so accumulating them in a loop builds nothing."""
+    import numpy
+    from minigrad import nn, ops
+    x = minigrad.Tensor(numpy.array([1.0, 2.0], numpy.float32))
+    value, g = minigrad.value_and_grad(lambda t: (ops.sum(t * t), t * 2), has_aux=True)(x)
+    assert all(v._ctx is None and not v.requires_grad for v in value)
+    total = minigrad.Tensor(numpy.float32(0))
+    for _ in range(3):
+        loss, _ = minigrad.value_and_grad(lambda t: ops.sum(t * t))(x)
+        total = total + loss
+    assert total._ctx is None and float(total.asnumpy()) == 15.0
+    net = nn.Dense(2, 1)
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1))
+    loss = step(minigrad.Tensor(numpy.ones((4, 2), numpy.float32)), minigrad.Tensor(numpy.zeros((4, 1), numpy.float32)))
+    assert loss._ctx is None and not loss.requires_grad

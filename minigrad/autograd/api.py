@@ -63,7 +63,16 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
         grads = [None] * len(targets)
     make = _tensor_module.make
     grads = [make(_zeros(t) if g is None else g, None, 0) for t, g in zip(targets, grads)]
-    return out, grads[:len(leaves)], tuple(grads[len(leaves):])
+    return _detached(out), grads[:len(leaves)], tuple(grads[len(leaves):])
+
+
+def _detached(out):
+    """``out`` (a Tensor or a tuple) as plain Tensors, as MindSpore returns them: their graph has
+    been used and freed, and a loop such as ``total = total + value`` must not keep growing it."""
+    make, Tensor = _tensor_module.make, _tensor()
+    if isinstance(out, tuple):
+        return tuple(make(o.data, None, 0) if isinstance(o, Tensor) else o for o in out)
+    return make(out.data, None, 0) if isinstance(out, Tensor) else out
 
 
 def _ones(t):
@@ -86,8 +95,10 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
         has_aux: ``fn`` returns ``(output, *aux)``; only ``output`` is differentiated.
 
     Returns:
-        A function returning ``(value, grads)``: ``grads`` is one tensor (int position), a tuple
-        (tuple of positions or weights only), or ``(input_grads, weight_grads)`` when both.
+        A function returning ``(value, grads)``: ``value`` is ``fn``'s output as plain Tensors
+        (no graph: it was used for the gradients and freed); ``grads`` is one tensor (int
+        position), a tuple (tuple of positions or weights only), or ``(input_grads,
+        weight_grads)`` when both.
 
     Raises:
         ValueError: if both ``grad_position`` and ``weights`` are None.

@@ -1,5 +1,6 @@
 """Training wrappers: ``WithLossCell`` (network + loss) and ``TrainOneStepCell`` (one update)."""
 from minigrad.autograd import GradOperation
+from minigrad.autograd.api import _detached
 from minigrad.nn.cell import Cell
 
 
@@ -82,14 +83,15 @@ class TrainOneStepCell(Cell):
         self.sens = sens
 
     def loss_and_grads(self, inputs, sens):
-        """Run the network on ``inputs`` once and backprop from ``sens``: (loss, grads of weights)."""
+        """Run the network on ``inputs`` once and backprop from ``sens``: (loss, grads of weights).
+        The loss is a plain Tensor (its graph is freed), as MindSpore's train cells return it."""
         losses = []
 
         def network(*args):
             losses.append(self.network(*args))
             return losses[0]
         grads = self.grad(network, self.weights)(*inputs, sens)
-        return losses[0], grads
+        return _detached(losses[0]), grads
 
     def grad_reducer(self, grads):
         """Identity: the one place where data-parallel training all-reduces the gradients."""
