@@ -139,7 +139,17 @@ class Tensor:
 
         A returned tensor replaces the gradient. Layer hooks (THOR's G = E[D Dᵀ]) use this on a
         layer's output to see the gradient arriving there.
+
+        Raises:
+            TypeError: if ``hook`` is not callable.
+            RuntimeError: on a tensor that does not require grad (no gradient ever reaches it;
+                PyTorch refuses the same).
         """
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        if not self.requires_grad:
+            raise RuntimeError("register_hook on a tensor that does not require grad: no gradient "
+                               "reaches it (set requires_grad, or hook a tensor computed from one that has it)")
         if self._ctx is None:
             self._hooks = (self._hooks or []) + [hook]
         else:

@@ -229,3 +229,12 @@ def test_values_come_back_without_a_graph():
     step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1))
     loss = step(minigrad.Tensor(numpy.ones((4, 2), numpy.float32)), minigrad.Tensor(numpy.zeros((4, 1), numpy.float32)))
     assert loss._ctx is None and not loss.requires_grad
+
+
+def test_register_hook_refuses_what_no_gradient_reaches():
+    import numpy
+    plain = minigrad.Tensor(numpy.ones(2, numpy.float32))
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        plain.register_hook(lambda g: None)
+    with pytest.raises(TypeError, match="hook must be callable"):
+        minigrad.Tensor(numpy.ones(2, numpy.float32), requires_grad=True).register_hook(3)
