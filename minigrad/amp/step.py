@@ -76,12 +76,27 @@ class OverflowStatus:
     def unscale_and_check(self, arrays, scale):
         """Check ``arrays`` and multiply them by 1/scale in one pass (None kept; fp16 arrays are
         read once and unscaled into new fp32 arrays, see the module docstring); return the list
-        of unscaled arrays."""
+        of unscaled arrays.
+
+        The flag covers the unscaled values too, as MindSpore checks after unscaling: with a
+        scale below 1, ``1/scale > 1`` can turn a finite gradient into inf, so the results are
+        then checked again (one more pass, only for such scales).
+        """
         arrays = list(arrays)
         inv = 1.0 / float(scale)  # as inverse(scale): the host launch rounds it to float32
-        if self._lean(arrays, inv):
-            return arrays
-        inv = numpy.float32(inv)
+        if not self._lean(arrays, inv):
+            arrays = self._unscale_checked(arrays, numpy.float32(inv))
+        if inv > 1.0:  # (a Python float: when it is <= 1, so is its float32 rounding)
+            self._recheck([a for a in arrays if a is not None])
+        return arrays
+
+    def _recheck(self, arrays):
+        # a check of arrays this status has already seen (the unscaled results); checked public
+        # path, never the lean one (which would record them again)
+        if arrays:
+            float_status.check_overflow(self._status(arrays[0]), *arrays)
+
+    def _unscale_checked(self, arrays, inv):
         present = [a for a in arrays if a is not None]
         if not present:
             return arrays

@@ -155,7 +155,9 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         underflow = None
         if self.track_underflow:
             underflow = amp_step.underflow_stats([p.name for p in weights], [g.data for g in grads])
-        unscale_in_optimizer = self._optimizer_unscales(grads)
+        # below 1, 1/scale can turn a finite gradient into inf: only the cell's unscale checks
+        # the unscaled values (MindSpore checks after unscaling), so the optimizer may not do it
+        unscale_in_optimizer = scale_before >= 1.0 and self._optimizer_unscales(grads)
         if not unscale_in_optimizer:
             grads = self.grad_reducer(self._unscale(status, grads, scale_before))
         cond = self.get_overflow_status(status, grads)
