@@ -245,10 +245,14 @@ def loss_is_finite(loss):
     return bool(backend.get_array_module(data).isfinite(data).all())
 
 
-def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=None):
+def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=None, underflow=None,
+                owner=None):
     """Build the ``StepReport`` of a step, record it in ``core`` (step count, skip guard), return it.
 
     ``scale_after`` defaults to ``core.scale`` (the scale ``core`` chose for the next step).
+    ``underflow`` goes into the report. With ``owner``, ``owner.last_report`` is set to the report
+    before ``core`` records it, so a step that trips the skip guard (RuntimeError) still leaves
+    its own report behind.
     """
     reason = inf_names = nan_names = None
     if overflow:
@@ -258,7 +262,9 @@ def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=N
     before = float(scale_before)
     report = StepReport(core.steps + 1, bool(overflow), reason, before,
                         before if after is scale_before else float(after),
-                        inf_names or (), nan_names or ())
+                        inf_names or (), nan_names or (), underflow)
+    if owner is not None:
+        owner.last_report = report
     core.record(report)
     return report
 

@@ -169,10 +169,9 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                 self.optimizer(grads)
         # the parameters' names and gradients only matter to a report of an overflow
         names, arrays = ([p.name for p in weights], [g.data for g in grads]) if overflow else ((), ())
-        report = amp_step.make_report(self._steps, scale_before, bool(overflow), loss, names, arrays,
-                                      scale_after=float(self.scale_sense.data.reshape(())))
-        report.underflow = underflow
-        self.last_report = report
+        amp_step.make_report(self._steps, scale_before, bool(overflow), loss, names, arrays,
+                             scale_after=float(self.scale_sense.data.reshape(())), underflow=underflow,
+                             owner=self)  # sets last_report, even when the skip guard raises
         return (loss, make(numpy.array(bool(cond)), None, 0),
                 make(numpy.array(scale_before).reshape(scaling_sens.shape), None, 0))
 
