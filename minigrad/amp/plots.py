@@ -47,6 +47,8 @@ def gradient_exponents(gradients, scale=1.0):
         ValueError: ``scale`` is not positive and finite; no values at all.
     """
     try:
+        if isinstance(scale, (str, bytes)):  # float("2") parses; a string is still not a number
+            raise TypeError
         scale = float(scale)
     except (TypeError, ValueError):
         raise TypeError(f"gradient_exponents: 'scale' must be a number, but got {type(scale).__name__}") from None
