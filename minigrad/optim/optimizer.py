@@ -25,6 +25,7 @@ that changes what happens to a gradient before the update overrides
     return self._add_weight_decay(i, self.precondition(i, self._unscale(grad, weight.dtype)), weight)
 """
 import numbers
+from collections.abc import Iterable
 
 import numpy
 
@@ -50,9 +51,10 @@ class Optimizer:
     """Base class: holds the parameters, learning rates, weight decay and per-parameter state.
 
     Args:
-        learning_rate: a float/int >= 0; a 0-d Tensor; a list, tuple or 1-D Tensor of per-step
-            values (step ``global_step`` takes entry ``global_step``; the last entry repeats after
-            the end); or a ``LearningRateSchedule`` (called with ``global_step``).
+        learning_rate: a float/int >= 0; a 0-d Tensor or NumPy array; a 1-D Tensor or NumPy array,
+            or any other Iterable (list, tuple, range, generator: MindSpore's ``Iterable``) of
+            per-step values (step ``global_step`` takes entry ``global_step``; the last entry
+            repeats after the end); or a ``LearningRateSchedule`` (called with ``global_step``).
         parameters: an iterable of ``Parameter``, or a list of group dicts with keys ``'params'``
             (required), ``'lr'``, ``'weight_decay'``, ``'grad_centralization'`` (a bool; accepted
             and not applied) and one optional ``{'order_params': params}`` dict that fixes the order.
@@ -72,7 +74,7 @@ class Optimizer:
         TypeError: ``learning_rate``, ``weight_decay``, ``loss_scale`` or ``decay_filter`` of the
             wrong type; an element of ``parameters`` that is neither a Parameter nor a dict.
         ValueError: ``parameters`` None or empty, a parameter given twice, a negative learning
-            rate or ``weight_decay``, ``loss_scale`` <= 0, a learning-rate Tensor with ndim > 1.
+            rate or ``weight_decay``, ``loss_scale`` <= 0, a learning-rate Tensor or array with ndim > 1.
         KeyError: an unknown key in a group dict.
     """
     # Names of the per-parameter state arrays (the keys ``update`` stores in ``state``).
@@ -435,26 +437,31 @@ class _LearningRate:
         if isinstance(value, LearningRateSchedule):
             return _ScheduleLR(value)
         if isinstance(value, bool):
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, list or "
+            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, Iterable or "
                             f"LearningRateSchedule, but got {value!r}")
         if isinstance(value, numbers.Real):
             return _FixedLR(check_non_negative_float(value, name, owner), parameter_name)
-        if isinstance(value, Tensor):
-            if value.ndim > 1:
-                raise ValueError(f"For '{owner}', a Tensor '{name}' must be 0-d or 1-D, "
-                                 f"but got shape {value.shape}")
-            values = value.asnumpy().astype(numpy.float64).reshape(-1).tolist()
-        elif isinstance(value, (list, tuple)):
+        array = value.asnumpy() if isinstance(value, Tensor) else value
+        if isinstance(array, numpy.ndarray):  # a Tensor, or a NumPy array (an Iterable to MindSpore)
+            if array.ndim > 1:
+                raise ValueError(f"For '{owner}', a Tensor or array '{name}' must be 0-d or 1-D, "
+                                 f"but got shape {array.shape}")
+            if array.dtype.kind not in "fiu":
+                raise TypeError(f"For '{owner}', the argument '{name}' must hold numbers, "
+                                f"but got an array of dtype {array.dtype}")
+            values = array.astype(numpy.float64).reshape(-1).tolist()
+        elif isinstance(value, Iterable) and not isinstance(value, (str, bytes, dict)):
+            # MindSpore: any Iterable (list, tuple, range, generator, ...) gives one rate per step
             values = [check_non_negative_float(v, f"{name}[{k}]", owner) for k, v in enumerate(value)]
         else:
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, list or "
+            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, Iterable or "
                             f"LearningRateSchedule, but got {type(value).__name__}")
         if not values:
             raise ValueError(f"For '{owner}', the argument '{name}' is empty")
         bad = next((v for v in values if not v >= 0), None)
         if bad is not None:
             raise ValueError(f"For '{owner}', the argument '{name}' must be >= 0, but contains {bad}")
-        if isinstance(value, Tensor) and value.ndim == 0:
+        if isinstance(array, numpy.ndarray) and array.ndim == 0:
             return _FixedLR(values[0], parameter_name)
         return _ListLR(values)
 
