@@ -13,6 +13,8 @@
    float such as 1 - beta1 is computed in double and rounded to fp32 once, as NumPy does with a
    Python scalar), and the library is compiled with -ffp-contract=off so that no `a * b + c`
    becomes an FMA. fp16 <-> fp32 conversions are NumPy's (convert_host.cpp), NaN payloads included.
+   Not defined (here or in NumPy, whose loops differ by array length and position): which NaN an
+   addition of two NaNs returns; the result is a NaN either way.
 
    Per element, with g the gradient as given (fp16 or fp32) and w the fp32 weight:
        g = fp32(g);  g = g * inv_scale (if != 1);  g = g * inv_loss_scale (if != 1)
