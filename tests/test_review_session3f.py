@@ -245,9 +245,6 @@ def test_dynamic_update_cell_matches_mindspores_select_formula():
 
 # ---- reported, not fixed (files owned by others) ---------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="minigrad/amp/core.py: check_positive(kinds=(int,)) accepts NumPy "
-                                       "floats, so DynamicLossScaler/DynamicLossScaleUpdateCell take a "
-                                       "non-integral scale_factor/scale_window (MindSpore: check_positive_int)")
 def test_integer_arguments_refuse_numpy_floats():
     with pytest.raises(TypeError):
         DynamicLossScaler(2 ** 10, np.float64(2.5), 1)
@@ -262,10 +259,6 @@ def test_gradient_exponents_scale_must_be_a_number(scale):
         plots.gradient_exponents(np.ones(3), scale)
 
 
-@pytest.mark.xfail(strict=True, reason="minigrad/amp/grad_scaler.py: update() sets last_report after "
-                                       "make_report, whose skip guard raises first, so the step that trips "
-                                       "max_consecutive_skips leaves the previous report (pass owner=self "
-                                       "to amp.step.make_report, as TrainOneStepWithLossScaleCell now does)")
 def test_grad_scaler_last_report_describes_the_step_that_raised():
     from minigrad.amp import GradScaler
     p = Parameter(Tensor(np.ones(3, np.float32)), name="p")
@@ -279,3 +272,15 @@ def test_grad_scaler_last_report_describes_the_step_that_raised():
     with pytest.raises(RuntimeError, match="max_consecutive_skips=2"):
         scaler.update()
     assert scaler.last_report.step == 2
+
+
+def test_tf_loss_scale_last_report_describes_the_step_that_raised():
+    """The TF face shares the skip guard: the step that trips it leaves its own report."""
+    from minigrad.mixed_precision import DynamicLossScale
+    loss_scale = DynamicLossScale(initial_loss_scale=8.0, max_consecutive_skips=2)
+    grads = [Tensor(np.array([np.inf, 1.0], np.float32))]
+    loss_scale.update(grads)
+    assert loss_scale.last_report.step == 1
+    with pytest.raises(RuntimeError):
+        loss_scale.update(grads)
+    assert loss_scale.last_report.step == 2 and loss_scale.last_report.skipped

@@ -38,7 +38,8 @@ import numpy
 
 def check_positive(name, value, owner, minimum=0.0, inclusive=False, kinds=(int, float)):
     """Return ``float(value)`` or raise TypeError/ValueError naming ``owner``, ``name`` and ``value``."""
-    if isinstance(value, bool) or not isinstance(value, kinds + (numpy.floating, numpy.integer)):
+    numpy_kinds = (numpy.integer,) * (int in kinds) + (numpy.floating,) * (float in kinds)
+    if isinstance(value, bool) or not isinstance(value, kinds + numpy_kinds):
         raise TypeError(f"For '{owner}', '{name}' must be "
                         f"{' or '.join(k.__name__ for k in kinds)}, but got {value!r} "
                         f"of type {type(value).__name__}")

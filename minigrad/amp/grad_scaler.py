@@ -195,10 +195,11 @@ class GradScaler:
             if overflow:
                 names = [p.name for s in checked for p in s["params"]]
                 arrays = [a for s in checked for a in s["arrays"]]
-            report = amp_step.make_report(self.core, before, overflow, self._loss, names, arrays)
-            if self.track_underflow:
-                report.underflow = {k: v for s in checked for k, v in s.get("underflow", {}).items()}
-            self.last_report = report
+            underflow = ({k: v for s in checked for k, v in s.get("underflow", {}).items()}
+                         if self.track_underflow else None)
+            # owner=self: the step that trips max_consecutive_skips still leaves its own report
+            amp_step.make_report(self.core, before, overflow, self._loss, names, arrays,
+                                 underflow=underflow, owner=self)
         self._per_optimizer.clear()
         self._loss = None
 

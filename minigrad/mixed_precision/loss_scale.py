@@ -40,7 +40,7 @@ class LossScale(abc.ABC):
     def _decide(self, overflow, loss, names, arrays):
         before = self.core.scale
         self.core.update(overflow)
-        self.last_report = amp_step.make_report(self.core, before, overflow, loss, names, arrays)
+        amp_step.make_report(self.core, before, overflow, loss, names, arrays, owner=self)
         return not overflow
 
     @abc.abstractmethod
