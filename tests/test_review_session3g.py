@@ -343,3 +343,18 @@ def test_fused_step_matches_numpy_path_on_extreme_values(k, seed):
         numpy.testing.assert_array_equal(_bits_nan_canonical(numpy.asarray(state_f[key])),
                                          _bits_nan_canonical(numpy.asarray(state_n[key])),
                                          err_msg=key)
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: nn.Momentum(ps, float("inf"), 0.9),
+    lambda ps: nn.Momentum(ps, 0.1, float("inf")),
+    lambda ps: nn.SGD(ps, 0.1, loss_scale=float("inf")),
+    lambda ps: nn.Adam(ps, 0.1, eps=float("inf")),
+    lambda ps: nn.AdamWeightDecay(ps, 0.1, weight_decay=float("inf")),
+])
+def test_infinite_hyperparameters_are_refused(make):
+    """An inf learning rate, momentum, eps, weight decay or loss scale only yields inf, NaN or
+    zero updates (loss_scale=inf zeroed every gradient silently): a ValueError naming it."""
+    ps = [minigrad.Parameter(numpy.ones(2, numpy.float32), name="w")]
+    with pytest.raises(ValueError, match="must be finite"):
+        make(ps)
