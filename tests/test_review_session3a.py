@@ -11,18 +11,9 @@ from minigrad import amp
 from minigrad.amp import GradScaler, DynamicLossScaler, autocast
 from minigrad.mixed_precision import DynamicLossScale, FixedLossScale, LossScaleOptimizer, get
 
+from test_loss_scale_rules import _Opt  # the optimizer double GradScaler's rule tests use
+
 f32 = np.float32
-
-
-class _Opt:
-    """A minimal optimizer double (GradScaler only needs ``parameters`` and ``step``)."""
-
-    def __init__(self, params):
-        self.parameters = tuple(params)
-        self.steps = 0
-
-    def step(self):
-        self.steps += 1
 
 
 @pytest.mark.parametrize("make, name", [
