@@ -43,7 +43,12 @@ FP16_SUBNORMAL_MIN = 2.0 ** -24
 
 
 def as_dtype(dtype, name="dtype"):
-    """Return the ``numpy.dtype`` for ``dtype`` (a dtype, a type or a name) or raise TypeError."""
+    """Return the ``numpy.dtype`` for ``dtype`` (a dtype, a type or a name) or raise TypeError.
+
+    ``None`` is refused (NumPy would read it as float64).
+    """
+    if dtype is None:
+        raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got None")
     try:
         result = numpy.dtype(dtype)
     except TypeError:

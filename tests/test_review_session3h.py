@@ -66,3 +66,27 @@ def test_seeding_before_building_repeats_the_network_and_the_dropout_masks():
     params_b, out_b = build_and_draw()
     assert all(numpy.array_equal(a, b) for a, b in zip(params_a, params_b))
     assert numpy.array_equal(out_a, out_b)
+
+
+# ---- dtype policy -----------------------------------------------------------------------------
+def test_as_dtype_refuses_none_instead_of_returning_float64():
+    # numpy.dtype(None) is float64: ops.cast(x, None) silently doubled an fp16 tensor's width.
+    with pytest.raises(TypeError, match="dtype must be one of"):
+        mstype.as_dtype(None)
+    with pytest.raises(TypeError, match="dtype"):
+        minigrad.ops.cast(Tensor(numpy.ones(2, numpy.float16)), None)
+
+
+def test_bool_tensor_with_python_int_is_integer_arithmetic():
+    # MindSpore and PyTorch: Tensor([True, False]) + 2 -> int64 [3, 2]; it was bool [True, True]
+    # (the 2 was cast to bool and added as a logical or).
+    flags = Tensor(numpy.array([True, False]))
+    for value in (2, numpy.int64(2)):
+        out = flags + value
+        assert out.dtype == mstype.int64
+        assert out.asnumpy().tolist() == [3, 2]
+    assert (flags * 3).asnumpy().tolist() == [3, 0]
+    both = flags + True  # bool with bool stays bool (logical), as NumPy and MindSpore
+    assert both.dtype == mstype.bool_ and both.asnumpy().tolist() == [True, True]
+    assert (flags + 2.5).dtype == mstype.float32
+    assert mstype.weak_dtype(True, mstype.int32) == mstype.int32
