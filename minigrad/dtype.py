@@ -12,6 +12,7 @@ tensor (op) Python/NumPy scalar, 0-d array  the tensor's dtype: operands that ar
 or other non-tensor array                   are *weak* (no silent upcast of fp16)
 fp16 tensor (op) fp32 tensor                fp32 (the wider float wins), gradients cast back
 int tensor (op) Python float                float32
+bool tensor (op) Python int / float         int32 / float32 (MindSpore's rule; bool with bool: bool)
 int tensor (op) float tensor                the float tensor's dtype (not NumPy's float64)
 fp16 matmul / conv                          fp32 accumulation (computed in fp32, stored fp16)
 fp16 sum/mean, softmax, log_softmax, log    fp32 accumulation, result fp16
@@ -86,10 +87,17 @@ def weak_dtype(value, tensor_dtype):
     """Dtype that a non-tensor operand takes next to a tensor of ``tensor_dtype``.
 
     A float (or int) value beside a float tensor takes the tensor's dtype; beside an integer
-    tensor a float value gives float32 and an integer value the tensor's dtype.
+    tensor a float value gives float32 and an integer value the tensor's dtype; beside a bool
+    tensor an integer value gives int32 and a float value float32 (MindSpore's implicit
+    conversion rule), while a bool value keeps bool.
     """
     kind = getattr(value, "dtype", None)
-    kind = kind.kind if kind is not None else ("f" if isinstance(value, float) else "i")
-    if is_float(tensor_dtype) or kind in "iub":
+    if kind is not None:
+        kind = kind.kind
+    else:
+        kind = "b" if isinstance(value, bool) else "f" if isinstance(value, float) else "i"
+    if is_float(tensor_dtype) or kind == "b":
         return tensor_dtype
+    if kind in "iu":
+        return int32 if tensor_dtype == bool_ else tensor_dtype
     return float32

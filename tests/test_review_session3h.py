@@ -78,12 +78,13 @@ def test_as_dtype_refuses_none_instead_of_returning_float64():
 
 
 def test_bool_tensor_with_python_int_is_integer_arithmetic():
-    # MindSpore and PyTorch: Tensor([True, False]) + 2 -> int64 [3, 2]; it was bool [True, True]
-    # (the 2 was cast to bool and added as a logical or).
+    # MindSpore's implicit conversion rules: "when Tensor is bool data type and the scalar is int
+    # or float, both ... are converted to the Tensor with the data type of int32 or float32".
+    # Tensor([True, False]) + 2 was bool [True, True] (2 cast to bool, added as a logical or).
     flags = Tensor(numpy.array([True, False]))
     for value in (2, numpy.int64(2)):
         out = flags + value
-        assert out.dtype == mstype.int64
+        assert out.dtype == mstype.int32
         assert out.asnumpy().tolist() == [3, 2]
     assert (flags * 3).asnumpy().tolist() == [3, 0]
     both = flags + True  # bool with bool stays bool (logical), as NumPy and MindSpore
