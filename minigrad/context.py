@@ -2,16 +2,38 @@
 from minigrad import backend
 from minigrad._config import config
 
+# MindSpore's other context keys: accepted by set_context and ignored, so scripts run unchanged.
+MINDSPORE_KEYS = frozenset((
+    "mode", "device_id", "deterministic", "max_call_depth", "variable_memory_max_size",
+    "mempool_block_size", "op_timeout", "save_graphs", "save_graphs_path", "enable_dump",
+    "save_dump_path", "print_file_path", "env_config_path", "precompile_only",
+    "reserve_class_name_in_scope", "pynative_synchronize", "check_bprop",
+    "enable_reduce_precision", "aoe_tune_mode", "aoe_config", "runtime_num_threads",
+    "inter_op_parallel_num", "enable_graph_kernel", "graph_kernel_flags",
+    "enable_auto_mixed_precision", "auto_tune_mode", "grad_for_scalar", "enable_compile_cache",
+    "compile_cache_path", "load_compile_cache", "save_compile_cache", "disable_format_transform",
+    "memory_optimize_level", "memory_offload", "ascend_config", "jit_syntax_level", "gpu_config",
+    "jit_config", "max_device_memory", "support_binary", "debug_level", "exec_order",
+    "enable_sparse", "enable_profiling", "profiling_options", "device_memory_capacity",
+))
 
-def set_context(device_target=None, **ignored):
+
+def set_context(device_target=None, **kwargs):
     """Set where new tensors are created: ``"CPU"`` (NumPy) or ``"GPU"`` (CuPy).
 
-    Other MindSpore context keys (``mode``, ``device_id``, ...) are accepted and ignored, so
-    MindSpore scripts run unchanged.
+    MindSpore's other context keys (``mode``, ``device_id``, ...; see ``MINDSPORE_KEYS``) are
+    accepted and ignored, so MindSpore scripts run unchanged.
 
     Raises:
-        ValueError: for an unknown device; RuntimeError for ``"GPU"`` without CuPy or a GPU.
+        ValueError: for a key that is not a context key (as MindSpore; a misspelt key is not
+            ignored silently), or an unknown device; nothing is changed then. RuntimeError for
+            ``"GPU"`` without CuPy or a GPU.
     """
+    unknown = sorted(key for key in kwargs if key not in MINDSPORE_KEYS)
+    if unknown:
+        raise ValueError(f"set_context: {', '.join(repr(k) for k in unknown)} is not a context key; "
+                         f"minigrad uses 'device_target' and accepts (and ignores) MindSpore's "
+                         f"other keys: {sorted(MINDSPORE_KEYS)}")
     if device_target is not None:
         config.device_target = backend.check_device(device_target)
 

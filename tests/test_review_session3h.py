@@ -91,3 +91,16 @@ def test_bool_tensor_with_python_int_is_integer_arithmetic():
     assert both.dtype == mstype.bool_ and both.asnumpy().tolist() == [True, True]
     assert (flags + 2.5).dtype == mstype.float32
     assert mstype.weak_dtype(True, mstype.int32) == mstype.int32
+
+
+# ---- context ----------------------------------------------------------------------------------
+def test_set_context_refuses_an_unknown_key_instead_of_ignoring_it():
+    # MindSpore's set_context raises ValueError for a key that is not a context attribute; a
+    # misspelt device_targt="GPU" silently trained on the CPU.
+    with pytest.raises(ValueError, match="device_targt"):
+        minigrad.set_context(device_targt="CPU")
+    with pytest.raises(ValueError, match="devcie_id"):
+        minigrad.set_context(device_target="CPU", devcie_id=0)
+    minigrad.set_context(mode=1, device_id=0, max_call_depth=10000, save_graphs=False,
+                         device_target="CPU")  # MindSpore's own keys stay accepted
+    assert minigrad.get_context("device_target") == "CPU"
