@@ -104,3 +104,23 @@ def test_set_context_refuses_an_unknown_key_instead_of_ignoring_it():
     minigrad.set_context(mode=1, device_id=0, max_call_depth=10000, save_graphs=False,
                          device_target="CPU")  # MindSpore's own keys stay accepted
     assert minigrad.get_context("device_target") == "CPU"
+
+
+# ---- metrics ----------------------------------------------------------------------------------
+def test_accuracy_multilabel_counts_samples_whose_every_label_matches():
+    # MindSpore's Accuracy(eval_type) "Supports 'classification' and 'multilabel'": for
+    # 'multilabel' y_pred and y are 0/1 of shape (N, C), a sample is right when all C match.
+    metric = Accuracy("multilabel")
+    y_pred = numpy.array([[1, 0, 1], [0, 1, 0], [1, 1, 0]], numpy.float32)
+    y = numpy.array([[1, 0, 1], [0, 1, 1], [1, 1, 0]], numpy.int32)
+    metric.update(Tensor(y_pred), Tensor(y))
+    assert metric.eval() == pytest.approx(2 / 3)
+    metric.update(y_pred[:1], y[:1])  # a smaller last batch
+    assert metric.eval() == pytest.approx(3 / 4)
+    with pytest.raises(ValueError, match="0 or 1"):
+        metric.update(numpy.array([[0.7, 0.2, 0.1]]), numpy.array([[1, 0, 0]]))
+    with pytest.raises(ValueError, match="shape"):
+        metric.update(y_pred, numpy.array([0, 1, 2]))
+    assert metric.eval() == pytest.approx(3 / 4)  # refused updates count nothing
+    with pytest.raises(ValueError, match="eval_type"):
+        Accuracy("multiclass")

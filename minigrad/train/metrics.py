@@ -37,9 +37,10 @@ class Accuracy(Metric):
     ``accuracy = (number of samples with argmax(y_pred) == y) / (number of samples)``
 
     Args:
-        eval_type: ``"classification"`` (the only one supported): ``y_pred`` holds scores
-            (logits or probabilities) of shape ``(N, C)``; ``y`` holds int labels ``(N,)`` or
-            one-hot rows ``(N, C)``.
+        eval_type: ``"classification"`` (default): ``y_pred`` holds scores (logits or
+            probabilities) of shape ``(N, C)``; ``y`` holds int labels ``(N,)`` or one-hot rows
+            ``(N, C)``. ``"multilabel"``: ``y_pred`` and ``y`` both hold 0/1 values of shape
+            ``(N, C)``; a sample counts as right when all its ``C`` labels match.
 
     ``y`` of the same shape as ``y_pred`` is taken as one-hot only if every row is one (0/1 values
     summing to 1), as in MindSpore; other labels of that rank (a column ``(N, 1)`` of class ids)
@@ -54,8 +55,9 @@ class Accuracy(Metric):
     """
 
     def __init__(self, eval_type="classification"):
-        if eval_type != "classification":
-            raise ValueError(f"eval_type must be 'classification', got {eval_type!r}")
+        if eval_type not in ("classification", "multilabel"):
+            raise ValueError(f"eval_type must be 'classification' or 'multilabel', got {eval_type!r}")
+        self._type = eval_type
         super().__init__()
 
     def clear(self):
@@ -67,6 +69,8 @@ class Accuracy(Metric):
         if len(inputs) != 2:
             raise ValueError(f"Accuracy.update needs 2 inputs (y_pred, y), got {len(inputs)}")
         y_pred, y = as_numpy(inputs[0]), as_numpy(inputs[1])
+        if self._type == "multilabel":
+            return self._update_multilabel(y_pred, y)
         expected = (f"y_pred must have shape (N, C) and y shape (N,) (class ids) or (N, C) (one-hot "
                     f"rows); got y_pred {y_pred.shape} and y {y.shape}")
         if y_pred.ndim != 2:
@@ -81,13 +85,28 @@ class Accuracy(Metric):
             y = y.argmax(axis=-1)
         if y.shape != y_pred.shape[:1]:
             raise ValueError(f"Accuracy.update: {expected}")
+        self._check_class_num(y_pred)
+        self._correct += int((y_pred.argmax(axis=-1) == y).sum())
+        self._total += len(y)
+
+    def _update_multilabel(self, y_pred, y):
+        if y_pred.ndim != 2 or y.shape != y_pred.shape:
+            raise ValueError(f"Accuracy.update ('multilabel'): y_pred and y must both have shape "
+                             f"(N, C); got y_pred {y_pred.shape} and y {y.shape}")
+        for name, value in (("y_pred", y_pred), ("y", y)):
+            if not ((value == 0) | (value == 1)).all():
+                raise ValueError(f"Accuracy.update ('multilabel'): {name} must hold only 0 or 1 "
+                                 f"(one column per label)")
+        self._check_class_num(y_pred)
+        self._correct += int((y_pred == y).all(axis=1).sum())
+        self._total += len(y)
+
+    def _check_class_num(self, y_pred):
         if self._class_num is not None and y_pred.shape[1] != self._class_num:
             raise ValueError(f"Accuracy.update: the earlier y_pred had {self._class_num} classes, "
                              f"this one has {y_pred.shape[1]} classes (shape {y_pred.shape}); call "
                              f"clear() to start over")
         self._class_num = y_pred.shape[1]
-        self._correct += int((y_pred.argmax(axis=-1) == y).sum())
-        self._total += len(y)
 
     def eval(self):
         if self._total == 0:
