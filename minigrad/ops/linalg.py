@@ -69,17 +69,20 @@ class MatMul(Function):
             g = g[..., None]
         if len(self.a_shape) == 1:
             g = g[..., None, :]
+        # A broadcast operand's gradient sums the products over the batch: the sum is taken on
+        # the fp32 products and rounded to fp16 once (rounding each product first rounds twice,
+        # and turns products beyond 65504 that cancel in the sum into inf - inf = NaN).
         ga = gb = None
         if self.needs_grad[0]:
-            ga = _narrow(g @ self.b.swapaxes(-1, -2), self.dtype)
-            ga = unbroadcast(ga, self.a.shape).reshape(self.a_shape)
+            ga = unbroadcast(g @ self.b.swapaxes(-1, -2), self.a.shape)
+            ga = _narrow(ga, self.dtype).reshape(self.a_shape)
         if self.needs_grad[1]:
             if self.transpose_b:  # d(bᵀ) computed directly as gᵀ @ a: C-ordered like b itself
-                gb = _narrow(g.swapaxes(-1, -2) @ self.a, self.dtype)
-                gb = unbroadcast(gb, self.b.shape[:-2] + self.b.shape[:-3:-1])
+                gb = unbroadcast(g.swapaxes(-1, -2) @ self.a, self.b.shape[:-2] + self.b.shape[:-3:-1])
+                gb = _narrow(gb, self.dtype)
             else:
-                gb = _narrow(self.a.swapaxes(-1, -2) @ g, self.dtype)
-                gb = unbroadcast(gb, self.b.shape).reshape(self.b_shape)
+                gb = unbroadcast(self.a.swapaxes(-1, -2) @ g, self.b.shape)
+                gb = _narrow(gb, self.dtype).reshape(self.b_shape)
         return ga, gb
 
 
