@@ -85,3 +85,20 @@ def test_fp16_matmul_gradient_of_a_broadcast_operand_is_summed_in_fp32_and_round
     gb = (numpy.swapaxes(A.astype(F32), -1, -2) @ G.astype(F32)).sum(axis=0)
     expected = (gb.T if transpose_b else gb).astype(F16)
     numpy.testing.assert_array_equal(tb.grad.asnumpy(), expected)
+
+
+# ---- the operand dtype policy (ops/_util.py) ----------------------------------------------------
+def test_a_list_of_floats_beside_an_int_tensor_gives_float32_as_an_array_does():
+    """minigrad.dtype's table: int tensor (op) Python float -> float32, and a non-tensor array is
+    weak like a scalar. A nested list of floats is such an array: it was read as integers and
+    truncated (int tensor [1, 2] + [0.5, 0.5] gave int64 [1, 2])."""
+    i = Tensor(numpy.array([1, 2], numpy.int64))
+    for other in ([0.5, 0.5], (0.5, 0.5), [[0.5], [1.5]]):
+        expected = (i + numpy.asarray(other, F32))
+        for result in (i + other, other + i, ops.add(i, other), ops.mul(other, i) * 1):
+            assert result.dtype == F32, other
+        numpy.testing.assert_array_equal((i + other).asnumpy(), expected.asnumpy())
+    assert (i + [1, 2]).dtype == numpy.int64           # integers stay the tensor's dtype
+    h = Tensor(numpy.array([1.0, 2.0], F16))
+    assert (h + [0.5, 0.25]).dtype == F16 and (h * [[2.0], [3.0]]).dtype == F16   # weak beside fp16
+

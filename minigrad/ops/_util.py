@@ -23,6 +23,10 @@ def as_tensor(value, like=None):
     if like is None:
         return Tensor(value)
     xp = backend.get_array_module(like.data)
+    if isinstance(value, (list, tuple)):
+        # nested Python data is weak as a whole, like the array it makes: [0.5, 1.5] beside an
+        # int tensor is float (weak_dtype reads only a scalar's or an array's kind)
+        value = numpy.asarray(value)
     dtype = dtypes.weak_dtype(value, like.data.dtype)
     return leaf(xp.asarray(value, dtype=dtype))
 
