@@ -124,3 +124,33 @@ def test_accuracy_multilabel_counts_samples_whose_every_label_matches():
     assert metric.eval() == pytest.approx(3 / 4)  # refused updates count nothing
     with pytest.raises(ValueError, match="eval_type"):
         Accuracy("multiclass")
+
+
+# ---- the digits loader ------------------------------------------------------------------------
+def _needs_sklearn():
+    import importlib.util
+    if importlib.util.find_spec("sklearn") is None:
+        pytest.skip("scikit-learn (the digits data) is not installed")
+
+
+def test_load_digits_refuses_a_split_that_leaves_a_side_empty():
+    # split=0.001 rounded every class's test share to 0: an empty (0, 64) test set came back
+    # silently (Model.eval then fails far away); split=0.999 emptied the train set.
+    _needs_sklearn()
+    from minigrad.dataset import load_digits
+    with pytest.raises(ValueError, match="test set.*empty"):
+        load_digits(split=0.001)
+    with pytest.raises(ValueError, match="train set.*empty"):
+        load_digits(split=0.999)
+    (x_train, _), (x_test, _) = load_digits(split=0.01)  # small but not empty
+    assert len(x_test) > 0 and len(x_train) + len(x_test) == 1797
+
+
+def test_load_digits_missing_scikit_learn_is_an_import_error_with_the_install_hint(monkeypatch):
+    import importlib.util
+    from minigrad.dataset import digits
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sklearn" else real(name, *a))
+    with pytest.raises(ImportError, match=r"pip install minigrad\[datasets\]"):
+        digits.load_digits()

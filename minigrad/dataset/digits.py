@@ -30,7 +30,8 @@ def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
 
     Raises:
         ImportError: if scikit-learn is not installed.
-        ValueError: if ``split`` is not in (0, 1).
+        ValueError: if ``split`` is not in (0, 1), or so close to 0 or 1 that the test or the
+            train set would be empty.
     """
     if not 0 < split < 1:
         raise ValueError(f"split must lie in (0, 1), got {split!r}")
@@ -46,6 +47,11 @@ def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
         test.append(members[:int(round(split * len(members)))])
     is_test = numpy.zeros(len(y), bool)
     is_test[numpy.concatenate(test)] = True
+    for name, count in (("test", int(is_test.sum())), ("train", int((~is_test).sum()))):
+        if count == 0:
+            raise ValueError(f"split={split!r} leaves the {name} set empty (each class keeps "
+                             f"round(split * its size) samples for testing); choose a split "
+                             f"between about 0.003 and 0.997")
     train_idx = rng.permutation(numpy.flatnonzero(~is_test))
     test_idx = rng.permutation(numpy.flatnonzero(is_test))
     return (x[train_idx], y[train_idx]), (x[test_idx], y[test_idx])
