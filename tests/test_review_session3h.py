@@ -154,3 +154,15 @@ def test_load_digits_missing_scikit_learn_is_an_import_error_with_the_install_hi
                         lambda name, *a: None if name == "sklearn" else real(name, *a))
     with pytest.raises(ImportError, match=r"pip install minigrad\[datasets\]"):
         digits.load_digits()
+
+
+def test_load_digits_refuses_a_non_float_dtype_and_names_bad_arguments():
+    # dtype=int32 truncated the [0, 1] pixels to 0 (all but the value 16): data destroyed silently.
+    _needs_sklearn()
+    from minigrad.dataset import load_digits
+    with pytest.raises(TypeError, match="dtype"):
+        load_digits(dtype=numpy.int32)
+    with pytest.raises(TypeError, match="split"):
+        load_digits(split="0.2")  # was "'<' not supported between instances of 'int' and 'str'"
+    (x, _), _ = load_digits(dtype="float16")
+    assert x.dtype == numpy.float16

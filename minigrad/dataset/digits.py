@@ -6,9 +6,12 @@ scikit-learn pulls in SciPy (seconds of import time and a second BLAS thread poo
 scikit-learn is an optional dependency: ``pip install minigrad[datasets]``.
 """
 import importlib.util
+import numbers
 import os
 
 import numpy
+
+from minigrad import dtype as dtypes
 
 _INSTALL_HINT = ("minigrad.dataset.load_digits needs scikit-learn, which ships the digits data: "
                  "pip install minigrad[datasets]  (or: pip install scikit-learn)")
@@ -22,7 +25,7 @@ def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
             stratified (each class keeps its share, rounded) and seeded.
         seed: seed of the split.
         flatten: images as rows of 64 features (default), else as ``(N, 1, 8, 8)`` (NCHW).
-        dtype: dtype of the images (labels are int32).
+        dtype: float dtype of the images (labels are int32).
 
     Returns:
         ``((x_train, y_train), (x_test, y_test))``: NumPy arrays; pixels are divided by 16 (their
@@ -30,11 +33,18 @@ def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
 
     Raises:
         ImportError: if scikit-learn is not installed.
+        TypeError: if ``split`` is not a real number, or ``dtype`` not a float dtype.
         ValueError: if ``split`` is not in (0, 1), or so close to 0 or 1 that the test or the
             train set would be empty.
     """
+    if isinstance(split, bool) or not isinstance(split, numbers.Real):
+        raise TypeError(f"split must be a float in (0, 1), got {split!r} ({type(split).__name__})")
     if not 0 < split < 1:
         raise ValueError(f"split must lie in (0, 1), got {split!r}")
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in dtypes.FLOATS:
+        raise TypeError(f"dtype must be a float dtype (float16, float32 or float64): the pixels "
+                        f"are scaled to [0, 1]; got {dtype}")
     pixels, labels = _read_digits()
     x = (pixels / 16.0).astype(dtype)
     y = labels.astype(numpy.int32)
