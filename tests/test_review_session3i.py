@@ -102,3 +102,127 @@ def test_a_list_of_floats_beside_an_int_tensor_gives_float32_as_an_array_does():
     h = Tensor(numpy.array([1.0, 2.0], F16))
     assert (h + [0.5, 0.25]).dtype == F16 and (h * [[2.0], [3.0]]).dtype == F16   # weak beside fp16
 
+
+
+@pytest.mark.parametrize("dtype", [F16, F32, F64])
+@pytest.mark.parametrize("lead", [(), (3,), (2, 3)])
+def test_dense_over_leading_axes_matches_numpy_and_gradcheck(dtype, lead):
+    rng = numpy.random.default_rng(5)
+    x = rng.standard_normal(lead + (70, 9)).astype(dtype)
+    w = rng.standard_normal((64, 9)).astype(dtype)
+    b = rng.standard_normal(64).astype(dtype)
+    wide = F32 if dtype == F16 else dtype
+    flat = x.reshape(-1, 9).astype(wide)
+    expected = (flat @ w.astype(wide).T + b.astype(wide)).astype(dtype).reshape(lead + (70, 64))
+    out = dense(Tensor(x), Tensor(w), Tensor(b)).asnumpy()
+    assert out.dtype == dtype and out.tobytes() == expected.tobytes()
+    check_backward(lambda a, m, c: dense(a, m, c), [x[..., :5, :], w[:4], b[:4]], dtype=dtype)
+    check_backward(lambda a, m: dense(a, m), [x[..., :5, :], w[:4]], dtype=dtype)
+
+
+# ---- _fastcast.convert: astype's bits and memory order --------------------------------------------
+def _layouts(x):
+    return [x, numpy.asfortranarray(x), x[:, ::2], x.T, x[::3], x[None], x[:0]]
+
+
+def _same(result, expected):
+    return (result.dtype == expected.dtype and result.shape == expected.shape
+            and result.strides == expected.strides
+            and result.tobytes(order="A") == expected.tobytes(order="A"))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_convert_gives_astypes_bits_and_memory_order(native, monkeypatch):
+    if not native:
+        monkeypatch.setitem(_fastcast._native, "fns", None)
+    rng = numpy.random.default_rng(0)
+    x = (rng.standard_normal((120, 80)) * 1e4).astype(F32)   # finite in fp16: the native path runs
+    x.flat[:6] = [numpy.inf, -numpy.inf, numpy.nan, -0.0, 1e-8, 6e-5]
+    x.view(numpy.uint32).flat[6] = 0x7FC00123  # a NaN payload
+    for a in _layouts(x):
+        assert _same(_fastcast.convert(a, F16), a.astype(F16))
+    h = x.astype(F16)
+    for a in _layouts(h):
+        assert _same(_fastcast.convert(a, F32), a.astype(F32))
+    for a in (x, numpy.asfortranarray(x)):
+        out = numpy.empty_like(a, dtype=F16)
+        assert _fastcast.convert(a, F16, out=out) is out and out.tobytes("A") == a.astype(F16).tobytes("A")
+    out = numpy.empty(x.shape, F16, order="F")     # another order than x: still right
+    _fastcast.convert(x, F16, out=out)
+    numpy.testing.assert_array_equal(out.view(numpy.uint16), x.astype(F16).view(numpy.uint16))
+
+
+def test_convert_warns_and_raises_as_astype_under_errstate():
+    x = numpy.ones((100, 80), F32)
+    x[7, 7] = 1e6         # fp16 overflow
+    x[8, 8] = 1e-7        # an inexact fp16 subnormal: underflow
+    for setting in ("warn", "raise", "ignore"):
+        for key in ("over", "under"):
+            with numpy.errstate(**{key: setting}):
+                outcomes = []
+                for fn in (lambda: _fastcast.convert(x, F16), lambda: x.astype(F16)):
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        try:
+                            fn()
+                            outcomes.append(sorted(str(w.message) for w in caught))
+                        except FloatingPointError as e:
+                            outcomes.append(str(e))
+                assert outcomes[0] == outcomes[1], (key, setting)
+
+
+# ---- autocast: the lists, nesting, and differentiable casts -----------------------------------------
+def test_autocast_lists_and_gradients_in_the_inputs_dtypes():
+    rng = numpy.random.default_rng(2)
+    x = Tensor(rng.standard_normal((4, 3)).astype(F32), requires_grad=True)
+    w = Parameter(rng.standard_normal((2, 3)).astype(F32), name="w")
+    b = Parameter(numpy.zeros(2, F32), name="b")
+    h = Tensor(rng.standard_normal((4, 2)).astype(F16), requires_grad=True)
+    d = Tensor(rng.standard_normal((3, 2)), requires_grad=True)            # float64: not eligible
+    with autocast():
+        y = dense(x, w, b)                         # MindSpore white list / PyTorch linear: fp16
+        m = matmul(x, Tensor(numpy.ones((3, 2), F32)))
+        r = ops.relu(y)                            # unlisted: follows its input
+        s = ops.softmax(h)                         # fp32 list
+        e, lg = ops.exp(h), ops.log(ops.abs(h) + 1)
+        total = ops.sum(r * s + h)                 # fp16 * fp32 promotes; sum in fp32
+        q = matmul(x, d)                           # float64 stays float64
+    assert (y.dtype, m.dtype, r.dtype) == (F16, F16, F16)
+    assert (s.dtype, e.dtype, lg.dtype, total.dtype) == (F32, F32, F32, F32)
+    assert q.dtype == F64
+    (total + ops.sum(q)).backward()
+    assert (x.grad.dtype, w.grad.dtype, b.grad.dtype, h.grad.dtype, d.grad.dtype) == (F32, F32, F32, F16, F64)
+    # the casts are differentiated: the same graph without autocast, with the casts written out
+    x2, w2, b2 = (Tensor(t.asnumpy(), requires_grad=True) for t in (x, w, b))
+    y2 = dense(ops.cast(x2, F16), ops.cast(w2, F16), ops.cast(b2, F16))
+    ops.sum(ops.relu(y2)).backward()
+    x.grad = w.grad = None
+    with autocast():
+        ops.sum(ops.relu(dense(x, w, b))).backward()
+    numpy.testing.assert_array_equal(w.grad.asnumpy(), w2.grad.asnumpy())
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), x2.grad.asnumpy())
+
+
+def test_autocast_nesting_reentry_and_arguments():
+    cfg = minigrad._config.config
+    outer = autocast()
+    with outer:
+        with autocast(enabled=False):
+            assert cfg.autocast_dtype is None
+            with autocast(dtype="float16"):
+                assert cfg.autocast_dtype == F16
+            assert cfg.autocast_dtype is None
+        with outer:                                # the same object entered twice
+            assert cfg.autocast_dtype == F16
+        assert cfg.autocast_dtype == F16
+    assert cfg.autocast_dtype is None
+    with pytest.raises(ValueError):
+        with autocast():
+            raise ValueError("inside")
+    assert cfg.autocast_dtype is None              # restored on an exception
+    for bad in (numpy.float32, numpy.float64, "int32"):
+        with pytest.raises(TypeError, match="'dtype' must be float16"):
+            autocast(dtype=bad)
+    for bad in (1, None, "yes"):
+        with pytest.raises(TypeError, match="'enabled' must be a bool"):
+            autocast(enabled=bad)
