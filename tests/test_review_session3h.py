@@ -187,3 +187,28 @@ def test_set_seed_after_building_a_dataset_still_seeds_its_shuffle():
     runs = [subprocess.run([sys.executable, "-c", _SHUFFLE], capture_output=True, text=True,
                            env=env, check=True).stdout for _ in range(2)]
     assert runs[0] == runs[1]
+
+
+def test_top_k_categorical_accuracy_as_mindspore_documents():
+    # MindSpore's TopKCategoricalAccuracy(k) (TypeError for a non-int k, ValueError for k < 1),
+    # Top5CategoricalAccuracy and the metric name 'top_5_accuracy' were missing.
+    from minigrad.train.metrics import TopKCategoricalAccuracy, Top5CategoricalAccuracy
+    x = numpy.array([[0.2, 0.5, 0.3, 0.6, 0.2], [0.1, 0.35, 0.5, 0.2, 0.], [0.9, 0.6, 0.2, 0.01, 0.3]],
+                    numpy.float32)
+    y = numpy.array([2, 0, 1], numpy.float32)
+    topk = TopKCategoricalAccuracy(3)
+    topk.update(Tensor(x), Tensor(y))
+    assert topk.eval() == pytest.approx(2 / 3)  # the documented example
+    topk.update(x[:1], numpy.eye(5)[[4]])  # one-hot label, smaller batch: class 4 is 4th -> miss
+    assert topk.eval() == pytest.approx(2 / 4)
+    assert TopKCategoricalAccuracy(1)(x, y) == Accuracy()(x, y)
+    five = get_metric_fn("top_5_accuracy")
+    assert isinstance(five, Top5CategoricalAccuracy) and five(x, y) == 1.0
+    # ties: the earlier class ranks first (argmax's choice)
+    assert TopKCategoricalAccuracy(1)(numpy.array([[1.0, 1.0, 0.0]]), numpy.array([0])) == 1.0
+    with pytest.raises(TypeError, match="k"):
+        TopKCategoricalAccuracy(2.0)
+    with pytest.raises(ValueError, match="k"):
+        TopKCategoricalAccuracy(0)
+    with pytest.raises(RuntimeError):
+        TopKCategoricalAccuracy(2).eval()

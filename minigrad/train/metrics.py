@@ -1,4 +1,5 @@
-"""Evaluation metrics (MindSpore's ``nn.metrics``): ``Accuracy``, ``Loss``, and the ``Metric`` base.
+"""Evaluation metrics (MindSpore's ``nn.metrics``): ``Accuracy``, the top-k accuracies, ``Loss``,
+and the ``Metric`` base.
 
 A metric accumulates over batches: ``clear()``, then ``update(*inputs)`` per batch, then
 ``eval()``. ``Model.eval`` drives them: ``Loss`` receives the loss of each batch, the others
@@ -86,8 +87,11 @@ class Accuracy(Metric):
         if y.shape != y_pred.shape[:1]:
             raise ValueError(f"Accuracy.update: {expected}")
         self._check_class_num(y_pred)
-        self._correct += int((y_pred.argmax(axis=-1) == y).sum())
+        self._correct += self._count_correct(y_pred, y)
         self._total += len(y)
+
+    def _count_correct(self, y_pred, y):
+        return int((y_pred.argmax(axis=-1) == y).sum())
 
     def _update_multilabel(self, y_pred, y):
         if y_pred.ndim != 2 or y.shape != y_pred.shape:
@@ -121,6 +125,38 @@ class Top1CategoricalAccuracy(Accuracy):
         super().__init__()
 
 
+class TopKCategoricalAccuracy(Accuracy):
+    """Fraction of samples whose label is among the ``k`` highest scores of ``y_pred``.
+
+    Inputs as for ``Accuracy("classification")``: ``y_pred`` ``(N, C)``, ``y`` class ids ``(N,)``
+    or one-hot rows ``(N, C)``. Among equal scores the earlier class ranks first.
+
+    Raises:
+        TypeError: if ``k`` is not an int. ValueError: if ``k`` < 1. ``update``/``eval`` raise
+        as ``Accuracy``'s do.
+    """
+
+    def __init__(self, k):
+        if isinstance(k, bool) or not isinstance(k, (int, numpy.integer)):
+            raise TypeError(f"TopKCategoricalAccuracy: 'k' must be an int, got {k!r} "
+                            f"({type(k).__name__})")
+        if k < 1:
+            raise ValueError(f"TopKCategoricalAccuracy: 'k' must be at least 1, got {k}")
+        self.k = int(k)
+        super().__init__()
+
+    def _count_correct(self, y_pred, y):
+        top = numpy.argsort(-y_pred.astype(numpy.float64), axis=1, kind="stable")[:, :self.k]
+        return int((top == y.reshape(-1, 1)).any(axis=1).sum())
+
+
+class Top5CategoricalAccuracy(TopKCategoricalAccuracy):
+    """Top-5 accuracy: ``TopKCategoricalAccuracy(5)``."""
+
+    def __init__(self):
+        super().__init__(5)
+
+
 class Loss(Metric):
     """Mean of the per-batch losses: ``sum(mean(loss_i)) / number of batches``.
 
@@ -149,11 +185,12 @@ class Loss(Metric):
 
 
 _BY_NAME = {"accuracy": Accuracy, "acc": Accuracy, "top_1_accuracy": Top1CategoricalAccuracy,
-            "loss": Loss}
+            "top_5_accuracy": Top5CategoricalAccuracy, "loss": Loss}
 
 
 def get_metric_fn(name):
-    """A new metric by name: ``"accuracy"`` (or ``"acc"``), ``"top_1_accuracy"``, ``"loss"``.
+    """A new metric by name: ``"accuracy"`` (or ``"acc"``), ``"top_1_accuracy"``,
+    ``"top_5_accuracy"``, ``"loss"``.
 
     Raises:
         ValueError: for an unknown name, listing the known ones.
