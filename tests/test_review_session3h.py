@@ -212,3 +212,26 @@ def test_top_k_categorical_accuracy_as_mindspore_documents():
         TopKCategoricalAccuracy(0)
     with pytest.raises(RuntimeError):
         TopKCategoricalAccuracy(2).eval()
+
+
+# ---- Model.eval / predict (checked right) -------------------------------------------------------
+def test_model_eval_o2_casts_outputs_to_fp32_and_scores_a_short_last_batch():
+    from minigrad import Model
+    from minigrad.dataset import NumpySlicesDataset
+    minigrad.set_seed(0)
+    x = numpy.random.rand(10, 4).astype(numpy.float32)
+    y = (numpy.arange(10) % 3).astype(numpy.int32)
+    net = nn.Dense(4, 3)
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    model = Model(net, loss_fn, nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                  metrics={"acc": Accuracy(), "loss": Loss()}, amp_level="O2")
+    assert model.eval_network.add_cast_fp32
+    ds = NumpySlicesDataset((x, y), column_names=["x", "y"], shuffle=False).batch(4)  # 4, 4, 2
+    result = model.eval(ds)
+    logits = model.predict(Tensor(x))
+    assert logits.dtype == mstype.float16
+    assert result["acc"] == pytest.approx(float((logits.asnumpy().argmax(1) == y).mean()))
+    batch_losses = [float(loss_fn(logits[i:i + 4].astype(mstype.float32), Tensor(y[i:i + 4])).asnumpy())
+                    for i in (0, 4, 8)]
+    assert result["loss"] == pytest.approx(numpy.mean(batch_losses), rel=1e-6)
+    assert model.eval(ds) == result  # metrics are cleared between evals
