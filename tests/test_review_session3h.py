@@ -178,10 +178,6 @@ print([int(row[0].asnumpy()) for row in ds.create_tuple_iterator(num_epochs=1)])
 """
 
 
-@pytest.mark.xfail(strict=True, reason="minigrad/dataset/numpy_slices.py: a shuffle node takes its "
-                   "generator's seed when the node is built, so set_seed(n) called after building "
-                   "the dataset (before iterating it) leaves the shuffles unseeded; MindSpore reads "
-                   "the seed when the pipeline runs")
 def test_set_seed_after_building_a_dataset_still_seeds_its_shuffle():
     env = dict(os.environ, PYTHONPATH=ROOT)
     runs = [subprocess.run([sys.executable, "-c", _SHUFFLE], capture_output=True, text=True,

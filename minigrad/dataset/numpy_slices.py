@@ -6,9 +6,10 @@ original stays usable). A row is a tuple of NumPy arrays, one per column; after 
 is a batch.
 
 Shuffling is seeded: each shuffling node owns a ``numpy.random.Generator`` created from the
-dataset seed (``minigrad.dataset.config.set_seed`` or ``minigrad.set_seed``) when the node is
-built. Every pass over the data draws a new permutation from it, so the sequence of epoch orders
-is the same in every run with the same seed, and epochs differ from one another.
+dataset seed (``minigrad.dataset.config.set_seed`` or ``minigrad.set_seed``) when it first
+shuffles, so a seed set after building the pipeline but before iterating it still counts. Every
+pass over the data draws a new permutation from it, so the sequence of epoch orders is the same
+in every run with the same seed, and epochs differ from one another.
 """
 import itertools
 import math
@@ -69,8 +70,15 @@ def _buffer_shuffle(items, buffer_size, rng):
 class Dataset:
     """Base of the pipeline nodes: iteration, iterators and the chaining methods."""
 
+    _rng = None  # a shuffling node's Generator, made by _generator() at its first shuffle
+
     def __init__(self, parent=None):
         self.parent = parent
+
+    def _generator(self):
+        if self._rng is None:
+            self._rng = _new_generator()
+        return self._rng
 
     # ---- what each node defines -------------------------------------------------------------
     def _rows(self):
@@ -222,7 +230,6 @@ class NumpySlicesDataset(Dataset):
                              f"[{self.sampler.min()}, {self.sampler.max()}]")
         self.shuffled = sampler is None if shuffle is None else bool(shuffle)
         self.num_samples = _check_positive_int(num_samples, "num_samples", allow_none=True)
-        self._rng = _new_generator() if self.shuffled else None
 
     def _source(self):
         return self
@@ -231,7 +238,7 @@ class NumpySlicesDataset(Dataset):
         if self.sampler is not None:
             order = self.sampler
         elif self.shuffled:
-            order = self._rng.permutation(len(self.columns[0]))
+            order = self._generator().permutation(len(self.columns[0]))
         else:
             order = numpy.arange(len(self.columns[0]))
         return order if self.num_samples is None else order[:self.num_samples]
@@ -263,20 +270,20 @@ class ShuffleDataset(Dataset):
         if _check_positive_int(buffer_size, "buffer_size") < 2:
             raise ValueError(f"buffer_size must be an int >= 2, got {buffer_size!r}")
         self.buffer_size = buffer_size
-        self._rng = _new_generator()
 
     def _source_order(self):
         order = self.parent._source_order()
         if order is None:
             return None
-        return numpy.fromiter(_buffer_shuffle(order, self.buffer_size, self._rng), numpy.int64, len(order))
+        return numpy.fromiter(_buffer_shuffle(order, self.buffer_size, self._generator()), numpy.int64,
+                              len(order))
 
     def _rows(self):
         order = self._source_order()
         if order is not None:  # shuffle indices, not rows: no per-row copies
             source = self._source()
             return (source.take(i) for i in order)
-        return _buffer_shuffle(self.parent._rows(), self.buffer_size, self._rng)
+        return _buffer_shuffle(self.parent._rows(), self.buffer_size, self._generator())
 
 
 class RepeatDataset(Dataset):
