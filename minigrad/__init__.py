@@ -3,7 +3,7 @@ from minigrad import dtype
 from minigrad.dtype import (float16, float32, float64, int8, int32, int64, uint8, bool_, half,
                             float_, double)
 from minigrad._config import no_grad, enable_grad, is_grad_enabled
-from minigrad.context import set_context, get_context
+from minigrad.context import set_context, get_context, GRAPH_MODE, PYNATIVE_MODE
 from minigrad.tensor import Tensor, from_dlpack
 from minigrad.parameter import Parameter
 from minigrad.autograd import grad, value_and_grad, GradOperation

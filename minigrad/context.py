@@ -18,6 +18,12 @@ MINDSPORE_KEYS = frozenset((
 ))
 
 
+GRAPH_MODE, PYNATIVE_MODE = 0, 1  # MindSpore's mode values; minigrad always runs eagerly
+# what get_context gives for MindSpore keys never set (the values minigrad behaves as)
+_DEFAULTS = {"mode": PYNATIVE_MODE, "device_id": 0}
+_ignored = {}  # MindSpore keys given to set_context: kept for get_context, otherwise unused
+
+
 def set_context(device_target=None, **kwargs):
     """Set where new tensors are created: ``"CPU"`` (NumPy) or ``"GPU"`` (CuPy).
 
@@ -36,10 +42,24 @@ def set_context(device_target=None, **kwargs):
                          f"other keys: {sorted(MINDSPORE_KEYS)}")
     if device_target is not None:
         config.device_target = backend.check_device(device_target)
+    _ignored.update(kwargs)
 
 
 def get_context(key):
-    """Read a context value (``"device_target"``)."""
-    if key != "device_target":
-        raise ValueError(f"unknown context key {key!r}; minigrad has 'device_target'")
-    return config.device_target
+    """Read a context value: ``"device_target"``; a MindSpore key given to ``set_context``
+    (its value, unused); ``"mode"`` (default ``PYNATIVE_MODE``: minigrad runs eagerly) and
+    ``"device_id"`` (default 0) also when never set.
+
+    Raises:
+        ValueError: for a key that is not a context key, or a MindSpore key with no value.
+    """
+    if key == "device_target":
+        return config.device_target
+    if key not in MINDSPORE_KEYS:
+        raise ValueError(f"unknown context key {key!r}; minigrad has 'device_target' and MindSpore's "
+                         f"other keys")
+    if key in _ignored:
+        return _ignored[key]
+    if key in _DEFAULTS:
+        return _DEFAULTS[key]
+    raise ValueError(f"context key {key!r} has no value: set_context accepts it, and minigrad ignores it")

@@ -93,8 +93,25 @@ def test_set_context():
     assert minigrad.get_context("device_target") == "CPU"
     with pytest.raises(ValueError, match=r"device must be one of \('CPU', 'GPU'\), got 'TPU'"):
         minigrad.set_context(device_target="TPU")
-    with pytest.raises(ValueError, match="unknown context key 'mode'"):
-        minigrad.get_context("mode")
+    with pytest.raises(ValueError, match="unknown context key 'modes'"):
+        minigrad.get_context("modes")
+    # MindSpore's own keys read back (MindSpore's get_context example reads device_id)
+    assert minigrad.get_context("mode") == 0 and minigrad.get_context("device_id") == 0
+
+
+def test_mindspore_mode_constants_and_defaults():
+    from minigrad import context
+    before = dict(context._ignored)
+    try:
+        context._ignored.clear()
+        assert minigrad.get_context("mode") == minigrad.PYNATIVE_MODE == 1
+        minigrad.set_context(mode=minigrad.GRAPH_MODE)  # accepted; minigrad stays eager
+        assert minigrad.get_context("mode") == minigrad.GRAPH_MODE == 0
+        with pytest.raises(ValueError, match="'save_graphs' has no value"):
+            minigrad.get_context("save_graphs")
+    finally:
+        context._ignored.clear()
+        context._ignored.update(before)
 
 
 @pytest.mark.skipif(backend.CUDA_AVAILABLE, reason="checks the error raised without CuPy")
