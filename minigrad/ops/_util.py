@@ -82,12 +82,25 @@ def sum_acc(x, axis, keepdims):
 
 
 def normalize_axis(axis, ndim, name="axis"):
-    """``axis`` (None, int or sequence) as a sorted tuple of non-negative ints; ValueError if out of range."""
+    """``axis`` (None, int or sequence of ints) as a sorted tuple of non-negative ints.
+
+    Raises:
+        TypeError: naming ``name`` for an axis that is not an int or a sequence of ints.
+        ValueError: naming ``name`` for an axis out of range.
+    """
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, numpy.integer)) else tuple(axis)
+    if isinstance(axis, (int, numpy.integer)):
+        axes = (axis,)
+    elif isinstance(axis, (tuple, list)):
+        axes = tuple(axis)
+    else:
+        axes = (None,)  # refused below
     out = []
     for a in axes:
+        if isinstance(a, bool) or not isinstance(a, (int, numpy.integer)):
+            # int(0.5) would silently reduce axis 0
+            raise TypeError(f"{name} must be an int or a tuple of ints, got {axis!r}")
         if not -ndim <= a < max(ndim, 1):
             raise ValueError(f"{name}={axis} is out of range for a tensor of {ndim} dimensions")
         out.append(int(a) % max(ndim, 1))

@@ -27,7 +27,12 @@ from minigrad.ops._util import as_tensor, cast, check_float
 
 def pair(value, name):
     """``value`` as (h, w) of positive ints: an int, a pair, or MindSpore's 4-tuple (1, 1, h, w)."""
-    items = (value, value) if isinstance(value, (int, numpy.integer)) else tuple(value)
+    if isinstance(value, (int, numpy.integer)):
+        items = (value, value)
+    elif isinstance(value, (tuple, list)):
+        items = tuple(value)
+    else:
+        items = ()  # a float or None: refused below, naming the argument
     if len(items) == 4:
         items = items[2:]
     if len(items) != 2 or not all(isinstance(v, (int, numpy.integer)) and v >= 1 for v in items):
@@ -37,7 +42,12 @@ def pair(value, name):
 
 def padding4(padding):
     """``padding`` as (top, bottom, left, right) from an int, a pair (ph, pw) or a 4-tuple."""
-    items = (padding,) * 4 if isinstance(padding, (int, numpy.integer)) else tuple(padding)
+    if isinstance(padding, (int, numpy.integer)):
+        items = (padding,) * 4
+    elif isinstance(padding, (tuple, list)):
+        items = tuple(padding)
+    else:
+        items = ()  # a float or None: refused below
     if len(items) == 2:
         items = (items[0], items[0], items[1], items[1])
     if len(items) != 4 or not all(isinstance(v, (int, numpy.integer)) and v >= 0 for v in items):

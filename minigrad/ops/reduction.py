@@ -75,7 +75,9 @@ def _reducer(cls, doc):
         x = as_tensor(x)
         return cls.apply(x, axes=normalize_axis(axis, x.ndim), keepdims=bool(keepdims))
     reduce.__name__ = cls.__name__.lower()
-    reduce.__doc__ = doc
+    reduce.__doc__ = (doc + "\n\n    Raises:\n        TypeError: for an ``axis`` that is not an int or a "
+                      "tuple of ints.\n        ValueError: for an ``axis`` out of range" +
+                      (", or an empty tensor.\n" if cls in (Max, Min) else ".\n"))
     return reduce
 
 
