@@ -51,7 +51,7 @@ class Optimizer:
     """Base class: holds the parameters, learning rates, weight decay and per-parameter state.
 
     Args:
-        learning_rate: a float/int >= 0; a 0-d Tensor or NumPy array; a 1-D Tensor or NumPy array,
+        learning_rate: a finite float/int >= 0; a 0-d Tensor or NumPy array; a 1-D Tensor or NumPy array,
             or any other Iterable (list, tuple, range, generator: MindSpore's ``Iterable``) of
             per-step values (step ``global_step`` takes entry ``global_step``; the last entry
             repeats after the end); or a ``LearningRateSchedule`` (called with ``global_step``).
@@ -73,8 +73,8 @@ class Optimizer:
     Raises:
         TypeError: ``learning_rate``, ``weight_decay``, ``loss_scale`` or ``decay_filter`` of the
             wrong type; an element of ``parameters`` that is neither a Parameter nor a dict.
-        ValueError: ``parameters`` None or empty, a parameter given twice, a negative learning
-            rate or ``weight_decay``, ``loss_scale`` <= 0, a learning-rate Tensor or array with ndim > 1.
+        ValueError: ``parameters`` None or empty, a parameter given twice, a negative, inf or NaN
+            learning rate (also inside a list, Tensor or array), a negative ``weight_decay``, ``loss_scale`` <= 0, a learning-rate Tensor or array with ndim > 1.
         KeyError: an unknown key in a group dict.
     """
     # Names of the per-parameter state arrays (the keys ``update`` stores in ``state``).
@@ -458,9 +458,9 @@ class _LearningRate:
                             f"LearningRateSchedule, but got {type(value).__name__}")
         if not values:
             raise ValueError(f"For '{owner}', the argument '{name}' is empty")
-        bad = next((v for v in values if not v >= 0), None)
+        bad = next((v for v in values if not 0 <= v < float("inf")), None)  # NaN and inf too
         if bad is not None:
-            raise ValueError(f"For '{owner}', the argument '{name}' must be >= 0, but contains {bad}")
+            raise ValueError(f"For '{owner}', the argument '{name}' must be finite and >= 0, but contains {bad}")
         if isinstance(array, numpy.ndarray) and array.ndim == 0:
             return _FixedLR(values[0], parameter_name)
         return _ListLR(values)
