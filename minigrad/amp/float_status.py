@@ -161,10 +161,11 @@ def all_finite(arrays):
     Raises:
         TypeError / ValueError: as ``check_overflow``.
     """
-    arrays = [x for x in _as_sequence(arrays) if x is not None]
-    if not arrays:
+    arrays = _as_sequence(arrays)
+    first = next((i for i, x in enumerate(arrays) if x is not None), None)
+    if first is None:
         return True
-    status = alloc_status(arrays[0])
+    status = alloc_status(_array(arrays[first], f"arrays[{first}]"))  # errors name arrays[i]
     check_overflow(status, *arrays)
     return not get_status(status)
 
