@@ -49,3 +49,19 @@ def test_window_sizes_that_are_not_ints_are_value_errors_naming_them(call, name)
     # a float or None was "TypeError: 'float' object is not iterable", naming nothing
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# ---- dropout p, leaky_relu alpha, split sections: a wrong type is a TypeError naming it ------
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: ops.dropout(_x(), p="0.5"), "p"),
+    (lambda: ops.dropout(_x(), p=None), "p"),
+    (lambda: ops.leaky_relu(_x(), alpha="a"), "alpha"),
+    (lambda: ops.split(_x(), 1.5, axis=1), "sections_or_indices"),
+    (lambda: ops.split(_x(), [1.5], axis=1), "sections_or_indices"),
+])
+def test_argument_of_the_wrong_type_is_a_type_error_naming_it(call, name):
+    # were "'<=' not supported between 'int' and 'str'", "could not convert string to float",
+    # "'float' object is not iterable" and a silent int(1.5) cut
+    with pytest.raises(TypeError, match=rf"\b{name}\b.*got"):
+        call()

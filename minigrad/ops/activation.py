@@ -5,6 +5,7 @@ softmax and friends): ``exp`` of an fp16 logit overflows at 11.1, and a row sum 
 probabilities loses most of its bits in fp16.
 """
 import math
+import numbers
 
 import numpy
 
@@ -123,9 +124,15 @@ def gelu(x, approximate=True):
 
 
 def leaky_relu(x, alpha=0.2):
-    """x where x > 0, else alpha·x (``alpha`` default 0.2, MindSpore's ``nn.LeakyReLU``)."""
+    """x where x > 0, else alpha·x (``alpha`` default 0.2, MindSpore's ``nn.LeakyReLU``).
+
+    Raises:
+        TypeError: for a non-float tensor, or an ``alpha`` that is not a real number.
+    """
     x = as_tensor(x)
     check_float(x, "leaky_relu")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        raise TypeError(f"leaky_relu alpha must be a float, got {alpha!r} ({type(alpha).__name__})")
     return LeakyReLU.apply(x, alpha=float(alpha))
 
 

@@ -1,4 +1,6 @@
 """Inverted dropout, drawing its masks from ``minigrad.random`` (reproducible after ``set_seed``)."""
+import numbers
+
 import numpy
 
 from minigrad import backend
@@ -30,10 +32,13 @@ def dropout(x, p=0.5, training=True):
 
     Raises:
         ValueError: if ``p`` is not in [0, 1).
-        TypeError: for a non-float tensor.
+        TypeError: for a non-float tensor, or a ``p`` that is not a real number.
     """
     x = as_tensor(x)
     check_float(x, "dropout")
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise TypeError(f"dropout probability p must be a float in [0, 1), got {p!r} "
+                        f"({type(p).__name__})")
     if not 0 <= p < 1:
         raise ValueError(f"dropout probability p must be in [0, 1), got {p!r}")
     if not training or p == 0:

@@ -88,6 +88,7 @@ def split(x, sections_or_indices, axis=0):
 
     Raises:
         ValueError: if n does not divide the axis length, n < 1, or an axis out of range.
+        TypeError: if ``sections_or_indices`` is neither an int nor a list/tuple of ints.
     """
     x = as_tensor(x)
     ax = normalize_axis(axis, x.ndim)[0]
@@ -98,6 +99,10 @@ def split(x, sections_or_indices, axis=0):
             raise ValueError(f"split: sections_or_indices={n} must be a positive divisor of the "
                              f"length {length} of axis {axis} (shape {x.shape})")
         bounds = [length // n * i for i in range(1, n)]
-    else:
+    elif isinstance(sections_or_indices, (tuple, list, range, numpy.ndarray)) and all(
+            isinstance(i, (int, numpy.integer)) and not isinstance(i, bool) for i in sections_or_indices):
         bounds = [int(i) for i in sections_or_indices]
+    else:  # a float was "not iterable"; a float index was truncated by int()
+        raise TypeError(f"split: sections_or_indices must be an int or a list/tuple of ints, got "
+                        f"{sections_or_indices!r}")
     return Split.apply(x, bounds=bounds, axis=ax)
