@@ -105,7 +105,7 @@ class DynamicLossScaler(LossScaler):
 
     Args:
         scale_value: initial scale (>= 1).
-        scale_factor: growth and backoff factor (positive int, MindSpore requires an int).
+        scale_factor: growth and backoff factor (an int > 1; MindSpore requires an int).
         scale_window: finite steps between growths (positive int).
 
     Raises:

@@ -102,6 +102,7 @@ class GradScaler:
 
         Raises:
             RuntimeError: if called twice since the last ``update()``, or after ``step()``.
+            TypeError: if ``optimizer`` has no ``parameters`` (not a minigrad optimizer).
         """
         if not self._enabled:
             return
@@ -145,6 +146,7 @@ class GradScaler:
         Raises:
             RuntimeError: with a ``closure`` keyword, or if ``step`` already ran since ``update``.
             AssertionError: if none of the optimizer's parameters has a gradient.
+            TypeError: as ``unscale_``, for an ``optimizer`` without ``parameters``.
         """
         if not self._enabled:
             optimizer.step(*args, **kwargs)
