@@ -53,7 +53,12 @@ def data_address(array):
 
 
 def check_device(device):
-    """Normalise a device name (``"CPU"``, ``"GPU"``, ``"cpu"``, ``"cuda"``) or raise ValueError."""
+    """Normalise a device name (``"CPU"``, ``"GPU"``, any case, or ``"cuda"``) to ``"CPU"``/``"GPU"``.
+
+    Raises:
+        ValueError: for another name.
+        RuntimeError: for ``"GPU"`` when CuPy or a CUDA device is missing.
+    """
     name = str(device).upper()
     if name == "CUDA":
         name = "GPU"

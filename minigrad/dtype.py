@@ -60,6 +60,7 @@ def as_dtype(dtype, name="dtype"):
 
 
 def is_float(dtype):
+    """Whether a ``numpy.dtype`` (not a scalar type such as ``numpy.float16``) is a float dtype."""
     return dtype.kind == "f"
 
 
@@ -76,9 +77,10 @@ def default_dtype(value):
 
 
 def promote_types(*dtypes):
-    """Dtype of an op's result on tensors of ``dtypes``: a float dtype beats every integer/bool
-    dtype (int64 with float16 gives float16, where NumPy says float64); otherwise NumPy's rule
-    (float16 with float32 gives float32)."""
+    """Dtype of an op's result on tensors of ``dtypes`` (``numpy.dtype`` objects, as
+    ``Tensor.dtype``; pass scalar types such as ``numpy.float16`` through ``as_dtype`` first):
+    a float dtype beats every integer/bool dtype (int64 with float16 gives float16, where NumPy
+    says float64); otherwise NumPy's rule (float16 with float32 gives float32)."""
     floats = [d for d in dtypes if is_float(d)]
     return numpy.result_type(*(floats or dtypes))
 

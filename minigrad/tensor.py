@@ -115,7 +115,9 @@ class Tensor:
             retain_graph: keep the graph so that ``backward`` can run on it again.
 
         Raises:
-            RuntimeError: if ``self`` does not require grad, or the graph was already freed.
+            RuntimeError: if ``self`` does not require grad, the graph was already freed, or
+                ``gradient`` is missing for a tensor of more than one element.
+            ValueError: if ``gradient``'s shape does not broadcast to ``self.shape``.
         """
         from minigrad.autograd import engine
 

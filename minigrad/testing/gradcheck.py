@@ -72,6 +72,9 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
 
     Raises:
         AssertionError: naming the function, the input, both derivatives and the tolerances.
+        ValueError: if no input is differentiated (no float input left after ``no_grads``), or
+            ``grad_outputs`` has a different number of entries than ``fn`` has outputs.
+        TypeError: if ``fn`` returns something other than Tensors.
     """
     name = getattr(fn, "__name__", repr(fn))
     rng = numpy.random.RandomState(seed)
