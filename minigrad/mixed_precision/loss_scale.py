@@ -31,11 +31,14 @@ class LossScale(abc.ABC):
 
         Returns:
             ``(None, should_apply_gradients)``; ``should_apply_gradients`` is False when a
-            gradient holds inf/NaN.
+            gradient holds inf/NaN. ``last_report`` names such gradients ``"grads[i]"`` (``i``:
+            the position in the flattened ``grads``).
         """
         arrays = _arrays(grads)
         overflow = amp_step.check(arrays)
-        return None, self._decide(overflow, None, [None] * len(arrays), arrays)
+        # no parameters here: a gradient is named by its position in the flattened ``grads``
+        names = [f"grads[{i}]" for i in range(len(arrays))]
+        return None, self._decide(overflow, None, names, arrays)
 
     def _decide(self, overflow, loss, names, arrays):
         before = self.core.scale
