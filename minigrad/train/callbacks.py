@@ -393,6 +393,12 @@ class ModelCheckpoint(Callback):
         self._last_saved_step = None
         self._last_time = _clock()
 
+    def on_train_begin(self, run_context):
+        # a new train() counts its steps afresh: forget the last run's saved step number, or the
+        # final save of a run whose last step number equals it would be skipped
+        self._last_saved_step = None
+        super().on_train_begin(run_context)
+
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
         config = self.config
