@@ -42,3 +42,37 @@ def test_reused_modelcheckpoint_saves_the_final_step_of_every_train_call(tmp_pat
     saved = load_checkpoint(ckpt.latest_ckpt_file_name)
     np.testing.assert_array_equal(saved["weight"].asnumpy(), net.weight.asnumpy())
     np.testing.assert_array_equal(saved["bias"].asnumpy(), net.bias.asnumpy())
+
+
+# ---- Dataset.map ------------------------------------------------------------------------------------
+def _ab():
+    return NumpySlicesDataset({"a": np.arange(4.0), "b": np.arange(4.0) * 10, "c": -np.arange(4.0)},
+                              shuffle=False)
+
+
+def test_map_passes_all_input_columns_to_the_first_operation_together():
+    # MindSpore: "The first operation will be passed the columns specified in input_columns as
+    # input"; the outputs of one operation are the inputs of the next. minigrad called each
+    # operation once per column (op(a), then op(b)), so a two-argument function failed.
+    ds = _ab().map([lambda a, b: (a + b, a * b), lambda s, p: (s, p + 1)], input_columns=["a", "b"])
+    assert ds.get_col_names() == ["a", "b", "c"]
+    rows = list(ds.create_tuple_iterator(output_numpy=True))
+    assert [tuple(float(v) for v in r) for r in rows] == [
+        (0.0, 1.0, 0.0), (11.0, 11.0, -1.0), (22.0, 41.0, -2.0), (33.0, 91.0, -3.0)]
+
+
+def test_map_output_columns_rename_and_change_the_column_count():
+    renamed = _ab().map(lambda b: b / 10, input_columns="b", output_columns="b_scaled")
+    assert renamed.get_col_names() == ["a", "b_scaled", "c"]
+    row = next(iter(renamed.create_dict_iterator(output_numpy=True)))
+    assert set(row) == {"a", "b_scaled", "c"}
+    two = _ab().map(lambda a, b: a + b, input_columns=["a", "b"], output_columns=["s"])
+    assert sorted(two.get_col_names()) == ["c", "s"]
+    rows = list(two.create_dict_iterator(output_numpy=True))
+    assert [float(r["s"]) for r in rows] == [0.0, 11.0, 22.0, 33.0]
+    assert [float(r["c"]) for r in rows] == [0.0, -1.0, -2.0, -3.0]
+    assert two.batch(3).get_dataset_size() == 2
+    x, = next(iter(two.batch(4).create_tuple_iterator(columns=["s"], output_numpy=True)))
+    np.testing.assert_array_equal(x, [0.0, 11.0, 22.0, 33.0])
+    with pytest.raises(ValueError, match="output_columns"):
+        list(_ab().map(lambda a, b: a + b, input_columns=["a", "b"]))  # 1 output, 2 names

@@ -137,19 +137,31 @@ class Dataset:
         """
         return RepeatDataset(self, count)
 
-    def map(self, operations, input_columns=None, num_parallel_workers=None):
+    def map(self, operations, input_columns=None, output_columns=None, num_parallel_workers=None):
         """Apply ``operations`` (a callable or a list applied in order) to columns of each row.
 
+        As in MindSpore, the first operation is called with the ``input_columns`` of a row as its
+        arguments (``op(a, b)`` for ``input_columns=["a", "b"]``); each next operation is called
+        with the outputs of the one before (a tuple returned is several outputs). The outputs of
+        the last operation become the ``output_columns``. With as many outputs as inputs they
+        take the input columns' places; otherwise the output columns come first, followed by the
+        columns that were not inputs, in their order.
+
         Args:
-            operations: callables taking a NumPy array and returning one (e.g.
-                ``lambda x: x / 255``). Before ``batch`` they see single rows, after it batches.
+            operations: callables taking and returning NumPy arrays (e.g. ``lambda x: x / 255``).
+                Before ``batch`` they see single rows, after it batches.
             input_columns: a column name or list of names; default the first column.
+            output_columns: names of the last operation's outputs; default ``input_columns``
+                (then the last operation must return as many values as there are inputs).
             num_parallel_workers: accepted for MindSpore compatibility; ignored.
 
         Raises:
-            ValueError: for an unknown column name; TypeError for a non-callable operation.
+            ValueError: for an unknown or repeated column name, or output names that clash with
+                the columns kept; while iterating, when the last operation returns a number of
+                values other than the number of output columns. TypeError for a non-callable
+                operation.
         """
-        return MapDataset(self, operations, input_columns)
+        return MapDataset(self, operations, input_columns, output_columns)
 
     # ---- iteration --------------------------------------------------------------------------
     def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False, do_copy=True):
@@ -320,34 +332,57 @@ class RepeatDataset(Dataset):
 
 
 class MapDataset(Dataset):
-    """``dataset.map(operations, input_columns)``: see ``Dataset.map``."""
+    """``dataset.map(operations, input_columns, output_columns)``: see ``Dataset.map``."""
 
-    def __init__(self, parent, operations, input_columns=None):
+    def __init__(self, parent, operations, input_columns=None, output_columns=None):
         super().__init__(parent)
         operations = list(operations) if isinstance(operations, (list, tuple)) else [operations]
         for op in operations:
             if not callable(op):
                 raise TypeError(f"operations must be callables, got {op!r}")
-        names = self.get_col_names()
-        if input_columns is None:
-            input_columns = names[:1]
-        elif isinstance(input_columns, str):
-            input_columns = [input_columns]
+        names = self.parent.get_col_names()
+        input_columns = _column_list(input_columns, "input_columns", names[:1])
         unknown = [c for c in input_columns if c not in names]
         if unknown:
             raise ValueError(f"input_columns {unknown} are not columns of the dataset {names}")
+        output_columns = _column_list(output_columns, "output_columns", input_columns)
+        kept = [c for c in names if c not in input_columns]
+        if len(output_columns) == len(input_columns):  # outputs take the inputs' places
+            rename = dict(zip(input_columns, output_columns))
+            self.column_names = [rename.get(c, c) for c in names]
+        else:  # outputs first, then the columns that were not inputs
+            self.column_names = output_columns + kept
+        if len(set(self.column_names)) != len(self.column_names):
+            raise ValueError(f"output_columns {output_columns} repeat a name of the columns kept "
+                             f"{kept}")
         self.operations = operations
+        self.input_columns, self.output_columns = input_columns, output_columns
         self.positions = [names.index(c) for c in input_columns]
+        self.kept_positions = [names.index(c) for c in kept]
+        self.in_place = len(output_columns) == len(input_columns)
+
+    def get_col_names(self):
+        return list(self.column_names)
 
     def _rows(self):
         for row in self.parent._rows():
-            row = list(row)
-            for p in self.positions:
-                value = row[p]
-                for op in self.operations:
-                    value = op(value)
-                row[p] = numpy.asarray(value)
-            yield tuple(row)
+            values = tuple(row[p] for p in self.positions)
+            for op in self.operations:
+                values = op(*values)
+                if not isinstance(values, tuple):
+                    values = (values,)
+            if len(values) != len(self.output_columns):
+                raise ValueError(f"map: the last operation returned {len(values)} values but there "
+                                 f"are {len(self.output_columns)} output_columns "
+                                 f"{self.output_columns}; give output_columns to name the outputs")
+            values = [numpy.asarray(v) for v in values]
+            if self.in_place:
+                row = list(row)
+                for p, v in zip(self.positions, values):
+                    row[p] = v
+                yield tuple(row)
+            else:
+                yield tuple(values) + tuple(row[p] for p in self.kept_positions)
 
 
 class BatchDataset(Dataset):
@@ -460,6 +495,17 @@ def _columns(data):
     if names is None:
         names = [f"column_{i}" for i in range(len(columns))]
     return names, columns
+
+
+def _column_list(columns, name, default):
+    """``columns`` (None, a name or a list of names) as a non-empty list without repeats."""
+    if columns is None:
+        return list(default)
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    if not columns or not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
+        raise ValueError(f"{name} must be a column name or a non-empty list of distinct names, "
+                         f"got {columns!r}")
+    return columns
 
 
 def _check_positive_int(value, name, allow_none=False):
