@@ -242,8 +242,9 @@ def load_param_into_net(net, parameter_dict, strict_load=False):
         parameter_dict: ``{name: Parameter | Tensor | array}``, e.g. from ``load_checkpoint``.
         strict_load: require every network parameter in ``parameter_dict`` under its exact name,
             with its exact dtype. Otherwise a missing name may match a unique entry by dotted
-            suffix (``"network.fc.weight"`` ↔ ``"fc.weight"``), and parameters with no entry are
-            skipped and reported.
+            suffix (``"network.fc.weight"`` ↔ ``"fc.weight"``) — an entry that no other
+            parameter has by name or by suffix — and parameters with no entry are skipped and
+            reported.
 
     Returns:
         The names of the network parameters that were not loaded.
@@ -265,11 +266,17 @@ def _plan_load(net, parameter_dict, strict_load):
     if not isinstance(parameter_dict, dict):
         raise TypeError(f"parameter_dict must be a dict, got {type(parameter_dict).__name__}")
     plan, not_loaded, errors = [], [], []
-    for name, param in named_parameters(net):
-        if name in parameter_dict:
-            key = name
-        else:
-            key = None if strict_load else _suffix_match(name, parameter_dict)
+    params = named_parameters(net)
+    keys = {name: name if name in parameter_dict else None for name, _ in params}
+    if not strict_load:  # dotted-suffix fallback: an entry goes into at most one parameter
+        exact = {name for name, key in keys.items() if key is not None}
+        free = {k: v for k, v in parameter_dict.items() if k not in exact}
+        guesses = {name: _suffix_match(name, free) for name, key in keys.items() if key is None}
+        claims = [key for key in guesses.values() if key is not None]
+        keys.update({name: key if key is not None and claims.count(key) == 1 else None
+                     for name, key in guesses.items()})
+    for name, param in params:
+        key = keys[name]
         if key is None:
             not_loaded.append(name)
             continue
