@@ -113,3 +113,12 @@ def test_one_checkpoint_entry_never_loads_into_two_parameters():
     net = _TwoDense()
     mg.train.load_param_into_net(net, {"net.head.0.bias": np.full(2, 5, np.float32)})
     np.testing.assert_array_equal(net.head[0].bias.asnumpy(), [5, 5])
+
+
+def test_create_dict_iterator_takes_do_copy_like_create_tuple_iterator():
+    # MindSpore: create_dict_iterator(num_epochs=-1, output_numpy=False, do_copy=True); the
+    # keyword was a TypeError here while create_tuple_iterator accepted it
+    ds = NumpySlicesDataset({"v": np.arange(3.0)}, shuffle=False)
+    it = ds.create_dict_iterator(num_epochs=1, output_numpy=True, do_copy=False)
+    assert [float(r["v"]) for r in it] == [0.0, 1.0, 2.0]
+    assert list(it) == []  # past num_epochs

@@ -176,8 +176,10 @@ class Dataset:
         """
         return _Iterator(self, columns, num_epochs, output_numpy, as_dict=False)
 
-    def create_dict_iterator(self, num_epochs=-1, output_numpy=False):
-        """Like ``create_tuple_iterator`` but each row is a dict ``{column name: value}``."""
+    def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=True):
+        """Like ``create_tuple_iterator`` but each row is a dict ``{column name: value}``.
+
+        ``do_copy`` is accepted for MindSpore compatibility (rows are always fresh Tensors)."""
         return _Iterator(self, None, num_epochs, output_numpy, as_dict=True)
 
     def __iter__(self):
