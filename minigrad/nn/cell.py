@@ -125,12 +125,12 @@ class Cell:
         if isinstance(value, Parameter):
             self._forget(name, keep="_params")  # a replaced parameter keeps its place in the order
             if value.name is None:
-                value.name = name
+                value.name = d["_scope"] + name  # the path, also when this cell is attached already
             d["_params"][name] = value
         elif isinstance(value, Cell):
             self._forget(name, keep="_cells")
             if self._auto_prefix:
-                value._prefix_names(name + ".")
+                value._prefix_names(d["_scope"] + name + ".")
             d["_cells"][name] = value
         elif isinstance(value, ParameterTuple):
             self._forget(name, keep="_param_tuples")
@@ -165,7 +165,8 @@ class Cell:
                     param.name = prefix + param.name
 
     def insert_param_to_cell(self, param_name, param, check_name_contain_dot=True):
-        """Register ``param`` as attribute ``param_name`` (named ``param_name`` if it has no name).
+        """Register ``param`` as attribute ``param_name``; a parameter without a name is named by
+        its path (``param_name``, prefixed with this cell's attribute path when it is a sub-cell).
 
         Raises:
             KeyError: if ``param_name`` is empty, contains "." (when checked) or is a
