@@ -41,3 +41,24 @@ def test_parameter_added_to_an_attached_sub_cell_is_named_by_its_path():
     wrapped = nn.WithLossCell(_Net(), nn.MSELoss())
     wrapped.backbone_network.fc.b2 = Parameter(Tensor(numpy.ones(1, numpy.float32)), name="mine")
     assert [p.name for p in wrapped.get_parameters()] == ["w", "fc.weight", "fc.bias", "mine"]
+
+
+def test_container_keeps_its_cells_when_a_non_cell_is_refused():
+    """nn/layers/container.py: SequentialCell/CellList raise TypeError for an element that is not
+    a Cell. The refusal came after every child had been removed, so ``seq[0] = 3`` (or
+    ``append(3)``, ``insert(0, 3)``) raised but left the container empty: the network silently
+    lost its layers and parameters."""
+    seq = nn.SequentialCell(nn.Dense(2, 3), nn.ReLU())
+    before = [(path, id(p)) for path, p in seq.parameters_and_names()]
+    x = Tensor(numpy.ones((1, 2), numpy.float32))
+    expected = seq(x).asnumpy()
+    for change in (lambda: seq.__setitem__(0, 3), lambda: seq.append(3)):
+        with pytest.raises(TypeError, match="only Cells, got int"):
+            change()
+        assert len(seq) == 2
+        assert [(path, id(p)) for path, p in seq.parameters_and_names()] == before
+        numpy.testing.assert_array_equal(seq(x).asnumpy(), expected)
+    cells = nn.CellList([nn.Dense(1, 1)])
+    with pytest.raises(TypeError, match="only Cells, got int"):
+        cells.insert(0, 3)
+    assert len(cells) == 1 and [p.name for p in cells.get_parameters()] == ["0.weight", "0.bias"]

@@ -21,6 +21,8 @@ class _CellSequence(Cell):
 
     def _set_cells(self, cells, rename=True):
         """Make ``cells`` [(key, cell)] the children, renaming parameters of moved or new cells."""
+        for _, cell in cells:  # refuse before anything changes
+            _check_cell(cell, type(self).__name__)
         old_keys = {id(cell): key for key, cell in self._cells.items()}
         prefix = self._prefix()
         if prefix is None:  # no auto-named parameter shows it (e.g. still empty): the path we hold
