@@ -205,6 +205,9 @@ class Cell:
         """Rename every parameter to ``prefix + its attribute path`` (user-given names included).
 
         Use it to give a second copy of a network distinct names before checkpointing both.
+
+        Raises:
+            TypeError: if ``prefix`` is not a str.
         """
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
@@ -294,10 +297,13 @@ class Cell:
         return self
 
     def to_float(self, dtype):
-        """Compute this cell and its sub-cells in ``dtype``: floating inputs are cast on entry.
+        """Cast the floating inputs of this cell and of its sub-cells to ``dtype`` on entry.
 
-        Parameters are not cast (see ``cast_parameters``); a sub-cell can be set back, e.g.
-        ``net.to_float(float16); net.bn.to_float(float32)``.
+        Parameters are not cast (use ``cast_parameters`` too, as ``amp.build_train_network``
+        does): an op mixing a cast input with a float32 parameter promotes to float32 under the
+        dtype policy, so ``nn.Dense(4, 2).to_float(float16)`` alone still returns float32.
+        A sub-cell can be set back, e.g. ``net.to_float(float16); net.bn.to_float(float32)``.
+        Returns ``self``.
 
         Raises:
             TypeError: if ``dtype`` is not float16, float32 or float64.
@@ -329,6 +335,9 @@ class Cell:
         """Call ``hook(cell, inputs)`` before ``construct``; a non-None result replaces the inputs.
 
         Returns a handle whose ``remove()`` unregisters the hook.
+
+        Raises:
+            TypeError: if ``hook`` is not callable.
         """
         return self._add_hook(self._forward_pre_hooks, hook)
 
@@ -336,6 +345,9 @@ class Cell:
         """Call ``hook(cell, inputs, output)`` after ``construct``; a non-None result replaces it.
 
         Returns a handle whose ``remove()`` unregisters the hook.
+
+        Raises:
+            TypeError: if ``hook`` is not callable.
         """
         return self._add_hook(self._forward_hooks, hook)
 

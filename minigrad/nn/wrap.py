@@ -67,7 +67,8 @@ class TrainOneStepCell(Cell):
     Subclasses (``TrainOneStepWithLossScaleCell``) reuse ``loss_and_grads`` and ``grad_reducer``.
 
     Raises:
-        TypeError: if ``network`` is not a Cell or ``optimizer`` has no ``parameters``.
+        TypeError: if ``network`` is not a Cell, or ``optimizer`` is not callable or has no
+            ``parameters``.
     """
 
     def __init__(self, network, optimizer, sens=1.0):

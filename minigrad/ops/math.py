@@ -189,6 +189,9 @@ def clip(x, min=None, max=None):
 
     The bounds are weak operands (the dtype policy): they take x's dtype, except that a float
     bound of an integer tensor gives a float32 result (as NumPy and PyTorch promote).
+
+    Raises:
+        ValueError: if ``min`` and ``max`` are both None.
     """
     x = as_tensor(x)
     if min is None and max is None:

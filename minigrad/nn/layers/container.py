@@ -133,7 +133,10 @@ class CellList(_CellSequence):
     """A list of cells registered as sub-cells (their parameters belong to the owner).
 
     Supports indexing, slicing, ``len``, iteration, ``append``, ``extend`` and ``insert``.
-    Not callable: a CellList has no ``construct``.
+    It has no ``construct``: calling it raises NotImplementedError.
+
+    Raises:
+        TypeError: for an element that is not a Cell.
     """
 
     def __init__(self, cells=()):
@@ -147,7 +150,8 @@ class CellList(_CellSequence):
         return self
 
     def insert(self, index, cell):
-        """Insert ``cell`` before position ``index``."""
+        """Insert ``cell`` before position ``index`` (as ``list.insert``: an index past the end
+        appends, a negative one counts from the end)."""
         cells = list(self._cells.values())
         cells.insert(index, cell)
         self._set_cells(self._renumbered(cells))
