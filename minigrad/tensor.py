@@ -79,8 +79,18 @@ class Tensor:
         return self.data.tolist()
 
     def __array__(self, dtype=None, copy=None):
+        """NumPy's conversion protocol: ``numpy.array(t)`` copies (``copy=True``), ``numpy.asarray(t)``
+        shares a CPU tensor's memory when no cast is needed, and ``copy=False`` raises ValueError
+        when a copy cannot be avoided (a cast, or a GPU tensor)."""
         array = self.asnumpy()
-        return array if dtype is None else array.astype(dtype)
+        shared = array is self.data
+        if dtype is not None and numpy.dtype(dtype) != array.dtype:
+            if copy is False:
+                raise ValueError(f"numpy copy=False: converting a {array.dtype} Tensor to {numpy.dtype(dtype)} needs a copy")
+            return array.astype(dtype)
+        if copy is False and not shared:
+            raise ValueError("numpy copy=False: a GPU Tensor is copied to the host")
+        return array.copy() if copy and shared else array
 
     def __dlpack__(self, **kwargs):
         return self.data.__dlpack__(**kwargs)

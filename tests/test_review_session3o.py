@@ -1,0 +1,32 @@
+"""Review session 3o: Tensor, Parameter, Cell, Optimizer and GradScaler under Python's protocols
+(copy/deepcopy, pickle, NumPy conversion, number protocols, containment, iteration, in-place ops)."""
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+from minigrad import Parameter, Tensor, nn
+from minigrad.amp import GradScaler
+
+
+# ---- NumPy conversion ------------------------------------------------------------------------------
+# ---- NumPy conversion ------------------------------------------------------------------------------
+def test_numpy_array_of_tensor_is_a_copy():
+    # numpy.array(x) copies (copy=True is its default), as for PyTorch tensors; numpy.asarray may share
+    t = Tensor(np.arange(3, dtype=np.float32))
+    a = np.array(t)
+    a[0] = 99.0
+    assert t.data[0] == 0.0
+
+
+def test_numpy_array_copy_false_refuses_a_needed_copy():
+    # NumPy 2 protocol: copy=False must raise ValueError when a copy (here: a cast) is needed
+    t = Tensor(np.arange(3, dtype=np.float32))
+    with pytest.raises(ValueError):
+        np.array(t, dtype=np.float64, copy=False)
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    assert np.shares_memory(np.asarray(t), t.data)
+
+
+# ---- iteration and containment ---------------------------------------------------------------------
