@@ -63,6 +63,17 @@ class Tensor:
     def __len__(self):
         return len(self.data)
 
+    def __iter__(self):
+        """The sub-tensors along axis 0 (each through ``__getitem__``, so gradients flow).
+
+        Raises:
+            TypeError: for a 0-d tensor (as PyTorch; indexing it raised IndexError, which the old
+                sequence protocol took for the end, so iteration silently yielded nothing).
+        """
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self.data)))
+
     def dim(self):
         return self.data.ndim
 

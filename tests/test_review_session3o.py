@@ -30,3 +30,9 @@ def test_numpy_array_copy_false_refuses_a_needed_copy():
 
 
 # ---- iteration and containment ---------------------------------------------------------------------
+# ---- iteration and containment ---------------------------------------------------------------------
+def test_iter_over_0d_tensor_raises():
+    # PyTorch: TypeError "iteration over a 0-d tensor" (it silently yielded nothing)
+    with pytest.raises(TypeError, match="0-d"):
+        iter(Tensor(np.float32(2.0)))
+    assert [r.shape for r in Tensor(np.zeros((2, 3), np.float32))] == [(3,), (3,)]
