@@ -74,6 +74,11 @@ class Tensor:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(len(self.data)))
 
+    def __contains__(self, element):
+        """``element in t``: whether any element equals it (NumPy and PyTorch: ``(t == element).any()``)."""
+        other = element.data if isinstance(element, Tensor) else element
+        return bool((self.data == other).any())
+
     def dim(self):
         return self.data.ndim
 

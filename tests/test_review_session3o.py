@@ -36,3 +36,14 @@ def test_iter_over_0d_tensor_raises():
     with pytest.raises(TypeError, match="0-d"):
         iter(Tensor(np.float32(2.0)))
     assert [r.shape for r in Tensor(np.zeros((2, 3), np.float32))] == [(3,), (3,)]
+
+
+def test_in_is_elementwise_any():
+    # NumPy / PyTorch: ``x in t`` is (t == x).any() (it raised "truth value ... ambiguous")
+    t = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert 3.0 in t
+    assert 30.0 not in t
+    assert Tensor(np.float32(4.0)) in t
+
+
+# ---- number protocols --------------------------------------------------------------------------------
