@@ -114,11 +114,24 @@ class Tensor:
     def __dlpack_device__(self):
         return self.data.__dlpack_device__()
 
+    def _one_element(self, what):
+        if self.data.size != 1:
+            raise TypeError(f"only a one-element Tensor converts to {what}, got shape {self.shape}")
+        return self.data.item()
+
     def __float__(self):
-        return float(self.data)
+        return float(self._one_element("a Python float"))
 
     def __int__(self):
-        return int(self.data)
+        return int(self._one_element("a Python int"))
+
+    def __index__(self):
+        """A 0-d integer (or bool) tensor is an index (``range(t)``, ``seq[t]``), as a 0-d NumPy
+        integer array is (PyTorch also takes shape (1,); NumPy would then read ``array[t]`` as a
+        scalar index instead of an index array, so minigrad does not)."""
+        if self.data.dtype.kind not in "biu" or self.data.ndim != 0:
+            raise TypeError(f"only a 0-d integer Tensor is an index, got shape {self.shape} and dtype {self.dtype}")
+        return int(self.data.item())
 
     def __bool__(self):
         return bool(self.data)

@@ -47,3 +47,26 @@ def test_in_is_elementwise_any():
 
 
 # ---- number protocols --------------------------------------------------------------------------------
+# ---- number protocols --------------------------------------------------------------------------------
+def test_int_float_of_one_element_tensor():
+    # PyTorch: any one-element tensor converts; more elements is a clear error
+    assert int(Tensor([3])) == 3
+    assert float(Tensor([[2.5]])) == 2.5
+    assert float(Tensor(np.float16(1.5))) == 1.5
+    with pytest.raises(TypeError, match="one-element"):
+        float(Tensor([1.0, 2.0]))
+
+
+def test_index_protocol_for_integer_tensors():
+    # PyTorch: an integer tensor of one element is an index (range, list indexing, slicing)
+    assert [10, 20, 30][Tensor(1)] == 20
+    assert list(range(Tensor(np.int32(3)))) == [0, 1, 2]
+    assert operator_index(Tensor(np.int64(2))) == 2
+    assert np.arange(5)[Tensor([2])].shape == (1,)  # still an index array to NumPy, as np.array([2])
+    with pytest.raises(TypeError):
+        [10, 20][Tensor(1.0)]
+
+
+def operator_index(x):
+    import operator
+    return operator.index(x)
