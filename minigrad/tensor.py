@@ -142,6 +142,16 @@ class Tensor:
         dev = ", device=GPU" if self.device == "GPU" else ""
         return f"Tensor(shape={list(self.shape)}, dtype={self.dtype}{dev}{extra}, value=\n{body})"
 
+    def __format__(self, format_spec):
+        """``format(t, ".3f")`` / ``f"{t:.3f}"`` format the value of a 0-d tensor (as PyTorch);
+        an empty spec gives ``str(t)``; a spec for a tensor with dimensions is a TypeError."""
+        if not format_spec:
+            return str(self)
+        if self.data.ndim == 0:
+            return format(self.data.item(), format_spec)
+        raise TypeError(f"format spec {format_spec!r} needs a 0-d Tensor, got shape {self.shape} "
+                        f"(format t.item() or t.asnumpy())")
+
     __hash__ = object.__hash__
 
     # ---- autograd ---------------------------------------------------------------------------

@@ -70,3 +70,15 @@ def test_index_protocol_for_integer_tensors():
 def operator_index(x):
     import operator
     return operator.index(x)
+
+
+def test_format_of_0d_tensor():
+    # PyTorch: format(t, spec) formats t.item() for a 0-d tensor
+    assert format(Tensor(np.float32(2.5)), ".3f") == "2.500"
+    assert f"{Tensor(np.float16(0.5)):.2f}" == "0.50"
+    assert "Tensor" in format(Tensor(np.float32(2.5)))  # empty spec: str()
+    with pytest.raises(TypeError):
+        format(Tensor([1.0, 2.0]), ".3f")
+
+
+# ---- copy / deepcopy / pickle ------------------------------------------------------------------------
