@@ -4,6 +4,8 @@ The array lives in ``tensor.data`` (a ``numpy.ndarray`` or ``cupy.ndarray``); ``
 ``Function`` that made it (``None`` for a leaf) and ``tensor.grad`` receives the gradient of a
 leaf after ``backward()``.
 """
+from copy import deepcopy as _deepcopy
+
 import numpy
 
 from minigrad import backend, dtype as dtypes
@@ -153,6 +155,28 @@ class Tensor:
                         f"(format t.item() or t.asnumpy())")
 
     __hash__ = object.__hash__
+
+    def __deepcopy__(self, memo):
+        """A new tensor with copies of every attribute (data, grad, name, ...).
+
+        Raises:
+            RuntimeError: for a tensor computed in a graph (as PyTorch: only graph leaves can be
+                deep-copied; a copy of the graph would send ``backward`` into copies of the leaves,
+                leaving their ``.grad`` unset). Deep-copy ``t.detach()`` instead.
+        """
+        if self._ctx is not None:
+            raise RuntimeError("only graph leaves support deepcopy: this tensor was computed from others "
+                               "(deep-copy t.detach() for its value)")
+        cls = type(self)
+        new = _new(cls)
+        memo[id(self)] = new
+        for klass in cls.__mro__:
+            for name in getattr(klass, "__slots__", ()):
+                if name != "__weakref__" and hasattr(self, name):
+                    object.__setattr__(new, name, _deepcopy(getattr(self, name), memo))
+        if hasattr(self, "__dict__"):  # a subclass without __slots__
+            new.__dict__.update(_deepcopy(self.__dict__, memo))
+        return new
 
     # ---- autograd ---------------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=False):

@@ -82,3 +82,29 @@ def test_format_of_0d_tensor():
 
 
 # ---- copy / deepcopy / pickle ------------------------------------------------------------------------
+# ---- copy / deepcopy / pickle ------------------------------------------------------------------------
+def test_deepcopy_of_non_leaf_tensor_raises():
+    # PyTorch: only graph leaves support deepcopy (the copy's backward filled copies of the leaves,
+    # leaving x.grad None without a word)
+    x = Tensor(np.ones(3, np.float32), requires_grad=True)
+    y = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="leaves"):
+        copy.deepcopy(y)
+    x2 = copy.deepcopy(x)
+    assert x2.requires_grad and x2.is_leaf and x2.data is not x.data
+
+
+def test_deepcopy_network_and_optimizer_independent():
+    net = nn.SequentialCell([nn.Dense(3, 4), nn.ReLU(), nn.Dense(4, 2)])
+    net2 = copy.deepcopy(net)
+    for (n1, p1), (n2, p2) in zip(net.parameters_and_names(), net2.parameters_and_names()):
+        assert n1 == n2 and p1.name == p2.name and p1 is not p2
+        assert not np.shares_memory(p1.data, p2.data)
+        np.testing.assert_array_equal(p1.data, p2.data)
+    p = Parameter(np.ones(4, np.float16), name="w")
+    opt = nn.Adam([p], 0.1)
+    opt((Tensor(np.ones(4, np.float16)),))
+    opt2 = copy.deepcopy(opt)
+    assert opt2._states[0]["moment1"] is not opt._states[0]["moment1"]
+    opt2((Tensor(np.ones(4, np.float16)),))
+    assert opt.global_step == 1 and float(p.data[0]) == pytest.approx(0.9, abs=1e-3)
