@@ -205,6 +205,37 @@ class GradScaler:
         self._per_optimizer.clear()
         self._loss = None
 
+    # ---- copy and pickle ---------------------------------------------------------------------------
+    def __getstate__(self):
+        """What ``pickle`` and ``copy.deepcopy`` keep: everything but this iteration's scratch.
+
+        The float status is not kept (a copy gets its own: the host status is a ctypes buffer
+        the kernels reach through its raw address, which a copy would have shared), nor the
+        scaled loss of the iteration in flight.
+
+        Raises:
+            RuntimeError: between ``unscale_``/``step`` and ``update`` (as PyTorch): the
+                per-optimizer records name optimizers by ``id``, meaningless in a copy.
+        """
+        if self._per_optimizer:
+            raise RuntimeError("A GradScaler can only be pickled or deep-copied at the start of an "
+                               "iteration or after update(), not between unscale_()/step() and update().")
+        state = self.__dict__.copy()
+        del state["_status"]
+        state["_loss"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._status = amp_step.OverflowStatus()
+
+    def __repr__(self):
+        if not self._enabled:
+            return "GradScaler(enabled=False)"
+        return (f"GradScaler(scale={self.get_scale()}, growth_factor={self.core.growth_factor}, "
+                f"backoff_factor={self.core.backoff_factor}, growth_interval={self.core.growth_interval}, "
+                f"growth_tracker={self.core.counter})")
+
     # ---- getters, setters, serialization --------------------------------------------------------
     def get_scale(self):
         """The current scale as a Python float (1.0 when disabled)."""
