@@ -3,6 +3,7 @@ import numbers
 
 import numpy
 
+from minigrad import ops
 from minigrad.tensor import Tensor
 
 
@@ -21,6 +22,8 @@ class Parameter(Tensor):
     Write a parameter in place through ``set_data`` or item assignment (``param[...] = x``):
     both count in ``version``, which is how an optimizer keeping an fp32 master copy of an fp16
     parameter learns that it must re-read it. A write to ``param.data[...]`` itself goes unseen.
+    The augmented assignments ``+=``, ``-=``, ``*=`` and ``/=`` also write in place through
+    ``set_data`` (no graph is recorded; a result of another shape is a ValueError).
     """
     __slots__ = ("name", "_user_named", "version")
 
@@ -64,6 +67,21 @@ class Parameter(Tensor):
     def __setitem__(self, index, value):
         super().__setitem__(index, value)
         self.version += 1
+
+    # ``p += x``, ``p -= lr * g``, ``p *= x``, ``p /= x``: written in place (no graph), through
+    # ``set_data`` (same shape, cast to this dtype, ``version`` + 1), as ``cell.w = cell.w - x``
+    # already does. The inherited out-of-place operators rebound ``p`` to a new plain Tensor and
+    # left the Parameter, and the network holding it, unchanged.
+    def _inplace(self, op, other):
+        from minigrad._config import no_grad
+        with no_grad():
+            result = op(self, other)
+        return self.set_data(result)
+
+    def __iadd__(self, other): return self._inplace(ops.add, other)
+    def __isub__(self, other): return self._inplace(ops.sub, other)
+    def __imul__(self, other): return self._inplace(ops.mul, other)
+    def __itruediv__(self, other): return self._inplace(ops.div, other)
 
     def __repr__(self):
         return f"Parameter(name={self.name!r}, shape={list(self.shape)}, dtype={self.dtype}, requires_grad={self.requires_grad})"

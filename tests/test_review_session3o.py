@@ -136,3 +136,27 @@ def test_grad_scaler_pickle_and_deepcopy_get_their_own_status():
 
 
 # ---- in-place operators -------------------------------------------------------------------------------
+# ---- in-place operators -------------------------------------------------------------------------------
+def test_inplace_operator_on_parameter_updates_it_and_bumps_version():
+    # ``p -= lr * p.grad`` must not silently rebind p to a new plain Tensor (the Parameter, and
+    # the network holding it, stayed unchanged); it writes in place as Cell attribute assignment does
+    p = Parameter(np.ones(3, np.float32), name="w")
+    alias = p
+    p -= 0.5
+    assert p is alias and isinstance(p, Parameter)
+    np.testing.assert_array_equal(alias.data, [0.5, 0.5, 0.5])
+    assert alias.version == 1
+    p *= Tensor(np.float32(4.0))
+    np.testing.assert_array_equal(alias.data, [2.0, 2.0, 2.0])
+    assert alias.version == 2
+    with pytest.raises(ValueError):
+        p += Tensor(np.ones((2, 3), np.float32))  # would change the shape
+
+
+def test_inplace_operator_on_fp16_parameter_is_seen_by_the_optimizer_master():
+    p = Parameter(np.ones(2, np.float16), name="w")
+    opt = nn.SGD([p], 0.5)
+    opt((Tensor(np.ones(2, np.float16)),))   # master 0.5
+    p += 2.0                                 # 2.5: the master must re-read it
+    opt((Tensor(np.ones(2, np.float16)),))
+    np.testing.assert_array_equal(p.data, np.array([2.0, 2.0], np.float16))
