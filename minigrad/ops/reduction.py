@@ -55,9 +55,13 @@ class _Extreme(Function):
         return out if keepdims else out.reshape([n for i, n in enumerate(x.shape) if i not in axes])
 
     def backward(self, g):
-        count = self.mask.sum(axis=self.axes, keepdims=True).astype(g.dtype)
+        count = self.mask.sum(axis=self.axes, keepdims=True)
         share = _expand(g, self.shape, self.axes, self.keepdims)
-        return share * self.mask / count
+        if g.dtype == dtypes.float16:
+            # divide in fp32 and round once: the count itself may exceed fp16's range (65504)
+            share = convert(share, dtypes.float32) * self.mask
+            return convert(share / count.astype(dtypes.float32), g.dtype)
+        return share * self.mask / count.astype(g.dtype)
 
 
 class Max(_Extreme):
