@@ -7,6 +7,7 @@ import numpy
 
 from minigrad import backend, dtype as dtypes
 from minigrad._config import config
+from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, leaf
 
@@ -90,6 +91,9 @@ class Square(Function):
         return x * x
 
     def backward(self, g):
+        if g.dtype == dtypes.float16:
+            # in fp32, rounded once: 2·x overflows fp16 for |x| > 32752 where 2·x·g may not
+            return convert(convert(g, dtypes.float32) * (2 * convert(self.x, dtypes.float32)), g.dtype)
         return g * (2 * self.x)
 
 
