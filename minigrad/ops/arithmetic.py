@@ -64,8 +64,22 @@ class Mul(_Binary):
 
     def backward(self, g):
         na, nb = self.needs_grad
-        return self.reduce(_arith(operator.mul, g, self.b) if na else None,
-                           _arith(operator.mul, g, self.a) if nb else None)
+        sa, sb = self.shapes
+        return (_product_grad(g, self.b, sa) if na else None,
+                _product_grad(g, self.a, sb) if nb else None)
+
+
+def _widen(x):
+    return convert(x, dtypes.float32) if x.dtype == dtypes.float16 else x
+
+
+def _product_grad(g, other, shape):
+    """unbroadcast(g * other, shape). A broadcast fp16 operand's gradient sums the fp32 products
+    and rounds the sum once (rounding each product first rounds twice, and turns products beyond
+    65504 that cancel in the sum into inf - inf = NaN); otherwise the one rounded product."""
+    if g.dtype == dtypes.float16 and g.shape != shape:
+        return convert(unbroadcast(_widen(g) * _widen(other), shape), dtypes.float16)
+    return unbroadcast(_arith(operator.mul, g, other), shape)
 
 
 class Div(_Binary):
@@ -75,6 +89,15 @@ class Div(_Binary):
         return _arith(operator.truediv, a, b)
 
     def backward(self, g):
+        if g.dtype == dtypes.float16:
+            # in fp32 on the widened values, each gradient rounded once (after any broadcast
+            # sum): g / b rounded to fp16 first overflowed where -g·a/b² is finite
+            sa, sb = self.shapes
+            ga = _widen(g) / _widen(self.b)
+            gb = None
+            if self.needs_grad[1]:
+                gb = convert(unbroadcast(-ga * _widen(self.a) / _widen(self.b), sb), dtypes.float16)
+            return convert(unbroadcast(ga, sa), dtypes.float16), gb
         ga = _arith(operator.truediv, g, self.b)
         gb = None
         if self.needs_grad[1]:
@@ -84,7 +107,12 @@ class Div(_Binary):
 
 class Pow(_Binary):
     """out = a ** b;  da = g * b * a^(b-1) (0 where b = 0, as PyTorch: a⁰ is constant, even at
-    a = 0 where b * a^(b-1) would be 0 * inf), db = g * out * log(a) (taken as 0 where a <= 0)."""
+    a = 0 where b * a^(b-1) would be 0 * inf), db = g * out * log(a) (taken as 0 where a <= 0).
+
+    fp16 gradients are computed in fp32 on the widened values (out recomputed in fp32) and each
+    rounded once, after any broadcast sum: in fp16, g * b could overflow while a^(b-1) underflowed,
+    giving inf * 0 = NaN for a gradient that is ~0.
+    """
     def compute(self, a, b):
         self.a, self.b = a, b
         self.out = a ** b
@@ -92,7 +120,11 @@ class Pow(_Binary):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        a, b = self.a, self.b
+        dtype = g.dtype
+        a, b, out = self.a, self.b, self.out
+        if dtype == dtypes.float16:
+            g, a, b = _widen(g), _widen(a), _widen(b)
+            out = a ** b
         ga = None
         if self.needs_grad[0]:
             ga = g * b * a ** (b - 1)
@@ -100,8 +132,11 @@ class Pow(_Binary):
         gb = None
         if self.needs_grad[1]:
             safe = xp.where(a > 0, a, 1)
-            gb = g * self.out * xp.log(safe)
-        return self.reduce(ga, gb)
+            gb = g * out * xp.log(safe)
+        ga, gb = self.reduce(ga, gb)
+        if dtype == dtypes.float16:
+            ga, gb = (None if v is None else convert(v, dtype) for v in (ga, gb))
+        return ga, gb
 
 
 class Maximum(_Binary):
