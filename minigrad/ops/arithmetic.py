@@ -1,6 +1,8 @@
 """Elementwise binary arithmetic, cast and comparisons, with broadcasting.
 
-Each gradient is summed back to its input's shape (``unbroadcast``) and kept in its dtype.
+Each gradient is summed back to its input's shape (``unbroadcast``) and kept in its dtype. For
+fp16, the gradients of mul (of a broadcast operand), div and pow are computed in fp32 on the
+widened values and rounded once, after that sum.
 """
 import operator
 
