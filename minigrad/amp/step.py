@@ -52,6 +52,21 @@ class OverflowStatus:
         self._host_address = 0  # its address
         self._seen = []       # the array lists checked so far (kept alive: their ids stay theirs)
 
+    def __getstate__(self):
+        # a host status is ctypes memory known by its address: a copy (deepcopy, pickle) gets an
+        # array of its own holding the same flag, never the original's address
+        state = dict(self.__dict__, _spare=None, _host_address=0)
+        if self._host is not None:
+            state.update(_host=float(self._host[0]), _buffer=None)
+        return state
+
+    def __setstate__(self, state):
+        flag = state.pop("_host")
+        self.__dict__.update(state, _host=None)
+        if flag is not None:
+            self._host = self._new_host()
+            self._host[0] = flag
+
     @property
     def buffer(self):
         if self._buffer is None and self._host is not None:
