@@ -79,6 +79,10 @@ class LossScaler(abc.ABC):
         inv = amp_step.inverse(self.scale_value.data)
         return _map(lambda x: x * inv.astype(x.dtype), inputs)
 
+    def __repr__(self):
+        extra = "".join(f", {k}={getattr(self, k)}" for k in ("scale_factor", "scale_window") if hasattr(self, k))
+        return f"{type(self).__name__}(scale_value={float(self.scale_value.data)}{extra})"
+
     @abc.abstractmethod
     def adjust(self, grads_finite):
         """Update the scale from this step's finiteness; return whether it can change."""

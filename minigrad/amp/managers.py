@@ -65,6 +65,10 @@ class FixedLossScaleManager(LossScaleManager):
     def update_loss_scale(self, overflow):
         """Nothing to do: the scale is fixed."""
 
+    def __repr__(self):
+        return (f"FixedLossScaleManager(loss_scale={self._loss_scale}, "
+                f"drop_overflow_update={self._drop_overflow_update})")
+
     def get_update_cell(self):
         """``FixedLossScaleUpdateCell(loss_scale)``, or None when ``drop_overflow_update`` is False."""
         if not self._drop_overflow_update:
@@ -103,6 +107,10 @@ class DynamicLossScaleManager(LossScaleManager):
         self.core = ScaleCore(value, factor, 1.0 / factor, self.scale_window, floor=1.0,
                               max_consecutive_skips=self.bad_step_max + 1, owner=owner,
                               names={"scale": "init_loss_scale"})
+
+    def __repr__(self):
+        return (f"DynamicLossScaleManager(loss_scale={float(self.core.scale)}, "
+                f"scale_factor={self.scale_factor}, scale_window={self.scale_window})")
 
     @property
     def loss_scale(self):
