@@ -16,7 +16,7 @@ Keyword arguments override a level's defaults: ``cast_model_type`` (float16/floa
 ``keep_batchnorm_fp32`` (bool), ``loss_scale_manager`` (a ``LossScaleManager`` or None).
 """
 from minigrad import dtype as dtypes, ops
-from minigrad.amp.autocast import autocast
+from minigrad.amp.autocast import labelled_ops
 from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell, WithLossCell, check_loss_fn, check_optimizer
@@ -49,16 +49,12 @@ def _check_level(level):
     return level
 
 
-class _AutocastCell(Cell):
-    """Runs the wrapped network under ``autocast()`` (level O1)."""
-
-    def __init__(self, network):
-        super().__init__(auto_prefix=False)
-        self._backbone = network
-
-    def construct(self, *inputs):
-        with autocast():
-            return self._backbone(*inputs)
+def _apply_autocast(network):
+    """Level O1, in place: every call of ``network`` (train step, ``Model.eval``/``predict``, or a
+    direct call) runs its ``construct`` under ``autocast()`` (white-list ops in fp16)."""
+    labelled_ops()
+    network.__dict__["_autocast_dtype"] = dtypes.float16
+    return network
 
 
 class _WithLossCellFp32(WithLossCell):
@@ -161,7 +157,7 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     check_optimizer(optimizer)
 
     if level == "O1" and cast_type != dtypes.float16:
-        network = _AutocastCell(network)
+        _apply_autocast(network)
     cast_network(network, cast_type, config["keep_batchnorm_fp32"])
     if loss_fn is not None:
         network = (_WithLossCellFp32(network, loss_fn) if cast_type == dtypes.float16

@@ -25,6 +25,7 @@ Modes: ``training`` starts False as in MindSpore; ``set_train()`` switches the w
 from collections import OrderedDict
 
 from minigrad import dtype as dtypes, ops
+from minigrad._config import using_config
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
@@ -80,7 +81,8 @@ class Cell:
             Default True; wrappers pass False.
 
     Calling a cell casts its floating inputs when ``to_float`` was used, runs the forward
-    pre-hooks, ``construct`` and then the forward hooks.
+    pre-hooks, ``construct`` and then the forward hooks. A network that AMP level O1 was applied
+    to (``amp.build_train_network(..., level="O1")``) runs ``construct`` under ``amp.autocast``.
     """
     # parameters the parameter-casting helper leaves in float32 (BatchNorm's moving statistics)
     _fp32_params = ()
@@ -95,6 +97,7 @@ class Cell:
         d["_forward_hooks"] = {}
         d["_forward_pre_hooks"] = {}
         d["_cast_dtype"] = None
+        d["_autocast_dtype"] = None         # set by amp level O1: construct runs under autocast
         d["training"] = False
 
     def construct(self, *inputs, **kwargs):
@@ -108,7 +111,11 @@ class Cell:
                 result = hook(self, inputs)
                 if result is not None:
                     inputs = result if isinstance(result, tuple) else (result,)
-        output = self.construct(*inputs, **kwargs)
+        if self._autocast_dtype is not None:  # amp level O1 (amp.build_train_network)
+            with using_config(autocast_dtype=self._autocast_dtype):
+                output = self.construct(*inputs, **kwargs)
+        else:
+            output = self.construct(*inputs, **kwargs)
         if self._forward_hooks:
             for hook in tuple(self._forward_hooks.values()):
                 result = hook(self, inputs, output)

@@ -1,0 +1,67 @@
+"""Session 3q: end-to-end integration review of the AMP levels through ``Model`` and
+``amp.build_train_network`` (tiny networks, few steps)."""
+import numpy as np
+import pytest
+
+import minigrad
+from minigrad import Tensor, Model, amp, nn
+from minigrad.train.metrics import Accuracy
+
+
+class _MLP(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Dense(8, 16)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Dense(16, 3)
+
+    def construct(self, x):
+        return self.fc2(self.relu(self.fc1(x)))
+
+
+def _data(n=32, seed=0):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, 8).astype(np.float32)
+    return Tensor(x), Tensor(x[:, :3].argmax(1).astype(np.int32))
+
+
+def _loss():
+    return nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+
+
+def _record_dtypes(net):
+    seen = {}
+    for name, cell in net.cells_and_names():
+        if name:
+            cell.register_forward_hook(lambda c, i, o, name=name: seen.__setitem__(name, o.dtype))
+    return seen
+
+
+# ---- O1 is applied to the network itself, so eval and predict run at the level too -----------------
+def test_o1_model_eval_and_predict_run_white_list_ops_in_fp16():
+    minigrad.set_seed(0)
+    net = _MLP()
+    seen = _record_dtypes(net)
+    model = Model(net, _loss(), nn.Momentum(net.trainable_params(), 0.05, 0.9),
+                  metrics={"acc": Accuracy()}, amp_level="O1")
+    x, y = _data()
+    model.train_network(x, y)
+    assert seen["fc1"] == np.float16 and seen["fc2"] == np.float16   # train step: Dense in fp16
+    seen.clear()
+    model.eval([(x, y)])
+    assert seen["fc1"] == np.float16 and seen["fc2"] == np.float16
+    seen.clear()
+    model.predict(x)
+    assert seen["fc1"] == np.float16 and seen["fc2"] == np.float16
+    assert all(p.dtype == np.float32 for p in net.get_parameters())  # O1 keeps fp32 parameters
+    assert minigrad._config.config.autocast_dtype is None            # nothing leaks out of a call
+
+
+def test_o1_build_train_network_casts_the_network_in_place():
+    minigrad.set_seed(0)
+    net = _MLP()
+    amp.build_train_network(net, nn.Adam(net.trainable_params()), _loss(), level="O1")
+    seen = _record_dtypes(net)
+    out = net(_data()[0])
+    assert seen["fc1"] == np.float16 and out.dtype == np.float16
+    assert minigrad._config.config.autocast_dtype is None
