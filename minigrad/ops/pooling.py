@@ -30,20 +30,27 @@ class _Pool2d(Function):
         return padded
 
     def scatter(self, contribution, dtype):
-        """dx: add ``contribution(k)`` (the gradient reaching tap k) into the padded input."""
+        """dx: add ``contribution(k)`` (the gradient reaching tap k) into the padded input.
+
+        Overlapping windows add several contributions to one element: the sum runs in the
+        accumulation dtype (fp32 for fp16) and is rounded to ``dtype`` once.
+        """
         xp = backend.get_array_module(contribution(0))
         n, c, h, w = self.x_shape
         top, bottom, left, right = self.padding
-        dx = xp.zeros((n, c, h + top + bottom, w + left + right), dtype)
+        dx = xp.zeros((n, c, h + top + bottom, w + left + right), dtypes.acc_dtype(dtype))
         for k, (_, _, rows, cols) in enumerate(self.taps):
             dx[:, :, rows, cols] += contribution(k)
-        return dx[:, :, top:top + h, left:left + w] if any(self.padding) else dx
+        dx = dx[:, :, top:top + h, left:left + w] if any(self.padding) else dx
+        return dx.astype(dtype, copy=False)
 
 
 class MaxPool2d(_Pool2d):
     """out = max over each window (padding counts as -inf);  dx = g at the window's argmax.
 
-    Ties: the first maximum in row-major window order receives the whole gradient.
+    Ties: the first maximum in row-major window order receives the whole gradient. An element
+    that is the maximum of several overlapping windows gets the sum of their g, in fp32 for
+    fp16, rounded once.
     """
     def forward(self, x, kernel, stride, padding):
         xp = backend.get_array_module(x)
@@ -62,12 +69,14 @@ class MaxPool2d(_Pool2d):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        zero = g.dtype.type(0)
-        return self.scatter(lambda k: xp.where(self.argmax == k, g, zero), g.dtype)
+        wide = g.astype(dtypes.acc_dtype(g.dtype), copy=False)
+        zero = wide.dtype.type(0)
+        return self.scatter(lambda k: xp.where(self.argmax == k, wide, zero), g.dtype)
 
 
 class AvgPool2d(_Pool2d):
-    """out = Σ window / count (count: kh·kw, or the non-padding elements);  dx = g / count per tap."""
+    """out = Σ window / count (count: kh·kw, or the non-padding elements);  dx = Σ g / count over
+    the windows holding the element, each share and the sum in fp32 for fp16, rounded once."""
     def forward(self, x, kernel, stride, padding, count_include_pad):
         padded = self.setup(x, kernel, stride, padding, 0)
         acc = dtypes.acc_dtype(x.dtype)
@@ -94,7 +103,7 @@ class AvgPool2d(_Pool2d):
         return xp.asarray(numpy.outer(*inside), dtype=dtype)
 
     def backward(self, g):
-        share = (g / self.count).astype(g.dtype, copy=False)
+        share = g.astype(self.count.dtype, copy=False) / self.count   # fp32 for fp16: not rounded yet
         return self.scatter(lambda k: share, g.dtype)
 
 
