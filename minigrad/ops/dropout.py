@@ -3,25 +3,36 @@ import numbers
 
 import numpy
 
-from minigrad import backend
+from minigrad import backend, dtype as dtypes
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, check_float
 from minigrad.random import get_rng
 
 
 class Dropout(Function):
-    """out = x·m/(1 - p), m ~ Bernoulli(1 - p) per element;  dx = g·m/(1 - p) (the same mask)."""
+    """out = x·m·s, m ~ Bernoulli(1 - p) per element, s = 1/(1 - p);  dx = g·m·s (the same mask).
+
+    s is held in the accumulation dtype (fp32 for fp16) and fp16 products are rounded once:
+    out = fp16(fp32(x)·fp32(s)). An fp16 s would be off by up to half an fp16 step (and inf for
+    p > 1 - 1/65504), so kept values would be rounded twice.
+    """
     def forward(self, x, p):
         xp = backend.get_array_module(x)
         keep = get_rng(xp).random(x.shape, dtype=numpy.float32) >= p
-        # fill by mask: no bool -> fp16 cast or fp16 multiply (both slow in NumPy), and the
-        # dtype is fixed by the buffer rather than by a backend's scalar promotion rules
-        self.scale = xp.zeros(x.shape, x.dtype)
-        xp.copyto(self.scale, x.dtype.type(1 / (1 - p)), where=keep)
-        return x * self.scale
+        # fill by mask: no bool -> float cast, and the dtype is fixed by the buffer rather than
+        # by a backend's scalar promotion rules
+        acc = dtypes.acc_dtype(x.dtype)
+        self.scale = xp.zeros(x.shape, acc)
+        xp.copyto(self.scale, acc.type(1 / (1 - p)), where=keep)
+        return self._apply(x)
+
+    def _apply(self, a):
+        if a.dtype == self.scale.dtype:
+            return a * self.scale
+        return backend.get_array_module(a).multiply(a, self.scale, dtype=self.scale.dtype).astype(a.dtype)
 
     def backward(self, g):
-        return g * self.scale
+        return self._apply(g)
 
 
 def dropout(x, p=0.5, training=True):
