@@ -4,6 +4,7 @@ import numbers
 import numpy
 
 from minigrad import ops
+from minigrad._config import no_grad
 from minigrad.tensor import Tensor
 
 
@@ -73,7 +74,6 @@ class Parameter(Tensor):
     # already does. The inherited out-of-place operators rebound ``p`` to a new plain Tensor and
     # left the Parameter, and the network holding it, unchanged.
     def _inplace(self, op, other):
-        from minigrad._config import no_grad
         with no_grad():
             result = op(self, other)
         return self.set_data(result)
