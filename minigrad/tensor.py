@@ -361,9 +361,6 @@ def from_dlpack(obj):
     return Tensor(xp.from_dlpack(obj))
 
 
-from minigrad import ops  # noqa: E402  (ops build on Tensor; imported last to close the cycle)
-
-
 def _python_numbers(data):
     """``data`` (a Python number or nested lists of numbers) as a NumPy array, or an error that
     names ``data`` and what was expected."""
@@ -375,3 +372,6 @@ def _python_numbers(data):
         raise TypeError(f"Tensor data must be a number, nested lists of numbers, an array or a Tensor, "
                         f"got {type(data).__name__} {data!r:.60}")
     return array
+
+
+from minigrad import ops  # noqa: E402  (ops build on Tensor; imported last to close the cycle)
