@@ -8,7 +8,7 @@ import numpy
 from minigrad import _fastcast, backend, dtype as dtypes
 from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
-from minigrad.ops.arithmetic import Cast
+from minigrad.ops.arithmetic import cast
 from minigrad.ops._util import as_tensor, binary_operands, check_float, unbroadcast
 
 
@@ -204,8 +204,8 @@ def clip(x, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clip needs at least one of min and max, got both None")
     for bound in (min, max):
-        if bound is not None and dtypes.weak_dtype(bound, x.data.dtype) != x.data.dtype:
-            x = Cast.apply(x, dtype=dtypes.weak_dtype(bound, x.data.dtype))
+        if bound is not None:
+            x = cast(x, dtypes.weak_dtype(bound, x.data.dtype))  # a no-op unless the policy widens x
     t = x.data.dtype.type
     return Clip.apply(x, lo=None if min is None else t(min), hi=None if max is None else t(max))
 
