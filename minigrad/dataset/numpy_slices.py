@@ -349,7 +349,8 @@ class MapDataset(Dataset):
             raise ValueError(f"input_columns {unknown} are not columns of the dataset {names}")
         output_columns = _column_list(output_columns, "output_columns", input_columns)
         kept = [c for c in names if c not in input_columns]
-        if len(output_columns) == len(input_columns):  # outputs take the inputs' places
+        self.in_place = len(output_columns) == len(input_columns)
+        if self.in_place:  # outputs take the inputs' places
             rename = dict(zip(input_columns, output_columns))
             self.column_names = [rename.get(c, c) for c in names]
         else:  # outputs first, then the columns that were not inputs
@@ -361,7 +362,6 @@ class MapDataset(Dataset):
         self.input_columns, self.output_columns = input_columns, output_columns
         self.positions = [names.index(c) for c in input_columns]
         self.kept_positions = [names.index(c) for c in kept]
-        self.in_place = len(output_columns) == len(input_columns)
 
     def get_col_names(self):
         return list(self.column_names)
