@@ -61,6 +61,14 @@ def float32_scale(value, name, owner):
     return scale
 
 
+def check_backoff_factor(name, value, owner):
+    """``float(value)`` for a backoff multiplier in (0, 1), or TypeError/ValueError naming ``name``."""
+    factor = check_positive(name, value, owner)
+    if factor >= 1.0:
+        raise ValueError(f"For '{owner}', '{name}' must be < 1, but got {value!r}")
+    return factor
+
+
 class ScaleCore:
     """Loss scale state and its update rule (see the module docstring for the formulas).
 
@@ -89,21 +97,21 @@ class ScaleCore:
     def __init__(self, scale, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  floor=None, cap=None, hysteresis=1, max_consecutive_skips=None, owner="ScaleCore",
                  names=None, backoff_divisor=None):
-        name = (names or {}).get
-        self.scale = float32_scale(scale, name("scale", "scale"), owner)
-        self.growth_factor = check_positive(name("growth_factor", "growth_factor"), growth_factor, owner, 1.0)
+        names = names or {}
+
+        def name(key):  # the face's spelling of argument ``key``
+            return names.get(key, key)
+
+        self.scale = float32_scale(scale, name("scale"), owner)
+        self.growth_factor = check_positive(name("growth_factor"), growth_factor, owner, 1.0)
         if backoff_divisor is not None:
-            backoff_divisor = check_positive(name("backoff_divisor", "backoff_divisor"), backoff_divisor,
-                                             owner, 1.0)
+            backoff_divisor = check_positive(name("backoff_divisor"), backoff_divisor, owner, 1.0)
             backoff_factor = 1.0 / backoff_divisor
         self.backoff_divisor = backoff_divisor
-        self.backoff_factor = check_positive(name("backoff_factor", "backoff_factor"), backoff_factor, owner)
-        if self.backoff_factor >= 1.0:
-            raise ValueError(f"For '{owner}', '{name('backoff_factor', 'backoff_factor')}' must be < 1, "
-                             f"but got {backoff_factor!r}")
+        self.backoff_factor = check_backoff_factor(name("backoff_factor"), backoff_factor, owner)
         if growth_interval is not None:
-            growth_interval = int(check_positive(name("growth_interval", "growth_interval"), growth_interval,
-                                                 owner, kinds=(int,)))
+            growth_interval = int(check_positive(name("growth_interval"), growth_interval, owner,
+                                                 kinds=(int,)))
         self.growth_interval = growth_interval
         self.floor = None if floor is None else check_positive("floor", floor, owner)
         self.cap = None if cap is None else check_positive("cap", cap, owner)

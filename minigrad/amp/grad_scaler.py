@@ -27,7 +27,7 @@ import enum
 import numpy
 
 from minigrad.amp import step as amp_step
-from minigrad.amp.core import ScaleCore, check_positive, float32_scale
+from minigrad.amp.core import ScaleCore, check_backoff_factor, check_positive, float32_scale
 from minigrad.tensor import Tensor
 
 
@@ -251,10 +251,8 @@ class GradScaler:
         return self.core.backoff_factor
 
     def set_backoff_factor(self, new_factor):
-        value = check_positive("new_factor", new_factor, "GradScaler.set_backoff_factor")
-        if value >= 1.0:
-            raise ValueError(f"For 'GradScaler.set_backoff_factor', 'new_factor' must be < 1, but got {new_factor!r}")
-        self.core.backoff_factor = value
+        self.core.backoff_factor = check_backoff_factor("new_factor", new_factor,
+                                                        "GradScaler.set_backoff_factor")
 
     def get_growth_interval(self):
         return self.core.growth_interval
@@ -300,9 +298,7 @@ class GradScaler:
             raise KeyError(f"GradScaler.load_state_dict: missing keys {sorted(missing)}")
         scale = float32_scale(state_dict["scale"], "scale", owner)
         growth = check_positive("growth_factor", state_dict["growth_factor"], owner, 1.0)
-        backoff = check_positive("backoff_factor", state_dict["backoff_factor"], owner)
-        if backoff >= 1.0:
-            raise ValueError(f"For '{owner}', 'backoff_factor' must be < 1, but got {state_dict['backoff_factor']!r}")
+        backoff = check_backoff_factor("backoff_factor", state_dict["backoff_factor"], owner)
         interval = int(check_positive("growth_interval", state_dict["growth_interval"], owner, kinds=(int,)))
         tracker = int(check_positive("_growth_tracker", state_dict["_growth_tracker"], owner,
                                      inclusive=True, kinds=(int,)))
