@@ -36,10 +36,12 @@ import math
 import numpy
 
 
+_NUMPY_KINDS = {int: numpy.integer, float: numpy.floating}  # the NumPy scalars each kind accepts
+
+
 def check_positive(name, value, owner, minimum=0.0, inclusive=False, kinds=(int, float)):
     """Return ``float(value)`` or raise TypeError/ValueError naming ``owner``, ``name`` and ``value``."""
-    numpy_kinds = (numpy.integer,) * (int in kinds) + (numpy.floating,) * (float in kinds)
-    if isinstance(value, bool) or not isinstance(value, kinds + numpy_kinds):
+    if isinstance(value, bool) or not isinstance(value, kinds + tuple(_NUMPY_KINDS[k] for k in kinds)):
         raise TypeError(f"For '{owner}', '{name}' must be "
                         f"{' or '.join(k.__name__ for k in kinds)}, but got {value!r} "
                         f"of type {type(value).__name__}")
