@@ -27,7 +27,10 @@ def _positions(grad_position, n):
 
 
 def _differentiate(fn, args, positions, weights, has_aux, sens):
-    """Run ``fn(*args)`` and backprop; return (outputs, input grads, weight grads)."""
+    """Run ``fn(*args)`` and backprop; return (outputs, input grads, weight grads).
+
+    The outputs are ``fn``'s own: ``value_and_grad`` detaches them, ``GradOperation`` drops them.
+    """
     Tensor = _tensor()
     args = list(args)
     unique = list(dict.fromkeys(positions))  # a position asked for twice is one input
@@ -63,7 +66,7 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
         grads = [None] * len(targets)
     make = _tensor_module.make
     grads = [make(_zeros(t) if g is None else g, None, 0) for t, g in zip(targets, grads)]
-    return _detached(out), grads[:len(leaves)], tuple(grads[len(leaves):])
+    return out, grads[:len(leaves)], tuple(grads[len(leaves):])
 
 
 def _detached(out):
@@ -101,7 +104,9 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
         weight_grads)`` when both.
 
     Raises:
-        ValueError: if both ``grad_position`` and ``weights`` are None.
+        ValueError: if both ``grad_position`` and ``weights`` are None. The returned function
+            raises TypeError for a ``grad_position`` that is not an int or a tuple of ints or an
+            input to differentiate that is not a Tensor, and ValueError for a position out of range.
     """
     if grad_position is None and weights is None:
         raise ValueError("grad_position and weights cannot both be None")
@@ -109,6 +114,7 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
     def wrapped(*args):
         positions, single = ((), False) if grad_position is None else _positions(grad_position, len(args))
         out, input_grads, weight_grads = _differentiate(fn, args, positions, weights, has_aux, None)
+        out = _detached(out)
         if grad_position is None:
             return out, weight_grads
         input_grads = input_grads[0] if single else tuple(input_grads)
