@@ -27,12 +27,7 @@ from minigrad.ops._util import as_tensor, cast, check_float
 
 def pair(value, name):
     """``value`` as (h, w) of positive ints: an int, a pair, or MindSpore's 4-tuple (1, 1, h, w)."""
-    if isinstance(value, (int, numpy.integer)):
-        items = (value, value)
-    elif isinstance(value, (tuple, list)):
-        items = tuple(value)
-    else:
-        items = ()  # a float or None: refused below, naming the argument
+    items = _items(value, 2)
     if len(items) == 4:
         items = items[2:]
     if len(items) != 2 or not all(isinstance(v, (int, numpy.integer)) and v >= 1 for v in items):
@@ -42,18 +37,21 @@ def pair(value, name):
 
 def padding4(padding):
     """``padding`` as (top, bottom, left, right) from an int, a pair (ph, pw) or a 4-tuple."""
-    if isinstance(padding, (int, numpy.integer)):
-        items = (padding,) * 4
-    elif isinstance(padding, (tuple, list)):
-        items = tuple(padding)
-    else:
-        items = ()  # a float or None: refused below
+    items = _items(padding, 4)
     if len(items) == 2:
         items = (items[0], items[0], items[1], items[1])
     if len(items) != 4 or not all(isinstance(v, (int, numpy.integer)) and v >= 0 for v in items):
         raise ValueError(f"padding must be a non-negative int, a pair (ph, pw) or a 4-tuple "
                          f"(top, bottom, left, right), got {padding!r}")
     return tuple(int(v) for v in items)
+
+
+def _items(value, count):
+    """An int as ``count`` copies, a tuple or list as a tuple; anything else (a float, None) as
+    (), which the caller refuses, naming the argument."""
+    if isinstance(value, (int, numpy.integer)):
+        return (value,) * count
+    return tuple(value) if isinstance(value, (tuple, list)) else ()
 
 
 def same_padding(in_hw, kernel, stride=1, dilation=1):
