@@ -10,9 +10,9 @@ One call of ``TrainOneStepWithLossScaleCell(net_with_loss, optimizer, scale_sens
 5. the optimizer runs only if there was no overflow.
 
 When the optimizer has a fused update (SGD, Momentum, Adam, AdamWeightDecay on CPU: see
-``minigrad.optim._fused``) and keeps ``Optimizer.__call__`` and ``apply_gradients``, and
-``grad_reducer`` is the identity, step 3 only checks: the optimizer receives the scaled
-gradients with ``scale=S`` and divides S out in the same pass as its update, with the same
+``minigrad.optim._fused``) and keeps ``Optimizer.__call__`` and ``apply_gradients``,
+``grad_reducer`` is the identity and ``S >= 1``, step 3 only checks: the optimizer receives the
+scaled gradients with ``scale=S`` and divides S out in the same pass as its update, with the same
 result. An fp16 step then never writes fp32 copies of its gradients.
 
 It returns ``(loss, overflow, scale)``: the loss, a bool Tensor of shape ``()``, and the scale
@@ -155,9 +155,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         underflow = None
         if self.track_underflow:
             underflow = amp_step.underflow_stats([p.name for p in weights], [g.data for g in grads])
-        # below 1, 1/scale can turn a finite gradient into inf: only the cell's unscale checks
-        # the unscaled values (MindSpore checks after unscaling), so the optimizer may not do it
-        unscale_in_optimizer = scale_before >= 1.0 and self._optimizer_unscales(grads)
+        unscale_in_optimizer = self._optimizer_unscales(grads, scale_before)
         if not unscale_in_optimizer:
             grads = self.grad_reducer(self._unscale(status, grads, scale_before))
         cond = self.get_overflow_status(status, grads)
@@ -175,12 +173,14 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         return (loss, make(numpy.array(bool(cond)), None, 0),
                 make(numpy.array(scale_before).reshape(scaling_sens.shape), None, 0))
 
-    def _optimizer_unscales(self, grads):
+    def _optimizer_unscales(self, grads, scale):
         # the optimizer may take scaled gradients when its fused (host) update divides the scale
-        # out, no grad_reducer (data parallel) needs them unscaled first, and no override of
-        # ``__call__``/``apply_gradients`` expects unscaled ones (or lacks ``scale``)
+        # out, no grad_reducer (data parallel) needs them unscaled first, no override of
+        # ``__call__``/``apply_gradients`` expects unscaled ones (or lacks ``scale``), and the
+        # scale is >= 1: below 1, 1/scale can turn a finite gradient into inf, and only the
+        # cell's unscale checks the unscaled values (MindSpore checks after unscaling)
         cls = type(self.optimizer)
-        return (isinstance(self.optimizer, Optimizer) and cls.__call__ is Optimizer.__call__
+        return (scale >= 1.0 and isinstance(self.optimizer, Optimizer) and cls.__call__ is Optimizer.__call__
                 and cls.apply_gradients is Optimizer.apply_gradients
                 and self.optimizer._fused_rule() is not None
                 and getattr(self.grad_reducer, "__func__", None) is TrainOneStepCell.grad_reducer
