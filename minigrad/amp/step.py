@@ -214,7 +214,8 @@ class StepReport:
             high) or ``"nonfinite_loss"`` (the forward loss itself is inf/NaN: no scale helps).
         scale_before / scale_after: the scale used for this step and the one for the next.
         inf_params / nan_params: names of the parameters whose gradient held inf / NaN.
-        underflow: ``{name: {"zero": share, "subnormal": share}}`` when requested, else None.
+        underflow: ``underflow_stats`` of the scaled gradients (``{name: {"zero": share,
+            "subnormal": share, "max_abs": value}}``) when requested, else None.
     """
     step: int
     skipped: bool
