@@ -74,14 +74,20 @@ class Min(_Extreme):
         return x.min(**kw)
 
 
+_RAISES = """
+
+    Raises:
+        TypeError: for an ``axis`` that is not an int or a tuple of ints.
+        ValueError: for an ``axis`` out of range{}.
+"""
+
+
 def _reducer(cls, doc):
     def reduce(x, axis=None, keepdims=False):
         x = as_tensor(x)
         return cls.apply(x, axes=normalize_axis(axis, x.ndim), keepdims=bool(keepdims))
     reduce.__name__ = cls.__name__.lower()
-    reduce.__doc__ = (doc + "\n\n    Raises:\n        TypeError: for an ``axis`` that is not an int or a "
-                      "tuple of ints.\n        ValueError: for an ``axis`` out of range" +
-                      (", or an empty tensor.\n" if cls in (Max, Min) else ".\n"))
+    reduce.__doc__ = doc + _RAISES.format(", or an empty tensor" if cls in (Max, Min) else "")
     return reduce
 
 
