@@ -3,8 +3,8 @@
 ``loss_scale()`` is the current scale as a float32 scalar Tensor; ``update(grads)`` takes the
 *unscaled* gradients and returns ``(None, should_apply_gradients)`` (eager semantics: the scale is
 updated directly, so there is no op to run). The dynamic rule is TF's: on a non-finite step
-``scale = max(scale / multiplier, 1)`` (a float32 division, as TF); after ``increment_period`` finite steps in a row
-``scale *= multiplier`` if that stays finite.
+``scale = max(scale / multiplier, 1)`` (a float32 division, as TF); after ``increment_period``
+finite steps in a row ``scale *= multiplier`` if that stays finite.
 """
 import abc
 
@@ -79,7 +79,8 @@ class FixedLossScale(LossScale):
         except TypeError as error:
             raise NotANumberError(str(error)) from None
         if value < 1:
-            raise ValueError(f"For 'FixedLossScale', 'loss_scale_value' must be at least 1, but got {loss_scale_value!r}")
+            raise ValueError(f"For 'FixedLossScale', 'loss_scale_value' must be at least 1, "
+                             f"but got {loss_scale_value!r}")
         self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScale",
                               names={"scale": "loss_scale_value"})
         self._loss_scale_value = value
@@ -144,8 +145,8 @@ def get(identifier):
 
     int/float -> ``FixedLossScale``; ``"dynamic"`` -> ``DynamicLossScale()``; a dict -> the
     config of a ``DynamicLossScale`` (keys ``initial_loss_scale``/``increment_period``/
-    ``multiplier`` and the extras ``floor``/``cap``/``hysteresis``/``max_consecutive_skips``) or of a ``FixedLossScale`` (key ``loss_scale_value``); a ``LossScale`` ->
-    itself; None -> None.
+    ``multiplier`` and the extras ``floor``/``cap``/``hysteresis``/``max_consecutive_skips``) or
+    of a ``FixedLossScale`` (key ``loss_scale_value``); a ``LossScale`` -> itself; None -> None.
 
     Raises:
         ValueError: for anything else, naming the identifier.
