@@ -123,9 +123,8 @@ class DynamicLossScale(LossScale):
                               backoff_divisor=multiplier)  # TF: max(scale / multiplier, 1)
         self._config = {"initial_loss_scale": float(initial_loss_scale),
                         "increment_period": int(increment_period), "multiplier": multiplier}
-        extras = {"floor": self.core.floor, "cap": self.core.cap, "hysteresis": self.core.hysteresis,
-                  "max_consecutive_skips": self.core.max_consecutive_skips}
-        self._config.update((k, v) for k, v in extras.items() if v != self._EXTRAS[k])
+        self._config.update((key, getattr(self.core, key)) for key, default in self._EXTRAS.items()
+                            if getattr(self.core, key) != default)
 
     initial_loss_scale = property(lambda self: self._config["initial_loss_scale"])
     increment_period = property(lambda self: self._config["increment_period"])
