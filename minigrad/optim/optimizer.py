@@ -450,6 +450,10 @@ class _LearningRate:
                 raise TypeError(f"For '{owner}', the argument '{name}' must hold numbers, "
                                 f"but got an array of dtype {array.dtype}")
             values = array.astype(numpy.float64).reshape(-1).tolist()
+            bad = next((v for v in values if not 0 <= v < float("inf")), None)  # NaN and inf too
+            if bad is not None:
+                raise ValueError(f"For '{owner}', the argument '{name}' must be finite and >= 0, "
+                                 f"but contains {bad}")
         elif isinstance(value, Iterable) and not isinstance(value, (str, bytes, dict)):
             # MindSpore: any Iterable (list, tuple, range, generator, ...) gives one rate per step
             values = [check_non_negative_float(v, f"{name}[{k}]", owner) for k, v in enumerate(value)]
@@ -458,9 +462,6 @@ class _LearningRate:
                             f"LearningRateSchedule, but got {type(value).__name__}")
         if not values:
             raise ValueError(f"For '{owner}', the argument '{name}' is empty")
-        bad = next((v for v in values if not 0 <= v < float("inf")), None)  # NaN and inf too
-        if bad is not None:
-            raise ValueError(f"For '{owner}', the argument '{name}' must be finite and >= 0, but contains {bad}")
         if isinstance(array, numpy.ndarray) and array.ndim == 0:
             return _FixedLR(values[0], parameter_name)
         return _ListLR(values)
