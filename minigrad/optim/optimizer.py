@@ -51,8 +51,8 @@ class Optimizer:
     """Base class: holds the parameters, learning rates, weight decay and per-parameter state.
 
     Args:
-        learning_rate: a finite float/int >= 0; a 0-d Tensor or NumPy array; a 1-D Tensor or NumPy array,
-            or any other Iterable (list, tuple, range, generator: MindSpore's ``Iterable``) of
+        learning_rate: a finite float/int >= 0; a 0-d Tensor or NumPy array; a 1-D Tensor or NumPy
+            array, or any other Iterable (list, tuple, range, generator: MindSpore's ``Iterable``) of
             per-step values (step ``global_step`` takes entry ``global_step``; the last entry
             repeats after the end); or a ``LearningRateSchedule`` (called with ``global_step``).
         parameters: an iterable of ``Parameter``, or a list of group dicts with keys ``'params'``
@@ -74,7 +74,8 @@ class Optimizer:
         TypeError: ``learning_rate``, ``weight_decay``, ``loss_scale`` or ``decay_filter`` of the
             wrong type; an element of ``parameters`` that is neither a Parameter nor a dict.
         ValueError: ``parameters`` None or empty, a parameter given twice, a negative, inf or NaN
-            learning rate (also inside a list, Tensor or array), a negative ``weight_decay``, ``loss_scale`` <= 0, a learning-rate Tensor or array with ndim > 1.
+            learning rate (also inside a list, Tensor or array) or ``weight_decay``, a
+            ``loss_scale`` that is <= 0, inf or NaN, a learning-rate Tensor or array with ndim > 1.
         KeyError: an unknown key in a group dict.
     """
     # Names of the per-parameter state arrays (the keys ``update`` stores in ``state``).
