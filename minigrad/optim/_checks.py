@@ -47,7 +47,6 @@ def check_bool(value, name, owner):
 
 
 def _interval(low, high, low_inclusive, high_inclusive):
-    # an unbounded end is open: check_float takes finite values only
-    left = "(-inf" if low is None else ("[" if low_inclusive else "(") + str(low)
-    right = "inf)" if high is None else str(high) + ("]" if high_inclusive else ")")
+    left = ("[" if low_inclusive else "(") + ("-inf" if low is None else str(low))
+    right = ("inf" if high is None else str(high)) + ("]" if high_inclusive else ")")
     return f"{left}, {right}"
