@@ -40,7 +40,7 @@ class FixedLossScaleManager(LossScaleManager):
 
     Raises:
         TypeError: for a non-numeric ``loss_scale`` or non-bool ``drop_overflow_update``.
-        ValueError: if ``loss_scale < 1``.
+        ValueError: if ``loss_scale < 1``, or it is inf in float32.
     """
 
     def __init__(self, loss_scale=128.0, drop_overflow_update=True):
