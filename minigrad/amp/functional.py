@@ -92,8 +92,8 @@ class StaticLossScaler(LossScaler):
     """A constant loss scale. ``adjust`` does nothing and returns False.
 
     Raises:
-        TypeError: ``scale_value`` not a float/int.  ValueError: ``scale_value < 1``, or inf in
-        float32.
+        TypeError: ``scale_value`` not a float/int.
+        ValueError: ``scale_value < 1``, or inf in float32.
     """
 
     def __init__(self, scale_value):
