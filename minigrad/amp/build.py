@@ -52,6 +52,8 @@ def _check_level(level):
 def _apply_autocast(network):
     """Level O1, in place: every call of ``network`` (train step, ``Model.eval``/``predict``, or a
     direct call) runs its ``construct`` under ``autocast()`` (white-list ops in fp16)."""
+    # label the op classes autocast acts on: autocast() does it on entry, but the cell sets the
+    # mode itself (Cell.__call__)
     labelled_ops()
     network.__dict__["_autocast_dtype"] = dtypes.float16
     return network

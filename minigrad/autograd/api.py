@@ -72,10 +72,10 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
 def _detached(out):
     """``out`` (a Tensor or a tuple) as plain Tensors, as MindSpore returns them: their graph has
     been used and freed, and a loop such as ``total = total + value`` must not keep growing it."""
-    make, Tensor = _tensor_module.make, _tensor()
+    Tensor = _tensor()
     if isinstance(out, tuple):
-        return tuple(make(o.data, None, 0) if isinstance(o, Tensor) else o for o in out)
-    return make(out.data, None, 0) if isinstance(out, Tensor) else out
+        return tuple(o.detach() if isinstance(o, Tensor) else o for o in out)
+    return out.detach() if isinstance(out, Tensor) else out
 
 
 def _ones(t):

@@ -1,6 +1,5 @@
 """Training wrappers: ``WithLossCell`` (network + loss) and ``TrainOneStepCell`` (one update)."""
 from minigrad.autograd import GradOperation
-from minigrad.autograd.api import _detached
 from minigrad.nn.cell import Cell
 
 
@@ -92,7 +91,7 @@ class TrainOneStepCell(Cell):
             losses.append(self.network(*args))
             return losses[0]
         grads = self.grad(network, self.weights)(*inputs, sens)
-        return _detached(losses[0]), grads
+        return losses[0].detach(), grads
 
     def grad_reducer(self, grads):
         """Identity: the one place where data-parallel training all-reduces the gradients."""
