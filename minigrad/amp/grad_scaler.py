@@ -207,11 +207,8 @@ class GradScaler:
 
     # ---- copy and pickle ---------------------------------------------------------------------------
     def __getstate__(self):
-        """What ``pickle`` and ``copy.deepcopy`` keep: everything but this iteration's scratch.
-
-        The float status is not kept (a copy gets its own: the host status is a ctypes buffer
-        the kernels reach through its raw address, which a copy would have shared), nor the
-        scaled loss of the iteration in flight.
+        """What ``pickle`` and ``copy.deepcopy`` keep: everything but the scaled loss of the
+        iteration in flight (the float status copies itself into a buffer of its own).
 
         Raises:
             RuntimeError: between ``unscale_``/``step`` and ``update`` (as PyTorch): the
@@ -220,14 +217,7 @@ class GradScaler:
         if self._per_optimizer:
             raise RuntimeError("A GradScaler can only be pickled or deep-copied at the start of an "
                                "iteration or after update(), not between unscale_()/step() and update().")
-        state = self.__dict__.copy()
-        del state["_status"]
-        state["_loss"] = None
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._status = amp_step.OverflowStatus()
+        return dict(self.__dict__, _loss=None)
 
     def __repr__(self):
         if not self._enabled:
