@@ -24,8 +24,6 @@ Gradients of fp16 parameters are unscaled into float32 gradients (PyTorch refuse
 """
 import enum
 
-import numpy
-
 from minigrad.amp import step as amp_step
 from minigrad.amp.core import ScaleCore, check_backoff_factor, check_positive, float32_scale
 from minigrad.tensor import Tensor

@@ -70,6 +70,12 @@ def unbroadcast(grad, shape):
     return sum_acc(grad, axes, keepdims=False).reshape(shape)
 
 
+def widen(x):
+    """fp16 as fp32 (other dtypes as they are): the dtype fp16 ops compute in and round once
+    from (tensor-core numerics; NumPy has no fp16 BLAS, and fp16 intermediates overflow)."""
+    return convert(x, dtypes.float32) if x.dtype == dtypes.float16 else x
+
+
 def sum_acc(x, axis, keepdims):
     """Sum with fp32 accumulation for fp16, returned in ``x``'s dtype.
 

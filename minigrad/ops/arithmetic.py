@@ -11,7 +11,7 @@ import numpy
 from minigrad import backend, dtype as dtypes
 from minigrad._fastcast import MIN_SIZE, convert
 from minigrad.autograd.function import Function
-from minigrad.ops._util import binary_operands, leaf, unbroadcast
+from minigrad.ops._util import binary_operands, leaf, unbroadcast, widen
 
 
 def _arith(op, a, b):
@@ -71,16 +71,12 @@ class Mul(_Binary):
                 _product_grad(g, self.a, sb) if nb else None)
 
 
-def _widen(x):
-    return convert(x, dtypes.float32) if x.dtype == dtypes.float16 else x
-
-
 def _product_grad(g, other, shape):
     """unbroadcast(g * other, shape). A broadcast fp16 operand's gradient sums the fp32 products
     and rounds the sum once (rounding each product first rounds twice, and turns products beyond
     65504 that cancel in the sum into inf - inf = NaN); otherwise the one rounded product."""
     if g.dtype == dtypes.float16 and g.shape != shape:
-        return convert(unbroadcast(_widen(g) * _widen(other), shape), dtypes.float16)
+        return convert(unbroadcast(widen(g) * widen(other), shape), dtypes.float16)
     return unbroadcast(_arith(operator.mul, g, other), shape)
 
 
@@ -95,10 +91,10 @@ class Div(_Binary):
             # in fp32 on the widened values, each gradient rounded once (after any broadcast
             # sum): g / b rounded to fp16 first overflowed where -g·a/b² is finite
             sa, sb = self.shapes
-            ga = _widen(g) / _widen(self.b)
+            ga = widen(g) / widen(self.b)
             gb = None
             if self.needs_grad[1]:
-                gb = convert(unbroadcast(-ga * _widen(self.a) / _widen(self.b), sb), dtypes.float16)
+                gb = convert(unbroadcast(-ga * widen(self.a) / widen(self.b), sb), dtypes.float16)
             return convert(unbroadcast(ga, sa), dtypes.float16), gb
         ga = _arith(operator.truediv, g, self.b)
         gb = None
@@ -125,7 +121,7 @@ class Pow(_Binary):
         dtype = g.dtype
         a, b, out = self.a, self.b, self.out
         if dtype == dtypes.float16:
-            g, a, b = _widen(g), _widen(a), _widen(b)
+            g, a, b = widen(g), widen(a), widen(b)
             out = a ** b
         ga = None
         if self.needs_grad[0]:

@@ -9,7 +9,7 @@ from minigrad import backend, dtype as dtypes
 from minigrad._config import config
 from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, leaf
+from minigrad.ops._util import as_tensor, leaf, widen
 
 
 def _module(device):
@@ -93,7 +93,7 @@ class Square(Function):
     def backward(self, g):
         if g.dtype == dtypes.float16:
             # in fp32, rounded once: 2·x overflows fp16 for |x| > 32752 where 2·x·g may not
-            return convert(convert(g, dtypes.float32) * (2 * convert(self.x, dtypes.float32)), g.dtype)
+            return convert(widen(g) * (2 * widen(self.x)), g.dtype)
         return g * (2 * self.x)
 
 

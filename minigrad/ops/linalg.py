@@ -3,12 +3,7 @@ from minigrad import dtype as dtypes
 from minigrad import _fastcast
 from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
-from minigrad.ops._util import binary_operands, unbroadcast
-
-
-def _widen(x):
-    """fp16 as fp32 for the product (tensor-core numerics; NumPy has no fp16 BLAS)."""
-    return convert(x, dtypes.float32) if x.dtype == dtypes.float16 else x
+from minigrad.ops._util import binary_operands, unbroadcast, widen
 
 
 def _narrow(x, dtype):
@@ -24,7 +19,7 @@ def _add_bias_narrow(y, b, dtype):
         out = _fastcast.add_bias_to_half(y, b)
         if out is not None:
             return out
-    y += _widen(b)
+    y += widen(b)
     return _narrow(y, dtype)
 
 
@@ -35,7 +30,7 @@ def _widen_sum_rows(g, dtype):
         native = _fastcast.widen_sum_rows(g)
         if native is not None:
             return native
-    g = _widen(g)
+    g = widen(g)
     return g, _narrow(g.sum(axis=0), dtype)
 
 
@@ -53,7 +48,7 @@ class MatMul(Function):
         if transpose_b:
             b = b.swapaxes(-1, -2)
         self.a_shape, self.b_shape = a.shape, b.shape
-        a, b = _widen(a), _widen(b)
+        a, b = widen(a), widen(b)
         self.a = a[None, :] if a.ndim == 1 else a
         self.b = b[:, None] if b.ndim == 1 else b
         out = _narrow(self.a @ self.b, self.dtype)
@@ -64,7 +59,7 @@ class MatMul(Function):
         return out
 
     def backward(self, g):
-        g = _widen(g)
+        g = widen(g)
         if len(self.b_shape) == 1:
             g = g[..., None]
         if len(self.a_shape) == 1:
@@ -118,7 +113,7 @@ class Dense(Function):
         self.dtype, self.x_shape = x.dtype, x.shape
         if x.ndim != 2:
             x = x.reshape(-1, x.shape[-1])
-        self.x, self.w = _widen(x), _widen(w)
+        self.x, self.w = widen(x), widen(w)
         out = _add_bias_narrow(self.x @ self.w.T, b, self.dtype)
         return out if len(self.x_shape) == 2 else out.reshape(self.x_shape[:-1] + (w.shape[0],))
 
@@ -127,7 +122,7 @@ class Dense(Function):
             g = g.reshape(-1, g.shape[-1])
         needs = self.needs_grad
         has_bias = len(needs) == 3
-        g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (_widen(g), None)
+        g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (widen(g), None)
         gx = _narrow(g @ self.w, self.dtype).reshape(self.x_shape) if needs[0] else None
         gw = _narrow(g.T @ self.x, self.dtype) if needs[1] else None
         return (gx, gw, gb) if has_bias else (gx, gw)
