@@ -10,7 +10,8 @@
    shrink into subnormals), and the copy alone is timed in the same rounds: "without copy" is
    the median of each round's difference.
 3. phases: where each step's time goes (forward + backward, overflow check, optimizer, the
-   rest), timed in a separate run for the fp32 and the O2 step, with the difference.
+   rest), timed in a separate run for the fp32 and the O2 step, with the difference, and the
+   process's CPU seconds per wall second during those steps.
 
     python benchmarks/amp_step.py [--json benchmarks/results/amp_step.json] [--repeat 30]
 
@@ -98,14 +99,20 @@ def phases(cell, x, y, repeat):
             cell(x, y)
         for values in samples.values():
             values.clear()
+        cpu, wall = time.process_time(), time.perf_counter()  # process_time: every thread
         for _ in range(repeat):
             timed("step", cell)(x, y)
+        cpu_seconds = time.process_time() - cpu
+        # process CPU seconds per wall second: about 2 on 2 cores means OpenBLAS's worker spins
+        # on the second core through the whole step, not only inside the GEMMs
+        cpu_share = cpu_seconds / (time.perf_counter() - wall)
     finally:  # the instance attributes shadowed the methods: remove them
         for name in ("loss_and_grads", "get_overflow_status"):
             cell.__dict__.pop(name, None)
         cell.optimizer.__dict__.pop("apply_gradients", None)
     medians = {name: statistics.median(values) * 1e3 for name, values in samples.items() if values}
     medians["rest"] = medians["step"] - sum(v for k, v in medians.items() if k != "step")
+    medians["cpu_per_wall_second"] = cpu_share
     return medians
 
 
@@ -233,7 +240,7 @@ def main():
         print(f"{name:46s} {'n/a' if value is None else f'{value:10.3f}'}")
     for key in sorted(k for k in r if k.startswith("ratio")):
         print(f"{key:46s} {r[key]:10.3f}")
-    phase_names = ("forward_backward", "overflow_check", "optimizer", "rest", "step")
+    phase_names = ("forward_backward", "overflow_check", "optimizer", "rest", "step", "cpu_per_wall_second")
     print(f"\n{'phase (ms, timed apart)':46s} {'fp32':>10s} {'O2':>10s} {'O2 - fp32':>10s}")
     for name in phase_names:
         a, b = (r["breakdown_ms"][kind].get(name, 0.0) for kind in ("fp32", "O2"))
