@@ -16,7 +16,7 @@ import warnings
 from minigrad import dtype as dtypes, ops
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
-from minigrad.train.callbacks import CallbackList, CallbackParam, RunContext
+from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
 from minigrad.train.metrics import Loss, get_metrics
 
 AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
@@ -144,7 +144,7 @@ class Model:
         """Train for epochs ``initial_epoch + 1 .. epoch`` over ``train_dataset``.
 
         Each step calls the train network on one batch (``train_network(*batch)``: the labels are
-        the last column) and then the callbacks (see ``minigrad.train.callbacks``). As in
+        the last column) and then the callbacks (see ``minigrad.train.callback``). As in
         MindSpore, the network is put back in train mode before a step if something (an
         ``eval`` or ``predict`` run by a callback) switched it to inference mode.
 
