@@ -304,9 +304,9 @@ def test_accuracy_and_loss_metrics():
     with pytest.raises(ValueError, match=r"y_pred \(4, 2\) and y \(3,\)"):
         acc.update(logits, numpy.zeros(3))
     loss = Loss()
-    loss.update(Tensor(numpy.float32(1.0)))
-    loss.update(numpy.array([2.0, 4.0]))
-    assert loss.eval() == 2.0
+    loss.update(Tensor(numpy.float32(1.0)))  # a batch mean of one sample
+    loss.update(numpy.array([2.0, 4.0]))     # two per-sample losses
+    assert loss.eval() == 7.0 / 3            # the mean over the three samples
     assert Accuracy()(logits, numpy.array([0, 1, 0, 1])) == 1.0
 
 

@@ -58,7 +58,10 @@ class NumpySlicesDataset(Dataset):
     def _source(self):
         return self
 
-    def _source_order(self):
+    def _index_chunks(self):
+        return iter([self._order()])
+
+    def _order(self):
         if self.sampler is not None:
             order = self.sampler
         elif self.shuffled:
@@ -72,7 +75,7 @@ class NumpySlicesDataset(Dataset):
         return tuple(column[indices] for column in self.columns)
 
     def _rows(self):
-        for i in self._source_order():
+        for i in self._order():
             yield self.take(i)
 
     def get_dataset_size(self):

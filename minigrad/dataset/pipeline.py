@@ -37,6 +37,36 @@ def _buffer_shuffle(items, buffer_size, rng):
     yield from buffer
 
 
+_CHUNK = 1 << 16  # indices per array of a shuffled index stream
+
+
+def _chunked(indices):
+    """Group a stream of indices into int64 arrays of at most ``_CHUNK``."""
+    iterator = iter(indices)
+    while True:
+        chunk = numpy.fromiter(itertools.islice(iterator, _CHUNK), numpy.int64)
+        if not len(chunk):
+            return
+        yield chunk
+
+
+def _batches_of(chunks, size, drop_remainder):
+    """Index arrays of ``size`` from a stream of index arrays; batches span chunk boundaries."""
+    pending, count = [], 0
+    for chunk in chunks:
+        start = 0
+        while start < len(chunk):
+            piece = chunk[start:start + size - count]
+            pending.append(piece)
+            count += len(piece)
+            start += len(piece)
+            if count == size:
+                yield pending[0] if len(pending) == 1 else numpy.concatenate(pending)
+                pending, count = [], 0
+    if count and not drop_remainder:
+        yield numpy.concatenate(pending)
+
+
 class Dataset:
     """Base of the pipeline nodes: iteration, iterators and the chaining methods."""
 
@@ -55,9 +85,15 @@ class Dataset:
         """Yield this node's rows for one pass (one epoch)."""
         raise NotImplementedError
 
-    def _source_order(self):
-        """Source indices for one pass if this node only reorders the source, else None."""
+    def _index_chunks(self):
+        """The source rows of one pass, as a lazy iterator of int64 index arrays, if this node
+        only reorders or repeats the source's rows; else None. Lazy, so that ``repeat(n)`` draws
+        each pass's order only when the pass is reached."""
         return None
+
+    def _rows_of(self, chunks):
+        source = self._source()
+        return (source.take(i) for chunk in chunks for i in chunk)
 
     def get_dataset_size(self):
         """Number of rows per epoch (number of batches after ``batch``)."""
@@ -176,18 +212,17 @@ class ShuffleDataset(Dataset):
             raise ValueError(f"buffer_size must be an int >= 2, got {buffer_size!r}")
         self.buffer_size = buffer_size
 
-    def _source_order(self):
-        order = self.parent._source_order()
-        if order is None:
+    def _index_chunks(self):
+        chunks = self.parent._index_chunks()
+        if chunks is None:
             return None
-        return numpy.fromiter(_buffer_shuffle(order, self.buffer_size, self._generator()), numpy.int64,
-                              len(order))
+        indices = (i for chunk in chunks for i in chunk)
+        return _chunked(_buffer_shuffle(indices, self.buffer_size, self._generator()))
 
     def _rows(self):
-        order = self._source_order()
-        if order is not None:  # shuffle indices, not rows: no per-row copies
-            source = self._source()
-            return (source.take(i) for i in order)
+        chunks = self._index_chunks()
+        if chunks is not None:  # shuffle indices, not rows: no per-row copies
+            return self._rows_of(chunks)
         return _buffer_shuffle(self.parent._rows(), self.buffer_size, self._generator())
 
 
@@ -204,17 +239,21 @@ class RepeatDataset(Dataset):
     def _passes(self):
         return itertools.repeat(None) if self.count is None else range(self.count)
 
-    def _source_order(self):
-        if self.count is None:
+    def _index_chunks(self):
+        first = self.parent._index_chunks()
+        if first is None:
             return None
-        orders = [self.parent._source_order() for _ in self._passes()]
-        return None if orders[0] is None else numpy.concatenate(orders)
+
+        def passes():  # each pass's order is drawn when the pass begins
+            yield from first
+            for _ in itertools.islice(self._passes(), 1, None):
+                yield from self.parent._index_chunks()
+        return passes()
 
     def _rows(self):
-        order = self._source_order()
-        if order is not None:
-            source = self._source()
-            return (source.take(i) for i in order)
+        chunks = self._index_chunks()
+        if chunks is not None:
+            return self._rows_of(chunks)
         return itertools.chain.from_iterable(self.parent._rows() for _ in self._passes())
 
     def get_dataset_size(self):
@@ -287,13 +326,12 @@ class BatchDataset(Dataset):
         self.drop_remainder = bool(drop_remainder)
 
     def _rows(self):
-        order = self.parent._source_order()
         size = self.batch_size
-        if order is not None:  # gather each batch with one fancy index per column
+        chunks = self.parent._index_chunks()
+        if chunks is not None:  # gather each batch with one fancy index per column
             source = self._source()
-            stop = len(order) - len(order) % size if self.drop_remainder else len(order)
-            for start in range(0, stop, size):
-                yield source.take(order[start:start + size])
+            for indices in _batches_of(chunks, size, self.drop_remainder):
+                yield source.take(indices)
             return
         rows = iter(self.parent._rows())
         while True:

@@ -251,8 +251,8 @@ class Model:
         for metric in self._metric_fns.values():
             if indexes is None:
                 metric.update(*outputs)
-            elif isinstance(metric, Loss):
-                metric.update(outputs[indexes[0]])
+            elif isinstance(metric, Loss):  # weighted by the batch's sample count
+                metric.update(outputs[indexes[0]], num_samples=_batch_size(outputs[indexes[2]]))
             else:
                 metric.update(outputs[indexes[1]], outputs[indexes[2]])
 
@@ -261,6 +261,11 @@ class Model:
         self._predict_network.set_train(False)
         with no_grad():
             return self._predict_network(*predict_data)
+
+
+def _batch_size(labels):
+    shape = getattr(labels, "shape", ())
+    return int(shape[0]) if len(shape) else 1
 
 
 def _epochs(dataset, num_epochs):
