@@ -1,7 +1,6 @@
 """``Parameter``: a named leaf tensor that a Cell owns and an optimizer updates."""
 import numbers
 
-
 from minigrad import ops
 from minigrad._checks import check_bool, check_type
 from minigrad._config import no_grad
