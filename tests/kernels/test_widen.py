@@ -1,15 +1,15 @@
 """The widening kernel ``check_unscale_fp16_to_fp32``: fp16 in, flag + fp32(x) * inv_scale out.
 
 Run through the same four host builds of ``kernels/float_status.cu`` as the other kernels
-(``tests/test_kernels_source.py``'s ``host_lib`` fixture), with misaligned starts and tiny chunks,
+(the ``host_lib`` fixture of ``tests/kernels/conftest.py``), with misaligned starts and tiny chunks,
 and through ``amp.step``, where O2's fp16 gradients take this path.
 """
 import numpy
 import pytest
 
 from minigrad.amp import _status_launch, step as amp_step
-from test_float_status import assert_same_values
-from test_kernels_source import SPECIALS, host_lib, make_array  # noqa: F401  (host_lib: a fixture)
+from helpers.bits import assert_same_values
+from helpers.kernel_builds import SPECIALS, make_array
 
 F16 = numpy.dtype(numpy.float16)
 

@@ -1,13 +1,13 @@
 """examples/train_digits.py reaches >= 97% test accuracy on scikit-learn's digits, fp32 and fp16 (O2)."""
 import importlib.util
-import os
 
 import pytest
 
+from helpers import REPO_ROOT
+
 pytest.importorskip("sklearn")
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
-                     "train_digits.py")
+_PATH = REPO_ROOT / "examples" / "train_digits.py"
 
 
 def _example():

@@ -12,15 +12,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from minigrad import backend
 from minigrad.amp import float_status as fs, kernels
 from minigrad.tensor import Tensor
+from helpers import NO_GPU
+from helpers.bits import UINT, assert_same_values, from_bits, ref_unscale
 
-_NO_GPU = pytest.mark.skipif(not backend.CUDA_AVAILABLE,
-                             reason=f"needs CuPy and a CUDA GPU ({backend.CUPY_IMPORT_ERROR})")
 ENGINES = [pytest.param("host", id="host-kernels"),
            pytest.param("numpy", id="numpy-fallback"),
-           pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, _NO_GPU])]
+           pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, NO_GPU])]
 KERNEL_DTYPES = [numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)]
 ALL_DTYPES = KERNEL_DTYPES + [numpy.dtype(numpy.float64)]
-UINT = {2: numpy.uint16, 4: numpy.uint32, 8: numpy.uint64}
 
 # Bit patterns: +inf, -inf, then NaNs with several payloads and both signs.
 NONFINITE_BITS = {
@@ -39,10 +38,6 @@ FINITE_EDGE_BITS = {
                                  0x0000000000000001, 0x000FFFFFFFFFFFFF, 0x8000000000000001,
                                  0x0010000000000000],
 }
-
-
-def from_bits(bits, dtype):
-    return numpy.array(bits, dtype=UINT[dtype.itemsize]).view(dtype)
 
 
 class Engine:
@@ -69,23 +64,6 @@ def engine(request, monkeypatch):
 
 def ref_overflow(*arrays):
     return any(not numpy.isfinite(a).all() for a in arrays)
-
-
-@numpy.errstate(over="ignore", invalid="ignore")
-def ref_unscale(a, inv_scale):
-    if a.dtype == numpy.float64:
-        return a * inv_scale
-    return (a.astype(numpy.float32) * numpy.float32(inv_scale)).astype(a.dtype)
-
-
-def assert_same_values(actual, expected):
-    """Equal bit for bit (so -0.0 and subnormals count), except that any NaN matches any NaN."""
-    actual, expected = backend.as_numpy(actual), numpy.asarray(expected)
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    nan = numpy.isnan(expected)
-    numpy.testing.assert_array_equal(numpy.isnan(actual), nan)
-    utype = UINT[expected.dtype.itemsize]
-    numpy.testing.assert_array_equal(actual[~nan].view(utype), expected[~nan].view(utype))
 
 
 def overflowed(engine, *arrays):
@@ -356,7 +334,7 @@ def test_bad_inv_scale():
 
 
 @pytest.mark.gpu
-@_NO_GPU
+@NO_GPU
 def test_device_mismatch():
     status = fs.alloc_status("GPU")
     with pytest.raises(ValueError, match=r"arrays\[0\] is on CPU but status is on GPU"):
@@ -398,7 +376,7 @@ def test_one_host_launch_per_dtype(monkeypatch):
 
 
 @pytest.mark.gpu
-@_NO_GPU
+@NO_GPU
 def test_one_cuda_launch_per_dtype(monkeypatch):
     counters = []
 

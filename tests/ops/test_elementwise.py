@@ -9,7 +9,7 @@ import pytest
 import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous, tolerance
-from conftest import DEVICES
+from helpers import DEVICES
 
 
 def _away_from_zero(shape, seed=0, low=0.1, high=2.0):

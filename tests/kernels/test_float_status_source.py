@@ -22,14 +22,12 @@ import pytest
 from hypothesis import given, strategies as st
 
 from minigrad.amp import _status_launch, float_status as fs, kernels
-from test_float_status import UINT, assert_same_values, ref_unscale
+from helpers.bits import UINT, assert_same_values, ref_unscale
+from helpers.kernel_builds import SPECIALS, make_array
 
 ARCHES = ["sm_75", "sm_80", "sm_90"]
 DTYPES = [numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)]
 TAGS = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
-SPECIALS = {numpy.dtype(numpy.float16): [0x7C00, 0xFC00, 0x7E01, 0xFFFF, 0x7BFF, 0x8000, 0x0001],
-            numpy.dtype(numpy.float32): [0x7F800000, 0xFF800000, 0x7FC00001, 0xFFFFFFFF,
-                                         0x7F7FFFFF, 0x80000000, 0x00000001]}
 
 
 # ---- nvcc ------------------------------------------------------------------------------------------
@@ -54,32 +52,6 @@ def test_nvcc_compiles_float_status(arch, tmp_path):
 
 # ---- host builds of the same source --------------------------------------------------------------
 
-def _builds():
-    builds = [pytest.param(None, id="runtime")]
-    if platform.machine() in ("x86_64", "AMD64"):
-        builds.append(pytest.param(("-mavx2", "-mf16c", "-fopenmp"), id="avx2-f16c"))
-    builds.append(pytest.param((), id="portable"))
-    # 64 threads per block run in turn: the GPU's thread-strided loops and warp vote, on the CPU
-    builds.append(pytest.param(("-O1", "-DMG_EMULATE_THREADS=64"), id="64-threads-per-block"))
-    return builds
-
-
-@pytest.fixture(scope="module", params=_builds())
-def host_lib(request, tmp_path_factory):
-    if request.param is None:
-        lib = kernels.host_library()
-        if lib is None:
-            pytest.skip(f"no host build of the kernels: {kernels.host_library_error()}")
-        return lib
-    compiler = shutil.which("g++") or shutil.which("clang++")
-    if compiler is None:
-        pytest.skip("no C++ compiler: host builds skipped")
-    path = tmp_path_factory.mktemp("build") / "float_status.so"
-    sources = {name: kernels.read_source(name) for name in kernels.HOST_SOURCES}
-    kernels._compile(compiler, kernels.HOST_FLAGS + request.param, sources, path)
-    return kernels._bind(ctypes.CDLL(str(path)))
-
-
 def launch(lib, arrays, chunk, inv_scale=None, status=None):
     """Run the kernel for ``arrays`` (one dtype) directly, with a given chunk size.
 
@@ -94,14 +66,6 @@ def launch(lib, arrays, chunk, inv_scale=None, status=None):
                                        n_chunks, chunk, 1.0 if inv_scale is None else inv_scale,
                                        status.ctypes.data)
     return status
-
-
-def make_array(dtype, n, offset, seed, injected=()):
-    """``n`` values starting ``offset`` elements into a fresh buffer (misaligned for offset % 8)."""
-    x = (numpy.random.default_rng(seed).standard_normal(n + offset) * 50).astype(dtype)[offset:]
-    for position, bits in injected:
-        x[position] = numpy.array(bits, UINT[dtype.itemsize]).view(dtype)
-    return x
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -14,8 +14,9 @@ import minigrad
 from minigrad import Parameter, Tensor, nn
 from minigrad.optim import Adam, Momentum
 from minigrad.train import load_checkpoint, load_param_into_net, save_checkpoint
+from helpers import REPO_ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(REPO_ROOT)
 
 
 class Net(nn.Cell):

@@ -4,7 +4,7 @@ import pytest
 
 import minigrad
 from minigrad import Tensor, nn
-from conftest import DEVICES
+from helpers import DEVICES
 
 RNG = numpy.random.RandomState(0)
 

@@ -1,10 +1,11 @@
 """The README's Python examples run as written (so the first page a user reads cannot rot)."""
-import pathlib
 import re
 
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+from helpers import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
 

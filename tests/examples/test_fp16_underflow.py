@@ -1,10 +1,11 @@
 """examples/fp16_underflow.py on a small setting: fp16 without loss scaling stalls, with it converges."""
 import importlib.util
-import os
 
 import pytest
 
-PATH = os.path.join(os.path.dirname(__file__), "..", "examples", "fp16_underflow.py")
+from helpers import REPO_ROOT
+
+PATH = REPO_ROOT / "examples" / "fp16_underflow.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,11 @@
 """``benchmarks/amp_step.py``'s phase breakdown: every phase timed, the step's methods restored."""
-import os
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+from helpers import REPO_ROOT  # noqa: I001  (before the benchmark import it enables)
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import amp_step  # noqa: E402
 
 from minigrad import amp, nn  # noqa: E402

@@ -5,18 +5,7 @@ import pytest
 import minigrad
 from minigrad import Tensor, Parameter, nn, ops, Model, FixedLossScaleManager
 from minigrad import dtype as mstype
-
-
-class Net(nn.Cell):
-    def __init__(self, in_features, out_features):
-        super(Net, self).__init__()
-        self.weight = Parameter(Tensor(np.ones([in_features, out_features]).astype(np.float32)),
-                                name='weight')
-        self.matmul = ops.MatMul()
-
-    def construct(self, x):
-        output = self.matmul(x, self.weight)
-        return output
+from helpers.doubles import MatMulNet as Net  # the examples' network, as they name it
 
 
 size, in_features, out_features = 16, 16, 10

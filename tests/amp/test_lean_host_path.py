@@ -6,7 +6,7 @@ import pytest
 import minigrad
 from minigrad import amp
 from minigrad.amp import _status_launch, kernels, step as amp_step
-from test_loss_scale_rules import _Opt
+from helpers.doubles import StepCountingOptimizer
 
 needs_host = pytest.mark.skipif(kernels.host_library() is None,
                                 reason="no host build of the kernels")
@@ -140,7 +140,7 @@ def test_a_status_set_from_outside_takes_the_checked_path():
 def test_grad_scaler_reports_an_overflow_after_clean_steps_and_recovers():
     p = minigrad.Parameter(minigrad.Tensor(numpy.zeros(4, numpy.float32)), name="w")
     q = minigrad.Parameter(minigrad.Tensor(numpy.zeros(2, numpy.float32)), name="b")
-    opt, scaler = _Opt([p, q]), amp.GradScaler(init_scale=8.0)
+    opt, scaler = StepCountingOptimizer([p, q]), amp.GradScaler(init_scale=8.0)
     for values, applied in [([1.0, 2.0], True), ([numpy.inf, 2.0], False), ([1.0, numpy.nan], False),
                             ([1.0, 2.0], True)]:
         p.grad = minigrad.Tensor(numpy.full(4, values[0], numpy.float32))
@@ -162,7 +162,7 @@ def test_grad_scaler_two_optimizers_share_one_status_correctly():
     q = minigrad.Parameter(minigrad.Tensor(numpy.zeros(2, numpy.float32)), name="q")
     p.grad = minigrad.Tensor(numpy.array([numpy.inf, 1.0], numpy.float32))
     q.grad = minigrad.Tensor(numpy.ones(2, numpy.float32))
-    first, second, scaler = _Opt([p]), _Opt([q]), amp.GradScaler(init_scale=4.0)
+    first, second, scaler = StepCountingOptimizer([p]), StepCountingOptimizer([q]), amp.GradScaler(init_scale=4.0)
     assert scaler.step(first) is False and scaler.step(second) is True  # q is judged on its own
     scaler.update()
     assert scaler.last_report.skipped and scaler.last_report.inf_params == ("p",)

@@ -296,9 +296,9 @@ def test_cell_list():
 
 
 def test_seed_example_network_part_runs():
-    """The network of mindspore.nn.TrainOneStepWithLossScaleCell's example, with minigrad (the
-    seed's ``Net``, written once in test_loss_scale_seeds.py)."""
-    from test_loss_scale_seeds import Net as SeedNet
+    """The network of mindspore.nn.TrainOneStepWithLossScaleCell's example, with minigrad
+    (``helpers.doubles.MatMulNet``)."""
+    from helpers.doubles import MatMulNet as SeedNet
 
     size, in_features, out_features = 16, 16, 10
     net = SeedNet(in_features, out_features)

@@ -12,6 +12,7 @@ from minigrad import Tensor, Parameter
 from minigrad.amp import (ScaleCore, GradScaler, DynamicLossScaler, StaticLossScaler,
                           DynamicLossScaleManager, FixedLossScaleManager, all_finite)
 from minigrad.mixed_precision import DynamicLossScale, FixedLossScale
+from helpers.doubles import StepCountingOptimizer
 
 f32 = np.float32
 
@@ -104,17 +105,6 @@ def _peer_torch(seq, s, growth, backoff, interval):
     return out
 
 
-class _Opt:
-    """A minimal optimizer double for driving GradScaler's rule (real optimizers: test_amp_faces)."""
-
-    def __init__(self, params):
-        self.parameters = tuple(params)
-        self.steps = 0
-
-    def step(self):
-        self.steps += 1
-
-
 def _grads(of):
     return [Tensor(np.array([1.0, np.inf if of else 2.0], np.float32))]
 
@@ -149,7 +139,7 @@ def _run_tf(seq, s, f, w):
 
 def _run_torch(seq, s, f, w):
     p = Parameter(Tensor(np.zeros(2, np.float32)), name="w")
-    opt = _Opt([p])
+    opt = StepCountingOptimizer([p])
     scaler = GradScaler(s, f, 1.0 / f, w)
     out = []
     for of in seq:
@@ -263,7 +253,7 @@ def test_skip_guard_raises_with_the_cause():
     for i in range(2):
         p.grad = Tensor(np.array([np.nan, 1.0], np.float32))
         gs.scale(Tensor(np.float32(np.nan)))
-        gs.step(_Opt([p]))
+        gs.step(StepCountingOptimizer([p]))
         if i == 1:
             with pytest.raises(RuntimeError, match="forward loss itself is not finite"):
                 gs.update()
