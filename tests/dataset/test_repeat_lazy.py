@@ -6,7 +6,14 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad.dataset import NumpySlicesDataset
+from minigrad.dataset import NumpySlicesDataset, config
+
+
+@pytest.fixture(autouse=True)
+def _keep_dataset_seed():
+    saved = config.get_seed()
+    yield
+    config.set_seed(saved)
 
 
 def _data(n=1000):
