@@ -10,7 +10,7 @@ memory (copied to the host, reduced by MPI, copied back).
 """
 import numpy
 
-from minigrad import backend
+from minigrad import _checks, backend
 from minigrad.communication import _nccl, management
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
@@ -97,27 +97,26 @@ def broadcast_(array, root=0):
     """Overwrite ``array`` (C-contiguous, writeable) with rank ``root``'s values, in place.
 
     Raises:
-        TypeError: if ``array`` is not an array.
+        TypeError: if ``array`` is not an array, or ``root`` not an int.
         ValueError: for a ``root`` outside the group, or a non-contiguous array.
     """
     _check_array(array, "broadcast_")
     group = management.current()
     size = 1 if group is None else group.size
-    if isinstance(root, bool) or not isinstance(root, (int, numpy.integer)) or not 0 <= root < size:
-        raise ValueError(f"broadcast_: 'root' must be a rank in [0, {size}), got {root!r}")
+    root = _checks.check_int("root", root, low=0, high=size - 1, owner="broadcast")
     if not array.flags.c_contiguous:
         raise ValueError("broadcast_: the array must be C-contiguous; broadcast(array) copies it")
     if size == 1 or array.size == 0:
         return array
     if backend.device_of(array) == "GPU":
         if group.backend == "nccl" and _nccl.supports(array):
-            _nccl.broadcast_(group, array, int(root))
+            _nccl.broadcast_(group, array, root)
         else:
             host = backend.as_numpy(array).copy()
-            group.comm.Bcast(host.view(numpy.uint8), root=int(root))
+            group.comm.Bcast(host.view(numpy.uint8), root=root)
             array[...] = backend.cupy.asarray(host)
         return array
-    group.comm.Bcast(array.reshape(-1).view(numpy.uint8), root=int(root))
+    group.comm.Bcast(array.reshape(-1).view(numpy.uint8), root=root)
     return array
 
 

@@ -12,7 +12,7 @@ In ``"data_parallel"`` mode the training steps (``TrainOneStepCell``,
 all-reduce their gradients through ``nn.DistributedGradReducer`` and every overflow decision
 through ``any_rank``, and ``NumpySlicesDataset`` gives each rank its shard.
 """
-import numbers
+from minigrad import _checks
 
 STAND_ALONE, DATA_PARALLEL = "stand_alone", "data_parallel"
 MB = 2 ** 20
@@ -36,6 +36,7 @@ _DEFAULTS = {"parallel_mode": STAND_ALONE, "gradients_mean": False, "device_num"
              "global_rank": 0, "parameter_broadcast": True, "gradient_fp32_sync": True,
              "comm_fusion": {"allreduce": {"mode": "size", "config": 25}}}
 _context = dict(_DEFAULTS)
+_OWNER = "set_auto_parallel_context"
 
 
 def _checked(key, value):
@@ -47,16 +48,12 @@ def _checked(key, value):
             raise ValueError(f"set_auto_parallel_context: parallel_mode {value!r} is not "
                              f"implemented; minigrad runs {STAND_ALONE!r} and {DATA_PARALLEL!r}")
     elif key in ("gradients_mean", "parameter_broadcast", "gradient_fp32_sync"):
-        if not isinstance(value, bool):
-            raise TypeError(f"set_auto_parallel_context: {key!r} must be a bool, got {value!r}")
+        value = _checks.check_bool(key, value, owner=_OWNER)
         if key == "gradient_fp32_sync" and not value:
             raise ValueError("set_auto_parallel_context: 'gradient_fp32_sync' must be True: "
                              "minigrad reduces fp16 gradients in fp32, so the sum cannot overflow")
     elif key in ("device_num", "global_rank"):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-            raise ValueError(f"set_auto_parallel_context: {key!r} must be an int >= 0, "
-                             f"got {value!r}")
-        value = int(value)
+        value = _checks.check_non_negative_int(key, value, owner=_OWNER)
     elif key == "comm_fusion":
         value = _checked_fusion(value)
     else:
@@ -68,8 +65,8 @@ def _checked(key, value):
 def _checked_fusion(value):
     config = value.get("allreduce") if isinstance(value, dict) else None
     size = config.get("config") if isinstance(config, dict) else None
-    if (not isinstance(config, dict) or config.get("mode") != "size" or isinstance(size, bool)
-            or not isinstance(size, numbers.Real) or not size > 0):
+    if (not isinstance(config, dict) or config.get("mode") != "size"
+            or not _checks.is_real(size) or not size > 0):
         raise ValueError(f"set_auto_parallel_context: 'comm_fusion' must be "
                          f"{{'allreduce': {{'mode': 'size', 'config': MB > 0}}}} (buckets of that "
                          f"many megabytes), got {value!r}")
@@ -88,8 +85,9 @@ def set_auto_parallel_context(**kwargs):
     one fused all-reduce bucket, default 25 MB).
 
     Raises:
-        ValueError: for an unknown key, an unknown or unimplemented mode, or a bad value.
-        TypeError: for a non-bool flag.
+        ValueError: for an unknown key, an unknown or unimplemented mode, or a value out of
+            range.
+        TypeError: for a value of the wrong type (a non-bool flag, a non-int count).
     """
     checked = {key: _checked(key, value) for key, value in kwargs.items()}
     _context.update(checked)

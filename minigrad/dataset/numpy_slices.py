@@ -4,7 +4,7 @@ import math
 
 import numpy
 
-from minigrad import communication
+from minigrad import _checks, communication
 from minigrad.dataset.pipeline import Dataset, check_positive_int
 from minigrad.dataset.settings import new_generator
 from minigrad.tensor import Tensor
@@ -36,7 +36,9 @@ class NumpySlicesDataset(Dataset):
     Raises:
         ValueError: columns of different lengths, a list whose entries do not stack, a wrong
             number of column names, an empty dataset, both ``shuffle=True`` and a sampler, only
-            one of ``num_shards`` / ``shard_id``, or a ``shard_id`` outside ``[0, num_shards)``.
+            one of ``num_shards`` / ``shard_id``, ``num_shards`` < 1, or a ``shard_id`` outside
+            ``[0, num_shards - 1]``.
+        TypeError: a ``num_shards`` or ``shard_id`` that is not an int.
     """
 
     def __init__(self, data, column_names=None, num_samples=None, num_parallel_workers=None,
@@ -152,9 +154,5 @@ def _shards(num_shards, shard_id):
     if num_shards is None or shard_id is None:
         raise ValueError(f"num_shards and shard_id must be given together, got num_shards="
                          f"{num_shards!r} and shard_id={shard_id!r}")
-    num_shards = check_positive_int(num_shards, "num_shards")
-    if isinstance(shard_id, bool) or not isinstance(shard_id, (int, numpy.integer)) \
-            or not 0 <= shard_id < num_shards:
-        raise ValueError(f"shard_id must be an int in [0, {num_shards}) for num_shards="
-                         f"{num_shards}, got {shard_id!r}")
-    return num_shards, int(shard_id)
+    num_shards = _checks.check_positive_int("num_shards", num_shards)
+    return num_shards, _checks.check_int("shard_id", shard_id, low=0, high=num_shards - 1)

@@ -17,7 +17,7 @@ That every rank has the same model, starting from rank 0's values, is settled be
 """
 import numpy
 
-from minigrad import backend, communication
+from minigrad import _checks, backend, communication
 from minigrad.communication import management
 from minigrad.nn.cell import Cell
 from minigrad.parameter import Parameter
@@ -81,9 +81,10 @@ class DistributedGradReducer(Cell):
     gradient counts as zeros in the sum (another rank may have one) and comes back as an array.
 
     Raises:
-        TypeError: an element of ``parameters`` that is not a Parameter, or a non-bool ``mean``.
-        ValueError: a bad ``degree``, ``group`` or ``bucket_bytes``; at a call, the wrong number
-            of gradients or a gradient of the wrong size.
+        TypeError: an element of ``parameters`` that is not a Parameter, a non-bool ``mean``, a
+            non-int ``degree`` or ``bucket_bytes``.
+        ValueError: ``degree`` or ``bucket_bytes`` < 1, another ``group``; at a call, the wrong
+            number of gradients or a gradient of the wrong size.
     """
 
     def __init__(self, parameters, mean=None, degree=None, fusion_type=1, group=None,
@@ -95,21 +96,13 @@ class DistributedGradReducer(Cell):
                 raise TypeError(f"DistributedGradReducer: 'parameters' element {i} must be a "
                                 f"Parameter, got {type(p).__name__}")
         management._check_group(group, "DistributedGradReducer")
-        if mean is None:
-            mean = communication.get_auto_parallel_context("gradients_mean")
-        if not isinstance(mean, bool):
-            raise TypeError(f"DistributedGradReducer: 'mean' must be a bool or None, got {mean!r}")
-        self.degree = _group_degree() if degree is None else degree
-        if isinstance(self.degree, bool) or not isinstance(self.degree, (int, numpy.integer)) \
-                or self.degree < 1:
-            raise ValueError(f"DistributedGradReducer: 'degree' must be an int >= 1, "
-                             f"got {degree!r}")
-        size = communication.bucket_bytes() if bucket_bytes is None else bucket_bytes
-        if isinstance(size, bool) or not isinstance(size, (int, numpy.integer)) or size < 1:
-            raise ValueError(f"DistributedGradReducer: 'bucket_bytes' must be an int >= 1, got "
-                             f"{bucket_bytes!r}")
-        self.mean = mean
-        self.bucket_bytes = int(size)
+        owner = "DistributedGradReducer"
+        self.mean = (communication.get_auto_parallel_context("gradients_mean") if mean is None
+                     else _checks.check_bool("mean", mean, owner=owner))
+        self.degree = (_group_degree() if degree is None
+                       else _checks.check_positive_int("degree", degree, owner=owner))
+        self.bucket_bytes = (communication.bucket_bytes() if bucket_bytes is None else
+                             _checks.check_positive_int("bucket_bytes", bucket_bytes, owner=owner))
         self.weights = params  # a plain tuple: not registered, so not saved twice
         self.buckets = plan_buckets(params, self.bucket_bytes)
 

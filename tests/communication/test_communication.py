@@ -4,7 +4,7 @@ import sys
 
 import numpy
 import pytest
-from conftest import DEVICES
+from helpers import DEVICES
 
 import minigrad
 from minigrad import backend, communication
@@ -57,8 +57,10 @@ def test_collectives_refuse_bad_arguments():
         communication.all_reduce_(frozen)
     with pytest.raises(TypeError, match="'mean' needs a floating-point array, got int64"):
         communication.all_reduce(numpy.ones(2, numpy.int64), "mean")
-    with pytest.raises(ValueError, match=r"'root' must be a rank in \[0, 1\), got 1"):
+    with pytest.raises(ValueError, match=r"broadcast: root must be an int in \[0, 0\], got 1"):
         communication.broadcast(numpy.ones(2), root=1)
+    with pytest.raises(TypeError, match=r"broadcast: root must be an int in \[0, 0\], got 0.0"):
+        communication.broadcast(numpy.ones(2), root=0.0)
     with pytest.raises(ValueError, match="'group' must be None or the world group"):
         communication.get_rank("my_group")
 
@@ -99,8 +101,9 @@ def test_parallel_context_set_get_reset():
 @pytest.mark.parametrize("kwargs, error, text", [
     ({"parallel_mode": "model_parallel"}, ValueError, "'parallel_mode' must be one of"),
     ({"parallel_mode": "auto_parallel"}, ValueError, "'auto_parallel' is not implemented"),
-    ({"gradients_mean": 1}, TypeError, "'gradients_mean' must be a bool, got 1"),
-    ({"device_num": -1}, ValueError, "'device_num' must be an int >= 0, got -1"),
+    ({"gradients_mean": 1}, TypeError, "context: gradients_mean must be a bool, got 1 \\(int\\)"),
+    ({"device_num": -1}, ValueError, "context: device_num must be a non-negative int, got -1"),
+    ({"global_rank": 1.0}, TypeError, "context: global_rank must be a non-negative int, got 1.0"),
     ({"gradient_fp32_sync": False}, ValueError, "reduces fp16 gradients in fp32"),
     ({"comm_fusion": {"allreduce": {"mode": "index", "config": [2]}}}, ValueError,
      "'comm_fusion' must be"),
