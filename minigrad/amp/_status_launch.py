@@ -189,7 +189,7 @@ def host_plan(arrays, halves=False):
     key = tuple(key)
     entry = _host_tables.get(key)
     if entry is None:
-        if not _disjoint(key, dtype.itemsize):
+        if key and not _disjoint(key, dtype.itemsize):
             return None  # repeated or overlapping arrays: ``run`` drops repeats or refuses
         entry = _new_host_table(key, total)
     return lib, dtype, entry

@@ -2,8 +2,10 @@
 import math
 import numbers
 
+from minigrad import communication
 from minigrad.autograd import GradOperation
 from minigrad.nn.cell import Cell
+from minigrad.nn.distributed import DistributedGradReducer
 
 
 def check_loss_fn(loss_fn):
@@ -68,6 +70,9 @@ class TrainOneStepCell(Cell):
             every gradient, a negative one train uphill). Default 1.0.
 
     Subclasses (``TrainOneStepWithLossScaleCell``) reuse ``loss_and_grads`` and ``grad_reducer``.
+    In data-parallel mode (``minigrad.set_auto_parallel_context(parallel_mode="data_parallel")``)
+    ``grad_reducer`` is an ``nn.DistributedGradReducer`` over ``optimizer.parameters``, made
+    here (so every rank checks the model and takes rank 0's parameters before the first step).
 
     Raises:
         TypeError: if ``network`` is not a Cell, ``optimizer`` is not callable or has no
@@ -92,6 +97,8 @@ class TrainOneStepCell(Cell):
         self.weights = optimizer.parameters
         self.grad = GradOperation(get_by_list=True, sens_param=True)
         self.sens = sens
+        if communication.is_data_parallel():
+            self.grad_reducer = DistributedGradReducer(self.weights)
 
     def loss_and_grads(self, inputs, sens):
         """Run the network on ``inputs`` once and backprop from ``sens``: (loss, grads of weights).
@@ -105,7 +112,8 @@ class TrainOneStepCell(Cell):
         return losses[0].detach(), grads
 
     def grad_reducer(self, grads):
-        """Identity: the one place where data-parallel training all-reduces the gradients."""
+        """Identity: the one place where data-parallel training all-reduces the gradients (a
+        ``DistributedGradReducer`` instance attribute replaces it in data-parallel mode)."""
         return grads
 
     def construct(self, *inputs):
