@@ -68,16 +68,20 @@ def save(fig, out, name):
 def mark_fp16_limits(ax, axis="x", exponents=False, labels=True, span=(0.0, numpy.inf)):
     """Draw fp16's three limits on ``ax`` as dashed lines across the ``axis`` ("x" or "y").
 
-    With ``exponents=True`` the axis shows binary exponents (log2 of the value) and the lines sit
-    at log2 of each limit. ``labels=False`` draws the lines without legend entries. Only limits
-    inside ``span`` (a pair of values, not exponents) are drawn, so a legend never names a line
-    that lies off the plot.
+    With ``exponents=True`` the axis holds binary exponents e, a bar at e standing for the
+    values in [2**e, 2**(e + 1)) (as ``minigrad.amp.plots`` draws them): the lines then sit on
+    the bin edges, left of the smallest subnormal's and the smallest normal's bins (-24.5 and
+    -14.5) and right of 65504's (15.5). ``labels=False`` draws the lines without legend
+    entries. Only limits inside ``span`` (a pair of values, not exponents) are drawn, so a
+    legend never names a line that lies off the plot.
     """
     line = ax.axvline if axis == "x" else ax.axhline
     for value, text, color in FP16_LIMITS:
         if not span[0] <= value <= span[1]:
             continue
-        where = numpy.log2(value) if exponents else value
+        where = value
+        if exponents:
+            where = numpy.floor(numpy.log2(value)) + (0.5 if value == FP16_MAX else -0.5)
         line(where, color=color, linestyle="--", linewidth=1.2, label=text if labels else None)
 
 
