@@ -5,7 +5,7 @@ element to fp32 and 2 ns to fp16, against 0.3 ns for a float32 copy), and an fp1
 step converts millions of elements: every matmul widens its fp16 operands, every fp16 result is
 rounded back. ``convert`` does it with the CPU's conversion instructions (``kernels/
 convert_host.cpp``, built into ``minigrad.amp.kernels``' host library) and gives exactly the
-bits NumPy's ``astype`` gives, NaN payloads included; see ``tests/test_fastcast.py``.
+bits NumPy's ``astype`` gives, NaN payloads included; see ``tests/core/test_fastcast.py``.
 
 Everything that is not a large, dense NumPy float16/float32 array — small arrays (where the
 call costs more than it saves), other dtypes, non-contiguous views, CuPy arrays — goes to
@@ -15,8 +15,8 @@ call costs more than it saves), other dtypes, non-contiguous views, CuPy arrays 
 The fused passes (``relu_half``, ``relu_half_backward``, ``add_bias_to_half``,
 ``widen_sum_rows``) each replace several NumPy calls of an fp16 op with one native call: inside
 a training step every separate call pays several microseconds of cold caches, whatever its
-size. They return the NumPy code's bits (``tests/test_fp16_native.py``), and None where they do
-not apply (not a C-ordered NumPy array of the expected dtype, no host library, or no vector
+size. They return the NumPy code's bits (``tests/core/test_fastcast_fused.py``), and None where
+they do not apply (not a C-ordered NumPy array of the expected dtype, no host library, or no vector
 conversion, which is also when ``_native["fns"]`` is None; for the two Dense passes, also a
 result that is inf or NaN): the op then runs its NumPy code, which gives NumPy's warnings.
 Only host arrays that qualify ever load the host library.

@@ -1,9 +1,8 @@
 """``Parameter``: a named leaf tensor that a Cell owns and an optimizer updates."""
 import numbers
 
-import numpy
-
 from minigrad import ops
+from minigrad._checks import check_bool, check_type
 from minigrad._config import no_grad
 from minigrad.tensor import Tensor
 
@@ -30,13 +29,11 @@ class Parameter(Tensor):
 
     def __init__(self, default_input, name=None, requires_grad=True):
         super().__init__(default_input)
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+        if name is not None:
+            check_type("name", name, str, expected="a str or None")
         self.name = name
         self._user_named = name is not None
-        if not isinstance(requires_grad, (bool, numpy.bool_)):  # MindSpore: TypeError, not truthiness
-            raise TypeError(f"requires_grad must be a bool, got {requires_grad!r} ({type(requires_grad).__name__})")
-        self.requires_grad = bool(requires_grad)
+        self.requires_grad = check_bool("requires_grad", requires_grad)  # MindSpore: TypeError
         self.version = 0
 
     def set_data(self, data):

@@ -9,6 +9,7 @@ from copy import deepcopy as _deepcopy
 import numpy
 
 from minigrad import backend, dtype as dtypes
+from minigrad._checks import check_bool
 from minigrad._config import config
 
 
@@ -48,7 +49,7 @@ class Tensor:
         elif array.dtype not in dtypes.SUPPORTED:
             array = array.astype(dtypes.as_dtype(array.dtype, "data's dtype"))
         self.data = array
-        self.requires_grad = bool(requires_grad)
+        self.requires_grad = check_bool("requires_grad", requires_grad)
         self.grad = None
         self._ctx = None
         self._index = 0
@@ -204,6 +205,13 @@ class Tensor:
         return make(self.data, None, 0)
 
     def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` in place and return ``self``.
+
+        Raises:
+            TypeError: for a ``requires_grad`` that is not a bool.
+            RuntimeError: for ``requires_grad_(False)`` on a tensor computed in a graph.
+        """
+        requires_grad = check_bool("requires_grad", requires_grad)
         if self._ctx is not None and not requires_grad:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use detach()")
         self.requires_grad = requires_grad

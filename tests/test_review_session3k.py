@@ -35,7 +35,7 @@ def test_reduction_int_and_tuple_axes_still_work():
     numpy.testing.assert_array_equal(ops.max(x, [1]).asnumpy(), [2, 5])
 
 
-# ---- ops/conv.pair, padding4: "ValueError for bad sizes", naming the argument ----------------
+# ---- ops/conv.pair, padding4: a size that is not an int is a TypeError naming the argument ---
 
 @pytest.mark.parametrize("call, name", [
     (lambda: ops.max_pool2d(_x((1, 1, 4, 4)), 2.5), "kernel_size"),
@@ -45,9 +45,9 @@ def test_reduction_int_and_tuple_axes_still_work():
     (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), dilation=None), "dilation"),
     (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), padding=0.5), "padding"),
 ])
-def test_window_sizes_that_are_not_ints_are_value_errors_naming_them(call, name):
-    # a float or None was "TypeError: 'float' object is not iterable", naming nothing
-    with pytest.raises(ValueError, match=name):
+def test_window_sizes_that_are_not_ints_are_type_errors_naming_them(call, name):
+    # minigrad._checks' rule: a float (or None) where an int belongs is a TypeError
+    with pytest.raises(TypeError, match=name):
         call()
 
 

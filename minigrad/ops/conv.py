@@ -19,39 +19,36 @@ import math
 import numpy
 
 from minigrad import backend, dtype as dtypes
+from minigrad._checks import check_int_tuple, check_positive_int
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, cast, check_float
 
 
 # ---- geometry helpers (shared with pooling) ---------------------------------------------------
 
-def pair(value, name):
-    """``value`` as (h, w) of positive ints: an int, a pair, or MindSpore's 4-tuple (1, 1, h, w)."""
-    items = _items(value, 2)
-    if len(items) == 4:
-        items = items[2:]
-    if len(items) != 2 or not all(isinstance(v, (int, numpy.integer)) and v >= 1 for v in items):
-        raise ValueError(f"{name} must be a positive int or a pair of positive ints, got {value!r}")
-    return int(items[0]), int(items[1])
+def pair(name, value):
+    """``value`` as (h, w) of positive ints: an int, a pair, or MindSpore's 4-tuple (1, 1, h, w).
+
+    Raises:
+        TypeError: naming ``name`` for a value that is not an int or a tuple/list of ints.
+        ValueError: naming ``name`` for a wrong length or an entry < 1.
+    """
+    if isinstance(value, (tuple, list)) and len(value) == 4:
+        return check_int_tuple(name, value, 4, low=1)[2:]
+    return check_int_tuple(name, value, 2, low=1)
 
 
-def padding4(padding):
-    """``padding`` as (top, bottom, left, right) from an int, a pair (ph, pw) or a 4-tuple."""
-    items = _items(padding, 4)
-    if len(items) == 2:
-        items = (items[0], items[0], items[1], items[1])
-    if len(items) != 4 or not all(isinstance(v, (int, numpy.integer)) and v >= 0 for v in items):
-        raise ValueError(f"padding must be a non-negative int, a pair (ph, pw) or a 4-tuple "
-                         f"(top, bottom, left, right), got {padding!r}")
-    return tuple(int(v) for v in items)
+def padding4(padding, name="padding"):
+    """``padding`` as (top, bottom, left, right) from an int, a pair (ph, pw) or a 4-tuple.
 
-
-def _items(value, count):
-    """An int as ``count`` copies, a tuple or list as a tuple; anything else (a float, None) as
-    (), which the caller refuses, naming the argument."""
-    if isinstance(value, (int, numpy.integer)):
-        return (value,) * count
-    return tuple(value) if isinstance(value, (tuple, list)) else ()
+    Raises:
+        TypeError: for a value that is not an int or a tuple/list of ints.
+        ValueError: for a wrong length or a negative entry.
+    """
+    if isinstance(padding, (tuple, list)) and len(padding) == 2:
+        ph, pw = check_int_tuple(name, padding, 2, low=0)
+        return ph, ph, pw, pw
+    return check_int_tuple(name, padding, 4, low=0)
 
 
 def same_padding(in_hw, kernel, stride=1, dilation=1):
@@ -60,8 +57,8 @@ def same_padding(in_hw, kernel, stride=1, dilation=1):
     As in MindSpore and TensorFlow, an odd total puts the extra row/column at the bottom/right.
     """
     pads = []
-    for n, k, s, d in zip(in_hw, pair(kernel, "kernel"), pair(stride, "stride"),
-                          pair(dilation, "dilation")):
+    for n, k, s, d in zip(in_hw, pair("kernel", kernel), pair("stride", stride),
+                          pair("dilation", dilation)):
         total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
         pads += [total // 2, total - total // 2]
     return tuple(pads)
@@ -117,7 +114,8 @@ def im2col(x, kernel, stride=1, padding=0, dilation=1):
     ``kernel``/``stride``/``dilation`` are ints or pairs, ``padding`` as for ``conv2d``.
     """
     x = x.data if hasattr(x, "requires_grad") else x
-    kernel, stride, dilation = pair(kernel, "kernel"), pair(stride, "stride"), pair(dilation, "dilation")
+    kernel, stride = pair("kernel", kernel), pair("stride", stride)
+    dilation = pair("dilation", dilation)
     padding = padding4(padding)
     out_hw = output_hw(x.shape[2:], kernel, stride, padding, dilation)
     padded = _pad_channels_last(x, padding, x.dtype)
@@ -226,8 +224,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if x.ndim != 4 or weight.ndim != 4:
         raise ValueError(f"conv2d expects x of shape (N, C, H, W) and weight of shape "
                          f"(O, C/groups, kh, kw), got x {x.shape} and weight {weight.shape}")
-    if not isinstance(groups, (int, numpy.integer)) or groups < 1:
-        raise ValueError(f"groups must be a positive int, got {groups!r}")
+    groups = check_positive_int("groups", groups)
     o, cg = weight.shape[:2]
     if x.shape[1] != cg * groups or o % groups:
         raise ValueError(f"conv2d: x has {x.shape[1]} channels (shape {x.shape}) but weight "
@@ -236,8 +233,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if bias is not None and tensors[2].shape != (o,):
         raise ValueError(f"conv2d bias must have shape ({o},) for weight {weight.shape}, "
                          f"got {tensors[2].shape}")
-    stride, dilation, padding = pair(stride, "stride"), pair(dilation, "dilation"), padding4(padding)
+    stride, dilation = pair("stride", stride), pair("dilation", dilation)
+    padding = padding4(padding)
     output_hw(x.shape[2:], weight.shape[2:], stride, padding, dilation)
     common = numpy.result_type(*[t.dtype for t in tensors])
     tensors = [cast(t, common) for t in tensors]
-    return Conv2d.apply(*tensors, stride=stride, padding=padding, dilation=dilation, groups=int(groups))
+    return Conv2d.apply(*tensors, stride=stride, padding=padding, dilation=dilation, groups=groups)

@@ -112,8 +112,8 @@ def _pool_arguments(x, kernel_size, stride, padding, op):
     check_float(x, op)
     if x.ndim != 4:
         raise ValueError(f"{op} expects x of shape (N, C, H, W), got shape {x.shape}")
-    kernel = pair(kernel_size, "kernel_size")
-    stride = kernel if stride is None else pair(stride, "stride")
+    kernel = pair("kernel_size", kernel_size)
+    stride = kernel if stride is None else pair("stride", stride)
     padding = padding4(padding)
     if max(padding[:2]) >= kernel[0] or max(padding[2:]) >= kernel[1]:
         # a window lying wholly in the padding would have no input element

@@ -226,9 +226,9 @@ class Conv2D(Primitive):
                  dilation=1, group=1):
         if mode != 1:
             raise ValueError(f"Conv2D supports mode=1 (cross-correlation) only, got mode={mode}")
-        self.out_channel, self.kernel_size = out_channel, conv.pair(kernel_size, "kernel_size")
+        self.out_channel, self.kernel_size = out_channel, conv.pair("kernel_size", kernel_size)
         self.pad_mode, self.pad = pad_mode, pad
-        self.stride, self.dilation = conv.pair(stride, "stride"), conv.pair(dilation, "dilation")
+        self.stride, self.dilation = conv.pair("stride", stride), conv.pair("dilation", dilation)
         self.group = group
 
     def __call__(self, x, weight):
@@ -244,8 +244,8 @@ class Conv2D(Primitive):
 
 class _Pool(Primitive):
     def __init__(self, kernel_size=1, strides=1, pad_mode="valid"):
-        self.kernel_size = conv.pair(kernel_size, "kernel_size")
-        self.strides = conv.pair(strides, "strides")
+        self.kernel_size = conv.pair("kernel_size", kernel_size)
+        self.strides = conv.pair("strides", strides)
         self.pad_mode = pad_mode
 
     def padding(self, x):

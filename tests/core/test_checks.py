@@ -1,0 +1,173 @@
+"""minigrad._checks: one rule for every argument (TypeError for a wrong type, ValueError out of
+range, the message naming the argument, the value and what was expected)."""
+import math
+import re
+
+import numpy
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minigrad import _checks as c
+
+NOT_NUMBERS = [None, "1", "nan", "", b"1", [1], (1,), {}, object(), 1j]
+BOOLS = [True, False, numpy.bool_(True), numpy.bool_(False)]
+
+
+# ---- ints ---------------------------------------------------------------------------------------
+
+@given(st.integers(min_value=c.INT64_MIN, max_value=c.INT64_MAX))
+def test_check_int_returns_python_ints(value):
+    for given_value in (value, numpy.int64(value)):
+        out = c.check_int("n", given_value)
+        assert out == value and type(out) is int
+
+
+@pytest.mark.parametrize("value", [1.0, 1.5, numpy.float32(2.0), *BOOLS, *NOT_NUMBERS])
+def test_check_int_refuses_non_ints_with_type_error(value):
+    with pytest.raises(TypeError, match=r"^stride must be a positive int, got .*\(\w+\)$"):
+        c.check_int("stride", value, low=1)
+
+
+@given(st.integers(), st.integers(), st.integers())
+def test_check_int_range(value, a, b):
+    low, high = min(a, b), max(a, b)
+    inside = low <= value <= high and c.INT64_MIN <= value <= c.INT64_MAX
+    if inside:
+        assert c.check_int("n", value, low=low, high=high) == value
+    else:
+        with pytest.raises(ValueError, match=rf"^n must be an int in \[{low}, {high}\].*got {value}"):
+            c.check_int("n", value, low=low, high=high)
+
+
+@pytest.mark.parametrize("value", [2 ** 63, -2 ** 63 - 1, 2 ** 70])
+def test_check_int_refuses_ints_beyond_int64_without_bounds(value):
+    with pytest.raises(ValueError, match=rf"stride must be an int that fits in int64.*got {value}"):
+        c.check_int("stride", value)
+
+
+@pytest.mark.parametrize("low, words", [(None, "an int"), (1, "a positive int"),
+                                        (0, "a non-negative int"), (3, "an int >= 3")])
+def test_int_messages_say_what_was_expected(low, words):
+    with pytest.raises(TypeError, match=f"^k must be {words}, got 'x' \\(str\\)$"):
+        c.check_int("k", "x", low=low)
+
+
+def test_allow_none_and_owner():
+    assert c.check_positive_int("n", None, allow_none=True) is None
+    assert c.check_non_negative_int("n", 0) == 0
+    with pytest.raises(TypeError, match=r"^n must be a positive int, got None \(NoneType\)$"):
+        c.check_positive_int("n", None)
+    with pytest.raises(TypeError, match=r"^n must be a positive int or None, got 1\.0 \(float\)"):
+        c.check_positive_int("n", 1.0, allow_none=True)
+    with pytest.raises(ValueError, match=r"^Model\.train: epoch must be a positive int, got 0$"):
+        c.check_positive_int("epoch", 0, owner="Model.train")
+
+
+# ---- floats -------------------------------------------------------------------------------------
+
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-2 ** 60, 2 ** 60))
+def test_check_float_takes_ints_and_floats(value):
+    out = c.check_float("x", value)
+    assert out == float(value) and type(out) is float
+    assert c.check_float("x", numpy.float32(0.5)) == 0.5
+
+
+@pytest.mark.parametrize("value", [*BOOLS, *NOT_NUMBERS])
+def test_check_float_refuses_non_numbers_with_type_error(value):
+    with pytest.raises(TypeError, match=r"^lr must be a finite float in \[0\.0, inf\], got .*\("):
+        c.check_float("lr", value, low=0.0)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, numpy.float16("inf")])
+def test_check_float_refuses_nan_and_inf(value):
+    with pytest.raises(ValueError, match="must be a finite float"):
+        c.check_float("x", value)
+
+
+def test_check_float_inf_only_when_allowed():
+    assert c.check_float("x", math.inf, finite=False) == math.inf
+    with pytest.raises(ValueError, match=r"^x must be a float, got nan$"):
+        c.check_float("x", math.nan, finite=False)
+
+
+@given(st.floats(-10, 10), st.booleans(), st.booleans())
+def test_check_float_interval_ends(value, low_open, high_open):
+    ok = (value > -1 if low_open else value >= -1) and (value < 1 if high_open else value <= 1)
+    interval = ("(" if low_open else "[") + "-1, 1" + (")" if high_open else "]")
+    if ok:
+        assert c.check_float("p", value, low=-1, high=1, low_open=low_open,
+                             high_open=high_open) == value
+    else:
+        with pytest.raises(ValueError, match="p must be a finite float in " + re.escape(interval)):
+            c.check_float("p", value, low=-1, high=1, low_open=low_open, high_open=high_open)
+
+
+def test_positive_and_non_negative():
+    assert c.check_positive("eps", 1e-8) == 1e-8
+    assert c.check_non_negative("wd", 0) == 0.0
+    with pytest.raises(ValueError, match=r"^eps must be a finite float in \(0\.0, inf\], got 0$"):
+        c.check_positive("eps", 0)
+    with pytest.raises(ValueError, match=r"wd must be a finite float in \[0\.0, inf\], got -1"):
+        c.check_non_negative("wd", -1)
+
+
+# ---- bools, choices, types ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", BOOLS)
+def test_check_bool_takes_bools(value):
+    out = c.check_bool("flag", value)
+    assert out is bool(value)
+
+
+@pytest.mark.parametrize("value", [0, 1, None, "", "True", 1.0, numpy.int8(1), [True]])
+def test_check_bool_refuses_truthy_stand_ins(value):
+    with pytest.raises(TypeError, match=r"^requires_grad must be a bool, got "):
+        c.check_bool("requires_grad", value)
+
+
+def test_check_in():
+    assert c.check_in("pad_mode", "same", ("same", "valid")) == "same"
+    with pytest.raises(ValueError, match=r"^pad_mode must be one of \['same', 'valid'\], got 'x'$"):
+        c.check_in("pad_mode", "x", ("same", "valid"))
+    with pytest.raises(TypeError, match=r"pad_mode must be one of .*got array\(1\) \(ndarray\)"):
+        c.check_in("pad_mode", numpy.array(1), ("same", "valid"))
+    assert c.check_in("level", 2, (1, 2)) == 2
+    with pytest.raises(ValueError, match=r"level must be one of \[1, 2\], got True"):
+        c.check_in("level", True, (1, 2))  # True == 1, but a bool is not the level 1
+
+
+def test_check_type_and_callable():
+    assert c.check_type("x", 3, int) == 3
+    with pytest.raises(TypeError, match=r"^x must be a str or bytes, got 3 \(int\)$"):
+        c.check_type("x", 3, (str, bytes))
+    with pytest.raises(TypeError, match=r"^x must be a Cell, got 3 \(int\)$"):
+        c.check_type("x", 3, str, expected="a Cell")
+    assert c.check_callable("fn", len) is len
+    with pytest.raises(TypeError, match=r"^fn must be callable, got 3 \(int\)$"):
+        c.check_callable("fn", 3)
+
+
+def test_long_values_are_shortened_in_messages():
+    with pytest.raises(TypeError) as info:
+        c.check_int("n", "x" * 500)
+    assert len(str(info.value)) < 150 and "..." in str(info.value)
+
+
+# ---- int tuples ---------------------------------------------------------------------------------
+
+@given(st.integers(1, 100), st.integers(1, 100))
+def test_check_int_tuple(a, b):
+    assert c.check_int_tuple("stride", a, 2, low=1) == (a, a)
+    assert c.check_int_tuple("stride", [a, numpy.int32(b)], 2, low=1) == (a, b)
+    assert c.check_int_tuple("axes", (a, b)) == (a, b)
+
+
+@pytest.mark.parametrize("value, error", [
+    (1.5, TypeError), ((1, 1.5), TypeError), ((1, True), TypeError), (None, TypeError),
+    ((1, 2, 3), ValueError), ((0, 1), ValueError), ((1, 2 ** 70), ValueError),
+])
+def test_check_int_tuple_refuses(value, error):
+    with pytest.raises(error, match=r"^stride must be a positive int or a 2-tuple of positive "
+                                    r"ints( that fit in int64)?, got "):
+        c.check_int_tuple("stride", value, 2, low=1)
