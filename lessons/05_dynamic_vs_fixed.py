@@ -35,8 +35,8 @@ plt = common.pyplot()
 # `LossScaleMonitor` records the scale and the overflow flag of every step; `History` the loss.
 
 # %%
-epochs = 2 if args.quick else 12
-window = 20 if args.quick else 100
+epochs = 1 if args.quick else 12
+window = 10 if args.quick else 100
 (x_train, y_train), (x_test, y_test) = load_digits(split=0.2, seed=0)
 MANAGERS = {
     f"dynamic (from 2**24, window {window})": lambda: DynamicLossScaleManager(2 ** 24, 2, window),
@@ -65,10 +65,10 @@ def run(make_manager):
 
 common.heading(f"{epochs} epochs of the digits MLP in fp16 (O2), one run per manager")
 results = {name: run(make) for name, make in MANAGERS.items()}
-print(f"{'manager':28s} {'steps':>5s} {'skipped':>7s} {'first S':>9s} {'last S':>9s} "
+print(f"{'manager':32s} {'steps':>5s} {'skipped':>7s} {'first S':>9s} {'last S':>9s} "
       f"{'last loss':>9s} {'test acc':>8s} {'seconds':>7s}")
 for name, (monitor, history, accuracy, seconds) in results.items():
-    print(f"{name:28s} {len(monitor.steps):5d} {sum(monitor.overflows):7d} "
+    print(f"{name:32s} {len(monitor.steps):5d} {sum(monitor.overflows):7d} "
           f"{monitor.scales[0]:9.3g} {monitor.scales[-1]:9.3g} "
           f"{history.epoch_losses[-1]:9.3f} {accuracy:8.3f} {seconds:7.1f}")
 

@@ -61,7 +61,7 @@ net = CNN()
 loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
 optimizer = nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9)
 model = Model(net, loss_fn, optimizer, metrics={"acc": Accuracy()})
-epochs = 3 if args.quick else 15
+epochs = 2 if args.quick else 15
 model.train(epochs, NumpySlicesDataset((x_train, y_train), shuffle=True).batch(32))
 accuracy = model.eval(NumpySlicesDataset((x_test, y_test)).batch(256))["acc"]
 print(f"trained {epochs} epochs in fp32: test accuracy {accuracy:.1%}")

@@ -37,6 +37,8 @@ def parse_args(doc, argv=None, extra=None):
     args = parser.parse_known_args(argv)[0] if in_notebook else parser.parse_args(argv)
     if args.out is None:
         args.out = tempfile.mkdtemp(prefix="minigrad-lesson-")
+    elif os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"argument --out: {args.out!r} exists and is not a folder")
     os.makedirs(args.out, exist_ok=True)
     print(f"figures go to {args.out}")
     return args
