@@ -13,7 +13,7 @@ import numbers
 
 import numpy
 
-from minigrad.ops.clip import check_norm_type, global_norm, scale_in_place
+from minigrad.ops.global_norm import check_norm_type, global_norm, scale_in_place
 from minigrad.tensor import Tensor
 
 
