@@ -79,6 +79,7 @@ def ranks(tmp_path_factory):
     for rank in range(2):
         with open(out / f"rank{rank}.pkl", "rb") as f:
             results.append(pickle.load(f))
+    results[0]["output"] = output  # both ranks' stdout and stderr, as mpirun forwards them
     return results
 
 
@@ -193,3 +194,24 @@ def test_a_model_that_differs_across_ranks_is_refused_at_start():
     assert ("data parallel: the model differs across ranks at parameter 0: rank 0 has "
             "'fc1.weight' of shape (8, 6) and dtype float32, rank 1 has 'fc1.weight' of shape "
             "(9, 6)") in output
+
+
+def test_shuffled_shards_are_disjoint_and_cover_the_data(ranks):
+    # the ranks were seeded differently; rank 0's shuffle seed is broadcast to both
+    shards = [r["callbacks"]["shuffled"] for r in ranks]
+    assert len(shards[0]) == len(shards[1]) == 5
+    assert sorted(shards[0] + shards[1]) == list(range(10))
+
+
+def test_logs_and_checkpoints_are_written_by_rank_zero_unless_asked(ranks):
+    steps = worker.STEPS  # 64 rows, 32 per rank, batches of 8
+    assert ranks[0]["output"].count("epoch: 1 step: ") == steps  # LossMonitor(1): rank 0 only
+    assert ranks[0]["callbacks"]["shared"] == [f"net-1_{s}.ckpt" for s in range(2, steps + 1, 2)]
+    assert ranks[1]["callbacks"]["shared"] == ranks[0]["callbacks"]["shared"]
+    for r in ranks:  # the callback asked to run on every rank wrote into each rank's directory
+        assert r["callbacks"]["own"] == [f"own-1_{s}.ckpt" for s in range(2, steps + 1, 2)]
+
+
+def test_every_rank_loads_the_checkpoint(ranks):
+    for r in ranks:
+        assert_bit_identical(r["callbacks"]["loaded"], ranks[0]["callbacks"]["params"])

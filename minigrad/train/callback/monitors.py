@@ -34,6 +34,7 @@ class LossMonitor(Callback):
         ValueError: for a negative ``per_print_times``; during training, for a NaN or infinite
             loss ("Invalid loss, terminating training."), as MindSpore does.
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, per_print_times=1):
         self.per_print_times = _check_int(per_print_times, "per_print_times", 0)
@@ -60,6 +61,7 @@ class TimeMonitor(Callback):
     Args:
         data_size: steps per epoch to divide by; default the dataset's ``batch_num``.
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, data_size=None):
         self.data_size = None if data_size is None else _check_int(data_size, "data_size", 1)
@@ -111,6 +113,7 @@ class LossScaleMonitor(Callback):
         per_print_times: print ``step S: loss scale X, overflow: B`` every this many steps
             (0: never; overflowed steps are always printed when > 0).
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, per_print_times=0):
         self.per_print_times = _check_int(per_print_times, "per_print_times", 0)
