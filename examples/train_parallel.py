@@ -19,13 +19,13 @@ import hashlib
 import time
 
 import numpy
+from train_digits import MLP, positive_int  # the digits example beside this file
 
 import minigrad
 from minigrad import communication, nn
 from minigrad.dataset import NumpySlicesDataset, load_digits
 from minigrad.optim import Momentum, cosine_decay_lr
 from minigrad.train import Accuracy, LossScaleMonitor
-from train_digits import MLP, positive_int  # noqa: I001  (the digits example beside this file)
 
 
 def make_optimizer(name, net, lr, steps, epochs):
