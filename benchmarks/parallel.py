@@ -44,6 +44,8 @@ def launch(args):
     if not os.path.exists(mpirun):
         raise SystemExit(f"no mpirun beside {sys.executable}: pip install '.[mpi]'")
     env = dict(os.environ, **{name: "1" for name in THREAD_VARS})
+    if args.spin:  # Open MPI's default; minigrad's init() otherwise sets 1 (yield while waiting)
+        env["OMPI_MCA_mpi_yield_when_idle"] = "0"
     command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(args.ranks),
                sys.executable, os.path.abspath(__file__), "--rank-worker"] + sys.argv[1:]
     return subprocess.call(command, env=env)
@@ -221,6 +223,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
             "repeat": args.repeat, "number": args.number,
             "load_average_before": load_before, "load_average_after": os.getloadavg(),
             "blas": blas_info(), "threads": {k: os.environ.get(k) for k in THREAD_VARS},
+            "OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle"),
             "torch_threads": torch.get_num_threads() if torch is not None else None})
 
 
@@ -232,6 +235,9 @@ def main():
     parser.add_argument("--number", type=int, default=5, help="steps per round")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 steps")
     parser.add_argument("--no-torch", action="store_true", help="leave the PyTorch peer out")
+    parser.add_argument("--spin", action="store_true",
+                        help="ranks spin while waiting in MPI (Open MPI's default) instead of "
+                             "yielding the CPU (what communication.init() asks for)")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
