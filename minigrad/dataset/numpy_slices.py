@@ -3,7 +3,8 @@ import itertools
 
 import numpy
 
-from minigrad.dataset.pipeline import Dataset, check_positive_int
+from minigrad._checks import check_bool, check_positive_int
+from minigrad.dataset.pipeline import Dataset
 from minigrad.tensor import Tensor
 
 
@@ -23,6 +24,8 @@ class NumpySlicesDataset(Dataset):
             ``shuffle=True``.
 
     Raises:
+        TypeError: a ``shuffle`` that is neither a bool nor None, a ``num_samples`` that is not
+            an int.
         ValueError: columns of different lengths, a list whose entries do not stack, a wrong
             number of column names, an empty dataset, or both ``shuffle=True`` and a sampler.
     """
@@ -43,6 +46,8 @@ class NumpySlicesDataset(Dataset):
                              f"{dict(zip(names, lengths))}")
         if lengths[0] == 0:
             raise ValueError("data has no rows")
+        if shuffle is not None:
+            check_bool("shuffle", shuffle, owner="NumpySlicesDataset")
         if shuffle and sampler is not None:
             raise ValueError("give either shuffle=True or a sampler, not both")
         self.columns = columns
@@ -52,8 +57,8 @@ class NumpySlicesDataset(Dataset):
                 self.sampler.min() < -lengths[0] or self.sampler.max() >= lengths[0]):
             raise ValueError(f"sampler indices must lie in [0, {lengths[0]}), got "
                              f"[{self.sampler.min()}, {self.sampler.max()}]")
-        self.shuffled = sampler is None if shuffle is None else bool(shuffle)
-        self.num_samples = check_positive_int(num_samples, "num_samples", allow_none=True)
+        self.shuffled = sampler is None if shuffle is None else shuffle
+        self.num_samples = check_positive_int("num_samples", num_samples, allow_none=True)
 
     def _source(self):
         return self
