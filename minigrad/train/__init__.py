@@ -5,4 +5,5 @@ from minigrad.train.metrics import (Metric, Accuracy, Top1CategoricalAccuracy, T
 from minigrad.train.callbacks import (Callback, RunContext, LossMonitor, TimeMonitor, History,
                                       LossScaleMonitor, ProgressBar, CheckpointConfig, ModelCheckpoint)
 from minigrad.train.model import Model
+from minigrad.train.thor_convert import ConvertModelUtils
 from minigrad.train import callback
