@@ -95,7 +95,7 @@ def test_levels_o0_o1_o3_and_errors():
 
 
 def test_model_with_dynamic_manager_and_loss_scale_monitor():
-    from minigrad.train.callbacks import LossScaleMonitor
+    from minigrad.train.callback import LossScaleMonitor
     minigrad.set_seed(0)
     net = BNNet()
     manager = amp.DynamicLossScaleManager(2 ** 20, 2, 4)

@@ -8,7 +8,7 @@ import pytest
 import minigrad
 from minigrad.amp import plots
 from minigrad.amp.step import StepReport
-from minigrad.train.callbacks import LossScaleMonitor
+from minigrad.train.callback import LossScaleMonitor
 
 
 def test_gradient_exponents_counts_and_fp16_verdicts():

@@ -119,7 +119,7 @@ def test_shape_and_dtype_mismatch_names_both_and_changes_nothing():
     assert "'fc2.weight': checkpoint shape (8, 3) != network shape (3, 8)" in message
     assert "'fc1.bias': checkpoint dtype int32 != network dtype float32" in message
     _assert_same(_snapshot(net), before)  # fc1.weight was fine, but nothing was assigned
-    assert load_param_into_net(net, good) == []
+    assert load_param_into_net(net, good) == ([], [])
     _assert_same(_snapshot(net), {k: v + 1.0 for k, v in before.items()})
 
 
@@ -127,12 +127,14 @@ def test_strict_and_lenient_loading():
     net = Net()
     values = {name: value * 0 + 2 for name, value in _snapshot(net).items()}
     partial = {k: v for k, v in values.items() if k != "fc2.bias"}
-    assert load_param_into_net(net, partial) == ["fc2.bias"]
-    with pytest.raises(ValueError, match=r"missing from the checkpoint \(strict_load=True\): \['fc2.bias'\]"):
+    with pytest.warns(UserWarning, match=r"network parameters not loaded: \['fc2.bias'\]"):
+        assert load_param_into_net(net, partial) == (["fc2.bias"], [])
+    with pytest.raises(ValueError, match=r"strict_load=True: network parameters missing from the "
+                                         r"checkpoint: \['fc2.bias'\]"):
         load_param_into_net(net, partial, strict_load=True)
     # float64 values load into float32 parameters unless strict; a dotted prefix is tolerated
     prefixed = {"network." + k: v.astype(numpy.float64) for k, v in values.items()}
-    assert load_param_into_net(net, prefixed) == []
+    assert load_param_into_net(net, prefixed) == ([], [])
     with pytest.raises(ValueError, match="dtype float64 != network dtype float32"):
         load_param_into_net(net, {k: v.astype(numpy.float64) for k, v in values.items()}, strict_load=True)
     with pytest.raises(TypeError, match="parameter_dict must be a dict"):

@@ -304,18 +304,18 @@ def test_accuracy_and_loss_metrics():
     with pytest.raises(ValueError, match=r"y_pred \(4, 2\) and y \(3,\)"):
         acc.update(logits, numpy.zeros(3))
     loss = Loss()
-    loss.update(Tensor(numpy.float32(1.0)))
-    loss.update(numpy.array([2.0, 4.0]))
-    assert loss.eval() == 2.0
+    loss.update(Tensor(numpy.float32(1.0)))  # a batch mean of one sample
+    loss.update(numpy.array([2.0, 4.0]))     # two per-sample losses
+    assert loss.eval() == 7.0 / 3            # the mean over the three samples
     assert Accuracy()(logits, numpy.array([0, 1, 0, 1])) == 1.0
 
 
 def test_model_checkpoint_keeps_one_file_per_n_minutes(tmp_path, monkeypatch):
     """keep_checkpoint_per_n_minutes (keep_checkpoint_max off): the newest file and the first of
     each interval, on the callback's clock (here one save every 50 s, intervals of 2 minutes)."""
-    from minigrad.train import callbacks
+    from minigrad.train.callback import model_checkpoint
     clock = iter(range(0, 10_000, 50))
-    monkeypatch.setattr(callbacks, "_clock", lambda: float(next(clock)))
+    monkeypatch.setattr(model_checkpoint, "_clock", lambda: float(next(clock)))
     model, _, _ = _model()
     config = CheckpointConfig(save_checkpoint_steps=1, keep_checkpoint_max=None, keep_checkpoint_per_n_minutes=2)
     ckpt = ModelCheckpoint(prefix="net", directory=tmp_path, config=config)  # reads the clock once: 0
