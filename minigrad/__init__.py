@@ -14,5 +14,8 @@ from minigrad.amp import LossScaleManager, FixedLossScaleManager, DynamicLossSca
 from minigrad.random import set_seed, get_seed
 from minigrad.train import Model, save_checkpoint, load_checkpoint, load_param_into_net
 from minigrad import dataset
+from minigrad import communication
+from minigrad.communication import (set_auto_parallel_context, get_auto_parallel_context,
+                                    reset_auto_parallel_context, ParallelMode)
 
 __version__ = "0.1.0"

@@ -1,9 +1,12 @@
 """``NumpySlicesDataset``: the in-memory source, rows sliced along the first axis of arrays."""
 import itertools
+import math
 
 import numpy
 
+from minigrad import _checks, communication
 from minigrad.dataset.pipeline import Dataset, check_positive_int
+from minigrad.dataset.settings import new_generator
 from minigrad.tensor import Tensor
 
 
@@ -21,14 +24,25 @@ class NumpySlicesDataset(Dataset):
             given — MindSpore's rule.
         sampler: an iterable of row indices (e.g. a list) that fixes the order; not with
             ``shuffle=True``.
+        num_shards, shard_id: read only shard ``shard_id`` of ``num_shards``: the rows at
+            positions ``shard_id, shard_id + num_shards, ...`` of each pass's order, the order
+            first padded by wrapping to a multiple of ``num_shards`` so that every shard has
+            ``ceil(rows / num_shards)`` rows (data-parallel ranks must take the same number of
+            steps); ``num_samples`` then counts per shard. Give both or neither. Default: in
+            data-parallel mode, the communication group's size and this process's rank, else
+            no sharding. When shuffling across a group, rank 0 draws the shuffle seed for all
+            ranks (every shard cuts the same permutation).
 
     Raises:
         ValueError: columns of different lengths, a list whose entries do not stack, a wrong
-            number of column names, an empty dataset, or both ``shuffle=True`` and a sampler.
+            number of column names, an empty dataset, both ``shuffle=True`` and a sampler, only
+            one of ``num_shards`` / ``shard_id``, ``num_shards`` < 1, or a ``shard_id`` outside
+            ``[0, num_shards - 1]``.
+        TypeError: a ``num_shards`` or ``shard_id`` that is not an int.
     """
 
     def __init__(self, data, column_names=None, num_samples=None, num_parallel_workers=None,
-                 shuffle=None, sampler=None):
+                 shuffle=None, sampler=None, num_shards=None, shard_id=None):
         super().__init__()
         names, columns = _columns(data)
         if column_names is not None:
@@ -54,6 +68,11 @@ class NumpySlicesDataset(Dataset):
                              f"[{self.sampler.min()}, {self.sampler.max()}]")
         self.shuffled = sampler is None if shuffle is None else bool(shuffle)
         self.num_samples = check_positive_int(num_samples, "num_samples", allow_none=True)
+        self.num_shards, self.shard_id = _shards(num_shards, shard_id)
+        if self.num_shards > 1 and self.shuffled and communication.get_group_size() > 1:
+            # every shard cuts the same permutation: rank 0 draws the seed for all
+            seed = int(new_generator().integers(2 ** 63)) if communication.get_rank() == 0 else 0
+            self._rng = numpy.random.default_rng(communication.broadcast_object(seed))
 
     def _source(self):
         return self
@@ -68,6 +87,9 @@ class NumpySlicesDataset(Dataset):
             order = self._generator().permutation(len(self.columns[0]))
         else:
             order = numpy.arange(len(self.columns[0]))
+        if self.num_shards > 1:
+            padded = math.ceil(len(order) / self.num_shards) * self.num_shards
+            order = numpy.resize(order, padded)[self.shard_id::self.num_shards]  # resize wraps
         return order if self.num_samples is None else order[:self.num_samples]
 
     def take(self, indices):
@@ -80,6 +102,7 @@ class NumpySlicesDataset(Dataset):
 
     def get_dataset_size(self):
         n = len(self.sampler) if self.sampler is not None else len(self.columns[0])
+        n = math.ceil(n / self.num_shards)
         return n if self.num_samples is None else min(n, self.num_samples)
 
     def get_batch_size(self):
@@ -120,3 +143,16 @@ def _columns(data):
     if names is None:
         names = [f"column_{i}" for i in range(len(columns))]
     return names, columns
+
+
+def _shards(num_shards, shard_id):
+    """``(num_shards, shard_id)`` checked; both None: the data-parallel group's, else (1, 0)."""
+    if num_shards is None and shard_id is None:
+        if communication.is_data_parallel():
+            return communication.get_group_size(), communication.get_rank()
+        return 1, 0
+    if num_shards is None or shard_id is None:
+        raise ValueError(f"num_shards and shard_id must be given together, got num_shards="
+                         f"{num_shards!r} and shard_id={shard_id!r}")
+    num_shards = _checks.check_positive_int("num_shards", num_shards)
+    return num_shards, _checks.check_int("shard_id", shard_id, low=0, high=num_shards - 1)

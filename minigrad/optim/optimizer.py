@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend, communication, dtype as dtypes
 from minigrad._config import enable_grad
 from minigrad._fastcast import convert
 from minigrad.optim import _fused
@@ -66,6 +66,8 @@ class Optimizer:
     Attributes:
         parameters (tuple): the parameters, in update order.
         global_step (int): the number of updates applied.
+        last_step_fused (bool): whether the last update ran as one native call (the fused host
+            step of ``optim._fused``) rather than the NumPy path; False before the first.
         learning_rate: the learning-rate object (a 0-d ``Parameter`` for a fixed rate, which
             may be changed in place with ``set_data``; a 1-D Tensor; or the schedule); with
             per-group learning rates, a tuple with one per parameter.
@@ -77,6 +79,11 @@ class Optimizer:
             learning rate (also inside a list, Tensor or array) or ``weight_decay``, a
             ``loss_scale`` that is <= 0, inf or NaN, a learning-rate Tensor or array with ndim > 1.
         KeyError: an unknown key in a group dict.
+
+    In data-parallel mode (``minigrad.set_auto_parallel_context(parallel_mode="data_parallel")``)
+    making an optimizer is a collective step of every rank: it checks that every rank has the
+    same parameters (ValueError naming the first difference) and copies rank 0's values to all
+    (``communication.synchronize_parameters``), so the ranks start identical.
     """
     # Names of the per-parameter state arrays (the keys ``update`` stores in ``state``).
     state_names = ()
@@ -111,9 +118,12 @@ class Optimizer:
                               else default_lr.learning_rate)
 
         self.global_step = 0
+        self.last_step_fused = False
         self._states = [None] * len(params)   # dict of fp32 arrays per parameter, made lazily
         self._masters = [None] * len(params)  # fp32 copy per fp16 parameter, made lazily
         self._synced = [None] * len(params)   # (data, version) of each parameter its master matches
+        if communication.is_data_parallel():  # every rank: the same model, from rank 0's values
+            communication.synchronize_parameters(self.parameters)
 
     # ---- the one entry point -------------------------------------------------------------------
     def apply_gradients(self, grads, scale=None):
@@ -144,10 +154,13 @@ class Optimizer:
         inv_scale = 1.0 if scale is None else _inverse_scale(scale, type(self).__name__)
         lrs = [lr(self.global_step) for lr in self._lr_sources]
         rule = self._fused_rule()
-        if rule is None or not _fused.apply(self, rule, arrays, [lrs[k] for k in self._lr_index], inv_scale):
+        fused = rule is not None and _fused.apply(self, rule, arrays,
+                                                  [lrs[k] for k in self._lr_index], inv_scale)
+        if not fused:
             for i, grad in enumerate(arrays):
                 if grad is not None:
                     self._apply_one(i, _divide(grad, inv_scale), lrs[self._lr_index[i]])
+        self.last_step_fused = fused
         self.global_step += 1
         return True
 

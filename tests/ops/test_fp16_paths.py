@@ -158,7 +158,10 @@ def test_master_write_back_rounds_like_numpy():
     assert_same_bits(w.data, master.astype(F16))
 
 
+@pytest.mark.requires_native
 def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch):
+    """Five O2 steps give the same losses and parameter bits whether ``_fastcast.convert`` runs its
+    native conversion (counted, so the first run is known to take it) or NumPy's ``astype``."""
     from minigrad import _fastcast, amp, nn
 
     def train():
@@ -173,7 +176,19 @@ def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch)
         losses = [float(cell(x, y)[0].asnumpy()) for _ in range(5)]
         return losses, [p.data.copy() for p in net.trainable_params()]
 
+    native = _fastcast._functions()
+    if native is None:
+        pytest.skip("the host library has no vector conversion (a CPU without F16C)")
+    calls = []
+
+    def counted(pair, fn):
+        def call(*args):
+            calls.append(pair)
+            return fn(*args)
+        return call
+    monkeypatch.setitem(_fastcast._native, "fns", {pair: counted(pair, fn) for pair, fn in native.items()})
     fast = train()
+    assert set(calls) == set(native), "the native conversion did not run both ways"
     monkeypatch.setitem(_fastcast._native, "fns", None)
     plain = train()
     assert fast[0] == plain[0]
