@@ -25,7 +25,7 @@ import time
 
 import numpy
 
-from minigrad import backend
+from minigrad import backend, communication
 from minigrad._checks import (
     check_bool,
     check_callable,
@@ -180,12 +180,12 @@ class THOR(Optimizer):
                                 damping_a=block.damping_used[0], damping_g=block.damping_used[1])
             report.layers[block.name] = entry
             traces = block.traces_from(pending, seed)
-            if traces is not None:
-                entry.trace_a, entry.trace_g = traces
             factors = block.factors_from(pending, seed) if mode == "factors" else None
             records.append((block, factors, traces, entry, start))
-        reduced = self.reduce_factors([r[1] for r in records])
-        for (block, _, traces, entry, start), factors in zip(records, reduced):
+        reduced = self.reduce_factors([(r[1], r[2]) for r in records])
+        for (block, _, _, entry, start), (factors, traces) in zip(records, reduced):
+            if traces is not None:
+                entry.trace_a, entry.trace_g = traces
             recorded = False
             if factors is not None:
                 xp = backend.get_array_module(factors[1])
@@ -222,12 +222,48 @@ class THOR(Optimizer):
         block.trace_avg = now
         return abs(now - block.trace_ref) / block.trace_ref
 
-    def reduce_factors(self, factors):
-        """The data-parallel reduction of this step's recorded factors: one entry per THOR layer,
-        ``(A, G)`` or None, in ``split_indices`` groups. In a single process it is the identity;
-        a data-parallel run averages each group across the ranks here (one all-reduce per group)
-        before any inverse is computed, so every rank inverts the same factors."""
-        return factors
+    def reduce_factors(self, records):
+        """The data-parallel reduction of this step's records: one ``(factors, traces)`` per THOR
+        layer (``(A, G)`` or None, ``(tr A, tr G)`` or None), returned in the same form.
+
+        In a single process it is the identity. In data-parallel mode
+        (``communication.is_data_parallel()``) each ``split_indices`` group of layers is
+        averaged across the ranks in one all-reduce (the factors and the traces together), so
+        every rank inverts the same factors and the trace rule decides the same on every rank.
+        Averaging the factors, not the inverses (MindSpore averages inverses), gives the
+        factors of the whole global batch.
+        """
+        if not communication.is_data_parallel():
+            return records
+        out, start = list(records), 0
+        for stop in self.split_indices:
+            group = range(start, stop + 1)
+            start = stop + 1
+            pieces = []
+            for k in group:
+                factors, traces = records[k]
+                pieces += [f.reshape(-1) for f in factors or ()]
+                if traces is not None:
+                    pieces.append(numpy.asarray(traces, numpy.float32))
+            if not pieces:
+                continue
+            xp = backend.get_array_module(pieces[0])
+            flat = communication.all_reduce_(xp.concatenate([xp.asarray(p) for p in pieces]),
+                                             "mean")
+            offset = 0
+            for k in group:
+                factors, traces = records[k]
+                if factors is not None:
+                    parts = []
+                    for f in factors:
+                        parts.append(flat[offset:offset + f.size].reshape(f.shape))
+                        offset += f.size
+                    factors = tuple(parts)
+                if traces is not None:
+                    traces = tuple(float(v) for v in flat[offset:offset + 2])
+                    offset += 2
+                out[k] = (factors, traces)
+        return out
 
     def _prepare_all(self, arrays, inv_scale, lam, lrs, report):
         """Every parameter's gradient as the momentum rule sees it (see the module docstring)."""

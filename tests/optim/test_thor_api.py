@@ -286,3 +286,24 @@ def test_clip_and_kl_clip_and_nesterov():
     step = w - net.cells()[0].weight.asnumpy()
     # per-tensor clip at norm 1, Nesterov: w -= lr (g + mu v) with v = g on the first step
     assert numpy.linalg.norm(step) <= 100.0 * 1.9 * (1 + 1e-5)
+
+
+def test_reduce_factors_is_one_all_reduce_per_split_group(monkeypatch):
+    from minigrad import communication
+    calls = []
+
+    def fake_all_reduce(array, op):
+        calls.append((array.size, op))
+        return array
+    monkeypatch.setattr(communication, "is_data_parallel", lambda: True)
+    monkeypatch.setattr(communication, "all_reduce_", fake_all_reduce)
+    minigrad.set_seed(0)
+    net = nn.SequentialCell([nn.Dense(6, 8), nn.Dense(8, 5), nn.Dense(5, 3)])
+    monkeypatch.setattr(communication, "synchronize_parameters", lambda params: None)
+    monkeypatch.setattr(communication, "check_same_model", lambda *a, **k: None, raising=False)
+    opt = nn.thor(net, T, T, 0.9, split_indices=[0, 2])
+    trainer(opt, net)(*data())
+    # after the gradients' all-reduce: group 0 = layer 0 (A 6x6, G 8x8, 2 traces), group 1 =
+    # layers 1 and 2
+    assert calls[-2:] == [(36 + 64 + 2, "mean"), (64 + 25 + 2 + 25 + 9 + 2, "mean")]
+    assert opt.last_report.refresh
