@@ -7,6 +7,7 @@ from minigrad.nn.layers import (Dense, Flatten, Dropout, Conv2d, BatchNorm1d, Ba
                                 Tanh, GELU, Softmax, LogSoftmax, get_activation)
 from minigrad.nn.loss import LossBase, MSELoss, L1Loss, SoftmaxCrossEntropyWithLogits
 from minigrad.nn.wrap import WithLossCell, TrainOneStepCell
+from minigrad.nn import utils
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.nn.loss_scale import (TrainOneStepWithLossScaleCell, DynamicLossScaleUpdateCell,
                                    FixedLossScaleUpdateCell)
@@ -15,4 +16,6 @@ from minigrad.optim import (Optimizer, SGD, Momentum, Adam, AdamWeightDecay, Lea
                             ExponentialDecayLR, NaturalExpDecayLR, InverseDecayLR, CosineDecayLR,
                             PolynomialDecayLR, WarmUpLR, piecewise_constant_lr, exponential_decay_lr,
                             natural_exp_decay_lr, inverse_decay_lr, cosine_decay_lr, polynomial_decay_lr,
-                            warmup_lr)
+                            warmup_lr, THOR, thor)
+from minigrad.nn.layers.thor import DenseThor, Conv2dThor, EmbeddingThor
+from minigrad.nn.thor_convert import ConvertNetUtils

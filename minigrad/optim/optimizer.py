@@ -164,6 +164,25 @@ class Optimizer:
         self.global_step += 1
         return True
 
+    def takes_scaled_gradients(self, grads):
+        """Whether ``apply_gradients(grads, scale=S)`` divides ``S`` out inside this optimizer's
+        fused native update, in the same pass (no extra pass over the gradients).
+
+        True for SGD, Momentum, Adam and AdamWeightDecay (and subclasses that keep their update
+        and ``__call__``/``apply_gradients``) on dense host float16/float32 arrays, with the
+        native library. A loss-scaled train cell then checks the scaled gradients and hands
+        them over as they are, instead of unscaling them first. Every optimizer accepts
+        ``scale=``; False only means that unscaling first costs no more.
+
+        Args:
+            grads: one array (or None) per parameter.
+        """
+        cls = type(self)
+        if cls.__call__ is not Optimizer.__call__ or cls.apply_gradients is not Optimizer.apply_gradients:
+            return False  # an override may expect unscaled gradients
+        rule = self._fused_rule()
+        return rule is not None and _fused.covers(self, grads)
+
     def __call__(self, gradients):
         """MindSpore style: ``optimizer(grads)`` applies ``grads`` and returns True."""
         return self.apply_gradients(gradients)

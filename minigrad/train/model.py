@@ -14,6 +14,7 @@ optimizer nor a loss function (it is then already a training cell).
 import warnings
 
 from minigrad import dtype as dtypes, ops
+from minigrad._checks import check_bool, check_in, check_int, check_positive_int
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
 from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
@@ -61,9 +62,8 @@ class Model:
             ``minigrad.amp.build_train_network``. Applied to ``network`` in place.
         boost_level: accepted for MindSpore compatibility; only "O0".
         loss_scale_manager: a ``minigrad.amp`` ``FixedLossScaleManager`` or
-            ``DynamicLossScaleManager`` (overrides the level's default). When its
-            ``get_drop_overflow_update()`` is True, ``train`` feeds each step's overflow flag back
-            to it (``update_loss_scale``), as MindSpore does.
+            ``DynamicLossScaleManager`` (overrides the level's default). The update cell it makes
+            shares its scale, so ``get_loss_scale()`` follows training step by step.
         keep_batchnorm_fp32: passed to ``build_train_network`` when given.
 
     Raises:
@@ -82,12 +82,8 @@ class Model:
             if key not in _AMP_KWARGS:
                 raise ValueError(f"Model: unsupported argument {key!r}; expected one of "
                                  f"{('loss_scale_manager',) + _AMP_KWARGS[1:]}")
-        if not isinstance(amp_level, str):
-            raise TypeError(f"Model: 'amp_level' must be a str, got {amp_level!r}")
-        if amp_level not in AMP_LEVELS:
-            raise ValueError(f"Model: 'amp_level' must be one of {AMP_LEVELS}, got {amp_level!r}")
-        if boost_level not in ("O0", "O1", "O2"):
-            raise ValueError(f"Model: 'boost_level' must be 'O0', 'O1' or 'O2', got {boost_level!r}")
+        check_in("amp_level", amp_level, AMP_LEVELS, owner="Model")
+        check_in("boost_level", boost_level, ("O0", "O1", "O2"), owner="Model")
         if boost_level != "O0":
             raise NotImplementedError(f"Model: boost_level {boost_level!r} is not implemented; use 'O0'")
         if optimizer is None and amp_level != "O0":
@@ -160,11 +156,10 @@ class Model:
             ValueError: for ``epoch`` < 1, ``initial_epoch`` outside ``[0, epoch)``, or a dataset
                 that yields no batch.
         """
-        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
-            raise ValueError(f"Model.train: 'epoch' must be a positive int, got {epoch!r}")
-        if not isinstance(initial_epoch, int) or not 0 <= initial_epoch < epoch:
-            raise ValueError(f"Model.train: 'initial_epoch' must be an int in [0, {epoch}), "
-                             f"got {initial_epoch!r}")
+        epoch = check_positive_int("epoch", epoch, owner="Model.train")
+        check_int("initial_epoch", initial_epoch, low=0, high=epoch - 1, owner="Model.train")
+        check_int("sink_size", sink_size, owner="Model.train")
+        _check_dataset(train_dataset, "train_dataset", "Model.train")
         _warn_sink(dataset_sink_mode)
         callbacks = CallbackList(callbacks)
         batch_num = _size(train_dataset)
@@ -178,8 +173,6 @@ class Model:
             cur_step_num=initial_epoch * (batch_num or 0), net_outputs=None, mode="train",
             dataset_sink_mode=False, parallel_mode="stand_alone", device_number=1)
         run_context = RunContext(cb_params)
-        manager = self._loss_scale_manager
-        feed_manager = manager is not None and manager.get_drop_overflow_update()
         network, backbone = self._train_network, self._network
         network.set_train(True)
         iterator = _epochs(train_dataset, epoch - initial_epoch)
@@ -195,8 +188,6 @@ class Model:
                     network.set_train(True)
                 outputs = network(*inputs)
                 cb_params.net_outputs = outputs
-                if feed_manager and isinstance(outputs, tuple) and len(outputs) > 1:
-                    manager.update_loss_scale(bool(outputs[1].asnumpy().all()))
                 callbacks("on_train_step_end", run_context)
                 if run_context.get_stop_requested():
                     break
@@ -219,6 +210,7 @@ class Model:
             raise ValueError("Model.eval needs metrics: Model(..., metrics={'acc': Accuracy()})")
         if self._eval_network is None:
             raise ValueError("Model.eval needs 'loss_fn' or 'eval_network'")
+        _check_dataset(valid_dataset, "valid_dataset", "Model.eval")
         _warn_sink(dataset_sink_mode)
         callbacks = CallbackList(callbacks)
         cb_params = CallbackParam(
@@ -295,7 +287,23 @@ def _size(dataset):
         return None
 
 
+def _check_dataset(dataset, name, owner):
+    """A dataset, or a re-iterable of batches; a tuple of Tensors or arrays (``(x, y)``, one
+    batch) is refused with the way to make a dataset of it."""
+    if hasattr(dataset, "create_tuple_iterator"):
+        return
+    if isinstance(dataset, tuple) and dataset and all(hasattr(v, "shape") for v in dataset):
+        raise TypeError(f"{owner}: {name} must be a dataset, got a tuple of {len(dataset)} "
+                        f"arrays; wrap them: NumpySlicesDataset((x, y)).batch(32) (or pass a list "
+                        f"of (x, y) batches)")
+    if isinstance(dataset, (str, bytes)) or not hasattr(dataset, "__iter__") or hasattr(
+            dataset, "shape"):
+        raise TypeError(f"{owner}: {name} must be a minigrad.dataset dataset or a re-iterable of "
+                        f"batches, got {type(dataset).__name__}")
+
+
 def _warn_sink(dataset_sink_mode):
+    check_bool("dataset_sink_mode", dataset_sink_mode, owner="Model")
     if dataset_sink_mode:
         warnings.warn("dataset_sink_mode=True is not supported by minigrad; the data is fed step "
                       "by step", stacklevel=3)
