@@ -6,9 +6,9 @@ import pytest
 import minigrad
 from minigrad import nn
 from minigrad._fastcast import convert
-from minigrad.amp import kernels
+from minigrad import _native
 
-needs_host = pytest.mark.skipif(kernels.host_library() is None, reason="no host library")
+needs_host = pytest.mark.skipif(_native.host_library() is None, reason="no host library")
 F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 
 

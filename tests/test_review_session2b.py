@@ -8,10 +8,11 @@ import pytest
 
 import minigrad
 from minigrad import nn
-from minigrad.amp import ScaleCore, kernels, plots
+from minigrad.amp import ScaleCore, plots
+from minigrad import _native
 
 F32 = numpy.float32
-needs_host = pytest.mark.skipif(kernels.host_library() is None, reason="no host library")
+needs_host = pytest.mark.skipif(_native.host_library() is None, reason="no host library")
 
 
 def _numpy_path(optimizer):

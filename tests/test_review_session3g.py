@@ -11,7 +11,7 @@ import pytest
 
 import minigrad
 from minigrad import nn
-from minigrad.amp import kernels
+from minigrad import _native
 
 F16, F32 = numpy.float16, numpy.float32
 NAMES = ("fc.weight", "bn.gamma", "bn.beta", "fc.bias")
@@ -307,7 +307,7 @@ FUSED_MAKERS = [
 ]
 
 
-@pytest.mark.skipif(kernels.host_library() is None, reason="no host library")
+@pytest.mark.skipif(_native.host_library() is None, reason="no host library")
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("k", range(len(FUSED_MAKERS)))
 def test_fused_step_matches_numpy_path_on_extreme_values(k, seed):
