@@ -6,7 +6,7 @@ cycles, checked by the test suite). From the bottom up:
 1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fastcast``, ``context``,
    ``random``: array dispatch, dtypes and the fp16 compute rule, global modes, argument checks,
    the native kernel loader, fp16 <-> fp32 conversion, the seeded RNG.
-2. ``tensor``, ``parameter``: the user handle.
+2. ``tensor``, ``parameter``: the user handle; ``linalg`` (batched SPD inverse).
 3. ``autograd``: Function nodes, the engine, ``grad``/``value_and_grad``/``GradOperation``.
 4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods.
 5. ``amp`` core: the loss-scale rule, the overflow status, the step report (arrays only).
@@ -42,6 +42,10 @@ _FROM = {
     "DynamicLossScaleManager": "minigrad.amp",
     "Model": "minigrad.train", "save_checkpoint": "minigrad.train",
     "load_checkpoint": "minigrad.train", "load_param_into_net": "minigrad.train",
+    "set_auto_parallel_context": "minigrad.communication",
+    "get_auto_parallel_context": "minigrad.communication",
+    "reset_auto_parallel_context": "minigrad.communication",
+    "ParallelMode": "minigrad.communication",
 }
 
 

@@ -6,8 +6,7 @@ element to fp32 and 2 ns to fp16, against 0.3 ns for a float32 copy), and an fp1
 step converts millions of elements: every matmul widens its fp16 operands, every fp16 result is
 rounded back. ``convert`` does it with the CPU's conversion instructions (``kernels/
 convert_host.cpp``, built into the host library of ``minigrad._native``) and gives exactly the
-bits NumPy's ``astype`` gives, NaN payloads included (the fastcast tests check every float16
-and a battery of float32 values).
+bits NumPy's ``astype`` gives, NaN payloads included; see ``tests/core/test_fastcast.py``.
 
 Everything that is not a large, dense NumPy float16/float32 array (small arrays, where the
 call costs more than it saves; other dtypes; non-contiguous views; CuPy arrays) goes to

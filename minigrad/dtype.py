@@ -3,7 +3,7 @@
 ``from minigrad import dtype as mstype`` gives the MindSpore-style names. Dtypes are plain
 ``numpy.dtype`` objects, so ``tensor.dtype == mstype.float16`` and ``numpy.float16`` both work.
 
-The policy, in one table (tested in ``tests/test_dtype_policy.py``):
+The policy, in one table (tested in ``tests/core/test_dtype_policy.py``):
 
 ==========================================  ==================================================
 situation                                   result

@@ -1,7 +1,11 @@
-"""Shared fixtures: devices, dtypes, the hypothesis profile, and a clean global config per test.
+"""Shared fixtures and marks: devices, dtypes, the hypothesis profile, a clean global config per
+test, and the ``requires_native`` mark.
 
-Use the ``device`` fixture, or ``@pytest.mark.parametrize("device", DEVICES)`` (``from conftest
+Use the ``device`` fixture, or ``@pytest.mark.parametrize("device", DEVICES)`` (``from helpers
 import DEVICES``): GPU cases carry the ``gpu`` mark and are skipped, with the reason, without CuPy.
+``@pytest.mark.requires_native`` skips a test, with the reason, where the native host kernels are
+not in use (``MINIGRAD_NATIVE=0``, or no compiler): a test that compares the native path with the
+NumPy path would compare the NumPy path with itself there.
 """
 import os
 
@@ -9,18 +13,19 @@ import numpy
 import pytest
 from hypothesis import settings
 
-from minigrad import backend
 from minigrad._config import config
+from helpers import DEVICES, FLOAT_DTYPES, native_unavailable_reason
 
 settings.register_profile("ci", deadline=None, max_examples=25, derandomize=True)
 settings.register_profile("thorough", deadline=None, max_examples=300)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-_NO_GPU = pytest.mark.skipif(not backend.CUDA_AVAILABLE,
-                             reason=f"needs CuPy and a CUDA GPU ({backend.CUPY_IMPORT_ERROR})")
-DEVICES = [pytest.param("CPU", id="CPU"),
-           pytest.param("GPU", id="GPU", marks=[pytest.mark.gpu, _NO_GPU])]
-FLOAT_DTYPES = [pytest.param(numpy.float16, id="float16"), pytest.param(numpy.float32, id="float32")]
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("requires_native") is not None:
+        reason = native_unavailable_reason()
+        if reason is not None:
+            pytest.skip(reason)
 
 
 @pytest.fixture(params=DEVICES)

@@ -11,7 +11,7 @@ from minigrad import amp
 from minigrad.amp import GradScaler, DynamicLossScaler, autocast
 from minigrad.mixed_precision import DynamicLossScale, FixedLossScale, LossScaleOptimizer, get
 
-from test_loss_scale_rules import _Opt  # the optimizer double GradScaler's rule tests use
+from helpers.doubles import StepCountingOptimizer
 
 f32 = np.float32
 
@@ -129,7 +129,7 @@ def test_non_power_of_two_backoff_divides_as_tf_and_mindspore_scaler():
     p = Parameter(Tensor(np.zeros(1, np.float32)), name="w")
     gs = GradScaler(float(scale), growth_factor=10.0, backoff_factor=1 / m)
     p.grad = Tensor(np.array([np.inf], np.float32))
-    gs.step(_Opt([p]))
+    gs.step(StepCountingOptimizer([p]))
     gs.update()
     assert gs.get_scale() == float(f32(scale * f32(1 / m)))
 

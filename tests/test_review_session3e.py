@@ -13,8 +13,9 @@ import pytest
 import minigrad
 from minigrad import Model, Tensor, nn
 from minigrad.dataset import NumpySlicesDataset
+from helpers import REPO_ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def _example(name):

@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 import minigrad
 from minigrad import Tensor, nn, ops
 from minigrad.testing import check_backward
-from tests.test_review_session3n import F16, F32, F64, assert_bits, assert_close_to_rounded, grads, ulps
+from test_review_session3n import F16, F32, F64, assert_bits, assert_close_to_rounded, grads, ulps
 
 FAST = settings(max_examples=15, deadline=None)
 

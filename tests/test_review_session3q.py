@@ -219,7 +219,7 @@ def test_three_loss_scaling_faces_same_skips_scales_and_parameters():
 @pytest.mark.parametrize("name,level,opt_name", [("cnn", "O2", "adamw"), ("ln", "O1", "momentum"),
                                                  ("emb", "O3", "adam")])
 def test_checkpoint_resume_is_bit_identical(tmp_path, name, level, opt_name):
-    from minigrad.train.callbacks import CheckpointConfig, ModelCheckpoint
+    from minigrad.train.callback import CheckpointConfig, ModelCheckpoint
     from minigrad.train.checkpoint import load_checkpoint
 
     def build():

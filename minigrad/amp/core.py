@@ -17,7 +17,7 @@ and they differ only in the adjustment rule's constants. ``ScaleCore`` holds tha
   to inf), and ``counter = 0``;
 * ``growth_interval=None``: a fixed scale that no step changes.
 
-The peers as parameters of this core (checked step by step in tests/test_loss_scale_rules.py):
+The peers as parameters of this core (checked step by step in tests/amp/test_loss_scale_rules.py):
 
 =================================  ==============  ==============  ==========  =====
 face                               growth_factor   backoff_factor  interval    floor

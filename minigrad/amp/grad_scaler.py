@@ -21,11 +21,18 @@ next overflow).
 
 Gradients of fp16 parameters are unscaled into float32 gradients (PyTorch refuses them with
 "Attempting to unscale FP16 gradients."): the optimizer's fp32 master weights take them as is.
+
+In data-parallel mode ``unscale_`` also all-reduces the unscaled gradients
+(``nn.DistributedGradReducer``, made at an optimizer's first ``unscale_``: it checks the model
+and broadcasts rank 0's parameters) and the overflow flag, so every rank clips, steps or skips
+with the same gradients and scale.
 """
 import enum
 
+from minigrad import communication
 from minigrad.amp import step as amp_step
 from minigrad.amp.core import ScaleCore, check_backoff_factor, check_positive, float32_scale
+from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 
 
@@ -72,6 +79,7 @@ class GradScaler:
         self._per_optimizer = {}
         self._loss = None
         self._status = amp_step.OverflowStatus()  # cleared for each unscale_, not reallocated
+        self._reducers = {}  # data parallel: id(optimizer) -> (optimizer, DistributedGradReducer)
 
     # ---- the training-loop calls -------------------------------------------------------------
     def scale(self, outputs):
@@ -127,6 +135,8 @@ class GradScaler:
         status = self._status  # amp_step.unscale_and_check, on this scaler's status
         status.clear()
         arrays = status.unscale_and_check(scaled, self.core.scale)
+        if communication.is_data_parallel():
+            arrays = self._all_reduce(optimizer, everything, params, arrays)
         overflow = status.overflow()
         for p, g, a in zip(params, scaled, arrays):
             if a is not g:  # an fp16 gradient, unscaled into a new fp32 array
@@ -203,6 +213,19 @@ class GradScaler:
         self._per_optimizer.clear()
         self._loss = None
 
+    def _all_reduce(self, optimizer, everything, params, arrays):
+        # the unscaled gradients of ``params`` reduced across the ranks by the optimizer's reducer
+        # (over all its parameters: a parameter without a gradient here counts as zeros)
+        entry = self._reducers.get(id(optimizer))
+        if entry is None or entry[0] is not optimizer:
+            entry = self._reducers[id(optimizer)] = (optimizer, DistributedGradReducer(
+                everything() if callable(everything) else everything))
+        reducer = entry[1]
+        mine = {id(p): a for p, a in zip(params, arrays)}
+        reduced = reducer.reduce_arrays([mine.get(id(p)) for p in reducer.weights])
+        at = {id(p): i for i, p in enumerate(reducer.weights)}
+        return [reduced[at[id(p)]] for p in params]
+
     # ---- copy and pickle ---------------------------------------------------------------------------
     def __getstate__(self):
         """What ``pickle`` and ``copy.deepcopy`` keep: everything but the scaled loss of the
@@ -215,7 +238,7 @@ class GradScaler:
         if self._per_optimizer:
             raise RuntimeError("A GradScaler can only be pickled or deep-copied at the start of an "
                                "iteration or after update(), not between unscale_()/step() and update().")
-        return dict(self.__dict__, _loss=None)
+        return dict(self.__dict__, _loss=None, _reducers={})  # a copy makes its own reducers
 
     def __repr__(self):
         if not self._enabled:

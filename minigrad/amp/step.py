@@ -3,7 +3,7 @@
 * ``unscale_and_check(arrays, scale)``: multiply every gradient by 1/scale and say whether any
   value is inf or NaN — through the float-status path, then ``_reduce_overflow``;
 * ``_reduce_overflow(flag)``: the ONE place an overflow flag passes before a decision is taken
-  (data parallel will all-reduce it here so that every rank skips together);
+  (in data-parallel mode it is all-reduced here, so that every rank skips together);
 * ``StepReport``: what happened (applied or skipped, why, scale before/after, which parameters
   held inf and which held NaN, optional underflow statistics);
 * ``underflow_stats``: per parameter, the share of gradient values that are zero or subnormal
@@ -19,7 +19,7 @@ import dataclasses
 import numpy
 
 import minigrad.tensor as _tensor  # as in float_status: safe while tensor.py is being imported
-from minigrad import backend, dtype as dtypes
+from minigrad import backend, communication, dtype as dtypes
 from minigrad.amp import _status_launch, float_status
 
 STATUS_SIZE = float_status.STATUS_SHAPE[0]
@@ -197,10 +197,11 @@ def check(arrays):
 def _reduce_overflow(flag):
     """The single point every overflow decision passes through.
 
-    Standalone it returns ``bool(flag)``. Data parallel will replace this body by an all-reduce
-    (sum or max) of the flag across ranks, so that one rank's inf makes every rank skip.
+    Standalone it returns ``bool(flag)``. In data-parallel mode the flag is all-reduced (max)
+    across the ranks (``communication.reduce_flag``), so that one rank's inf makes every rank
+    skip and every rank's scale follows the same trajectory.
     """
-    return bool(flag)
+    return communication.reduce_flag(flag)
 
 
 @dataclasses.dataclass

@@ -1,4 +1,10 @@
-"""Datasets, MindSpore style: ``NumpySlicesDataset(data).shuffle(n).batch(32)``, and ``load_digits``."""
-from minigrad.dataset.numpy_slices import (Dataset, NumpySlicesDataset, ShuffleDataset, MapDataset,
-                                           BatchDataset, config)
+"""Datasets, MindSpore style: ``NumpySlicesDataset(data).shuffle(n).batch(32)``, and ``load_digits``.
+
+- ``numpy_slices``: the in-memory source; ``pipeline``: the ``Dataset`` base and its
+  shuffle/repeat/map/batch nodes; ``iterator``: what the ``create_*_iterator`` methods return;
+  ``settings``: ``config``, the shuffling seed; ``digits``: scikit-learn's digits, split and normalised.
+"""
+from minigrad.dataset.settings import config
+from minigrad.dataset.pipeline import Dataset, ShuffleDataset, RepeatDataset, MapDataset, BatchDataset
+from minigrad.dataset.numpy_slices import NumpySlicesDataset
 from minigrad.dataset.digits import load_digits

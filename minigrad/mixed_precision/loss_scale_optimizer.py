@@ -10,10 +10,15 @@
 One difference from TF: with a ``FixedLossScale`` TF applies non-finite gradients; here
 ``apply_gradients`` skips them for every loss scale, so a non-finite step never reaches the
 parameters or the optimizer state (the inner optimizer's step counter does not move either).
+
+In data-parallel mode the overflow flag is all-reduced where it is decided, and
+``apply_gradients`` all-reduces the gradients before it decides (``nn.DistributedGradReducer``),
+so every rank applies or skips the same step and reports the same parameters.
 """
-from minigrad import dtype as dtypes
+from minigrad import communication, dtype as dtypes
 from minigrad.amp import step as amp_step
 from minigrad.mixed_precision.loss_scale import LossScale, get
+from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 
 
@@ -39,6 +44,8 @@ class LossScaleOptimizer:
         self.loss_scale = scale
         self._loss = None
         self._checked = None   # (ids of the unscaled arrays, overflow) from get_unscaled_gradients
+        self._reducer = (DistributedGradReducer(optimizer.parameters)
+                         if communication.is_data_parallel() else None)
 
     parameters = property(lambda self: self.inner_optimizer.parameters)
     last_report = property(lambda self: self.loss_scale.last_report)
@@ -81,6 +88,9 @@ class LossScaleOptimizer:
         else:
             overflow = amp_step.check(arrays)
         self._checked = None
+        if self._reducer is not None:  # every rank, every step: the report names agree too
+            grads = self._reducer(grads)
+            arrays = [g.data for g in grads]
         names = [p.name for p in self.parameters]
         apply = self.loss_scale._decide(overflow, self._loss, names, arrays)
         self._loss = None

@@ -1,6 +1,8 @@
 """Training wrappers: ``WithLossCell`` (network + loss) and ``TrainOneStepCell`` (one update)."""
+from minigrad import communication
 from minigrad.autograd import GradOperation
 from minigrad.nn.cell import Cell
+from minigrad.nn.distributed import DistributedGradReducer
 
 
 def check_loss_fn(loss_fn):
@@ -64,6 +66,9 @@ class TrainOneStepCell(Cell):
         sens: the backprop seed, default 1.0.
 
     Subclasses (``TrainOneStepWithLossScaleCell``) reuse ``loss_and_grads`` and ``grad_reducer``.
+    In data-parallel mode (``minigrad.set_auto_parallel_context(parallel_mode="data_parallel")``)
+    ``grad_reducer`` is an ``nn.DistributedGradReducer`` over ``optimizer.parameters``, made
+    here (so every rank checks the model and takes rank 0's parameters before the first step).
 
     Raises:
         TypeError: if ``network`` is not a Cell, or ``optimizer`` is not callable or has no
@@ -81,6 +86,8 @@ class TrainOneStepCell(Cell):
         self.weights = optimizer.parameters
         self.grad = GradOperation(get_by_list=True, sens_param=True)
         self.sens = sens
+        if communication.is_data_parallel():
+            self.grad_reducer = DistributedGradReducer(self.weights)
 
     def loss_and_grads(self, inputs, sens):
         """Run the network on ``inputs`` once and backprop from ``sens``: (loss, grads of weights).
@@ -94,7 +101,8 @@ class TrainOneStepCell(Cell):
         return losses[0].detach(), grads
 
     def grad_reducer(self, grads):
-        """Identity: the one place where data-parallel training all-reduces the gradients."""
+        """Identity: the one place where data-parallel training all-reduces the gradients (a
+        ``DistributedGradReducer`` instance attribute replaces it in data-parallel mode)."""
         return grads
 
     def construct(self, *inputs):

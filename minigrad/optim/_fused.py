@@ -7,7 +7,7 @@ decay, the rule's ``*=``/``-=`` with their temporaries, rounding the fp32 master
 fp16 parameter. The fused call does all of them on one block at a time, and unscales an fp16
 gradient itself, so a loss-scaled step never materialises fp32 gradients
 (``Optimizer.apply_gradients(grads, scale=...)``). The results are bit for bit those of the NumPy
-code (``tests/test_optim_fused.py``), with one exception: when two NaNs meet in one addition (say
+code (``tests/optim/test_fused.py``), with one exception: when two NaNs meet in one addition (say
 a NaN gradient and a NaN weight in ``g + wd * w``), which NaN's payload and sign the result carries
 is not defined. NumPy's own loops pick by array length and position (SIMD body or tail), so no
 kernel can match them; the result is a NaN in both paths (``tests/test_review_session3g.py``

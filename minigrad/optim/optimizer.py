@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend, communication, dtype as dtypes
 from minigrad._config import enable_grad
 from minigrad._fastcast import convert
 from minigrad.optim import _fused
@@ -77,6 +77,11 @@ class Optimizer:
             learning rate (also inside a list, Tensor or array) or ``weight_decay``, a
             ``loss_scale`` that is <= 0, inf or NaN, a learning-rate Tensor or array with ndim > 1.
         KeyError: an unknown key in a group dict.
+
+    In data-parallel mode (``minigrad.set_auto_parallel_context(parallel_mode="data_parallel")``)
+    making an optimizer is a collective step of every rank: it checks that every rank has the
+    same parameters (ValueError naming the first difference) and copies rank 0's values to all
+    (``communication.synchronize_parameters``), so the ranks start identical.
     """
     # Names of the per-parameter state arrays (the keys ``update`` stores in ``state``).
     state_names = ()
@@ -114,6 +119,8 @@ class Optimizer:
         self._states = [None] * len(params)   # dict of fp32 arrays per parameter, made lazily
         self._masters = [None] * len(params)  # fp32 copy per fp16 parameter, made lazily
         self._synced = [None] * len(params)   # (data, version) of each parameter its master matches
+        if communication.is_data_parallel():  # every rank: the same model, from rank 0's values
+            communication.synchronize_parameters(self.parameters)
 
     # ---- the one entry point -------------------------------------------------------------------
     def apply_gradients(self, grads, scale=None):

@@ -158,30 +158,49 @@ class Top5CategoricalAccuracy(TopKCategoricalAccuracy):
 
 
 class Loss(Metric):
-    """Mean of the per-batch losses: ``sum(mean(loss_i)) / number of batches``.
+    """The mean loss per sample over everything seen: ``sum_i(mean(loss_i) * n_i) / sum_i(n_i)``.
+
+    A 1-d loss (``reduction="none"``) counts one sample per element; a scalar loss (a batch
+    mean) counts ``num_samples`` (``Model.eval`` passes the batch size; default 1). MindSpore's
+    ``Loss`` averages the batch means unweighted, which makes the result depend on how the data
+    is split into batches (a short last batch, a shuffled test set); weighting by sample count
+    makes it the mean over the samples, whatever the split.
 
     Raises:
-        ValueError: from ``update``, for not exactly one input or a loss of more than one axis;
-            RuntimeError from ``eval`` before any ``update``.
+        ValueError: from ``update``, for not exactly one input, a loss of more than one axis, or
+            a ``num_samples`` that is not a positive int; RuntimeError from ``eval`` before any
+            ``update``.
     """
 
     def clear(self):
         self._sum = 0.0
-        self._batches = 0
+        self._samples = 0
 
-    def update(self, *inputs):
+    def update(self, *inputs, num_samples=None):
         if len(inputs) != 1:
             raise ValueError(f"Loss.update needs 1 input (the loss), got {len(inputs)}")
         loss = as_numpy(inputs[0])
         if loss.ndim > 1:
-            raise ValueError(f"Loss.update: the loss must be a scalar or 1-d, got shape {loss.shape}")
-        self._sum += float(loss.astype(numpy.float64).mean())
-        self._batches += 1
+            raise ValueError(f"Loss.update: the loss must be a scalar or 1-d, got shape "
+                             f"{loss.shape}")
+        if loss.ndim == 1:
+            count = loss.shape[0]
+        elif num_samples is None:
+            count = 1
+        elif isinstance(num_samples, bool) or not isinstance(num_samples, (int, numpy.integer)) \
+                or num_samples < 1:
+            raise ValueError(f"Loss.update: num_samples must be a positive int, got "
+                             f"{num_samples!r}")
+        else:
+            count = int(num_samples)
+        self._sum += float(loss.astype(numpy.float64).sum()) if loss.ndim else \
+            float(loss.astype(numpy.float64)) * count
+        self._samples += count
 
     def eval(self):
-        if self._batches == 0:
+        if self._samples == 0:
             raise RuntimeError("Loss.eval: no batches; call update first")
-        return self._sum / self._batches
+        return self._sum / self._samples
 
 
 _BY_NAME = {"accuracy": Accuracy, "acc": Accuracy, "top_1_accuracy": Top1CategoricalAccuracy,

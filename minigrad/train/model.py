@@ -16,7 +16,7 @@ import warnings
 from minigrad import dtype as dtypes, ops
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
-from minigrad.train.callbacks import CallbackList, CallbackParam, RunContext
+from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
 from minigrad.train.metrics import Loss, get_metrics
 
 AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
@@ -144,7 +144,7 @@ class Model:
         """Train for epochs ``initial_epoch + 1 .. epoch`` over ``train_dataset``.
 
         Each step calls the train network on one batch (``train_network(*batch)``: the labels are
-        the last column) and then the callbacks (see ``minigrad.train.callbacks``). As in
+        the last column) and then the callbacks (see ``minigrad.train.callback``). As in
         MindSpore, the network is put back in train mode before a step if something (an
         ``eval`` or ``predict`` run by a callback) switched it to inference mode.
 
@@ -251,8 +251,8 @@ class Model:
         for metric in self._metric_fns.values():
             if indexes is None:
                 metric.update(*outputs)
-            elif isinstance(metric, Loss):
-                metric.update(outputs[indexes[0]])
+            elif isinstance(metric, Loss):  # weighted by the batch's sample count
+                metric.update(outputs[indexes[0]], num_samples=_batch_size(outputs[indexes[2]]))
             else:
                 metric.update(outputs[indexes[1]], outputs[indexes[2]])
 
@@ -261,6 +261,11 @@ class Model:
         self._predict_network.set_train(False)
         with no_grad():
             return self._predict_network(*predict_data)
+
+
+def _batch_size(labels):
+    shape = getattr(labels, "shape", ())
+    return int(shape[0]) if len(shape) else 1
 
 
 def _epochs(dataset, num_epochs):

@@ -11,11 +11,10 @@ run of a parent package's ``__init__`` before a submodule is not (Python allows 
 be imported while its parent package is still initialising).
 """
 import ast
-import pathlib
 import subprocess
 import sys
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from helpers import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "minigrad"
 

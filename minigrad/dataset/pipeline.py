@@ -1,0 +1,369 @@
+"""The dataset pipeline: the ``Dataset`` base and its nodes ``shuffle``, ``repeat``, ``map``, ``batch``.
+
+A dataset is a small pipeline of nodes. A source (``NumpySlicesDataset``) slices its columns
+along the first axis into rows; ``shuffle``, ``repeat``, ``map`` and ``batch`` each return a new
+node wrapping the previous one (the original stays usable). A row is a tuple of NumPy arrays, one
+per column; after ``batch`` a "row" is a batch.
+
+Shuffling is seeded: each shuffling node owns a ``numpy.random.Generator`` created from the
+dataset seed (``minigrad.dataset.config.set_seed`` or ``minigrad.set_seed``) when it first
+shuffles, so a seed set after building the pipeline but before iterating it still counts. Every
+pass over the data draws a new permutation from it, so the sequence of epoch orders is the same
+in every run with the same seed, and epochs differ from one another.
+"""
+import itertools
+import math
+
+import numpy
+
+from minigrad.dataset.settings import new_generator
+from minigrad.dataset.iterator import RowIterator
+
+
+def _buffer_shuffle(items, buffer_size, rng):
+    """MindSpore's shuffle buffer: keep ``buffer_size`` items, emit a random one, refill.
+
+    With ``buffer_size`` at least the number of items this is a uniform shuffle.
+    """
+    buffer = []
+    for item in items:
+        if len(buffer) < buffer_size:
+            buffer.append(item)
+            continue
+        slot = int(rng.integers(buffer_size))
+        yield buffer[slot]
+        buffer[slot] = item
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+_CHUNK = 1 << 16  # indices per array of a shuffled index stream
+
+
+def _chunked(indices):
+    """Group a stream of indices into int64 arrays of at most ``_CHUNK``."""
+    iterator = iter(indices)
+    while True:
+        chunk = numpy.fromiter(itertools.islice(iterator, _CHUNK), numpy.int64)
+        if not len(chunk):
+            return
+        yield chunk
+
+
+def _batches_of(chunks, size, drop_remainder):
+    """Index arrays of ``size`` from a stream of index arrays; batches span chunk boundaries."""
+    pending, count = [], 0
+    for chunk in chunks:
+        start = 0
+        while start < len(chunk):
+            piece = chunk[start:start + size - count]
+            pending.append(piece)
+            count += len(piece)
+            start += len(piece)
+            if count == size:
+                yield pending[0] if len(pending) == 1 else numpy.concatenate(pending)
+                pending, count = [], 0
+    if count and not drop_remainder:
+        yield numpy.concatenate(pending)
+
+
+class Dataset:
+    """Base of the pipeline nodes: iteration, iterators and the chaining methods."""
+
+    _rng = None  # a shuffling node's Generator, made by _generator() at its first shuffle
+
+    def __init__(self, parent=None):
+        self.parent = parent
+
+    def _generator(self):
+        if self._rng is None:
+            self._rng = new_generator()
+        return self._rng
+
+    # ---- what each node defines -------------------------------------------------------------
+    def _rows(self):
+        """Yield this node's rows for one pass (one epoch)."""
+        raise NotImplementedError
+
+    def _index_chunks(self):
+        """The source rows of one pass, as a lazy iterator of int64 index arrays, if this node
+        only reorders or repeats the source's rows; else None. Lazy, so that ``repeat(n)`` draws
+        each pass's order only when the pass is reached."""
+        return None
+
+    def _rows_of(self, chunks):
+        source = self._source()
+        return (source.take(i) for chunk in chunks for i in chunk)
+
+    def get_dataset_size(self):
+        """Number of rows per epoch (number of batches after ``batch``)."""
+        return self.parent.get_dataset_size()
+
+    def get_batch_size(self):
+        return self.parent.get_batch_size()
+
+    def get_col_names(self):
+        return self.parent.get_col_names()
+
+    def _source(self):
+        return self.parent._source()
+
+    # ---- chaining ---------------------------------------------------------------------------
+    def shuffle(self, buffer_size):
+        """Shuffle rows through a buffer of ``buffer_size`` (≥ dataset size: a full shuffle).
+
+        Raises:
+            ValueError: if ``buffer_size`` is not an int ≥ 2.
+        """
+        return ShuffleDataset(self, buffer_size)
+
+    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None):
+        """Stack ``batch_size`` consecutive rows into one batch per column.
+
+        Args:
+            batch_size: rows per batch (int ≥ 1).
+            drop_remainder: drop the last batch if it has fewer than ``batch_size`` rows.
+            num_parallel_workers: accepted for MindSpore compatibility; ignored.
+
+        Raises:
+            ValueError: if ``batch_size`` is not a positive int.
+        """
+        return BatchDataset(self, batch_size, drop_remainder)
+
+    def repeat(self, count=None):
+        """Repeat the dataset ``count`` times (None or -1: without end).
+
+        Each repetition is a fresh pass over the nodes before it, so ``shuffle(...).repeat(n)``
+        shuffles every repetition anew, while ``repeat(n).shuffle(...)`` shuffles the n passes as
+        one dataset; ``repeat(n).batch(b)`` lets batches span repetitions (MindSpore's order
+        semantics). ``get_dataset_size()`` is the parent's size times ``count``; None without end.
+
+        Raises:
+            ValueError: if ``count`` is not a positive int, -1 or None.
+        """
+        return RepeatDataset(self, count)
+
+    def map(self, operations, input_columns=None, output_columns=None, num_parallel_workers=None):
+        """Apply ``operations`` (a callable or a list applied in order) to columns of each row.
+
+        As in MindSpore, the first operation is called with the ``input_columns`` of a row as its
+        arguments (``op(a, b)`` for ``input_columns=["a", "b"]``); each next operation is called
+        with the outputs of the one before (a tuple returned is several outputs). The outputs of
+        the last operation become the ``output_columns``. With as many outputs as inputs they
+        take the input columns' places; otherwise the output columns come first, followed by the
+        columns that were not inputs, in their order.
+
+        Args:
+            operations: callables taking and returning NumPy arrays (e.g. ``lambda x: x / 255``).
+                Before ``batch`` they see single rows, after it batches.
+            input_columns: a column name or list of names; default the first column.
+            output_columns: names of the last operation's outputs; default ``input_columns``
+                (then the last operation must return as many values as there are inputs).
+            num_parallel_workers: accepted for MindSpore compatibility; ignored.
+
+        Raises:
+            ValueError: for an unknown or repeated column name, or output names that clash with
+                the columns kept; while iterating, when the last operation returns a number of
+                values other than the number of output columns. TypeError for a non-callable
+                operation.
+        """
+        return MapDataset(self, operations, input_columns, output_columns)
+
+    # ---- iteration --------------------------------------------------------------------------
+    def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False, do_copy=True):
+        """An iterator over rows as tuples of Tensors (NumPy arrays with ``output_numpy=True``).
+
+        Each ``for`` loop over the iterator runs one epoch; the iterator serves ``num_epochs``
+        epochs (``-1``: no limit)::
+
+            it = ds.create_tuple_iterator(num_epochs=2)
+            for epoch in range(2):
+                for x, y in it: ...
+        """
+        return RowIterator(self, columns, num_epochs, output_numpy, as_dict=False)
+
+    def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=True):
+        """Like ``create_tuple_iterator`` but each row is a dict ``{column name: value}``.
+
+        ``do_copy`` is accepted for MindSpore compatibility (rows are always fresh Tensors)."""
+        return RowIterator(self, None, num_epochs, output_numpy, as_dict=True)
+
+    def __iter__(self):
+        """One epoch of tuples of Tensors."""
+        return iter(self.create_tuple_iterator(num_epochs=1))
+
+    def __len__(self):
+        size = self.get_dataset_size()
+        if size is None:
+            raise TypeError(f"{type(self).__name__} repeats without end: it has no length")
+        return size
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(columns={self.get_col_names()}, "
+                f"size={self.get_dataset_size()}, batch_size={self.get_batch_size()})")
+
+
+class ShuffleDataset(Dataset):
+    """``dataset.shuffle(buffer_size)``: see ``Dataset.shuffle``."""
+
+    def __init__(self, parent, buffer_size):
+        super().__init__(parent)
+        if check_positive_int(buffer_size, "buffer_size") < 2:
+            raise ValueError(f"buffer_size must be an int >= 2, got {buffer_size!r}")
+        self.buffer_size = buffer_size
+
+    def _index_chunks(self):
+        chunks = self.parent._index_chunks()
+        if chunks is None:
+            return None
+        indices = (i for chunk in chunks for i in chunk)
+        return _chunked(_buffer_shuffle(indices, self.buffer_size, self._generator()))
+
+    def _rows(self):
+        chunks = self._index_chunks()
+        if chunks is not None:  # shuffle indices, not rows: no per-row copies
+            return self._rows_of(chunks)
+        return _buffer_shuffle(self.parent._rows(), self.buffer_size, self._generator())
+
+
+class RepeatDataset(Dataset):
+    """``dataset.repeat(count)``: see ``Dataset.repeat``."""
+
+    def __init__(self, parent, count=None):
+        super().__init__(parent)
+        endless = count is None or (type(count) in (int, numpy.int32, numpy.int64) and count == -1)
+        if not endless and (not isinstance(count, (int, numpy.integer)) or isinstance(count, bool) or count < 1):
+            raise ValueError(f"count must be a positive int, -1 or None (without end), got {count!r}")
+        self.count = None if endless else int(count)
+
+    def _passes(self):
+        return itertools.repeat(None) if self.count is None else range(self.count)
+
+    def _index_chunks(self):
+        first = self.parent._index_chunks()
+        if first is None:
+            return None
+
+        def passes():  # each pass's order is drawn when the pass begins
+            yield from first
+            for _ in itertools.islice(self._passes(), 1, None):
+                yield from self.parent._index_chunks()
+        return passes()
+
+    def _rows(self):
+        chunks = self._index_chunks()
+        if chunks is not None:
+            return self._rows_of(chunks)
+        return itertools.chain.from_iterable(self.parent._rows() for _ in self._passes())
+
+    def get_dataset_size(self):
+        if self.count is None:
+            return None
+        size = self.parent.get_dataset_size()
+        return None if size is None else size * self.count
+
+
+class MapDataset(Dataset):
+    """``dataset.map(operations, input_columns, output_columns)``: see ``Dataset.map``."""
+
+    def __init__(self, parent, operations, input_columns=None, output_columns=None):
+        super().__init__(parent)
+        operations = list(operations) if isinstance(operations, (list, tuple)) else [operations]
+        for op in operations:
+            if not callable(op):
+                raise TypeError(f"operations must be callables, got {op!r}")
+        names = self.parent.get_col_names()
+        input_columns = _column_list(input_columns, "input_columns", names[:1])
+        unknown = [c for c in input_columns if c not in names]
+        if unknown:
+            raise ValueError(f"input_columns {unknown} are not columns of the dataset {names}")
+        output_columns = _column_list(output_columns, "output_columns", input_columns)
+        kept = [c for c in names if c not in input_columns]
+        self.in_place = len(output_columns) == len(input_columns)
+        if self.in_place:  # outputs take the inputs' places
+            rename = dict(zip(input_columns, output_columns))
+            self.column_names = [rename.get(c, c) for c in names]
+        else:  # outputs first, then the columns that were not inputs
+            self.column_names = output_columns + kept
+        if len(set(self.column_names)) != len(self.column_names):
+            raise ValueError(f"output_columns {output_columns} repeat a name of the columns kept "
+                             f"{kept}")
+        self.operations = operations
+        self.input_columns, self.output_columns = input_columns, output_columns
+        self.positions = [names.index(c) for c in input_columns]
+        self.kept_positions = [names.index(c) for c in kept]
+
+    def get_col_names(self):
+        return list(self.column_names)
+
+    def _rows(self):
+        for row in self.parent._rows():
+            values = tuple(row[p] for p in self.positions)
+            for op in self.operations:
+                values = op(*values)
+                if not isinstance(values, tuple):
+                    values = (values,)
+            if len(values) != len(self.output_columns):
+                raise ValueError(f"map: the last operation returned {len(values)} values but there "
+                                 f"are {len(self.output_columns)} output_columns "
+                                 f"{self.output_columns}; give output_columns to name the outputs")
+            values = [numpy.asarray(v) for v in values]
+            if self.in_place:
+                row = list(row)
+                for p, v in zip(self.positions, values):
+                    row[p] = v
+                yield tuple(row)
+            else:
+                yield tuple(values) + tuple(row[p] for p in self.kept_positions)
+
+
+class BatchDataset(Dataset):
+    """``dataset.batch(batch_size, drop_remainder)``: see ``Dataset.batch``."""
+
+    def __init__(self, parent, batch_size, drop_remainder=False):
+        super().__init__(parent)
+        self.batch_size = check_positive_int(batch_size, "batch_size")
+        self.drop_remainder = bool(drop_remainder)
+
+    def _rows(self):
+        size = self.batch_size
+        chunks = self.parent._index_chunks()
+        if chunks is not None:  # gather each batch with one fancy index per column
+            source = self._source()
+            for indices in _batches_of(chunks, size, self.drop_remainder):
+                yield source.take(indices)
+            return
+        rows = iter(self.parent._rows())
+        while True:
+            chunk = list(itertools.islice(rows, size))
+            if not chunk or (self.drop_remainder and len(chunk) < size):
+                return
+            yield tuple(numpy.stack(column) for column in zip(*chunk))
+
+    def get_dataset_size(self):
+        n = self.parent.get_dataset_size()
+        if n is None:  # repeated without end
+            return None
+        return n // self.batch_size if self.drop_remainder else math.ceil(n / self.batch_size)
+
+    def get_batch_size(self):
+        return self.batch_size
+
+
+def _column_list(columns, name, default):
+    """``columns`` (None, a name or a list of names) as a non-empty list without repeats."""
+    if columns is None:
+        return list(default)
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    if not columns or not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
+        raise ValueError(f"{name} must be a column name or a non-empty list of distinct names, "
+                         f"got {columns!r}")
+    return columns
+
+
+def check_positive_int(value, name, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, (int, numpy.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)

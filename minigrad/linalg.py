@@ -1,0 +1,237 @@
+"""Batched inversion of symmetric positive definite (SPD) matrices, for THOR's curvature blocks.
+
+``batched_inv_spd(x)`` inverts every matrix of a stack ``x`` of shape (..., n, n) at once::
+
+    x = L Lᵀ            (batched Cholesky: numpy.linalg.cholesky, or CuPy's batched potrf)
+    X = L⁻¹             (blocked triangular inverse, below)
+    x⁻¹ = Xᵀ X
+
+The triangular inverse splits L into 2x2 blocks ``[[L11, 0], [L21, L22]]``; then
+``L⁻¹ = [[L11⁻¹, 0], [-L22⁻¹ L21 L11⁻¹, L22⁻¹]]``. The two diagonal halves of every matrix are
+inverted together as one stack (so the recursion issues one call per level, not one per block)
+down to leaves of ``_LEAF`` columns, which are solved by forward substitution. Everything is a
+batched matrix product, so the same code runs on NumPy and CuPy. On a CPU this is about 2.5x
+faster than ``numpy.linalg.inv`` (an LU factorisation) on a stack of 128x128 blocks, and it is
+as accurate (``benchmarks/thor.py`` measures it). Cholesky followed by a general ``solve`` is
+slower than ``inv``; the triangular structure is what pays.
+
+Cholesky fails loudly on a matrix that is not positive definite in the working precision, where
+LU returns an inverse that can be off by 100 %. ``inv_spd_ladder`` uses that signal: the blocks
+that fail are retried with more damping, then in float64, then the previous inverse is kept; only
+when none of that helps does it raise, naming the layer. It never falls back to LU and never
+returns a non-finite inverse.
+"""
+import numpy
+
+from minigrad import backend
+from minigrad.tensor import Tensor
+
+_LEAF = 16
+FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
+
+
+class NotPositiveDefiniteError(ValueError):
+    """Some matrices of a stack are not positive definite (or not finite).
+
+    Attributes:
+        indices: the positions (in the flattened stack) of the failing matrices.
+    """
+
+    def __init__(self, message, indices):
+        super().__init__(message)
+        self.indices = tuple(int(i) for i in indices)
+
+
+def batched_inv_spd(x):
+    """Inverse of each SPD matrix of the stack ``x``: Cholesky and a blocked triangular inverse.
+
+    Args:
+        x: a Tensor or a NumPy/CuPy array of shape (..., n, n), float32 or float64, each matrix
+            symmetric positive definite (only its lower triangle is read).
+
+    Returns:
+        The inverses, of ``x``'s shape, dtype and device (a Tensor when ``x`` is one).
+
+    Raises:
+        TypeError: ``x`` is not a Tensor or array, or its dtype is not float32/float64.
+        ValueError: ``x`` has fewer than 2 dimensions or its matrices are not square.
+        NotPositiveDefiniteError (a ValueError): a matrix is not finite or not positive definite
+            in ``x``'s precision; ``indices`` lists them.
+    """
+    array = _check_stack(x, "x")
+    inv = _inverse(array.reshape((-1,) + array.shape[-2:]))
+    if isinstance(inv, NotPositiveDefiniteError):
+        raise inv
+    inv = inv.reshape(array.shape)
+    return Tensor(inv) if isinstance(x, Tensor) else inv
+
+
+def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10.0):
+    """Invert a stack of damped SPD blocks, recovering the blocks whose Cholesky fails.
+
+    The ladder, per failing block: (1) add ``growth``, ``growth²``, ... (``retries`` times)
+    times the damping already in the block (``damping``; when it is 0, 1e-6 of the block's mean
+    diagonal) and retry; (2) retry in float64 with the largest damping; (3) keep that block of
+    ``previous``; (4) raise. A block holding inf or NaN skips (1) and (2).
+
+    Args:
+        blocks: array (b, n, n), float32 or float64.
+        damping: the damping already added to the blocks' diagonals (a float >= 0).
+        previous: None or an array like ``blocks``: the inverses to keep as step (3).
+        name: the layer, for the report and the error message.
+        retries, growth: step (1)'s number of tries and factor.
+
+    Returns:
+        ``(inverses, steps)``: the inverses (``blocks``' dtype, all finite) and a dict with the
+        indices of the blocks that needed each step: ``{"damped": [...], "float64": [...],
+        "previous": [...]}`` (empty lists when all factorised at once).
+
+    Raises:
+        NotPositiveDefiniteError: a block that no step recovers (the message names ``name``).
+    """
+    blocks = _check_stack(blocks, "blocks")
+    steps = {"damped": [], "float64": [], "previous": []}
+    result = _inverse(blocks)
+    if not isinstance(result, NotPositiveDefiniteError):
+        return result, steps
+    xp = backend.get_array_module(blocks)
+    out = xp.zeros_like(blocks)
+    failed = numpy.zeros(blocks.shape[0], bool)
+    failed[list(result.indices)] = True
+    good = numpy.flatnonzero(~failed)
+    if good.size:
+        healthy = _inverse(blocks[good])  # the healthy blocks factorise as a stack
+        if isinstance(healthy, NotPositiveDefiniteError):
+            failed[good[list(healthy.indices)]] = True
+            good = numpy.flatnonzero(~failed)
+            healthy = _inverse(blocks[good]) if good.size else None
+        if good.size:
+            out[good] = healthy
+    n = blocks.shape[-1]
+    eye = xp.eye(n, dtype=blocks.dtype)
+    for i in numpy.flatnonzero(failed):
+        block = blocks[i:i + 1]
+        inv, step = None, None
+        if bool(xp.isfinite(block).all()):
+            base = damping if damping > 0 else 1e-6 * max(float(xp.trace(block[0])) / n, 1e-30)
+            extra = 0.0
+            for k in range(1, retries + 1):
+                extra = base * (growth ** k - 1.0)
+                inv = _single(block + extra * eye)
+                if inv is not None:
+                    step = "damped"
+                    break
+            if inv is None:
+                inv = _single((block + extra * eye).astype(numpy.float64))
+                step = "float64" if inv is not None else None
+                inv = None if inv is None else inv.astype(blocks.dtype)
+                if inv is not None and not bool(xp.isfinite(inv).all()):
+                    inv, step = None, None  # finite in float64, not representable in float32
+        if inv is None and previous is not None and bool(xp.isfinite(previous[i]).all()):
+            inv, step = previous[i:i + 1], "previous"
+        if inv is None:
+            label = f" of {name}" if name else ""
+            raise NotPositiveDefiniteError(
+                f"block {i}{label} ({n}x{n}) is not positive definite even with "
+                f"{growth ** retries:g}x its damping {damping:g} and in float64, and there is "
+                f"no previous inverse to keep (increase the damping, or lower the learning rate)",
+                [i])
+        out[i] = inv[0]
+        steps[step].append(int(i))
+    return out, steps
+
+
+# ---- internals ------------------------------------------------------------------------------
+
+def _check_stack(x, name):
+    array = x.data if isinstance(x, Tensor) else x
+    xp = backend.get_array_module(array)
+    if not isinstance(array, xp.ndarray):
+        raise TypeError(f"batched_inv_spd: '{name}' must be a Tensor or an array, "
+                        f"but got {type(x).__name__}")
+    if array.dtype not in FLOATS:
+        raise TypeError(f"batched_inv_spd: '{name}' must be float32 or float64, but got "
+                        f"{array.dtype} (invert float16 curvature in float32)")
+    if array.ndim < 2 or array.shape[-1] != array.shape[-2]:
+        raise ValueError(f"batched_inv_spd: '{name}' must be a stack of square matrices of shape "
+                         f"(..., n, n), but got shape {tuple(array.shape)}")
+    return array
+
+
+def _inverse(stack):
+    """Inverses of a (b, n, n) stack, or a NotPositiveDefiniteError naming the failing ones."""
+    xp = backend.get_array_module(stack)
+    if stack.shape[0] == 0 or stack.shape[-1] == 0:
+        return stack.copy()
+    chol = _cholesky(stack)
+    if chol is None:
+        diag_ok = xp.zeros(stack.shape[0], bool)
+    else:
+        diag = xp.diagonal(chol, axis1=-2, axis2=-1)
+        diag_ok = xp.isfinite(chol).all(axis=(-2, -1)) & (diag > 0).all(axis=-1)
+    if not bool(diag_ok.all()):
+        if chol is None:  # NumPy raised for the whole stack: find the failing matrices
+            diag_ok = numpy.array([_cholesky(stack[i:i + 1]) is not None
+                                   for i in range(stack.shape[0])])
+        bad = numpy.flatnonzero(~backend.as_numpy(diag_ok))
+        return NotPositiveDefiniteError(
+            f"batched_inv_spd: {bad.size} of {stack.shape[0]} matrices are not positive definite "
+            f"(or not finite) in {stack.dtype}: indices {bad[:8].tolist()}", bad)
+    tri = _tri_inverse(chol)
+    inv = xp.matmul(xp.swapaxes(tri, -1, -2), tri)
+    if not bool(xp.isfinite(inv).all()):
+        bad = numpy.flatnonzero(~backend.as_numpy(xp.isfinite(inv).all(axis=(-2, -1))))
+        return NotPositiveDefiniteError(
+            f"batched_inv_spd: the inverses of {bad.size} matrices overflow {stack.dtype}: "
+            f"indices {bad[:8].tolist()}", bad)
+    return inv
+
+
+def _single(block):
+    """The inverse of a (1, n, n) stack, or None when it is not positive definite."""
+    result = _inverse(block)
+    return None if isinstance(result, NotPositiveDefiniteError) else result
+
+
+def _cholesky(stack):
+    """Lower Cholesky factors, or None when NumPy refuses the stack (CuPy gives NaN instead)."""
+    xp = backend.get_array_module(stack)
+    if not bool(xp.isfinite(stack).all()):
+        return None
+    try:
+        return xp.linalg.cholesky(stack)
+    except numpy.linalg.LinAlgError:
+        return None
+
+
+def _tri_inverse(lower):
+    """Inverse of each lower-triangular matrix of a (b, n, n) stack, by 2x2 block recursion."""
+    xp = backend.get_array_module(lower)
+    b, n = lower.shape[0], lower.shape[-1]
+    if n <= _LEAF:
+        return _substitute(lower)
+    h = n // 2
+    if n % 2 == 0:  # both halves as one stack: one call per level of the recursion
+        both = _tri_inverse(xp.concatenate([lower[:, :h, :h], lower[:, h:, h:]]))
+        top, bottom = both[:b], both[b:]
+    else:
+        top, bottom = _tri_inverse(lower[:, :h, :h]), _tri_inverse(lower[:, h:, h:])
+    out = xp.zeros_like(lower)
+    out[:, :h, :h] = top
+    out[:, h:, h:] = bottom
+    out[:, h:, :h] = -xp.matmul(bottom, xp.matmul(lower[:, h:, :h], top))
+    return out
+
+
+def _substitute(lower):
+    """Inverse of small lower-triangular matrices, row by row (forward substitution)."""
+    xp = backend.get_array_module(lower)
+    n = lower.shape[-1]
+    out = xp.zeros_like(lower)
+    recip = 1.0 / xp.diagonal(lower, axis1=-2, axis2=-1)
+    out[:, 0, 0] = recip[:, 0]
+    for i in range(1, n):
+        row = xp.matmul(lower[:, i:i + 1, :i], out[:, :i, :i])[:, 0]
+        out[:, i, :i] = -row * recip[:, i, None]
+        out[:, i, i] = recip[:, i]
+    return out

@@ -1,0 +1,114 @@
+"""The callback protocol: ``Callback`` and its hooks, ``RunContext``, and the list ``Model`` calls.
+
+``Model.train`` calls, on every callback in the list and in list order::
+
+    on_train_begin
+      on_train_epoch_begin
+        on_train_step_begin, on_train_step_end     (once per batch)
+      on_train_epoch_end
+    on_train_end
+
+(``Model.eval`` calls the matching ``on_eval_*`` hooks.) Each hook gets a ``RunContext``;
+``run_context.original_args()`` is the ``cb_params`` namespace: ``cur_epoch_num`` (1-based),
+``cur_step_num`` (1-based, counted over all epochs), ``batch_num`` (steps per epoch),
+``epoch_num``, ``net_outputs`` (what the train network returned at the last step),
+``train_network``, ``network``, ``optimizer``, ``loss_fn``, ``train_dataset``, ``mode``.
+``run_context.request_stop()`` ends training after the current step.
+
+The older MindSpore hook names (``begin``, ``epoch_begin``, ``step_begin``, ``step_end``,
+``epoch_end``, ``end``) work too: by default each ``on_train_*`` hook calls its older twin.
+"""
+import numpy
+
+from minigrad import backend
+
+class CallbackParam(dict):
+    """The ``cb_params`` namespace: a dict whose keys are also attributes."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"cb_params has no {name!r}; it has {sorted(self)}") from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+class RunContext:
+    """What a callback hook receives: ``original_args()`` (the ``cb_params``) and ``request_stop()``."""
+
+    def __init__(self, original_args):
+        self._original_args = original_args
+        self._stop_requested = False
+
+    def original_args(self):
+        return self._original_args
+
+    def request_stop(self):
+        """Stop training after the current step (its ``on_train_epoch_end``/``on_train_end`` still run)."""
+        self._stop_requested = True
+
+    def get_stop_requested(self):
+        return self._stop_requested
+
+
+class Callback:
+    """Base class of callbacks: override the hooks you need (all do nothing by default)."""
+
+    # the older names, which the on_train_* hooks call by default
+    def begin(self, run_context): pass
+    def epoch_begin(self, run_context): pass
+    def step_begin(self, run_context): pass
+    def step_end(self, run_context): pass
+    def epoch_end(self, run_context): pass
+    def end(self, run_context): pass
+
+    def on_train_begin(self, run_context): self.begin(run_context)
+    def on_train_epoch_begin(self, run_context): self.epoch_begin(run_context)
+    def on_train_step_begin(self, run_context): self.step_begin(run_context)
+    def on_train_step_end(self, run_context): self.step_end(run_context)
+    def on_train_epoch_end(self, run_context): self.epoch_end(run_context)
+    def on_train_end(self, run_context): self.end(run_context)
+
+    def on_eval_begin(self, run_context): pass
+    def on_eval_epoch_begin(self, run_context): pass
+    def on_eval_step_begin(self, run_context): pass
+    def on_eval_step_end(self, run_context): pass
+    def on_eval_epoch_end(self, run_context): pass
+    def on_eval_end(self, run_context): pass
+
+
+class CallbackList:
+    """Calls a hook on each callback in order; ``Model`` uses it for the user's list."""
+
+    def __init__(self, callbacks):
+        if callbacks is None:
+            callbacks = []
+        elif isinstance(callbacks, Callback):
+            callbacks = [callbacks]
+        callbacks = list(callbacks)
+        for cb in callbacks:
+            if not isinstance(cb, Callback):
+                raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
+        self.callbacks = callbacks
+
+    def __call__(self, hook, run_context):
+        for cb in self.callbacks:
+            getattr(cb, hook)(run_context)
+
+
+# ---- reading cb_params ----------------------------------------------------------------------
+def loss_value(net_outputs):
+    """The loss as a Python float: the first element of a tuple (loss, overflow, scale), else
+    the output itself (its mean)."""
+    if isinstance(net_outputs, (tuple, list)):
+        net_outputs = net_outputs[0]
+    return float(numpy.mean(backend.as_numpy(net_outputs)))
+
+
+def step_in_epoch(cb_params):
+    """The 1-based step number within the current epoch."""
+    batch_num = cb_params.batch_num
+    return (cb_params.cur_step_num - 1) % batch_num + 1 if batch_num else cb_params.cur_step_num
+

@@ -1,0 +1,68 @@
+"""``ProgressBar``: one bar per epoch with the running mean loss (tqdm when installed)."""
+import sys
+
+from minigrad.train.callback.hooks import Callback, loss_value
+from minigrad.train.callback.monitors import _check_int
+
+
+class ProgressBar(Callback):
+    """A progress bar per epoch with the running mean loss: tqdm when installed, else plain lines.
+
+    Args:
+        use_tqdm: True/False to force; None (default) uses tqdm if it can be imported
+            (``pip install minigrad[progress]``).
+        lines_per_epoch: without tqdm, how many progress lines to print per epoch.
+        file: the stream written to; default ``sys.stderr``.
+    """
+
+    def __init__(self, use_tqdm=None, lines_per_epoch=4, file=None):
+        if use_tqdm is None or use_tqdm:
+            try:
+                import tqdm
+                self._tqdm = tqdm.tqdm
+            except ImportError:
+                if use_tqdm:
+                    raise ImportError("ProgressBar(use_tqdm=True) needs tqdm: "
+                                      "pip install minigrad[progress]") from None
+                self._tqdm = None
+        else:
+            self._tqdm = None
+        self.lines_per_epoch = _check_int(lines_per_epoch, "lines_per_epoch", 1)
+        self.file = file
+        self._bar = None
+        self._sum, self._count = 0.0, 0
+
+    def on_train_epoch_begin(self, run_context):
+        cb_params = run_context.original_args()
+        self._sum, self._count = 0.0, 0
+        self._desc = f"epoch {cb_params.cur_epoch_num}/{cb_params.epoch_num}"
+        if self._tqdm is not None:
+            self._bar = self._tqdm(total=cb_params.batch_num, desc=self._desc, leave=True,
+                                   file=self.file or sys.stderr, dynamic_ncols=True)
+
+    def on_train_step_end(self, run_context):
+        cb_params = run_context.original_args()
+        self._sum += loss_value(cb_params.net_outputs)
+        self._count += 1
+        mean = self._sum / self._count
+        if self._bar is not None:
+            self._bar.update(1)
+            if self._count % 10 == 0 or self._count == cb_params.batch_num:  # postfix is costly
+                self._bar.set_postfix(loss=f"{mean:.4f}", refresh=False)
+            return
+        batch_num = cb_params.batch_num
+        period = max(1, (batch_num or 50) // self.lines_per_epoch)
+        if self._count % period == 0 and self._count != batch_num:
+            self._print(f"{self._desc} [{self._count}/{batch_num or '?'}] loss {mean:.4f}")
+
+    def on_train_epoch_end(self, run_context):
+        mean = self._sum / self._count if self._count else float("nan")
+        if self._bar is not None:
+            self._bar.set_postfix(loss=f"{mean:.4f}")
+            self._bar.close()
+            self._bar = None
+        else:
+            self._print(f"{self._desc} done: {self._count} steps, mean loss {mean:.4f}")
+
+    def _print(self, line):
+        print(line, file=self.file or sys.stderr, flush=True)

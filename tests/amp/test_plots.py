@@ -1,0 +1,86 @@
+"""minigrad.amp.plots: the numbers behind the pictures, exactly; the pictures drawn when
+matplotlib is there, a clear ImportError when it is not."""
+import sys
+
+import numpy
+import pytest
+
+import minigrad
+from minigrad.amp import plots
+from minigrad.amp.step import StepReport
+from minigrad.train.callback import LossScaleMonitor
+
+
+def test_gradient_exponents_counts_and_fp16_verdicts():
+    values = numpy.array([0.0, 2.0**-30, 3 * 2.0**-20, 1.0, 1.5, 70000.0, numpy.inf, numpy.nan], numpy.float32)
+    h = plots.gradient_exponents(values)
+    assert h["exponents"].tolist() == [-30, -19, 0, 16]
+    assert h["counts"].tolist() == [1, 1, 2, 1]
+    assert (h["total"], h["zero"], h["nonfinite"]) == (8, 1, 2)
+    assert h["fp16"] == pytest.approx({"flushed": 1 / 8, "subnormal": 1 / 8, "overflow": 1 / 8, "normal": 3 / 8})
+
+    shifted = plots.gradient_exponents(values, scale=2.0**16)  # every exponent moves up by 16
+    assert shifted["exponents"].tolist() == [-14, -3, 16, 32]
+    assert shifted["fp16"] == pytest.approx({"flushed": 0, "subnormal": 0, "overflow": 3 / 8, "normal": 3 / 8})
+
+
+def test_gradient_exponents_takes_tensors_lists_and_dicts_and_checks_input():
+    a, b = minigrad.Tensor(numpy.full(3, 2.0**-26, numpy.float32)), numpy.full(5, 0.25, numpy.float16)
+    for grads in ([a, b], {"w": a, "b": b}, (a, b)):
+        h = plots.gradient_exponents(grads)
+        assert dict(zip(h["exponents"].tolist(), h["counts"].tolist())) == {-26: 3, -2: 5}
+        assert h["fp16"]["flushed"] == pytest.approx(3 / 8)
+    with pytest.raises(ValueError, match="'scale'"):
+        plots.gradient_exponents(b, scale=0)
+    with pytest.raises(TypeError, match="'gradients'"):
+        plots.gradient_exponents([b, "x"])
+    with pytest.raises(ValueError, match="no values"):
+        plots.gradient_exponents(numpy.zeros(0, numpy.float32))
+
+
+def _report(step, scale, skipped):
+    return StepReport(step, skipped, "gradient_overflow" if skipped else None, scale, scale / 2 if skipped else scale)
+
+
+def test_scale_trajectory_from_reports_and_from_a_monitor():
+    steps, scales, skipped = plots.scale_trajectory([_report(1, 1024.0, True), _report(2, 512.0, False)])
+    assert steps.tolist() == [1, 2] and scales.tolist() == [1024.0, 512.0] and skipped.tolist() == [True, False]
+
+    monitor = LossScaleMonitor()
+    monitor.steps, monitor.scales, monitor.overflows = [1, 2, 3], [8.0, 8.0, 4.0], [False, True, False]
+    assert plots.scale_trajectory(monitor)[2].tolist() == [False, True, False]
+    with pytest.raises(TypeError, match="'source'"):
+        plots.scale_trajectory(42)
+    with pytest.raises(TypeError, match="'source'"):
+        plots.scale_trajectory([1, 2])
+
+
+def test_without_matplotlib_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r"minigrad\[plots\]"):
+        plots.plot_scale_trajectory([_report(1, 2.0, False)])
+
+
+def test_the_pictures_are_drawn(tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = numpy.random.default_rng(0)
+    grads = {"w": (rng.standard_normal(1000) * 1e-7).astype(numpy.float32)}
+    fig, (top, bottom) = plt.subplots(2, 1)
+    assert plots.plot_gradient_exponents(grads, scale=1.0, ax=top) is top
+    plots.plot_gradient_exponents(grads, scale=2.0**16, ax=top)
+    labels = [t.get_text() for t in top.get_legend().get_texts()]
+    assert len(labels) == 2 and "flush to 0" in labels[0]
+    assert sum(len(c.patches) for c in top.containers) == sum(
+        plots.gradient_exponents(grads, s)["exponents"].size for s in (1.0, 2.0**16))
+
+    reports = [_report(i + 1, 2.0**(10 - (i > 3)), i == 3) for i in range(8)]
+    assert plots.plot_scale_trajectory(reports, ax=bottom) is bottom
+    assert bottom.get_yscale() == "log"
+    assert "skipped (1 of 8 steps)" in [t.get_text() for t in bottom.get_legend().get_texts()]
+    fig.savefig(tmp_path / "plots.png")
+    plt.close(fig)
+    assert (tmp_path / "plots.png").stat().st_size > 1000

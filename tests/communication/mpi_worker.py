@@ -1,0 +1,230 @@
+"""The training runs the MPI tests compare: run by every rank under ``mpirun -np 2`` (data
+parallel, each rank its half of each global batch) and by the test process itself (one process,
+the whole global batch) for the reference.
+
+    mpirun -np 2 python mpi_worker.py OUT_DIR            # every scenario, OUT_DIR/rank{r}.pkl
+    mpirun -np 2 python mpi_worker.py OUT_DIR fail       # rank 1 raises at its third step
+    mpirun -np 2 python mpi_worker.py OUT_DIR mismatch   # rank 1 builds a different model
+
+Each rank seeds its initialisation with its own seed: the reducer's broadcast of rank 0's
+parameters is what makes the ranks start identical, and rank 0's seed is the reference's.
+"""
+import os
+import pickle
+import sys
+
+import numpy
+
+import minigrad
+from minigrad import Tensor, communication, mixed_precision, nn
+from minigrad.amp import GradScaler
+from minigrad.dataset import NumpySlicesDataset
+
+STEPS, BATCH = 4, 8          # per-rank batch; the reference takes 2 * BATCH rows per step
+SEED = 7                     # rank r initialises from SEED + r
+POISON_STEP = 2              # the step whose gradients hold inf on the poisoned rank
+
+
+def data(n=STEPS * 2 * BATCH, features=6, classes=3):
+    rng = numpy.random.default_rng(0)
+    return (rng.standard_normal((n, features)).astype(numpy.float32),
+            rng.integers(0, classes, n).astype(numpy.int32))
+
+
+class MLP(nn.Cell):
+    """6-8-3; ``poison`` turns the gradient at the hidden layer into inf (an overflow that
+    reaches every parameter below it, with a finite loss)."""
+
+    def __init__(self, hidden=8):
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Dense(6, hidden), nn.ReLU(), nn.Dense(hidden, 3)
+        self.poison = False
+
+    def construct(self, x):
+        h = self.fc1(x)
+        if self.poison:
+            h.register_hook(lambda g: g * numpy.float32(numpy.inf))
+        return self.fc2(self.act(h))
+
+
+def loss_fn():
+    return nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+
+
+def batches(rank, size, batch):
+    """(x, y) of each step: rank ``rank``'s shard of the data (rows rank, rank + size, ...)."""
+    x, y = data()
+    ds = NumpySlicesDataset((x, y), shuffle=False, num_shards=size, shard_id=rank).batch(batch)
+    return list(ds.create_tuple_iterator())[:STEPS]
+
+
+def params(net):
+    return {p.name: p.data.copy() for p in net.get_parameters()}
+
+
+def report(r):
+    return None if r is None else (r.skipped, r.reason, r.scale_before, r.scale_after,
+                                   r.inf_params, r.nan_params)
+
+
+def run_fp32_cell(rank, size, batch):
+    minigrad.set_seed(SEED + rank)
+    net = MLP()
+    opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn()), opt)
+    losses = [float(train(x, y).asnumpy()) for x, y in batches(rank, size, batch)]
+    return {"params": params(net), "losses": losses}
+
+
+def run_o2_model(rank, size, batch):
+    minigrad.set_seed(SEED + rank)
+    net = MLP()
+    opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    manager = minigrad.DynamicLossScaleManager(init_loss_scale=2.0 ** 10, scale_window=2)
+    model = minigrad.Model(net, loss_fn(), opt, amp_level="O2", loss_scale_manager=manager)
+    x, y = data()
+    ds = NumpySlicesDataset((x, y), shuffle=False, num_shards=size, shard_id=rank).batch(batch)
+    model.train(1, ds)
+    return {"params": params(net), "scale": manager.get_loss_scale()}
+
+
+def run_cell_overflow(rank, size, batch, poison_rank):
+    minigrad.set_seed(SEED + rank)
+    net = MLP()
+    opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    update = nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 2)
+    train = nn.TrainOneStepWithLossScaleCell(nn.WithLossCell(net, loss_fn()), opt, update)
+    reports = []
+    for step, (x, y) in enumerate(batches(rank, size, batch)):
+        net.poison = step == POISON_STEP and rank == poison_rank
+        _, overflow, scale = train(x, y)
+        reports.append((bool(overflow.asnumpy()), float(scale.asnumpy()))
+                       + report(train.last_report))
+    return {"params": params(net), "reports": reports}
+
+
+def run_grad_scaler_overflow(rank, size, batch, poison_rank):
+    minigrad.set_seed(SEED + rank)
+    net = MLP()
+    opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    scaler, loss = GradScaler(init_scale=2.0 ** 12, growth_interval=2), loss_fn()
+    reports = []
+    for step, (x, y) in enumerate(batches(rank, size, batch)):
+        net.poison = step == POISON_STEP and rank == poison_rank
+        opt.zero_grad()
+        scaler.scale(loss(net(x), y)).backward()
+        stepped = scaler.step(opt)
+        scaler.update()
+        reports.append((stepped, scaler.get_scale()) + report(scaler.last_report))
+    return {"params": params(net), "reports": reports}
+
+
+def run_tf_overflow(rank, size, batch, poison_rank):
+    minigrad.set_seed(SEED + rank)
+    net = MLP()
+    opt = mixed_precision.LossScaleOptimizer(nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                                             mixed_precision.DynamicLossScale(2.0 ** 12, 2))
+    loss = loss_fn()
+    reports = []
+    for step, (x, y) in enumerate(batches(rank, size, batch)):
+        net.poison = step == POISON_STEP and rank == poison_rank
+        _, grads = minigrad.value_and_grad(lambda a, b: opt.get_scaled_loss(loss(net(a), b)),
+                                           None, opt.parameters)(x, y)
+        applied = opt.apply_gradients(zip(opt.get_unscaled_gradients(grads), opt.parameters))
+        reports.append((applied, float(opt.loss_scale())) + report(opt.last_report))
+    return {"params": params(net), "reports": reports}
+
+
+class CountingComm:
+    """Wraps the group's communicator and counts its Allreduce calls."""
+
+    def __init__(self, comm):
+        self.comm, self.allreduce = comm, 0
+
+    def Allreduce(self, *args, **kwargs):
+        self.allreduce += 1
+        return self.comm.Allreduce(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.comm, name)
+
+
+def run_counts(rank, size, batch, bucket_mb):
+    """Allreduce calls per step of the fp32 and the loss-scaled cell, with small buckets."""
+    minigrad.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "size",
+                                                                  "config": bucket_mb}})
+    group = communication.management.current()
+    out = {}
+    for name in ("plain", "scaled"):
+        minigrad.set_seed(SEED)
+        net = MLP(hidden=64)
+        opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+        with_loss = nn.WithLossCell(net, loss_fn())
+        train = (nn.TrainOneStepCell(with_loss, opt) if name == "plain" else
+                 nn.TrainOneStepWithLossScaleCell(with_loss, opt, Tensor(numpy.float32(8.0))))
+        counter = group.comm = CountingComm(group.comm)
+        per_step = []
+        for x, y in batches(rank, size, batch):
+            before = counter.allreduce
+            train(x, y)
+            per_step.append(counter.allreduce - before)
+        group.comm = counter.comm
+        out[name] = {"per_step": per_step, "buckets": len(train.grad_reducer.buckets)}
+    minigrad.reset_auto_parallel_context()
+    return out
+
+
+def run_collectives(rank):
+    """Each collective once, with rank-dependent inputs."""
+    base = numpy.array([1.0, 10.0], numpy.float32) * (rank + 1)
+    out = {name: communication.all_reduce(base, name) for name in ("sum", "mean", "max", "min")}
+    out["fp16_sum"] = communication.all_reduce(numpy.array([30000.0], numpy.float16))  # > 65504/2
+    out["any"] = [communication.any_rank(False), communication.any_rank(rank == 1)]
+    out["bool_or"] = communication.all_reduce(numpy.array([rank == 1, False]))
+    out["broadcast"] = communication.broadcast(numpy.full((2, 2), float(rank)), root=1)
+    out["gather"] = communication.all_gather(numpy.array([rank, 10 * rank]))
+    out["objects"] = communication.all_gather_object({"rank": rank})
+    out["ranks"] = (communication.get_rank(), communication.get_group_size())
+    return out
+
+
+def scenarios(rank, size, batch):
+    """Every scenario's results (the two overflow injections: on rank 1, and on no rank)."""
+    out = {"fp32_cell": run_fp32_cell(rank, size, batch),
+           "o2_model": run_o2_model(rank, size, batch)}
+    for poison in (1, None):
+        out[f"cell_overflow_{poison}"] = run_cell_overflow(rank, size, batch, poison)
+        out[f"grad_scaler_overflow_{poison}"] = run_grad_scaler_overflow(rank, size, batch, poison)
+        out[f"tf_overflow_{poison}"] = run_tf_overflow(rank, size, batch, poison)
+    return out
+
+
+def main(out_dir, what="all"):
+    communication.init()
+    rank, size = communication.get_rank(), communication.get_group_size()
+    minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
+    if what == "fail":
+        minigrad.set_seed(SEED)
+        net = MLP()
+        train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn()),
+                                    nn.Momentum(net.trainable_params(), 0.1, 0.9))
+        for step, (x, y) in enumerate(batches(rank, size, BATCH) * 100):
+            if rank == 1 and step == 2:
+                raise ValueError("rank 1 fails on purpose at step 2")
+            train(x, y)
+        return
+    if what == "mismatch":
+        net = MLP(hidden=8 + rank)
+        nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn()),
+                            nn.Momentum(net.trainable_params(), 0.1, 0.9))
+        return
+    out = scenarios(rank, size, BATCH)
+    out["collectives"] = run_collectives(rank)
+    out["counts"] = run_counts(rank, size, BATCH, bucket_mb=1024 / 2 ** 20)
+    out["size"] = size
+    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
+        pickle.dump(out, f)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

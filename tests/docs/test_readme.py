@@ -1,0 +1,73 @@
+"""The README's Python examples run as written (so the first page a user reads cannot rot)."""
+import re
+
+import pytest
+
+from helpers import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+
+
+def test_readme_has_examples():
+    assert len(BLOCKS) >= 4
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_example_runs(index, capsys):
+    exec(compile(BLOCKS[index], f"README.md python block {index}", "exec"), {})
+
+
+def _block(marker):
+    (block,) = [b for b in BLOCKS if marker in b]
+    return block
+
+
+def _printed(marker, capsys):
+    capsys.readouterr()
+    exec(compile(_block(marker), "README.md", "exec"), {})
+    return capsys.readouterr().out.splitlines()
+
+
+def test_readme_prints_what_its_comments_say(capsys):
+    """The outputs written in the README's comments are the outputs a user sees."""
+    assert _printed("w.grad.shape, w.grad.dtype", capsys)[0] == "(3, 2) float32"
+    assert _printed("NPUGetFloatStatus", capsys) == ["False", "True"]
+    report = _printed("train.last_report", capsys)
+    assert len(report) == 1 and "applied" in report[0] and "4096" in report[0]
+    unscaled, scaled = (eval(line) for line in _printed("gradient_exponents", capsys))
+    assert set(unscaled) == set(scaled) == {"flushed", "subnormal", "normal", "overflow"}
+    assert unscaled["normal"] == 0 and scaled["normal"] > 0.9   # 1e-7 is below fp16's normals
+
+
+def test_readme_layout_names_existing_files_and_every_public_module():
+    """Each file the Layout section names exists; on the lines that list a package's files, every
+    public module of that package is named (ops/ and nn/layers/ are summarised on purpose)."""
+    text = README.read_text(encoding="utf-8")
+    layout = text.split("## Layout", 1)[1].split("```", 2)[1]
+    root = README.parent
+    listed, folder = {}, None
+    for line in layout.splitlines():
+        tokens = line.split()
+        if not tokens:
+            continue
+        if line.startswith("    ") and folder:          # a continuation of the previous folder's files
+            tokens = [folder + "/"] + tokens
+        elif tokens[0] == "minigrad/":
+            folder = "minigrad"
+        elif tokens[0].endswith("/"):
+            folder = tokens[0].rstrip("/")
+            if line.startswith("  ") and (root / "minigrad" / folder).is_dir():
+                folder = f"minigrad/{folder}"
+        else:
+            folder, tokens = "minigrad", ["minigrad/"] + tokens
+        names = [t for t in tokens[1:] if t.endswith((".py", ".cu", ".h", ".cpp"))]
+        for name in names:
+            assert (root / folder / name).is_file(), f"README Layout names {folder}/{name}, which does not exist"
+        if names and folder.startswith("minigrad"):
+            listed.setdefault(folder, set()).update(names)
+    for folder, names in listed.items():
+        if folder == "minigrad/ops":                      # "one op family per file": summarised
+            continue
+        public = {p.name for p in (root / folder).glob("*.py") if not p.name.startswith("_")}
+        assert public <= names, f"README Layout for {folder}/ leaves out {sorted(public - names)}"

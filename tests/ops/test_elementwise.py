@@ -1,0 +1,292 @@
+"""Elementwise ops (ops/arithmetic.py, ops/math.py): forward vs NumPy, backward vs the checker.
+
+Inputs keep away from kinks (0 for abs/relu, the bounds of clip, ties of maximum) so that the
+float64 central difference is meaningful; behaviour at the kinks is tested with exact values.
+"""
+import numpy
+import pytest
+
+import minigrad
+from minigrad import ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous, tolerance
+from helpers import DEVICES
+
+
+def _away_from_zero(shape, seed=0, low=0.1, high=2.0):
+    rng = numpy.random.RandomState(seed)
+    return rng.uniform(low, high, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+def _positive(shape, seed=0):
+    return numpy.random.RandomState(seed).uniform(0.5, 3.0, shape)
+
+
+def _clip_input(shape, seed=0):
+    x = _away_from_zero(shape, seed)
+    return numpy.where(numpy.abs(x - 0.7) < 0.05, 1.0, numpy.where(numpy.abs(x + 0.5) < 0.05, -1.0, x))
+
+
+def _sigmoid(x):
+    return 1 / (1 + numpy.exp(-x))
+
+
+UNARY = {
+    # name: (minigrad function, NumPy reference, input maker)
+    "neg": (ops.neg, numpy.negative, _away_from_zero),
+    "abs": (ops.abs, numpy.abs, _away_from_zero),
+    "exp": (ops.exp, numpy.exp, _away_from_zero),
+    "log": (ops.log, numpy.log, _positive),
+    "sqrt": (ops.sqrt, numpy.sqrt, _positive),
+    "tanh": (ops.tanh, numpy.tanh, _away_from_zero),
+    "sigmoid": (ops.sigmoid, _sigmoid, _away_from_zero),
+    "relu": (ops.relu, lambda x: numpy.maximum(x, 0), _away_from_zero),
+    "clip": (lambda x: ops.clip(x, -0.5, 0.7), lambda x: numpy.clip(x, -0.5, 0.7), _clip_input),
+    "clip_min_only": (lambda x: ops.clip(x, min=-0.5), lambda x: numpy.maximum(x, -0.5), _clip_input),
+    "neg_operator": (lambda x: -x, numpy.negative, _away_from_zero),
+    "abs_operator": (lambda x: abs(x), numpy.abs, _away_from_zero),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("shape", [(3, 4), (), (2, 3, 2)])
+def test_unary(name, shape, dtype, device):
+    fn, ref, make = UNARY[name]
+    x = make(shape).astype(dtype)
+    out = fn(minigrad.Tensor(x, device=device))
+    assert out.device == device
+    assert_forward(out, ref(x.astype(numpy.float64)), dtype)
+    check_backward(fn, [minigrad.Tensor(x, device=device)])
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_noncontiguous(name, dtype):
+    fn, ref, make = UNARY[name]
+    x = make((3, 4)).astype(dtype)
+    for view in (noncontiguous(x), numpy.asfortranarray(x), x.T):
+        assert not view.flags.c_contiguous or view.ndim < 2
+        assert_forward(fn(minigrad.Tensor(view)), ref(view.astype(numpy.float64)), dtype)
+        check_backward(fn, [view])
+
+
+def test_unary_float64_tight():
+    for name, (fn, ref, make) in UNARY.items():
+        x = make((4, 3), seed=3)
+        assert_forward(fn(minigrad.Tensor(x)), ref(x), numpy.float64)
+        check_backward(fn, [x])
+
+
+def test_kinks_use_documented_subgradients():
+    x = minigrad.Tensor(numpy.array([-1.0, 0.0, 2.0], numpy.float32), requires_grad=True)
+    (ops.relu(x) + ops.abs(x)).sum().backward()
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), [-1.0, 0.0, 2.0])
+    x.grad = None
+    ops.clip(x, 0.0, 2.0).sum().backward()  # bounds are inside: the gradient passes there
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), [0.0, 1.0, 1.0])
+
+
+def test_clip_needs_a_bound():
+    with pytest.raises(ValueError, match="min and max"):
+        ops.clip(minigrad.Tensor([1.0]))
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "tanh", "sigmoid"])
+def test_transcendentals_reject_integer_tensors(name):
+    with pytest.raises(TypeError, match=f"{name} expects a float tensor.*int64"):
+        getattr(ops, name)(minigrad.Tensor([1, 2]))
+
+
+def test_fp16_transcendentals_are_rounded_once():
+    # computed in fp32 and rounded once: exactly the fp16 rounding of the fp32 result
+    x = numpy.linspace(0.5, 3, 101).astype(numpy.float16)
+    for name in ("exp", "log", "sqrt", "tanh"):
+        expected = getattr(numpy, name)(x.astype(numpy.float32)).astype(numpy.float16)
+        numpy.testing.assert_array_equal(getattr(ops, name)(minigrad.Tensor(x)).asnumpy(), expected)
+
+
+def test_sigmoid_saturates_without_warnings():
+    x = minigrad.Tensor(numpy.array([-1000.0, 0.0, 1000.0], numpy.float32))
+    with numpy.errstate(all="raise"):
+        out = ops.sigmoid(x).asnumpy()
+    numpy.testing.assert_allclose(out, [0.0, 0.5, 1.0], atol=1e-7)
+
+
+# ---- binary -------------------------------------------------------------------------------
+
+def _pair(shape_a, shape_b, name, seed=0):
+    rng = numpy.random.RandomState(seed)
+    if name == "pow":
+        return rng.uniform(0.5, 2.0, shape_a), rng.uniform(-2.0, 2.0, shape_b)
+    if name in ("maximum", "minimum"):  # a on even tenths, b on odd tenths: never tied
+        return (rng.randint(-10, 10, shape_a) * 0.2,
+                rng.randint(-10, 10, shape_b) * 0.2 + 0.1)
+    return _away_from_zero(shape_a, seed), _away_from_zero(shape_b, seed + 1)
+
+
+BINARY = {
+    "add": (ops.add, numpy.add),
+    "sub": (ops.sub, numpy.subtract),
+    "mul": (ops.mul, numpy.multiply),
+    "div": (ops.div, numpy.divide),
+    "pow": (ops.pow, numpy.power),
+    "maximum": (ops.maximum, numpy.maximum),
+    "minimum": (ops.minimum, numpy.minimum),
+    "add_operator": (lambda a, b: a + b, numpy.add),
+    "sub_operator": (lambda a, b: a - b, numpy.subtract),
+    "mul_operator": (lambda a, b: a * b, numpy.multiply),
+    "div_operator": (lambda a, b: a / b, numpy.divide),
+    "pow_operator": (lambda a, b: a ** b, numpy.power),
+}
+SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4)), ((2, 1, 4), (3, 1)),
+          ((), (3,)), ((3, 1), (1, 4)), ((), ())]
+
+
+def _base(name):
+    return name.replace("_operator", "")
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+def test_binary(name, shapes, dtype, device):
+    fn, ref = BINARY[name]
+    a, b = (v.astype(dtype) for v in _pair(*shapes, _base(name)))
+    out = fn(minigrad.Tensor(a, device=device), minigrad.Tensor(b, device=device))
+    assert out.device == device
+    assert_forward(out, ref(a.astype(numpy.float64), b.astype(numpy.float64)), dtype)
+    check_backward(fn, [minigrad.Tensor(a, device=device), minigrad.Tensor(b, device=device)])
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_noncontiguous(name, dtype):
+    fn, ref = BINARY[name]
+    a, b = (v.astype(dtype) for v in _pair((4, 3), (3, 4), _base(name)))
+    a, b = a.T, noncontiguous(b)
+    assert_forward(fn(minigrad.Tensor(a), minigrad.Tensor(b)),
+                   ref(a.astype(numpy.float64), b.astype(numpy.float64)), dtype)
+    check_backward(fn, [a, b])
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_float64_tight(name):
+    fn, ref = BINARY[name]
+    a, b = _pair((3, 1), (2, 1, 4), _base(name), seed=5)
+    assert_forward(fn(minigrad.Tensor(a), minigrad.Tensor(b)), ref(a, b), numpy.float64)
+    check_backward(fn, [a, b])
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow"])
+def test_binary_with_python_scalar_on_either_side(name, dtype):
+    fn, ref = BINARY[name]
+    a = _pair((3,), (3,), name)[0].astype(dtype)
+    for args, expected in (((minigrad.Tensor(a), 1.5), ref(a.astype(numpy.float64), 1.5)),
+                           ((1.5, minigrad.Tensor(a)), ref(1.5, a.astype(numpy.float64)))):
+        assert_forward(fn(*args), expected, dtype)
+    check_backward(lambda x: fn(x, 1.5), [a])
+    check_backward(lambda x: fn(1.5, x), [a])
+
+
+def test_binary_needs_a_tensor():
+    with pytest.raises(TypeError, match="at least one Tensor"):
+        ops.add(1.0, 2.0)
+
+
+@pytest.mark.parametrize("fn", [ops.maximum, ops.minimum])
+def test_maximum_minimum_split_ties_evenly(fn):
+    a = minigrad.Tensor(numpy.array([1.0, 2.0, 3.0], numpy.float32), requires_grad=True)
+    b = minigrad.Tensor(numpy.array([1.0, 0.0, 5.0], numpy.float32), requires_grad=True)
+    fn(a, b).sum().backward()
+    big_a = 1.0 if fn is ops.maximum else 0.0
+    numpy.testing.assert_array_equal(a.grad.asnumpy(), [0.5, big_a, 1 - big_a])
+    numpy.testing.assert_array_equal(b.grad.asnumpy(), [0.5, 1 - big_a, big_a])
+
+
+def test_pow_gradient_of_exponent_is_finite_for_nonpositive_base():
+    a = minigrad.Tensor(numpy.array([0.0, -2.0, 2.0]), requires_grad=True)
+    b = minigrad.Tensor(numpy.array([2.0, 2.0, 2.0]), requires_grad=True)
+    (a ** b).sum().backward()
+    numpy.testing.assert_allclose(a.grad.asnumpy(), [0.0, -4.0, 4.0])
+    numpy.testing.assert_allclose(b.grad.asnumpy(), [0.0, 0.0, 4 * numpy.log(2.0)])
+
+
+def test_integer_division_gives_float32():
+    out = ops.div(minigrad.Tensor([1, 2, 3]), minigrad.Tensor([2, 2, 2]))
+    assert out.dtype == minigrad.float32
+    numpy.testing.assert_array_equal(out.asnumpy(), [0.5, 1.0, 1.5])
+
+
+# ---- where, cast, comparisons --------------------------------------------------------------
+
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), (3, 4)),
+                                    ((4,), (3, 4), (1,))], ids=str)
+def test_where(shapes, dtype, device):
+    s_cond, s_x, s_y = shapes
+    rng = numpy.random.RandomState(0)
+    cond = rng.rand(*s_cond) > 0.5
+    x, y = _away_from_zero(s_x).astype(dtype), _away_from_zero(s_y, 1).astype(dtype)
+    mx, my = minigrad.Tensor(x, device=device), minigrad.Tensor(y, device=device)
+    for c in (cond, minigrad.Tensor(cond, device=device)):
+        assert_forward(ops.where(c, mx, my), numpy.where(cond, x, y).astype(numpy.float64), dtype)
+    check_backward(lambda a, b: ops.where(cond, a, b), [mx, my])
+    check_backward(lambda a, b: ops.where(minigrad.Tensor(cond, device=device), a, b),
+                   [noncontiguous(x), y])
+
+
+def test_where_with_scalar_branch_keeps_dtype(dtype):
+    x = minigrad.Tensor(numpy.array([1.0, -2.0, 3.0], dtype), requires_grad=True)
+    out = ops.where(x > 0, x, 0.0)
+    assert out.dtype == dtype
+    out.sum().backward()
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), [1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("src,dst", [("float16", "float32"), ("float32", "float16"),
+                                     ("float32", "float64"), ("float64", "float32")])
+def test_cast(src, dst, device):
+    x = _away_from_zero((3, 4)).astype(src)
+    out = ops.cast(minigrad.Tensor(x, device=device), dst)
+    assert out.dtype == numpy.dtype(dst) and out.device == device
+    numpy.testing.assert_array_equal(out.asnumpy(), x.astype(dst))
+    # the gradient comes back in the source dtype (checked inside check_backward). A cast down
+    # rounds the float64 evaluations too: a large step keeps that rounding small (cast is linear)
+    atol, rtol = tolerance(min(numpy.dtype(src), numpy.dtype(dst), key=lambda d: d.itemsize))
+    check_backward(lambda t: ops.cast(t, dst) * 2, [minigrad.Tensor(x, device=device)],
+                   eps=0.5, atol=atol, rtol=rtol)
+
+
+def test_cast_to_same_dtype_is_identity_and_bad_dtype_raises():
+    x = minigrad.Tensor([1.0, 2.0])
+    assert ops.cast(x, minigrad.float32) is x
+    with pytest.raises(TypeError, match="complex128"):
+        ops.cast(x, numpy.complex128)
+
+
+@pytest.mark.parametrize("name,ref", [("equal", numpy.equal), ("not_equal", numpy.not_equal),
+                                      ("less", numpy.less), ("less_equal", numpy.less_equal),
+                                      ("greater", numpy.greater),
+                                      ("greater_equal", numpy.greater_equal)])
+def test_comparisons(name, ref, dtype, device):
+    a = numpy.array([[1.0, 2.0, 3.0]], dtype)
+    b = numpy.array([[2.0], [2.0]], dtype)
+    ta = minigrad.Tensor(a, requires_grad=True, device=device)
+    out = getattr(ops, name)(ta, minigrad.Tensor(b, device=device))
+    assert out.dtype == numpy.bool_ and not out.requires_grad
+    numpy.testing.assert_array_equal(out.asnumpy(), ref(a, b))
+    numpy.testing.assert_array_equal(getattr(ops, name)(ta, 2.0).asnumpy(), ref(a, 2.0))
+
+
+@pytest.mark.parametrize("cond_device", DEVICES)
+def test_where_condition_moves_to_the_operands_device(cond_device, device):
+    cond = minigrad.Tensor(numpy.array([True, False, True]), device=cond_device)
+    x = minigrad.Tensor(numpy.array([1.0, 2.0, 3.0], numpy.float32), device=device)
+    out = ops.where(cond, x, 0.0)
+    assert out.device == device
+    numpy.testing.assert_array_equal(out.asnumpy(), [1.0, 0.0, 3.0])
+    assert ops.where([[False, True, False]], x, -x).asnumpy().tolist() == [[-1.0, 2.0, -3.0]]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not minigrad.backend.CUDA_AVAILABLE, reason="needs CuPy and a CUDA GPU")
+def test_operands_on_two_devices_name_both():
+    a = minigrad.Tensor([1.0, 2.0], device="CPU")
+    b = minigrad.Tensor([1.0, 2.0], device="GPU")
+    with pytest.raises(ValueError, match=r"different devices: CPU \(shape \(2,\)\) and GPU"):
+        a + b
