@@ -54,7 +54,7 @@ def run(status, arrays, inv_scale=None):
     (already validated). With ``inv_scale`` every element is also multiplied by it, in place.
     """
     groups = {}
-    for x in arrays:
+    for x in (distinct(arrays) if inv_scale is not None else arrays):
         if x.size:
             groups.setdefault(x.dtype, []).append(x)
     on_gpu = backend.device_of(status) == "GPU"
@@ -75,6 +75,44 @@ def run(status, arrays, inv_scale=None):
             for x, packed in zip(group, dense):
                 if packed is not x:
                     x[...] = packed
+
+
+def _span(x):
+    """``(first byte, one past the last byte)`` that ``x`` (not empty) can touch."""
+    start = end = backend.data_address(x)
+    for n, stride in zip(x.shape, x.strides):
+        if stride < 0:
+            start += (n - 1) * stride
+        else:
+            end += (n - 1) * stride
+    return start, end + x.itemsize
+
+
+def distinct(arrays):
+    """``arrays`` with repeats of one array (the same memory, shape, strides and dtype) dropped,
+    so that an in-place unscale divides each value once.
+
+    Raises:
+        ValueError: two different arrays share memory (partly overlapping views): no order of
+            in-place updates would divide every value exactly once.
+    """
+    spans = sorted((_span(x), i) for i, x in enumerate(arrays) if x.size)
+    keep, last = set(range(len(arrays))), None
+    for (start, end), i in spans:
+        if last is not None and start < last[0][1]:
+            j = last[1]
+            x, y = arrays[i], arrays[j]
+            same = (start, end) == last[0] and x.shape == y.shape and x.strides == y.strides \
+                and x.dtype == y.dtype
+            if same:
+                keep.discard(i)
+                continue
+            if backend.get_array_module(x).shares_memory(x, y):
+                raise ValueError(f"arrays[{min(i, j)}] and arrays[{max(i, j)}] share memory: an "
+                                 f"in-place unscale needs arrays that do not overlap")
+        if last is None or end > last[0][1]:
+            last = ((start, end), i)
+    return [x for i, x in enumerate(arrays) if i in keep]
 
 
 def widen(status, arrays, inv_scale):
@@ -152,8 +190,17 @@ def host_plan(arrays, halves=False):
     key = tuple(key)
     entry = _host_tables.get(key)
     if entry is None:
+        if key and not _disjoint(key, dtype.itemsize):
+            return None  # repeated or overlapping arrays: ``run`` drops repeats or refuses
         entry = _new_host_table(key, total)
     return lib, dtype, entry
+
+
+def _disjoint(key, itemsize):
+    """Whether the dense runs ``(address, n)`` of ``key`` share no byte (checked once per new
+    table: a cached table is a checked one)."""
+    runs = sorted(zip(key[0::2], key[1::2]))
+    return all(a + n * itemsize <= b for (a, n), (b, _) in zip(runs, runs[1:]))
 
 
 def _new_host_table(key, total):

@@ -16,10 +16,10 @@ differentiable ``ops.cast`` nodes, so gradients return to fp32 parameters in fp3
 import functools
 import importlib
 
-from minigrad import dtype as dtypes
+from minigrad import backend, dtype as dtypes
 from minigrad._config import config, using_config
 
-# (module, Function class) pairs; classes not present in this build are skipped
+# (module, Function class) pairs; each must exist (labelled_ops raises ImportError otherwise)
 LOW_PRECISION_OPS = (
     ("minigrad.ops.linalg", "MatMul"),          # matmul, bmm
     ("minigrad.ops.linalg", "Dense"),           # nn.Dense
@@ -35,18 +35,15 @@ FP32_OPS = (
     ("minigrad.ops.reduction", "Mean"),
     ("minigrad.ops.normalization", "Normalize"),   # batch_norm, layer_norm
     ("minigrad.nn.loss", "SoftmaxCrossEntropy"),
-    ("minigrad.nn.loss", "CrossEntropy"),
-    ("minigrad.nn.loss", "BCEWithLogits"),
 )
 
 
 def _label(table, kind):
     labelled = []
     for module_name, class_name in table:
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError):
-            continue
+        cls = getattr(importlib.import_module(module_name), class_name, None)
+        if cls is None:
+            raise ImportError(f"autocast: {module_name} has no Function {class_name!r} to label")
         cls.autocast = kind
         labelled.append(cls)
     return tuple(labelled)
@@ -68,24 +65,93 @@ def cast_inputs(kind, inputs):
     return tuple(cast(t, target) if t.data.dtype == source else t for t in inputs)
 
 
+_TORCH_DEVICES = {"cpu": "CPU", "cuda": "GPU"}
+
+
+def is_device_name(value):
+    """Whether ``value`` names a device as PyTorch does (``"cpu"``, ``"cuda"``, ``"cuda:0"``) or
+    as minigrad does (``"CPU"``, ``"GPU"``)."""
+    if not isinstance(value, str):
+        return False
+    name = value.split(":", 1)[0]
+    return name.lower() in _TORCH_DEVICES or name.upper() in backend.DEVICES
+
+
+def check_device(value, name, owner):
+    """The minigrad device (``"CPU"``/``"GPU"``) a PyTorch device string stands for, checked
+    against the context's ``device_target`` (where minigrad creates tensors): PyTorch picks the
+    device from this argument, minigrad from the context, so the two must agree.
+
+    Raises:
+        TypeError: ``value`` is not a str. ValueError: an unknown device, or another device than
+            the context's (the message says which ``set_context`` call or argument fits).
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"For '{owner}', '{name}' must be a str such as 'cpu' or 'cuda', but got "
+                        f"{value!r} of type {type(value).__name__}")
+    if not is_device_name(value):
+        raise ValueError(f"For '{owner}', '{name}' must be 'cpu' or 'cuda' (or 'CPU'/'GPU'), but "
+                         f"got {value!r}")
+    base = value.split(":", 1)[0]
+    device = _TORCH_DEVICES.get(base.lower()) or base.upper()
+    if device != config.device_target:
+        torch_name = {v: k for k, v in _TORCH_DEVICES.items()}[config.device_target]
+        raise ValueError(f"For '{owner}', '{name}'={value!r} is minigrad's {device!r}, but the "
+                         f"context's device_target is {config.device_target!r}: pass "
+                         f"{name}={torch_name!r} or call set_context(device_target={device!r})")
+    return device
+
+
 class autocast:
     """Context manager and decorator turning autocast on (or off with ``enabled=False``).
 
+    Spelled as PyTorch 2.x's ``torch.autocast(device_type, dtype=None, enabled=True,
+    cache_enabled=None)``: ``autocast("cpu")``, ``autocast(device_type="cpu", dtype=float16)``;
+    ``autocast()`` and ``autocast(dtype)`` (no device) work too.
+
     Args:
-        dtype: the low-precision dtype (float16). Default float16.
+        device_type: ``"cpu"``/``"cuda"`` (or ``"CPU"``/``"GPU"``), checked against the
+            context's ``device_target``; None (default): the context's device.
+        dtype: the low-precision dtype; only float16 (PyTorch's CPU default is bfloat16, which
+            NumPy has no type for). Default float16.
         enabled: False runs the block with autocast off (e.g. a region that must stay fp32).
+        cache_enabled: accepted for PyTorch compatibility (a bool or None); minigrad keeps no
+            cast cache (each cast is an ordinary graph node).
 
     Raises:
-        TypeError: if ``dtype`` is not float16, or ``enabled`` not a bool.
+        TypeError: if ``dtype`` is not float16, ``enabled`` not a bool, ``cache_enabled`` neither
+            a bool nor None, or a positional argument of the wrong kind.
+        ValueError: an unknown device, or a device other than the context's.
     """
 
-    def __init__(self, dtype=dtypes.float16, enabled=True):
-        dtype = dtypes.as_dtype(dtype)
+    def __init__(self, *args, device_type=None, dtype=None, enabled=True, cache_enabled=None):
+        args = list(args)
+        if args and is_device_name(args[0]):
+            if device_type is not None:
+                raise TypeError("autocast: got 'device_type' both positionally and by keyword")
+            device_type = args.pop(0)
+        if len(args) > 3:
+            raise TypeError(f"autocast takes at most 4 positional arguments (device_type, dtype, "
+                            f"enabled, cache_enabled), but got {len(args) + 1}")
+        names = ("dtype", "enabled", "cache_enabled")
+        given = {"dtype": dtype, "enabled": enabled, "cache_enabled": cache_enabled}
+        defaults = {"dtype": None, "enabled": True, "cache_enabled": None}
+        for key, value in zip(names, args):
+            if given[key] is not defaults[key]:
+                raise TypeError(f"autocast: got '{key}' both positionally and by keyword")
+            given[key] = value
+        dtype, enabled, cache_enabled = (given[key] for key in names)
+        if device_type is not None:
+            check_device(device_type, "device_type", "autocast")
+        dtype = dtypes.float16 if dtype is None else dtypes.as_dtype(dtype)
         if dtype != dtypes.float16:
             raise TypeError(f"autocast: 'dtype' must be float16, but got {dtype}")
         if not isinstance(enabled, bool):
             raise TypeError(f"autocast: 'enabled' must be a bool, but got {enabled!r}")
-        self.dtype, self.enabled = dtype, enabled
+        if cache_enabled is not None and not isinstance(cache_enabled, bool):
+            raise TypeError(f"autocast: 'cache_enabled' must be a bool or None, but got "
+                            f"{cache_enabled!r}")
+        self.device_type, self.dtype, self.enabled = device_type, dtype, enabled
         self._contexts = []
 
     def __enter__(self):
@@ -101,6 +167,6 @@ class autocast:
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
-            with autocast(self.dtype, self.enabled):
+            with autocast(dtype=self.dtype, enabled=self.enabled):
                 return fn(*args, **kwargs)
         return wrapped

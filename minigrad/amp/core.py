@@ -8,7 +8,8 @@ Every framework runs the same loop::
 and they differ only in the adjustment rule's constants. ``ScaleCore`` holds that rule once:
 
 * overflow:  ``counter = 0``; after ``hysteresis`` consecutive overflows (default 1: at once)
-  ``S = max(float32(S * backoff_factor), floor)`` (no floor when ``floor`` is None), or
+  ``S = max(float32(S * backoff_factor), floor)`` (``floor`` None: ``SCALE_MIN``, float32's
+  smallest normal value, whose inverse is finite), or
   ``max(float32(S / backoff_divisor), floor)`` for the faces whose peer divides (TF's
   ``DynamicLossScale``, MindSpore's ``amp.DynamicLossScaler``: for a factor that is not a power
   of two the two roundings differ by an ulp);
@@ -25,7 +26,7 @@ face                               growth_factor   backoff_factor  interval    f
 MindSpore DynamicLossScaleUpdate   scale_factor    1/scale_factor  window      1
 MindSpore amp.DynamicLossScaler    scale_factor    1/scale_factor  window      1
 TF DynamicLossScale                multiplier      1/multiplier    period      1
-PyTorch GradScaler                 growth_factor   backoff_factor  interval    none
+PyTorch GradScaler                 growth_factor   backoff_factor  interval    SCALE_MIN
 =================================  ==============  ==============  ==========  =====
 
 The scale is a float32 value kept on the host (``numpy.float32``): deciding to skip a step
@@ -37,6 +38,27 @@ import numpy
 
 
 _NUMPY_KINDS = {int: numpy.integer, float: numpy.floating}  # the NumPy scalars each kind accepts
+# the smallest scale a backoff leaves: float32's smallest normal value, whose inverse (8.5e37)
+# is still finite in float32, so unscaling by it never divides by zero or multiplies by inf
+SCALE_MIN = float(numpy.finfo(numpy.float32).tiny)
+
+
+def as_number(value):
+    """``value.item()`` for a one-element Tensor or array (a checkpoint loads numbers as 0-d
+    Parameters), ``value`` itself otherwise (the checks that follow judge it)."""
+    data = getattr(value, "data", value) if hasattr(value, "asnumpy") else value
+    if isinstance(data, numpy.ndarray) or hasattr(data, "__cuda_array_interface__"):
+        if data.size == 1:
+            return data.reshape(()).item()
+    return value
+
+
+def check_bool(value, name, owner):
+    """``value`` if it is a bool, else TypeError naming ``owner`` and ``name``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"For '{owner}', '{name}' must be a bool, but got {value!r} "
+                        f"of type {type(value).__name__}")
+    return value
 
 
 def check_positive(name, value, owner, minimum=0.0, inclusive=False, kinds=(int, float)):
@@ -53,13 +75,13 @@ def check_positive(name, value, owner, minimum=0.0, inclusive=False, kinds=(int,
 
 
 def float32_scale(value, name, owner):
-    """``numpy.float32(value)`` for a positive number that is neither inf nor 0 in float32 (no
-    backoff or growth could leave such a scale), or TypeError/ValueError naming ``name``."""
+    """``numpy.float32(value)`` for a positive number between ``SCALE_MIN`` and float32's largest
+    value (no backoff or growth could leave another), or TypeError/ValueError naming ``name``."""
     with numpy.errstate(over="ignore", under="ignore"):
         scale = numpy.float32(check_positive(name, value, owner))
-    if not 0.0 < scale < numpy.inf:
-        raise ValueError(f"For '{owner}', '{name}' must be a positive finite float32 value "
-                         f"(at most {float(numpy.finfo(numpy.float32).max):g}), but got {value!r}")
+    if not SCALE_MIN <= scale < numpy.inf:
+        raise ValueError(f"For '{owner}', '{name}' must be a float32 value in [{SCALE_MIN:g}, "
+                         f"{float(numpy.finfo(numpy.float32).max):g}], but got {value!r}")
     return scale
 
 
@@ -79,7 +101,8 @@ class ScaleCore:
         growth_factor: multiplier applied after ``growth_interval`` clean steps (> 1).
         backoff_factor: multiplier applied on overflow (0 < backoff < 1).
         growth_interval: clean steps before growth (positive int), or None for a fixed scale.
-        floor: the scale never drops below this (None: no floor). MindSpore and TF use 1.
+        floor: the scale never drops below this (None: ``SCALE_MIN``, where the scale stays
+            while every step is skipped, as PyTorch keeps skipping). MindSpore and TF use 1.
         cap: the scale never grows above this (None: only the finite guard).
         hysteresis: overflowing steps in a row tolerated before backing off (every one is still
             skipped); 1 backs off at once as all the peers do. The tolerance refills on every
@@ -127,7 +150,8 @@ class ScaleCore:
         self.counter = 0                   # clean steps since the last change of the scale
         self.tolerance = self.hysteresis   # overflows left before the next backoff
         self.consecutive_skips = 0
-        self.steps = 0
+        self.steps = 0      # steps recorded (``record``)
+        self.updates = 0    # calls of ``update``: MindSpore's iteration count
 
     @property
     def dynamic(self):
@@ -135,6 +159,7 @@ class ScaleCore:
 
     def update(self, overflow):
         """Apply one step's outcome (``overflow``: a Python bool) to the scale; return the new scale."""
+        self.updates += 1
         if self.growth_interval is None:  # fixed (``dynamic`` without a property call)
             return self.scale
         if overflow:
@@ -146,8 +171,9 @@ class ScaleCore:
                     new = numpy.float32(self.scale * numpy.float32(self.backoff_factor))
                 else:
                     new = numpy.float32(self.scale / numpy.float32(self.backoff_divisor))
-                if self.floor is not None and new < self.floor:
-                    new = numpy.float32(self.floor)
+                floor = SCALE_MIN if self.floor is None or self.floor < SCALE_MIN else self.floor
+                if new < floor:
+                    new = numpy.float32(floor)
                 self.scale = new
         else:
             self.tolerance = self.hysteresis
@@ -203,6 +229,7 @@ class ScaleCore:
             raise TypeError(f"For '{owner}', expected a dict, but got {type(state).__name__}")
         expected = set(self.state_dict())
         unknown, missing = set(state) - expected, expected - set(state)
+        state = {key: as_number(value) for key, value in state.items()}
         if unknown:
             raise ValueError(f"For '{owner}', unknown keys {sorted(map(str, unknown))}; expected {sorted(expected)}")
         if missing:

@@ -29,9 +29,13 @@ with the same gradients and scale.
 """
 import enum
 
+import numbers
+
 from minigrad import communication
 from minigrad.amp import step as amp_step
-from minigrad.amp.core import ScaleCore, check_backoff_factor, check_positive, float32_scale
+from minigrad.amp.autocast import check_device
+from minigrad.amp.core import (ScaleCore, as_number, check_backoff_factor, check_bool,
+                               check_positive, float32_scale)
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 
@@ -46,17 +50,44 @@ class OptState(enum.Enum):
 _UNSCALED, _STEPPED = OptState.UNSCALED, OptState.STEPPED
 
 
+_DEFAULTS = {"init_scale": 2.0 ** 16, "growth_factor": 2.0, "backoff_factor": 0.5,
+             "growth_interval": 2000, "enabled": True}
+
+
+def _bind_positional(args, given, names):
+    """Put the positional ``args`` into ``given`` under ``names`` in order; TypeError for too
+    many of them or for one also given by keyword (a value other than its default)."""
+    if len(args) > len(names):
+        raise TypeError(f"GradScaler takes at most {len(names) + 1} positional arguments (device, "
+                        f"{', '.join(names)}), but got {len(args)}")
+    for name, value in zip(names, args):
+        if given[name] is not _DEFAULTS[name]:
+            raise TypeError(f"GradScaler: got '{name}' both positionally and by keyword")
+        given[name] = value
+
+
 class GradScaler:
     """Dynamic loss scaling for ``loss.backward()`` / ``optimizer.step()`` training loops.
 
+    Spelled as PyTorch 2.x's ``torch.amp.GradScaler(device="cuda", init_scale=2.**16,
+    growth_factor=2., backoff_factor=.5, growth_interval=2000, enabled=True)``:
+    ``GradScaler("cpu")``, ``GradScaler(device="cpu", init_scale=1024.)``; without a device
+    (``GradScaler()``, ``GradScaler(1024.)``) the positional order is ``torch.cuda.amp``'s,
+    ``init_scale`` first.
+
     Args:
+        device: ``"cpu"``/``"cuda"`` (or ``"CPU"``/``"GPU"``), checked against the context's
+            ``device_target`` (minigrad creates tensors there); None (default): that device.
         init_scale: initial scale. Default 2**16.
         growth_factor: scale multiplier after ``growth_interval`` clean steps (> 1). Default 2.
         backoff_factor: scale multiplier after an overflowing step (in (0, 1)). Default 0.5.
-        growth_interval: clean steps between growths. Default 2000.
+        growth_interval: clean steps between growths (a positive int). Default 2000.
         enabled: False makes every method a pass-through (``scale`` returns its input,
             ``step`` just calls ``optimizer.step``).
         floor, cap, hysteresis, max_consecutive_skips: extras of ``ScaleCore`` (default off).
+            Without a floor the scale backs off to float32's smallest normal value at least and
+            stays there (every step skipped, as PyTorch keeps skipping); ``max_consecutive_skips``
+            is the way to stop such a run with an error.
         track_underflow: if True, ``last_report.underflow`` holds per-parameter fp16 underflow
             statistics of the scaled gradients (one extra pass over them).
 
@@ -64,14 +95,35 @@ class GradScaler:
         TypeError / ValueError: for a bad argument, naming it and its value.
     """
 
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, enabled=True, *, floor=None, cap=None, hysteresis=1,
-                 max_consecutive_skips=None, track_underflow=False):
-        if not isinstance(enabled, bool):
-            raise TypeError(f"For 'GradScaler', 'enabled' must be a bool, but got {enabled!r}")
+    _POSITIONAL = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
+
+    def __init__(self, *args, device=None, init_scale=_DEFAULTS["init_scale"],
+                 growth_factor=_DEFAULTS["growth_factor"],
+                 backoff_factor=_DEFAULTS["backoff_factor"],
+                 growth_interval=_DEFAULTS["growth_interval"], enabled=_DEFAULTS["enabled"],
+                 floor=None, cap=None,
+                 hysteresis=1, max_consecutive_skips=None, track_underflow=False):
+        given = {"init_scale": init_scale, "growth_factor": growth_factor,
+                 "backoff_factor": backoff_factor, "growth_interval": growth_interval,
+                 "enabled": enabled}
+        args = list(args)
+        if args and isinstance(args[0], str):  # PyTorch 2.x: the device comes first
+            if device is not None:
+                raise TypeError("GradScaler: got 'device' both positionally and by keyword")
+            device = args.pop(0)
+        _bind_positional(args, given, self._POSITIONAL)
+        if device is not None:
+            check_device(device, "device", "GradScaler")
+        enabled, growth_interval = given["enabled"], given["growth_interval"]
+        check_bool(enabled, "enabled", "GradScaler")
+        check_bool(track_underflow, "track_underflow", "GradScaler")
+        if isinstance(growth_interval, bool) or not isinstance(growth_interval, numbers.Integral):
+            # None would mean a fixed scale to ScaleCore; PyTorch's scaler always grows
+            raise TypeError(f"For 'GradScaler', 'growth_interval' must be a positive int, but got "
+                            f"{growth_interval!r} of type {type(growth_interval).__name__}")
         self._enabled = enabled
-        self.core = ScaleCore(init_scale, growth_factor, backoff_factor, growth_interval, floor=floor,
-                              cap=cap, hysteresis=hysteresis,
+        self.core = ScaleCore(given["init_scale"], given["growth_factor"], given["backoff_factor"],
+                              growth_interval, floor=floor, cap=cap, hysteresis=hysteresis,
                               max_consecutive_skips=max_consecutive_skips, owner="GradScaler",
                               names={"scale": "init_scale"})
         self.track_underflow = track_underflow
@@ -168,7 +220,11 @@ class GradScaler:
         elif state["stage"] is _STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
         if not state["checked"]:
-            raise AssertionError("No inf checks were recorded for this optimizer.")
+            # forget this record: once the gradients exist, the next step() unscales afresh
+            del self._per_optimizer[id(optimizer)]
+            raise AssertionError("No inf checks were recorded for this optimizer: none of its "
+                                 "parameters has a gradient. Call scaler.scale(loss).backward() "
+                                 "before scaler.step(optimizer).")
         if not state["found_inf"]:
             optimizer.step(*args, **kwargs)
         state["stage"] = _STEPPED
@@ -198,7 +254,10 @@ class GradScaler:
                     checked.append(s)
                     overflow = overflow or s["found_inf"]
             if not checked:
-                raise AssertionError("No inf checks were recorded prior to update.")
+                self._per_optimizer.clear()  # the next iteration starts clean
+                raise AssertionError("No inf checks were recorded prior to update: call "
+                                     "scaler.step(optimizer) after scaler.scale(loss).backward() "
+                                     "and before scaler.update().")
             before = self.core.scale
             self.core.update(overflow)
             names = arrays = ()  # the report names the inf/NaN gradients: only read on overflow
@@ -290,6 +349,11 @@ class GradScaler:
         """Restore a ``state_dict()``. Every value is checked as the constructor checks it
         (``_growth_tracker``: an int >= 0) and nothing changes unless all of them pass.
 
+        Values may be numbers or one-element Tensors/arrays (a Parameter as ``load_checkpoint``
+        returns the ``append_dict`` of ``save_checkpoint(..., append_dict=scaler.state_dict())``);
+        keys other than the five are ignored, as PyTorch does, so the whole dict that
+        ``load_checkpoint`` returns can be passed.
+
         Raises:
             TypeError: ``state_dict`` is not a dict, or a value of the wrong type.
             RuntimeError: for an empty dict (saved from a disabled scaler).
@@ -307,11 +371,13 @@ class GradScaler:
         missing = set(self.state_dict()) - set(state_dict)
         if missing:
             raise KeyError(f"GradScaler.load_state_dict: missing keys {sorted(missing)}")
-        scale = float32_scale(state_dict["scale"], "scale", owner)
-        growth = check_positive("growth_factor", state_dict["growth_factor"], owner, 1.0)
-        backoff = check_backoff_factor("backoff_factor", state_dict["backoff_factor"], owner)
-        interval = int(check_positive("growth_interval", state_dict["growth_interval"], owner, kinds=(int,)))
-        tracker = int(check_positive("_growth_tracker", state_dict["_growth_tracker"], owner,
+        value = {key: as_number(state_dict[key]) for key in self.state_dict()}
+        scale = float32_scale(value["scale"], "scale", owner)
+        growth = check_positive("growth_factor", value["growth_factor"], owner, 1.0)
+        backoff = check_backoff_factor("backoff_factor", value["backoff_factor"], owner)
+        interval = int(check_positive("growth_interval", value["growth_interval"], owner,
+                                      kinds=(int,)))
+        tracker = int(check_positive("_growth_tracker", value["_growth_tracker"], owner,
                                      inclusive=True, kinds=(int,)))
         core = self.core
         core.scale, core.growth_factor, core.backoff_factor = scale, growth, backoff

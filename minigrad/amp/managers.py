@@ -52,11 +52,13 @@ class FixedLossScaleManager(LossScaleManager):
         if not isinstance(drop_overflow_update, bool):
             raise TypeError(f"For 'FixedLossScaleManager', 'drop_overflow_update' must be a bool, "
                             f"but got {drop_overflow_update!r}")
-        self._loss_scale = value
         self._drop_overflow_update = drop_overflow_update
+        self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScaleManager",
+                              names={"scale": "loss_scale"})
 
     def get_loss_scale(self):
-        return self._loss_scale
+        """The scale: the one the update cell made by ``get_update_cell`` shows too."""
+        return float(self.core.scale)
 
     def get_drop_overflow_update(self):
         """Whether the optimizer is skipped on overflow."""
@@ -66,15 +68,16 @@ class FixedLossScaleManager(LossScaleManager):
         """Nothing to do: the scale is fixed."""
 
     def __repr__(self):
-        return (f"FixedLossScaleManager(loss_scale={self._loss_scale}, "
+        return (f"FixedLossScaleManager(loss_scale={self.get_loss_scale()}, "
                 f"drop_overflow_update={self._drop_overflow_update})")
 
     def get_update_cell(self):
-        """``FixedLossScaleUpdateCell(loss_scale)``, or None when ``drop_overflow_update`` is False."""
+        """A ``FixedLossScaleUpdateCell`` sharing this manager's scale, or None when
+        ``drop_overflow_update`` is False."""
         if not self._drop_overflow_update:
             return None
         from minigrad.nn.loss_scale import FixedLossScaleUpdateCell
-        return FixedLossScaleUpdateCell(self._loss_scale)
+        return FixedLossScaleUpdateCell(self.get_loss_scale(), core=self.core)
 
 
 class DynamicLossScaleManager(LossScaleManager):
@@ -86,8 +89,12 @@ class DynamicLossScaleManager(LossScaleManager):
         scale_factor: growth factor and backoff divisor (> 1). Default 2.
         scale_window: clean steps between growths (positive int). Default 2000.
 
-    ``update_loss_scale`` (the host copy ``Model`` keeps) raises RuntimeError after more than
-    1000 overflowing steps in a row, as MindSpore's does.
+    The scale and its counter live in ``core`` (a ``ScaleCore``), which the update cell made by
+    ``get_update_cell`` shares: that cell updates it during each training step, and
+    ``get_loss_scale()`` always reports what the cell uses (after ``set_sense_scale`` too).
+    ``update_loss_scale`` is for loops without such a cell. After more than 1000 overflowing
+    steps in a row the step (or ``update_loss_scale``) raises RuntimeError, as MindSpore's
+    manager does.
 
     Raises:
         TypeError / ValueError: naming the argument and the value received.
@@ -123,7 +130,8 @@ class DynamicLossScaleManager(LossScaleManager):
         return True
 
     def update_loss_scale(self, overflow):
-        """Apply one step's ``overflow`` to the host copy of the scale.
+        """Apply one step's ``overflow`` to the scale, for a loop that has no update cell from
+        ``get_update_cell`` (that cell applies each step itself: do not call both).
 
         Raises:
             RuntimeError: after more than ``bad_step_max`` (1000) overflows in a row.
@@ -136,6 +144,7 @@ class DynamicLossScaleManager(LossScaleManager):
                                     float(before), float(self.core.scale)))
 
     def get_update_cell(self):
-        """A new ``DynamicLossScaleUpdateCell`` starting from the current scale."""
+        """A ``DynamicLossScaleUpdateCell`` sharing this manager's scale and counter (``core``)."""
         from minigrad.nn.loss_scale import DynamicLossScaleUpdateCell
-        return DynamicLossScaleUpdateCell(self.get_loss_scale(), self.scale_factor, self.scale_window)
+        return DynamicLossScaleUpdateCell(self.get_loss_scale(), self.scale_factor,
+                                          self.scale_window, core=self.core)

@@ -52,6 +52,19 @@ class OverflowStatus:
         self._host_address = 0  # its address
         self._seen = []       # the array lists checked so far (kept alive: their ids stay theirs)
 
+    @classmethod
+    def wrap(cls, buffer):
+        """A status whose flag lives in ``buffer``, a float32 Tensor or array of shape (8,)
+        (``float_status.alloc_status()``, ``ops.NPUAllocFloatStatus()()``): checks set it there.
+
+        Raises:
+            TypeError / ValueError: ``buffer`` is not such a buffer (``float_status``'s checks).
+        """
+        status = cls()
+        float_status.get_status(buffer)  # validates it
+        status.buffer = buffer
+        return status
+
     def __getstate__(self):
         # a host status is ctypes memory known by its address: a copy (deepcopy, pickle) gets an
         # array of its own holding the same flag, never the original's address

@@ -7,6 +7,8 @@ updated directly, so there is no op to run). The dynamic rule is TF's: on a non-
 finite steps in a row ``scale *= multiplier`` if that stays finite.
 """
 import abc
+import math
+import numbers
 
 import numpy
 
@@ -24,6 +26,14 @@ class LossScale(abc.ABC):
     def __call__(self):
         """The current loss scale as a float32 scalar Tensor."""
         return Tensor(numpy.float32(self.core.scale))
+
+    def __float__(self):
+        """The current scale as a Python float: TF 2.4's ``float(optimizer.loss_scale)``."""
+        return float(self.core.scale)
+
+    def numpy(self):
+        """The current scale as a float32 NumPy scalar: TF 2.4's ``optimizer.loss_scale.numpy()``."""
+        return numpy.float32(self.core.scale)
 
     def update(self, grads):
         """Update the scale from ``grads``: unscaled gradients, a Tensor or any nesting of
@@ -105,8 +115,14 @@ class DynamicLossScale(LossScale):
         floor, cap, hysteresis, max_consecutive_skips: extras of ``ScaleCore`` (floor defaults
             to TF's 1).
 
-    ``get_config()`` holds TF's three keys, plus each extra that is not at its default (so that
-    ``from_config`` rebuilds the same loss scale).
+    ``increment_period`` goes through ``int()`` as TF's ``DynamicLossScale`` does (TF's own
+    tests pass ``2.0``), for whole numbers only: TF would truncate ``2.5`` to 2 without a word,
+    minigrad refuses it. ``get_config()`` holds TF's three keys, plus each
+    extra that is not at its default (so that ``from_config`` rebuilds the same loss scale).
+
+    Raises:
+        TypeError: an argument that is not a number (``increment_period``: not a real number).
+        ValueError: an argument out of range, naming it and the value.
     """
 
     _EXTRAS = {"floor": 1.0, "cap": None, "hysteresis": 1, "max_consecutive_skips": None}
@@ -115,6 +131,7 @@ class DynamicLossScale(LossScale):
                  floor=1.0, cap=None, hysteresis=1, max_consecutive_skips=None):
         super().__init__()
         multiplier = check_positive("multiplier", multiplier, "DynamicLossScale", 1.0)
+        increment_period = _as_period(increment_period)
         self.core = ScaleCore(initial_loss_scale, multiplier, 1.0 / multiplier, increment_period,
                               floor=floor, cap=cap, hysteresis=hysteresis,
                               max_consecutive_skips=max_consecutive_skips, owner="DynamicLossScale",
@@ -137,6 +154,18 @@ class DynamicLossScale(LossScale):
         return (f"DynamicLossScale(current_loss_scale={float(self.core.scale)}, "
                 f"num_good_steps={self.core.counter}, initial_loss_scale={self.initial_loss_scale}, "
                 f"increment_period={self.increment_period}, multiplier={self.multiplier})")
+
+
+def _as_period(value):
+    """``int(value)`` for a whole real number (TF converts ``increment_period`` with ``int``),
+    or TypeError/ValueError naming ``increment_period``; the range is ScaleCore's check."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"For 'DynamicLossScale', 'increment_period' must be an int, but got "
+                        f"{value!r} of type {type(value).__name__}")
+    if not math.isfinite(value) or value != int(value):
+        raise ValueError(f"For 'DynamicLossScale', 'increment_period' must be a whole number, "
+                         f"but got {value!r}")
+    return int(value)
 
 
 def get(identifier):

@@ -15,9 +15,11 @@ In data-parallel mode the overflow flag is all-reduced where it is decided, and
 ``apply_gradients`` all-reduces the gradients before it decides (``nn.DistributedGradReducer``),
 so every rank applies or skips the same step and reports the same parameters.
 """
+import numpy
+
 from minigrad import communication, dtype as dtypes
 from minigrad.amp import step as amp_step
-from minigrad.mixed_precision.loss_scale import LossScale, get
+from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, LossScale, get
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 
@@ -25,19 +27,63 @@ from minigrad.tensor import Tensor
 class LossScaleOptimizer:
     """Wrap a minigrad optimizer with a loss scale.
 
+    Two spellings, as TensorFlow has them:
+
+    * ``tf.keras.mixed_precision.experimental.LossScaleOptimizer(optimizer, loss_scale)``:
+      ``LossScaleOptimizer(opt, "dynamic")``, ``LossScaleOptimizer(opt, 128)``,
+      ``LossScaleOptimizer(opt, DynamicLossScale(...))``;
+    * TF >= 2.4's ``tf.keras.mixed_precision.LossScaleOptimizer(inner_optimizer, dynamic=True,
+      initial_scale=None, dynamic_growth_steps=None)``: ``dynamic=True`` is a
+      ``DynamicLossScale(initial_scale or 2**15, dynamic_growth_steps or 2000)``,
+      ``dynamic=False`` a ``FixedLossScale(initial_scale)``.
+
     Args:
-        optimizer: a minigrad ``Optimizer`` (has ``parameters`` and ``apply_gradients``).
-        loss_scale: anything ``mixed_precision.get`` accepts except None (default "dynamic").
+        optimizer: a minigrad ``Optimizer`` (has ``parameters`` and ``apply_gradients``), not
+            another ``LossScaleOptimizer`` (as TF refuses it).
+        loss_scale: anything ``mixed_precision.get`` accepts except None, or a NumPy scalar
+            (taken as its Python number; ``get``, as TF's, takes only int and float); None
+            (default): "dynamic". A bool as the second positional argument is ``dynamic`` (the
+            TF 2.4 order).
+        dynamic, initial_scale, dynamic_growth_steps: the TF 2.4 keywords (not with
+            ``loss_scale``).
+
+    Attributes:
+        loss_scale: the ``LossScale``. Calling it gives the current scale as a float32 Tensor
+            (the experimental API); ``float(opt.loss_scale)`` and ``opt.loss_scale.numpy()``
+            read it as TF 2.4's ``loss_scale`` Tensor is read.
+        dynamic_counter: clean steps since the scale last changed (None for a fixed scale).
+        dynamic, initial_scale, dynamic_growth_steps: as TF 2.4's properties.
 
     Raises:
-        TypeError: if ``optimizer`` is not an optimizer.  ValueError: for a bad ``loss_scale``.
+        TypeError: ``optimizer`` is not an optimizer; ``loss_scale`` together with a TF 2.4
+            keyword; ``dynamic`` not a bool.
+        ValueError: a bad ``loss_scale``; ``optimizer`` is a LossScaleOptimizer; ``dynamic=False``
+            without ``initial_scale`` or with ``dynamic_growth_steps`` (TF's errors).
     """
 
-    def __init__(self, optimizer, loss_scale="dynamic"):
+    def __init__(self, optimizer, loss_scale=None, *, dynamic=None, initial_scale=None,
+                 dynamic_growth_steps=None):
+        if isinstance(optimizer, LossScaleOptimizer):
+            raise ValueError(f"LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
+                             f"got: {optimizer!r}")
         if not hasattr(optimizer, "apply_gradients") or not hasattr(optimizer, "parameters"):
             raise TypeError(f"LossScaleOptimizer: 'optimizer' must be a minigrad Optimizer, "
                             f"but got {type(optimizer).__name__}")
-        scale = get(loss_scale)
+        if isinstance(loss_scale, bool):  # TF 2.4's positional order: (inner_optimizer, dynamic)
+            if dynamic is not None:
+                raise TypeError("LossScaleOptimizer: got 'dynamic' both positionally and by keyword")
+            loss_scale, dynamic = None, loss_scale
+        keras = (dynamic, initial_scale, dynamic_growth_steps) != (None, None, None)
+        if keras and loss_scale is not None:
+            raise TypeError("LossScaleOptimizer: pass either 'loss_scale' (the experimental API) or "
+                            "'dynamic'/'initial_scale'/'dynamic_growth_steps' (TF 2.4), not both")
+        if keras:
+            scale = _keras_loss_scale(True if dynamic is None else dynamic, initial_scale,
+                                      dynamic_growth_steps)
+        else:
+            if isinstance(loss_scale, numpy.number) and numpy.ndim(loss_scale) == 0:
+                loss_scale = loss_scale.item()  # a scale computed with NumPy: its Python number
+            scale = get("dynamic" if loss_scale is None else loss_scale)
         if not isinstance(scale, LossScale):
             raise ValueError(f"LossScaleOptimizer: 'loss_scale' must not be None, got {loss_scale!r}")
         self.inner_optimizer = optimizer
@@ -46,6 +92,30 @@ class LossScaleOptimizer:
         self._checked = None   # (ids of the unscaled arrays, overflow) from get_unscaled_gradients
         self._reducer = (DistributedGradReducer(optimizer.parameters)
                          if communication.is_data_parallel() else None)
+
+    def __repr__(self):
+        return f"LossScaleOptimizer({self.inner_optimizer!r}, loss_scale={self.loss_scale!r})"
+
+    @property
+    def dynamic(self):
+        """Whether the loss scale changes with overflows (TF 2.4's ``dynamic``)."""
+        return self.loss_scale.core.dynamic
+
+    @property
+    def dynamic_counter(self):
+        """Clean steps since the scale last changed, or None for a fixed scale (TF 2.4)."""
+        return self.loss_scale.core.counter if self.dynamic else None
+
+    @property
+    def initial_scale(self):
+        """The scale the optimizer started with (TF 2.4's ``initial_scale``)."""
+        config = self.loss_scale.get_config()
+        return config.get("initial_loss_scale", config.get("loss_scale_value"))
+
+    @property
+    def dynamic_growth_steps(self):
+        """Clean steps between growths, or None for a fixed scale (TF 2.4)."""
+        return self.loss_scale.core.growth_interval
 
     parameters = property(lambda self: self.inner_optimizer.parameters)
     last_report = property(lambda self: self.loss_scale.last_report)
@@ -109,3 +179,18 @@ class LossScaleOptimizer:
         if len(items) != len(params):
             raise ValueError(f"apply_gradients: got {len(items)} gradients for {len(params)} parameters")
         return items
+
+
+def _keras_loss_scale(dynamic, initial_scale, dynamic_growth_steps):
+    """The ``LossScale`` of TF 2.4's ``LossScaleOptimizer`` arguments (TF's checks and errors)."""
+    if not isinstance(dynamic, bool):
+        raise TypeError(f"LossScaleOptimizer: 'dynamic' must be a bool, but got {dynamic!r}")
+    if dynamic:
+        return DynamicLossScale(2 ** 15 if initial_scale is None else initial_scale,
+                                2000 if dynamic_growth_steps is None else dynamic_growth_steps)
+    if initial_scale is None:
+        raise ValueError('"initial_scale" must be specified if "dynamic" is False')
+    if dynamic_growth_steps is not None:
+        raise ValueError(f'"dynamic_growth_steps" must be None if "dynamic" is False, but got: '
+                         f"{dynamic_growth_steps}")
+    return FixedLossScale(initial_scale)

@@ -7,6 +7,7 @@ from minigrad.nn.layers import (Dense, Flatten, Dropout, Conv2d, BatchNorm1d, Ba
                                 Tanh, GELU, Softmax, LogSoftmax, get_activation)
 from minigrad.nn.loss import LossBase, MSELoss, L1Loss, SoftmaxCrossEntropyWithLogits
 from minigrad.nn.wrap import WithLossCell, TrainOneStepCell
+from minigrad.nn import utils
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.nn.loss_scale import (TrainOneStepWithLossScaleCell, DynamicLossScaleUpdateCell,
                                    FixedLossScaleUpdateCell)

@@ -1,4 +1,7 @@
 """Training wrappers: ``WithLossCell`` (network + loss) and ``TrainOneStepCell`` (one update)."""
+import math
+import numbers
+
 from minigrad import communication
 from minigrad.autograd import GradOperation
 from minigrad.nn.cell import Cell
@@ -63,7 +66,8 @@ class TrainOneStepCell(Cell):
     Args:
         network: a Cell returning the loss (usually a ``WithLossCell``).
         optimizer: callable on a tuple of gradients, with a ``parameters`` attribute.
-        sens: the backprop seed, default 1.0.
+        sens: the backprop seed, a positive finite number (a fixed loss scale: 0 would zero
+            every gradient, a negative one train uphill). Default 1.0.
 
     Subclasses (``TrainOneStepWithLossScaleCell``) reuse ``loss_and_grads`` and ``grad_reducer``.
     In data-parallel mode (``minigrad.set_auto_parallel_context(parallel_mode="data_parallel")``)
@@ -71,8 +75,9 @@ class TrainOneStepCell(Cell):
     here (so every rank checks the model and takes rank 0's parameters before the first step).
 
     Raises:
-        TypeError: if ``network`` is not a Cell, or ``optimizer`` is not callable or has no
-            ``parameters``.
+        TypeError: if ``network`` is not a Cell, ``optimizer`` is not callable or has no
+            ``parameters``, or ``sens`` is not a real number.
+        ValueError: if ``sens`` is not positive and finite.
     """
 
     def __init__(self, network, optimizer, sens=1.0):
@@ -80,6 +85,12 @@ class TrainOneStepCell(Cell):
         if not isinstance(network, Cell):
             raise TypeError(f"network must be a Cell, got {type(network).__name__}")
         check_optimizer(optimizer)
+        if isinstance(sens, bool) or not isinstance(sens, numbers.Real):
+            raise TypeError(f"For 'TrainOneStepCell', 'sens' must be a float, but got {sens!r} "
+                            f"of type {type(sens).__name__}")
+        if not 0.0 < sens < math.inf:
+            raise ValueError(f"For 'TrainOneStepCell', 'sens' must be positive and finite, but "
+                             f"got {sens!r}")
         self.network = network
         self.network.set_grad()
         self.optimizer = optimizer

@@ -91,6 +91,18 @@ def _dense_numpy(x, dtypes_allowed):
             and x.flags.aligned)
 
 
+def covers(optimizer, arrays):
+    """Whether ``apply`` can run this step natively as far as the arrays tell: every present
+    gradient and its parameter dense NumPy float16/float32, on the host, with the library."""
+    params = optimizer.parameters
+    if len(arrays) != len(params):
+        return False
+    if not all(g is None or (_dense_numpy(g, (_F16, _F32)) and _dense_numpy(p.data, (_F16, _F32)))
+               for g, p in zip(arrays, params)):
+        return False
+    return _function() is not None
+
+
 def apply(optimizer, rule, arrays, lrs, inv_scale):
     """Run one step of ``optimizer`` natively; return False when not covered (nothing changed but
     what the NumPy path would do first: a master re-read, a state made by ``init_state``).

@@ -66,6 +66,8 @@ class Optimizer:
     Attributes:
         parameters (tuple): the parameters, in update order.
         global_step (int): the number of updates applied.
+        last_step_fused (bool): whether the last update ran as one native call (the fused host
+            step of ``optim._fused``) rather than the NumPy path; False before the first.
         learning_rate: the learning-rate object (a 0-d ``Parameter`` for a fixed rate, which
             may be changed in place with ``set_data``; a 1-D Tensor; or the schedule); with
             per-group learning rates, a tuple with one per parameter.
@@ -116,6 +118,7 @@ class Optimizer:
                               else default_lr.learning_rate)
 
         self.global_step = 0
+        self.last_step_fused = False
         self._states = [None] * len(params)   # dict of fp32 arrays per parameter, made lazily
         self._masters = [None] * len(params)  # fp32 copy per fp16 parameter, made lazily
         self._synced = [None] * len(params)   # (data, version) of each parameter its master matches
@@ -151,12 +154,34 @@ class Optimizer:
         inv_scale = 1.0 if scale is None else _inverse_scale(scale, type(self).__name__)
         lrs = [lr(self.global_step) for lr in self._lr_sources]
         rule = self._fused_rule()
-        if rule is None or not _fused.apply(self, rule, arrays, [lrs[k] for k in self._lr_index], inv_scale):
+        fused = rule is not None and _fused.apply(self, rule, arrays,
+                                                  [lrs[k] for k in self._lr_index], inv_scale)
+        if not fused:
             for i, grad in enumerate(arrays):
                 if grad is not None:
                     self._apply_one(i, _divide(grad, inv_scale), lrs[self._lr_index[i]])
+        self.last_step_fused = fused
         self.global_step += 1
         return True
+
+    def takes_scaled_gradients(self, grads):
+        """Whether ``apply_gradients(grads, scale=S)`` divides ``S`` out inside this optimizer's
+        fused native update, in the same pass (no extra pass over the gradients).
+
+        True for SGD, Momentum, Adam and AdamWeightDecay (and subclasses that keep their update
+        and ``__call__``/``apply_gradients``) on dense host float16/float32 arrays, with the
+        native library. A loss-scaled train cell then checks the scaled gradients and hands
+        them over as they are, instead of unscaling them first. Every optimizer accepts
+        ``scale=``; False only means that unscaling first costs no more.
+
+        Args:
+            grads: one array (or None) per parameter.
+        """
+        cls = type(self)
+        if cls.__call__ is not Optimizer.__call__ or cls.apply_gradients is not Optimizer.apply_gradients:
+            return False  # an override may expect unscaled gradients
+        rule = self._fused_rule()
+        return rule is not None and _fused.covers(self, grads)
 
     def __call__(self, gradients):
         """MindSpore style: ``optimizer(grads)`` applies ``grads`` and returns True."""

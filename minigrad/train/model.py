@@ -61,9 +61,8 @@ class Model:
             ``minigrad.amp.build_train_network``. Applied to ``network`` in place.
         boost_level: accepted for MindSpore compatibility; only "O0".
         loss_scale_manager: a ``minigrad.amp`` ``FixedLossScaleManager`` or
-            ``DynamicLossScaleManager`` (overrides the level's default). When its
-            ``get_drop_overflow_update()`` is True, ``train`` feeds each step's overflow flag back
-            to it (``update_loss_scale``), as MindSpore does.
+            ``DynamicLossScaleManager`` (overrides the level's default). The update cell it makes
+            shares its scale, so ``get_loss_scale()`` follows training step by step.
         keep_batchnorm_fp32: passed to ``build_train_network`` when given.
 
     Raises:
@@ -178,8 +177,6 @@ class Model:
             cur_step_num=initial_epoch * (batch_num or 0), net_outputs=None, mode="train",
             dataset_sink_mode=False, parallel_mode="stand_alone", device_number=1)
         run_context = RunContext(cb_params)
-        manager = self._loss_scale_manager
-        feed_manager = manager is not None and manager.get_drop_overflow_update()
         network, backbone = self._train_network, self._network
         network.set_train(True)
         iterator = _epochs(train_dataset, epoch - initial_epoch)
@@ -195,8 +192,6 @@ class Model:
                     network.set_train(True)
                 outputs = network(*inputs)
                 cb_params.net_outputs = outputs
-                if feed_manager and isinstance(outputs, tuple) and len(outputs) > 1:
-                    manager.update_loss_scale(bool(outputs[1].asnumpy().all()))
                 callbacks("on_train_step_end", run_context)
                 if run_context.get_stop_requested():
                     break

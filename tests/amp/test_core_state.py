@@ -66,3 +66,14 @@ def test_a_floor_above_the_cap_is_refused():
     with pytest.raises(ValueError, match="'floor'.*'cap'"):
         core.load_state_dict(dict(before, floor=32.0))
     assert core.state_dict() == before
+
+
+@pytest.mark.parametrize("scale", [1e39, 1e-46])
+def test_a_scale_outside_float32_is_refused_not_turned_into_inf_or_0(scale):
+    with pytest.raises(ValueError, match="'scale'"):
+        ScaleCore(scale)
+    core = ScaleCore(256.0, growth_interval=4)
+    before = core.state_dict()
+    with pytest.raises(ValueError, match="'scale'"):
+        core.load_state_dict(dict(before, scale=scale))
+    assert core.state_dict() == before

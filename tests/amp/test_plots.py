@@ -9,6 +9,9 @@ import minigrad
 from minigrad.amp import plots
 from minigrad.amp.step import StepReport
 from minigrad.train.callback import LossScaleMonitor
+import warnings
+
+F32 = numpy.float32
 
 
 def test_gradient_exponents_counts_and_fp16_verdicts():
@@ -84,3 +87,42 @@ def test_the_pictures_are_drawn(tmp_path):
     fig.savefig(tmp_path / "plots.png")
     plt.close(fig)
     assert (tmp_path / "plots.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("value,verdict", [
+    (2.0**-25, "flushed"),                               # the tie with 0 rounds to even: 0
+    (2.0**-25 + 2.0**-60, "subnormal"),                  # above the tie (float64: no detour via fp32)
+    (float(numpy.nextafter(2.0**-24, 0)), "subnormal"),  # rounds to 2**-24
+    (float(numpy.nextafter(2.0**-14, 0)), "normal"),     # rounds up to the smallest normal
+    (65504.0, "normal"), (65519.99, "normal"), (float(numpy.nextafter(65520.0, 0)), "normal"),
+    (65520.0, "overflow"),
+])
+def test_fp16_verdicts_at_the_boundaries(value, verdict):
+    for sign in (1.0, -1.0):
+        shares = plots.gradient_exponents(numpy.array([sign * value]))["fp16"]
+        assert shares[verdict] == 1.0, (value, shares)
+
+
+def test_float64_values_that_overflow_or_vanish_only_once_scaled():
+    """Finite inputs whose float64 product with the scale is inf (or 0) are fp16 overflow (or
+    flushed), not 'nonfinite' (or exact zeros), and no NumPy warning escapes."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        h = plots.gradient_exponents(numpy.array([1e300, numpy.inf, numpy.nan, 1.0]), scale=1e10)
+        assert (h["total"], h["zero"], h["nonfinite"]) == (4, 0, 2)
+        assert h["fp16"] == pytest.approx({"flushed": 0.0, "subnormal": 0.0, "overflow": 0.5, "normal": 0.0})
+        tiny = plots.gradient_exponents(numpy.array([1e-300, 0.0]), scale=1e-300)
+        assert (tiny["zero"], tiny["nonfinite"]) == (1, 0)
+        assert tiny["fp16"] == pytest.approx({"flushed": 0.5, "subnormal": 0.0, "overflow": 0.0, "normal": 0.5})
+
+
+@pytest.mark.parametrize("gradients", [[], {}, ()])
+def test_no_gradients_at_all_names_the_argument(gradients):
+    with pytest.raises(ValueError, match="'gradients'"):
+        plots.gradient_exponents(gradients)
+
+
+@pytest.mark.parametrize("scale", ["x", None, [2.0]])
+def test_a_scale_that_is_not_a_number_names_the_argument(scale):
+    with pytest.raises(TypeError, match="'scale'"):
+        plots.gradient_exponents(numpy.ones(3, F32), scale=scale)

@@ -12,6 +12,7 @@ import pytest
 
 from minigrad import _fastcast
 from minigrad import _native
+from minigrad._fastcast import convert
 
 F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 
@@ -207,3 +208,12 @@ def test_underflow_warns_and_raises_like_numpy(value):
         _fastcast.convert(x, F16, out=numpy.empty(x.shape, F16))
     with numpy.errstate(under="raise"):  # widening never underflows: still native, still exact
         same_bits(_fastcast.convert(want, F32), want.astype(F32))
+
+
+@pytest.mark.requires_native
+def test_convert_into_a_read_only_out_raises_like_numpy():
+    out = numpy.zeros(5000, F16)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        convert(numpy.ones(5000, F32), F16, out=out)
+    assert not out.any()

@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import minigrad
-from minigrad import nn
-from minigrad import _native
+from minigrad import _native, nn
 from minigrad.optim import _fused
+from helpers.optim import NAMES, numpy_path
+import inspect
 
-pytestmark = pytest.mark.skipif(_native.host_library() is None, reason="no host library")
+pytestmark = pytest.mark.requires_native
 
 F16, F32 = numpy.float16, numpy.float32
 SHAPES = [(3,), (37, 5), (1025,), (2, 1030)]  # tails, and more than one 1024-element block
@@ -25,11 +26,6 @@ def _params(dtype, seed):
 def _grads(dtype, seed, scale=1.0):
     rng = numpy.random.default_rng(seed + 1000)
     return [(rng.standard_normal(s) * scale).astype(dtype) for s in SHAPES]
-
-
-def _numpy_path(optimizer):
-    optimizer._fused_rule = lambda: None  # the instance attribute hides the class's rule
-    return optimizer
 
 
 def _bits(a):
@@ -47,7 +43,7 @@ def _assert_same(fused, reference):
 
 
 def _run(make, param_dtype, grad_dtype, scale, seed, steps=3):
-    fused, reference = make(_params(param_dtype, seed)), _numpy_path(make(_params(param_dtype, seed)))
+    fused, reference = make(_params(param_dtype, seed)), numpy_path(make(_params(param_dtype, seed)))
     calls = []
     original = _fused.apply
 
@@ -61,6 +57,7 @@ def _run(make, param_dtype, grad_dtype, scale, seed, steps=3):
                 grads = _grads(grad_dtype, seed + step, scale or 1.0)
                 fused.apply_gradients(grads, scale=scale)
                 reference.apply_gradients([g.copy() for g in grads], scale=scale)
+                assert fused.last_step_fused and not reference.last_step_fused
     finally:
         _fused.apply = original
     assert calls and all(calls), "the fused path was not taken"
@@ -110,7 +107,7 @@ def test_non_finite_gradients_give_the_same_bits():
         grads[3].reshape(-1)[7:9] = numpy.array([0x7C01, 0xFE00], numpy.uint16).view(F16) if dtype == F16 else \
             numpy.array([0x7F800001, 0xFFC00000], numpy.uint32).view(F32)
         fused = nn.SGD(_params(F16, 3), 0.1, momentum=0.9)
-        reference = _numpy_path(nn.SGD(_params(F16, 3), 0.1, momentum=0.9))
+        reference = numpy_path(nn.SGD(_params(F16, 3), 0.1, momentum=0.9))
         with numpy.errstate(invalid="ignore", over="ignore"):
             fused.apply_gradients(grads)
             reference.apply_gradients([g.copy() for g in grads])
@@ -137,7 +134,7 @@ def test_gradients_are_not_written():
 def test_uncovered_steps_fall_back_unchanged():
     """A strided gradient, a float64 parameter or no host library: the NumPy path, same results."""
     strided = [numpy.asfortranarray(g) if g.ndim == 2 else g for g in _grads(F32, 2)]
-    fused, reference = nn.SGD(_params(F32, 2), 0.1), _numpy_path(nn.SGD(_params(F32, 2), 0.1))
+    fused, reference = nn.SGD(_params(F32, 2), 0.1), numpy_path(nn.SGD(_params(F32, 2), 0.1))
     assert not _fused.apply(fused, fused._fused_rule(), strided, [0.1] * 4, 1.0)
     fused.apply_gradients(strided)
     reference.apply_gradients(strided)
@@ -197,13 +194,20 @@ def test_loss_scale_cell_hands_scaled_gradients_to_a_fused_optimizer():
             cell.grad_reducer = lambda grads: grads
         seen, reports = [], []
         original = opt.apply_gradients
-        opt.apply_gradients = lambda grads, scale=None: seen.append(scale) or original(grads, scale)
+
+        def apply_gradients(grads, scale=None):
+            seen.append(scale)
+            original(grads, scale)
+            fused.append(opt.last_step_fused)
+        opt.apply_gradients = apply_gradients
+        fused = []
         rng = numpy.random.default_rng(0)
         for _ in range(12):
             x = minigrad.Tensor(rng.standard_normal((8, 20)).astype(F32))
             y = minigrad.Tensor(rng.integers(0, 4, 8).astype(numpy.int32))
             cell(x, y)
             reports.append(str(cell.last_report))
+        assert len(fused) == len(seen) and all(fused)  # every applied step ran natively
         return [p.data.copy() for p in net.trainable_params()], seen, reports
 
     deferred, scales, reports = run(False)
@@ -229,7 +233,7 @@ def test_ieee_exceptions_warn_as_numpy_does(name):
     """inf - inf in the update: NumPy warns 'invalid value'; so does the fused step."""
     with numpy.errstate(all="ignore"):
         fused, grads = _inf_step(OPTIMIZERS[name])
-        reference, _ = _inf_step(lambda ps: _numpy_path(OPTIMIZERS[name](ps)))
+        reference, _ = _inf_step(lambda ps: numpy_path(OPTIMIZERS[name](ps)))
     with pytest.warns(RuntimeWarning, match="invalid value") as record:
         fused.apply_gradients(grads)
     assert any("fused" in str(w.message) for w in record)
@@ -255,10 +259,198 @@ def test_a_read_only_parameter_fails_the_step_before_any_change(fused):
     params[2].data.flags.writeable = False
     opt = nn.SGD(params, 0.1, momentum=0.9)
     if not fused:
-        _numpy_path(opt)
+        numpy_path(opt)
     before = [p.data.copy() for p in params]
     with pytest.raises(ValueError, match=r"parameter 'p2' is read-only"):
         opt.apply_gradients(_grads(F16, 5))
     for p, b in zip(params, before):
         numpy.testing.assert_array_equal(_bits(p.data), _bits(b))
     assert opt.global_step == 0 and all(s is None for s in opt._states)
+
+
+
+
+def _inf_adam():
+    param = minigrad.Parameter(numpy.ones(8, F32), name="w")
+    return nn.Adam([param], 0.1), param, numpy.full(8, numpy.inf, F32)
+
+
+@pytest.mark.parametrize("how", ["call", "step", "apply_gradients"])
+def test_the_fused_warning_points_at_the_users_call(how):
+    opt, param, grad = _inf_adam()
+    param.grad = minigrad.Tensor(grad)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        opt([grad]) if how == "call" else opt.step() if how == "step" else opt.apply_gradients([grad])
+    fused = [w for w in record if "fused" in str(w.message)]
+    assert fused, [str(w.message) for w in record]
+    assert all((w.filename, w.lineno) == (__file__, line) for w in fused), [(w.filename, w.lineno) for w in fused]
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_a_read_only_parameter_is_never_written(dtype):
+    """The NumPy path refuses to write a read-only parameter; the fused step must not write it either."""
+    p = minigrad.Parameter(numpy.ones(5000, dtype), name="w")  # >= MIN_SIZE: convert's native path
+    p.data.flags.writeable = False
+    opt = nn.SGD([p], 0.5, momentum=0.9)
+    with pytest.raises(ValueError, match="read-only"):
+        opt.apply_gradients([numpy.ones(5000, F32)])
+    numpy.testing.assert_array_equal(p.data, numpy.ones(5000, dtype))
+
+
+class _HalvedUnscale(nn.SGD):
+    def _unscale(self, grad, dtype):
+        return super()._unscale(grad, dtype) * numpy.float32(0.5)
+
+
+class _NoDecay(nn.Momentum):
+    def _add_weight_decay(self, i, grad, weight):
+        return grad
+
+
+class _CountingApply(nn.Adam):
+    def _apply_one(self, i, grad, lr):
+        self.applied = getattr(self, "applied", 0) + 1
+        super()._apply_one(i, grad, lr)
+
+
+class _OnesMoments(nn.Momentum):
+    def init_state(self, weight):
+        return {"moments": numpy.ones_like(weight)}
+
+
+@pytest.mark.parametrize("make,expected", [
+    (lambda ps: _HalvedUnscale(ps, 1.0), 0.5),                            # 1 - 1.0 * 0.5
+    (lambda ps: _NoDecay(ps, 1.0, 0.0, weight_decay=0.5), 0.0),           # 1 - 1.0 * 1 (no decay)
+])
+def test_a_subclass_that_overrides_a_gradient_hook_is_not_fused(make, expected):
+    p = minigrad.Parameter(numpy.ones(4, F32), name="w")
+    opt = make([p])
+    assert opt._fused_rule() is None
+    opt.apply_gradients([numpy.ones(4, F32)])
+    assert not opt.last_step_fused
+    numpy.testing.assert_array_equal(p.data, numpy.full(4, expected, F32))
+
+
+def test_a_subclass_init_state_is_honoured():
+    p = minigrad.Parameter(numpy.ones(4, F32), name="w")
+    _OnesMoments([p], 1.0, 0.5).apply_gradients([numpy.ones(4, F32)])
+    numpy.testing.assert_array_equal(p.data, numpy.full(4, -0.5, F32))  # v = 0.5 * 1 + 1; 1 - 1.5
+
+
+def test_a_subclass_that_overrides_apply_one_is_not_fused():
+    p = minigrad.Parameter(numpy.ones(4, F32), name="w")
+    opt = _CountingApply([p], 0.1)
+    assert opt._fused_rule() is None
+    opt.apply_gradients([numpy.ones(4, F32)])
+    assert not opt.last_step_fused
+    assert opt.applied == 1
+
+
+def _compare_withnumpy_path(make, first_dtype, then_dtype):
+    results = []
+    for fused in (True, False):
+        p = minigrad.Parameter(numpy.linspace(-1, 1, 2000).astype(first_dtype), name="w")
+        opt = make([p])
+        if not fused:
+            numpy_path(opt)
+        opt.apply_gradients([numpy.full(2000, 0.5, first_dtype)])
+        p.data = p.data.astype(then_dtype)  # a dtype change between steps, the state is kept
+        opt.apply_gradients([numpy.full(2000, 0.25, then_dtype)])
+        results.append(p.data)
+    numpy.testing.assert_array_equal(results[0], results[1])
+
+
+@pytest.mark.parametrize("make", [lambda ps: nn.Momentum(ps, 0.1, 0.9), lambda ps: nn.Adam(ps, 0.01),
+                                  lambda ps: nn.SGD(ps, 0.1, momentum=0.9)])
+def test_a_float64_state_kept_after_a_dtype_change_is_not_read_as_float32(make):
+    _compare_withnumpy_path(make, numpy.float64, numpy.float32)
+
+
+class _HalfMoments(nn.Momentum):  # memory-saving fp16 state: the kernel must not write fp32 into it
+    def init_state(self, weight):
+        return {"moments": numpy.zeros(weight.shape, F16)}
+
+
+def test_a_state_that_is_not_float32_leaves_the_step_to_numpy():
+    _compare_withnumpy_path(lambda ps: _HalfMoments(ps, 0.1, 0.9), F32, F32)
+
+
+def _special(rng, n, dtype):
+    """Values that stress the rules: huge, tiny, subnormal, inf, NaN with payloads, fp16 ties."""
+    values = numpy.array([numpy.inf, -numpy.inf, numpy.nan, 0.0, -0.0, 1e-40, -1e-44, 3e38, 65504.0,
+                          65520.0, 6e-8, 2.98e-8, 1.0 + 2 ** -11, 1.0 + 3 * 2 ** -11])
+    with numpy.errstate(over="ignore"):
+        a = numpy.where(rng.random(n) < 0.5, rng.choice(values, n),
+                        rng.standard_normal(n) * 10.0 ** rng.integers(-45, 39, n)).astype(dtype)
+    bits = a.view(numpy.uint16 if dtype == F16 else numpy.uint32)
+    nan = rng.random(n) < 0.1
+    if dtype == F16:
+        bits[nan] = 0x7C01 + rng.integers(0, 0x3FE, nan.sum())
+    else:
+        bits[nan] = 0x7F800001 + rng.integers(0, 0x7FFFFE, nan.sum())
+    return a
+
+
+def _bits_nan_canonical(a):
+    """Bits, with every NaN as the default NaN: when two NaNs meet in one operation, which one the
+    result carries is not defined (NumPy's own loops pick by array length and position)."""
+    a = numpy.ascontiguousarray(a)
+    if a.dtype.kind != "f":
+        return a
+    a = numpy.where(numpy.isnan(a), numpy.array(numpy.nan, a.dtype), a)
+    return a.view({2: numpy.uint16, 4: numpy.uint32, 8: numpy.uint64}[a.dtype.itemsize])
+
+
+FUSED_MAKERS = [
+    lambda ps: nn.SGD(ps, 0.1, momentum=0.9, weight_decay=0.01, loss_scale=3.0),
+    lambda ps: nn.SGD([{"params": ps[:2], "lr": 0.0, "weight_decay": 0.1}, {"params": ps[2:]}], 0.5,
+                      momentum=0.8, dampening=0.25),
+    lambda ps: nn.SGD(ps, [0.1, 0.0, 3.0], momentum=0.9, nesterov=True),
+    lambda ps: nn.Momentum(ps, 0.1, 0.0, weight_decay=1e-20),
+    lambda ps: nn.Momentum(ps, 1e-30, 0.9, use_nesterov=True, weight_decay=0.01, loss_scale=7.0),
+    lambda ps: nn.Adam(ps, 0.1, eps=1e-45, weight_decay=0.01, use_nesterov=True),
+    lambda ps: nn.Adam(ps, [0.0, 0.1], beta2=0.9999999, loss_scale=5.0),
+    lambda ps: nn.AdamWeightDecay(ps, 3.0, beta2=0.5, eps=1e-45, weight_decay=0.01),
+    lambda ps: nn.AdamWeightDecay([{"params": ps[1:], "weight_decay": 0.2}, {"params": ps[:1], "lr": 0.0},
+                                      {"order_params": ps}], 0.1),
+]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k", range(len(FUSED_MAKERS)))
+def test_fused_step_matches_numpy_path_on_extreme_values(k, seed):
+    """Odd sizes across the 1024-element blocks, fp16/fp32 parameters and gradients, inf/NaN
+    payloads/subnormals in gradients (and so in the state), lr 0, momentum 0, weight decay with the
+    filter, None gradients and a parameter that gets gradients on only some steps, a loss scale
+    still in the gradients: the same bits as the NumPy path (NaNs compared as NaNs)."""
+    rng = numpy.random.default_rng(1000 * k + seed)
+    sizes, dtypes = (1, 1023, 1025, 2049), (F16, F32, F16, F32)
+    if seed % 2:
+        dtypes = dtypes[::-1]
+    init = [_special(rng, n, d) for n, d in zip(sizes, dtypes)]
+    grads = [[None if (i == 3 and step != 1) or rng.random() < 0.15
+              else _special(rng, n, rng.choice([F16, F32]) if d == F16 else F32)
+              for i, (n, d) in enumerate(zip(sizes, dtypes))] for step in range(3)]
+    scales = [None, 1024.0, 3.0]
+    results = []
+    for fused in (True, False):
+        params = [minigrad.Parameter(a.copy(), name=n) for a, n in zip(init, NAMES)]
+        opt = FUSED_MAKERS[k](params)
+        if not fused:
+            numpy_path(opt)
+        with numpy.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for step, scale in zip(grads, scales):
+                opt.apply_gradients([None if g is None else g.copy() for g in step], scale=scale)
+                assert opt.last_step_fused is fused
+        results.append(([p.data for p in params], opt.state_dict()))
+    (params_f, state_f), (params_n, state_n) = results
+    for p, q, name in zip(params_f, params_n, NAMES):
+        numpy.testing.assert_array_equal(_bits_nan_canonical(p), _bits_nan_canonical(q), err_msg=name)
+    assert state_f.keys() == state_n.keys()
+    for key in state_f:
+        numpy.testing.assert_array_equal(_bits_nan_canonical(numpy.asarray(state_f[key])),
+                                         _bits_nan_canonical(numpy.asarray(state_n[key])),
+                                         err_msg=key)

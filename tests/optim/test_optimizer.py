@@ -7,6 +7,12 @@ import minigrad
 from minigrad import Parameter, Tensor
 from minigrad.optim import (SGD, Adam, AdamWeightDecay, CosineDecayLR, Momentum, Optimizer, WarmUpLR,
                             piecewise_constant_lr)
+from minigrad import nn
+import math
+from helpers.optim import NAMES, NO_BETA_GAMMA, make_params, numpy_path
+
+F32 = numpy.float32
+LR_LIST = [0.1, 0.05, 0.02, 0.01]
 
 
 def params(*shapes, dtype=numpy.float32, names=None):
@@ -293,3 +299,126 @@ def test_duplicate_names_are_reported_by_state_dict():
     ps = params((2,), (2,), names=["w", "w"])
     with pytest.raises(ValueError, match="share the name 'w'"):
         SGD(ps).state_dict()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_errstate_under_raise_stops_the_step_as_numpy_does(fused):
+    """g * g underflows in Adam's second moment: NumPy raises under errstate(under='raise');
+    the fused kernel does not report underflow, so the step must not run there."""
+    param = minigrad.Parameter(numpy.ones(64, F32), name="w")
+    opt = nn.Adam([param], 0.1)
+    if not fused:
+        numpy_path(opt)
+    with numpy.errstate(under="raise"), pytest.raises(FloatingPointError, match="underflow"):
+        opt.apply_gradients([numpy.full(64, 1e-30, F32)])
+
+
+def test_errstate_under_warn_warns_as_numpy_does():
+    param = minigrad.Parameter(numpy.ones(64, F32), name="w")
+    opt = nn.Adam([param], 0.1)
+    with numpy.errstate(under="warn"), pytest.warns(RuntimeWarning, match="underflow"):
+        opt.apply_gradients([numpy.full(64, 1e-30, F32)])
+
+
+def test_global_step_counts_every_call_and_drives_list_lr_and_bias_correction():
+    opt = nn.Adam(make_params(), LR_LIST)
+    seen = []
+    for _ in range(6):
+        seen.append(opt.get_lr())
+        opt([None] * len(NAMES))
+    assert seen == LR_LIST + [LR_LIST[-1]] * 2
+    assert opt.global_step == 6
+    # a parameter whose first gradient arrives at step 6 gets the step-7 bias correction
+    p = minigrad.Parameter(numpy.ones(3, F32), name="late")
+    late = nn.Adam([p, minigrad.Parameter(numpy.ones(3, F32), name="other")], 0.1)
+    late([None, numpy.ones(3, F32)])
+    late([numpy.ones(3, F32), numpy.ones(3, F32)])
+    lr_t = 0.1 * math.sqrt(1 - 0.999 ** 2) / (1 - 0.9 ** 2)
+    expected = 1 - lr_t * 0.1 / (math.sqrt(0.001) + 1e-8)
+    numpy.testing.assert_allclose(p.data, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("rates", [numpy.array([0.3, 0.2, 0.1]), numpy.array([0.3, 0.2, 0.1], F32),
+                                   range(3, 0, -1), (x for x in (0.3, 0.2, 0.1))],
+                         ids=["ndarray", "ndarray-f32", "range", "generator"])
+def test_learning_rate_any_iterable_is_a_per_step_list(rates):
+    """MindSpore documents learning_rate as Union[float, int, Tensor, Iterable, LearningRateSchedule]:
+    an Iterable (a NumPy array, a range, a generator) gives one rate per step."""
+    expected = [float(x) for x in ([3, 2, 1] if isinstance(rates, range) else [0.3, 0.2, 0.1])]
+    if isinstance(rates, numpy.ndarray) and rates.dtype == F32:
+        expected = [float(F32(x)) for x in expected]
+    opt = nn.Momentum([minigrad.Parameter(numpy.zeros(2, F32), name="w")], rates, 0.9)
+    seen = []
+    for _ in range(4):
+        seen.append(opt.get_lr())
+        opt([numpy.zeros(2, F32)])
+    assert seen == expected + expected[-1:]
+    assert opt.dynamic_lr
+
+
+def test_learning_rate_ndarray_checked_like_a_tensor():
+    w = minigrad.Parameter(numpy.zeros(2, F32), name="w")
+    with pytest.raises(ValueError, match="learning_rate.*0-d or 1-D.*\\(2, 2\\)"):
+        nn.SGD([w], numpy.ones((2, 2)))
+    with pytest.raises(ValueError, match="learning_rate.*>= 0.*-0.5"):
+        nn.SGD([w], numpy.array([0.1, -0.5]))
+    with pytest.raises(TypeError, match="learning_rate"):
+        nn.SGD([w], "0.1")
+    with pytest.raises(TypeError, match="learning_rate"):
+        nn.SGD([w], {"lr": 0.1})
+    fixed = nn.SGD([w], numpy.array(0.25))  # 0-d: a fixed rate, as a 0-d Tensor
+    assert fixed.get_lr() == 0.25 and not fixed.dynamic_lr
+
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda w: nn.SGD(w, momentum=-0.1), ValueError, ["'momentum'", "-0.1", "[0.0, inf]"]),
+    (lambda w: nn.SGD(w, momentum="0.9"), TypeError, ["'momentum'", "'0.9'", "float"]),
+    (lambda w: nn.SGD(w, momentum=0.9, dampening=-1.0), ValueError, ["'dampening'", "-1.0"]),
+    (lambda w: nn.SGD(w, momentum=0.0, nesterov=True), ValueError, ["'nesterov'", "momentum=0.0"]),
+    (lambda w: nn.SGD(w, momentum=0.9, dampening=0.1, nesterov=True), ValueError, ["dampening=0.1"]),
+    (lambda w: nn.Momentum(w, 0.1, -0.5), ValueError, ["'momentum'", "-0.5"]),
+    (lambda w: nn.Momentum(w, 0.1, 0.9, use_nesterov=1), TypeError, ["'use_nesterov'", "bool"]),
+    (lambda w: nn.Adam(w, beta1=1.0), ValueError, ["'beta1'", "1.0", "(0.0, 1.0)"]),
+    (lambda w: nn.Adam(w, beta2=0.0), ValueError, ["'beta2'", "0.0", "(0.0, 1.0)"]),
+    (lambda w: nn.Adam(w, eps=0.0), ValueError, ["'eps'", "0.0", "(0.0, inf]"]),
+    (lambda w: nn.AdamWeightDecay(w, eps=-1e-6), ValueError, ["'eps'", "-1e-06"]),
+    (lambda w: nn.AdamWeightDecay(w, beta1=float("nan")), ValueError, ["'beta1'", "nan"]),
+    (lambda w: nn.Adam(w, weight_decay=-1e-4), ValueError, ["'weight_decay'", "-0.0001"]),
+    (lambda w: nn.Adam(w, loss_scale=0.0), ValueError, ["'loss_scale'", "0.0", "(0.0, inf]"]),
+    (lambda w: nn.Adam(w, learning_rate=-1.0), ValueError, ["'learning_rate'", "-1.0"]),
+])
+def test_bad_arguments_name_argument_value_and_expectation(make, error, words):
+    with pytest.raises(error) as info:
+        make([minigrad.Parameter(numpy.zeros(2, F32), name="w")])
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_default_decay_filter_and_defaults():
+    """MindSpore: ungrouped weight_decay skips names containing 'beta' or 'gamma' (Momentum, Adam,
+    AdamWeightDecay); nn.SGD decays everything; AdamWeightDecay's eps defaults to 1e-6, Adam's to 1e-8."""
+    params = make_params()
+    assert nn.Momentum(params, 0.1, 0.9, weight_decay=0.1).decay_flags == tuple(NO_BETA_GAMMA)
+    assert nn.Adam(params, weight_decay=0.1).decay_flags == tuple(NO_BETA_GAMMA)
+    assert nn.AdamWeightDecay(params, weight_decay=0.1).decay_flags == tuple(NO_BETA_GAMMA)
+    assert nn.SGD(params, weight_decay=0.1).decay_flags == (True,) * 4
+    adam, adamw = nn.Adam(params), nn.AdamWeightDecay(params)
+    assert (adam.beta1, adam.beta2, adam.eps) == (0.9, 0.999, 1e-8)
+    assert (adamw.beta1, adamw.beta2, adamw.eps) == (0.9, 0.999, 1e-6)
+    assert adam.get_lr() == float(F32(1e-3)) == adamw.get_lr()
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: nn.Momentum(ps, float("inf"), 0.9),
+    lambda ps: nn.Momentum(ps, 0.1, float("inf")),
+    lambda ps: nn.SGD(ps, 0.1, loss_scale=float("inf")),
+    lambda ps: nn.Adam(ps, 0.1, eps=float("inf")),
+    lambda ps: nn.AdamWeightDecay(ps, 0.1, weight_decay=float("inf")),
+])
+def test_infinite_hyperparameters_are_refused(make):
+    """An inf learning rate, momentum, eps, weight decay or loss scale only yields inf, NaN or
+    zero updates (loss_scale=inf would zero every gradient without a word): a ValueError naming
+    it."""
+    ps = [minigrad.Parameter(numpy.ones(2, numpy.float32), name="w")]
+    with pytest.raises(ValueError, match="must be finite"):
+        make(ps)

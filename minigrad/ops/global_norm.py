@@ -1,0 +1,108 @@
+"""Gradient norms and clipping by the global norm (MindSpore's ``ops.clip_by_global_norm``).
+
+The norm of a list of arrays is accumulated in float32 for float16 arrays (their squares
+overflow fp16 from 256 on) and in the arrays' own dtype otherwise. An inf or NaN value gives an
+inf or NaN norm without a NumPy warning: a loss-scaled step expects such values and skips.
+"""
+import math
+import numbers
+
+import numpy
+
+from minigrad import backend, dtype as dtypes
+from minigrad.tensor import Tensor
+
+
+def _wide(x):
+    return x.astype(numpy.float32) if x.dtype == dtypes.float16 else x
+
+
+def global_norm(arrays, norm_type=2.0):
+    """The ``norm_type``-norm of all values of ``arrays`` together, as a Python float.
+
+    ``norm_type`` inf: the largest magnitude; p > 0: ``(sum |x|^p) ** (1/p)``. Empty arrays
+    and an empty list give 0.0.
+    """
+    per_array = []
+    with numpy.errstate(over="ignore", invalid="ignore"):
+        for x in arrays:
+            if x.size == 0:
+                continue
+            xp = backend.get_array_module(x)
+            v = xp.abs(_wide(x).reshape(-1))
+            if norm_type == math.inf:
+                per_array.append(float(v.max()))
+            elif norm_type == 2.0:
+                per_array.append(float(xp.sqrt(xp.dot(v, v))))
+            else:
+                per_array.append(float(xp.sum(v ** norm_type)) ** (1.0 / norm_type))
+    if not per_array:
+        return 0.0
+    if norm_type == math.inf:
+        return max(per_array) if not any(math.isnan(n) for n in per_array) else math.nan
+    with numpy.errstate(over="ignore", invalid="ignore"):
+        total = numpy.sum(numpy.array(per_array, numpy.float64) ** norm_type) ** (1.0 / norm_type)
+    return float(total)
+
+
+def scale_in_place(arrays, factor):
+    """``x *= factor`` for every array, float16 through float32 (one rounding), no warnings."""
+    with numpy.errstate(over="ignore", invalid="ignore"):
+        for x in arrays:
+            if x.dtype == dtypes.float16:
+                x[...] = _wide(x) * numpy.float32(factor)
+            else:
+                x *= x.dtype.type(factor)
+
+
+def check_norm_type(norm_type, owner):
+    """``float(norm_type)`` for a positive real number or inf, else TypeError/ValueError."""
+    if isinstance(norm_type, bool) or not isinstance(norm_type, numbers.Real):
+        raise TypeError(f"For '{owner}', 'norm_type' must be a float or inf, but got "
+                        f"{norm_type!r} of type {type(norm_type).__name__}")
+    if not norm_type > 0:
+        raise ValueError(f"For '{owner}', 'norm_type' must be > 0 (or inf), but got {norm_type!r}")
+    return float(norm_type)
+
+
+def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
+    r"""Clip a list of Tensors by their global L2 norm (MindSpore ``ops.clip_by_global_norm``)::
+
+        global_norm = sqrt(sum_i ||x_i||^2)
+        x_i' = x_i * clip_norm / max(global_norm, clip_norm)
+
+    The norm is accumulated in float32 for float16 inputs; each result keeps its input's dtype.
+    A non-finite norm gives what the formula gives, with no NumPy warning: an inf norm zeros
+    the finite values (and makes the inf ones NaN), a NaN norm makes every value NaN. The
+    results are new Tensors and record no gradient (this clips gradients; it is not a
+    differentiable op).
+
+    Args:
+        x: a tuple or list of Tensors (the gradients).
+        clip_norm: the largest global norm kept, a positive finite number. Default 1.0.
+        use_norm: must be None (as in MindSpore, where only None is supported).
+
+    Returns:
+        A tuple of Tensors, one per input, in the input's dtype.
+
+    Raises:
+        TypeError: ``x`` is not a tuple/list of Tensors, ``clip_norm`` is not a real number.
+        ValueError: ``clip_norm`` is not positive and finite, ``use_norm`` is not None.
+    """
+    owner = "clip_by_global_norm"
+    if not isinstance(x, (tuple, list)) or not all(isinstance(t, Tensor) for t in x):
+        raise TypeError(f"For '{owner}', 'x' must be a tuple or list of Tensors, but got "
+                        f"{type(x).__name__}")
+    if isinstance(clip_norm, bool) or not isinstance(clip_norm, numbers.Real):
+        raise TypeError(f"For '{owner}', 'clip_norm' must be a float, but got {clip_norm!r}")
+    if not 0.0 < clip_norm < math.inf:
+        raise ValueError(f"For '{owner}', 'clip_norm' must be positive and finite, but got "
+                         f"{clip_norm!r}")
+    if use_norm is not None:
+        raise ValueError(f"For '{owner}', 'use_norm' only supports None, but got {use_norm!r}")
+    arrays = [t.data for t in x]
+    norm = global_norm(arrays)
+    factor = clip_norm / max(norm, clip_norm) if not math.isnan(norm) else math.nan
+    out = [a.copy() for a in arrays]
+    scale_in_place(out, factor)
+    return tuple(Tensor(a) for a in out)
