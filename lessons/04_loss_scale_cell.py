@@ -152,7 +152,7 @@ middle.semilogy([r.step for r in reports], shown, "o", markersize=4, color="tab:
 common.mark_fp16_limits(middle, axis="y", span=(largest.min() / 2, numpy.inf))
 middle.set_ylabel("|gradient| x S in fp16 (log)")
 middle.set_title("a step is skipped when its scaled gradients no longer fit fp16")
-middle.legend(fontsize="small", loc="lower right")
+middle.legend(fontsize="small", loc="lower left")
 applied = [r.step for r in reports if not r.skipped]
 bottom.plot(applied, [losses[s - 1] for s in applied], "o-", markersize=3, label="applied steps")
 bottom.set_xlabel("step")

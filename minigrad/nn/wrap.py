@@ -108,6 +108,9 @@ class TrainOneStepCell(Cell):
         def network(*args):
             losses.append(self.network(*args))
             return losses[0]
+        tell = getattr(self.optimizer, "set_backward_scale", None)
+        if tell is not None:  # THOR divides the backprop seed (the loss scale) out of its factors
+            tell(1.0 if sens is None else sens)
         grads = self.grad(network, self.weights)(*inputs, sens)
         return losses[0].detach(), grads
 

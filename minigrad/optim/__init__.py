@@ -10,8 +10,11 @@ from minigrad.optim.lr_schedule import (LearningRateSchedule, ExponentialDecayLR
                                         InverseDecayLR, CosineDecayLR, PolynomialDecayLR, WarmUpLR,
                                         piecewise_constant_lr, exponential_decay_lr, natural_exp_decay_lr,
                                         inverse_decay_lr, cosine_decay_lr, polynomial_decay_lr, warmup_lr)
+from minigrad.optim.thor_optimizer import THOR, thor
+from minigrad.optim.thor_report import ThorReport, LayerReport
 
 __all__ = ["Optimizer", "default_decay_filter", "SGD", "Momentum", "Adam", "AdamWeightDecay",
            "LearningRateSchedule", "ExponentialDecayLR", "NaturalExpDecayLR", "InverseDecayLR", "CosineDecayLR",
            "PolynomialDecayLR", "WarmUpLR", "piecewise_constant_lr", "exponential_decay_lr",
-           "natural_exp_decay_lr", "inverse_decay_lr", "cosine_decay_lr", "polynomial_decay_lr", "warmup_lr"]
+           "natural_exp_decay_lr", "inverse_decay_lr", "cosine_decay_lr", "polynomial_decay_lr", "warmup_lr",
+           "THOR", "thor", "ThorReport", "LayerReport"]

@@ -5,3 +5,4 @@ from minigrad.train.metrics import (Metric, Accuracy, Top1CategoricalAccuracy, T
 from minigrad.train.callback import (Callback, RunContext, LossMonitor, TimeMonitor, History,
                                      LossScaleMonitor, ProgressBar, CheckpointConfig, ModelCheckpoint)
 from minigrad.train.model import Model
+from minigrad.train.thor_convert import ConvertModelUtils

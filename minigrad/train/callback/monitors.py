@@ -9,13 +9,8 @@ import time
 import numpy
 
 from minigrad import backend
+from minigrad._checks import check_non_negative_int, check_positive_int
 from minigrad.train.callback.hooks import Callback, loss_value, step_in_epoch
-
-
-def _check_int(value, name, minimum):
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
 
 
 
@@ -36,7 +31,7 @@ class LossMonitor(Callback):
     """
 
     def __init__(self, per_print_times=1):
-        self.per_print_times = _check_int(per_print_times, "per_print_times", 0)
+        self.per_print_times = check_non_negative_int("per_print_times", per_print_times)
         self._last_print_step = 0
 
     def on_train_step_end(self, run_context):
@@ -62,7 +57,7 @@ class TimeMonitor(Callback):
     """
 
     def __init__(self, data_size=None):
-        self.data_size = None if data_size is None else _check_int(data_size, "data_size", 1)
+        self.data_size = check_positive_int("data_size", data_size, allow_none=True)
         self._start = None
 
     def on_train_epoch_begin(self, run_context):
@@ -113,7 +108,7 @@ class LossScaleMonitor(Callback):
     """
 
     def __init__(self, per_print_times=0):
-        self.per_print_times = _check_int(per_print_times, "per_print_times", 0)
+        self.per_print_times = check_non_negative_int("per_print_times", per_print_times)
         self.steps, self.scales, self.overflows = [], [], []
 
     def on_train_step_end(self, run_context):

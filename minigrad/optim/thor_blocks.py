@@ -1,0 +1,169 @@
+"""One THOR curvature block per recording layer: factors, damping, block inverses, preconditioning.
+
+For a layer with weight gradient ``g`` (Dense ``(out, in)``; Conv2d ``(O, C·kh·kw)`` after a
+reshape; Embedding ``(vocab, E)``) the layer records ``Σ a aᵀ`` over its R input rows and
+``Σ d dᵀ`` over the rows of the gradient at its output, whose loss was a batch mean over N
+samples multiplied by the backward scale s (the loss scale). The factors are::
+
+    A = Σ a aᵀ / R              (the mean over samples, and over positions for a convolution)
+    G = N · Σ d dᵀ / s²         (d = s/N · δ: G = (1/N) Σ_n Σ_t δ_nt δ_ntᵀ, a true expectation)
+
+so ``A ⊗ G`` is the empirical Fisher of the weight (exact for one sample of a Dense layer; the
+standard KFC approximation for a convolution), whatever the loss scale. Each factor gets its
+damping ``δ = √λ`` (MindSpore's split of the seed's ``λ``: ``(A + √λ I) ⊗ (G + √λ I)`` holds
+``λ I`` plus cross terms ``√λ (A ⊗ I + I ⊗ G)``), or with ``relative_damping`` the factor's own
+scale ``√λ · tr(F) / dim(F)``; never less than ``damping_floor``. The damped factor is cut into
+diagonal blocks of ``split_dim`` (the last one padded with the identity) and all blocks of a
+factor are inverted together by ``linalg.inv_spd_ladder``. The preconditioned gradient is::
+
+    g̃ = blkdiag(G + δ_G I)⁻¹ · g · blkdiag(A + δ_A I)⁻¹        (Embedding: A⁻¹ · g · G⁻¹)
+"""
+import math
+
+import numpy
+
+from minigrad import backend
+from minigrad.linalg import inv_spd_ladder
+
+
+class CurvatureBlock:
+    """The second-order state of one layer (all float32, on the layer's device).
+
+    Attributes:
+        name: the weight's name; kind: "dense", "conv" or "embedding".
+        A, G: the current factors (None until the first record); A of an Embedding is a vector.
+        A_inv, G_inv: stacks of block inverses (b, s, s); A_inv of an Embedding is a vector.
+        trace_ref: ``tr(A + δ_A I) · tr(G + δ_G I)`` at the last refresh (the trace rule's base).
+        frozen: True once the trace rule froze the layer (its inverses are kept for good).
+        refreshes: how many times the inverses were computed.
+    """
+
+    def __init__(self, layer, name, split_dim):
+        self.layer = layer
+        self.name = name
+        self.kind = layer.thor_kind
+        weight = layer.embedding_table if self.kind == "embedding" else layer.weight
+        shape = weight.shape
+        if self.kind == "embedding":
+            self.a_dim, self.g_dim = shape
+        else:
+            self.g_dim, self.a_dim = shape[0], int(numpy.prod(shape[1:]))
+        self.weight = weight
+        self.split_dim = split_dim
+        self.A = self.G = self.A_inv = self.G_inv = None
+        self.trace_ref = None    # damped trace product at the last refresh
+        self.trace_avg = None    # the trace rule's current (optionally averaged) measure
+        self.frozen = False
+        self.due = True          # the next step records factors and refreshes the inverses
+        self.refreshes = 0
+        self.damping_used = (None, None)
+
+    # ---- factors --------------------------------------------------------------------------------
+    def factors_from(self, pending, scale):
+        """``(A, G)`` of one recorded batch, float32; None when the record is incomplete."""
+        if pending is None or pending.get("a") is None or pending.get("g") is None:
+            return None
+        rows, batch = pending["rows"], pending["batch"]
+        a = pending["a"] / numpy.float32(max(rows, 1))
+        g = pending["g"] * numpy.float32(batch / (scale * scale))
+        return a, g
+
+    def traces_from(self, pending, scale):
+        """``(tr A, tr G)`` of one recorded batch (from any record mode), or None."""
+        if pending is None or pending.get("g_trace") is None:
+            return None
+        return (pending["a_trace"] / max(pending["rows"], 1),
+                pending["g_trace"] * pending["batch"] / (scale * scale))
+
+    def damped_trace(self, traces, damping):
+        """``tr(A + δ_A I) · tr(G + δ_G I)`` for the damping of ``traces`` (the trace rule's measure)."""
+        da, dg = damping
+        return (traces[0] + da * self.a_dim) * (traces[1] + dg * self.g_dim)
+
+    def dampings(self, traces, sqrt_lambda, relative, floor):
+        """Per-factor damping: ``√λ`` (or ``√λ · tr(F)/dim F`` when relative), at least ``floor``."""
+        if relative:
+            return (max(sqrt_lambda * traces[0] / self.a_dim, floor),
+                    max(sqrt_lambda * traces[1] / self.g_dim, floor))
+        return max(sqrt_lambda, floor), max(sqrt_lambda, floor)
+
+    def set_factors(self, a, g, decay):
+        """Store new factors, as a running average ``decay · old + (1 - decay) · new`` when
+        ``decay`` is given and factors exist."""
+        if decay is None or self.A is None:
+            self.A, self.G = a, g
+        else:
+            self.A = decay * self.A + (1.0 - decay) * a
+            self.G = decay * self.G + (1.0 - decay) * g
+
+    def factor_traces(self):
+        xp = backend.get_array_module(self.G)
+        trace_a = float(self.A.sum()) if self.kind == "embedding" else float(xp.trace(self.A))
+        return trace_a, float(xp.trace(self.G))
+
+    # ---- inverses -------------------------------------------------------------------------------
+    def invert(self, damping):
+        """Compute the block inverses of the damped factors; returns the ladder's steps."""
+        da, dg = damping
+        steps = {}
+        if self.kind == "embedding":
+            self.A_inv = (1.0 / (self.A + numpy.float32(da))).astype(numpy.float32)
+        else:
+            self.A_inv, steps["A"] = self._invert_factor(self.A, da, self.A_inv, "A")
+        self.G_inv, steps["G"] = self._invert_factor(self.G, dg, self.G_inv, "G")
+        self.damping_used = damping
+        self.refreshes += 1
+        return steps
+
+    def _invert_factor(self, factor, damping, previous, label):
+        blocks = split_blocks(factor, self.split_dim, damping)
+        if previous is not None and previous.shape != blocks.shape:
+            previous = None
+        return inv_spd_ladder(blocks, damping, previous, f"{self.name} (factor {label})")
+
+    # ---- preconditioning ------------------------------------------------------------------------
+    def precondition(self, grad):
+        """``G⁻¹ · grad · A⁻¹`` (Embedding ``A⁻¹ · grad · G⁻¹``) with the stored inverses."""
+        shape = grad.shape
+        if self.kind == "embedding":
+            return right_multiply(grad * self.A_inv[:, None], self.G_inv)
+        matrix = grad.reshape(self.g_dim, self.a_dim)
+        out = left_multiply(self.G_inv, right_multiply(matrix, self.A_inv))
+        return out.reshape(shape)
+
+
+def split_blocks(factor, size, damping):
+    """The damped diagonal blocks of ``factor`` (n, n) as a stack (b, s, s): ``s = min(n, size)``,
+    the last block padded with the identity when ``size`` does not divide ``n``."""
+    xp = backend.get_array_module(factor)
+    n = factor.shape[0]
+    s = min(n, size)
+    count = math.ceil(n / s)
+    blocks = xp.zeros((count, s, s), numpy.float32)
+    for b in range(count):
+        lo, hi = b * s, min(n, (b + 1) * s)
+        blocks[b, :hi - lo, :hi - lo] = factor[lo:hi, lo:hi]
+        if hi - lo < s:
+            idx = xp.arange(hi - lo, s)
+            blocks[b, idx, idx] = 1.0 - damping  # identity after the damping below
+    idx = xp.arange(s)
+    blocks[:, idx, idx] += numpy.float32(damping)
+    return blocks
+
+
+def right_multiply(matrix, blocks):
+    """``matrix @ blkdiag(blocks)`` for ``matrix`` (m, n) and ``blocks`` (b, s, s), b·s >= n."""
+    xp = backend.get_array_module(matrix)
+    count, s, _ = blocks.shape
+    m, n = matrix.shape
+    if count == 1 and s == n:
+        return matrix @ blocks[0]
+    padded = xp.zeros((m, count * s), matrix.dtype)
+    padded[:, :n] = matrix
+    out = xp.matmul(padded.reshape(m, count, s).transpose(1, 0, 2), blocks)  # (b, m, s)
+    return out.transpose(1, 0, 2).reshape(m, count * s)[:, :n]
+
+
+def left_multiply(blocks, matrix):
+    """``blkdiag(blocks) @ matrix`` for ``blocks`` (b, s, s) and ``matrix`` (n, m), b·s >= n."""
+    return right_multiply(matrix.T, blocks.transpose(0, 2, 1)).T

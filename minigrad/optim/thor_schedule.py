@@ -1,0 +1,120 @@
+"""THOR's schedules: the per-step damping, and when each layer refreshes its factors and inverses.
+
+Damping (and the learning rate) may be a 0-d Tensor (constant), a 1-D Tensor with one value per
+step (MindSpore's ResNet/BERT schedules: step k reads entry k; past the end the last entry is
+used, as the other optimizers do for a per-step learning rate), or a callable of the step (a
+``LearningRateSchedule``, or any ``fn(step) -> float``).
+
+Refresh rules (``refresh=``):
+
+- ``"frequency"`` (MindSpore): factors are recorded every ``factor_frequency`` steps and the
+  inverses recomputed every ``inverse_frequency`` steps (both default ``frequency``), counting
+  from step 0; the steps in between reuse the stored inverses and record nothing.
+- ``"trace"`` (the THOR paper's rule, which MindSpore does not implement): every step each layer
+  records only its factors' traces (one cheap pass); ``Δ = |T - T_ref| / T_ref`` with
+  ``T = tr(A + δ_A I) · tr(G + δ_G I)`` (``tr(A ⊗ G) = tr A · tr G``) against ``T_ref`` of the
+  layer's last refresh. ``Δ > omega1``: the layer records its factors at the next step and
+  refreshes there (one step later: the factors of the step that triggered it were not formed);
+  ``Δ < omega2``: the layer is frozen for good (its inverses are kept); otherwise reuse.
+"""
+import numbers
+
+import numpy
+
+from minigrad._checks import check_float, check_in, check_positive_int
+from minigrad.tensor import Tensor
+
+REFRESH_RULES = ("frequency", "trace")
+
+
+class StepValue:
+    """A per-step value: ``value(step) -> float`` (see the module docstring)."""
+
+    def __init__(self, value, name, owner):
+        self.name = name
+        if isinstance(value, Tensor):
+            array = numpy.asarray(value.asnumpy(), numpy.float64)
+            if array.ndim > 1:
+                raise ValueError(f"{owner}: {name} must be a 0-d or 1-D Tensor, "
+                                 f"got shape {array.shape}")
+            if array.size == 0:
+                raise ValueError(f"{owner}: {name} must not be empty, got shape {array.shape}")
+            if not (numpy.isfinite(array).all() and (array >= 0).all()):
+                raise ValueError(f"{owner}: {name} must be finite and >= 0, got {array}")
+            self.values = array.reshape(-1).tolist()
+            self.fn = None
+        elif callable(value):
+            self.values, self.fn = None, value
+        else:
+            raise TypeError(f"{owner}: {name} must be a Tensor (0-d, or 1-D with one value per "
+                            f"step) or a callable of the step, got {value!r} "
+                            f"({type(value).__name__})")
+
+    def __call__(self, step):
+        if self.fn is None:
+            return self.values[min(step, len(self.values) - 1)]
+        value = self.fn(step)
+        value = value.item() if hasattr(value, "item") else value
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0 \
+                or value == float("inf"):
+            raise ValueError(f"THOR: the {self.name} schedule returned {value!r} at step {step}; "
+                             f"expected a finite float >= 0")
+        return float(value)
+
+
+class RefreshRule:
+    """Decides, per layer and step, whether to record factors and whether to refresh inverses.
+
+    Args:
+        rule: "frequency" or "trace".
+        frequency: MindSpore's period (int >= 2), the default of both periods below.
+        factor_frequency, inverse_frequency: positive ints or None (= ``frequency``).
+        omega1, omega2: the trace rule's thresholds (floats >= 0, omega2 <= omega1).
+    """
+
+    def __init__(self, rule, frequency, factor_frequency=None, inverse_frequency=None,
+                 omega1=0.01, omega2=0.0, owner="THOR"):
+        self.rule = check_in("refresh", rule, REFRESH_RULES, owner=owner)
+        self.factor_frequency = check_positive_int(
+            "factor_frequency", frequency if factor_frequency is None else factor_frequency,
+            owner=owner)
+        self.inverse_frequency = check_positive_int(
+            "inverse_frequency", frequency if inverse_frequency is None else inverse_frequency,
+            owner=owner)
+        self.omega1 = check_float("omega1", omega1, low=0.0, owner=owner)
+        self.omega2 = check_float("omega2", omega2, low=0.0, high=self.omega1, owner=owner)
+
+    def record_mode(self, block, step):
+        """What ``block``'s layer records at ``step``: None, "trace" or "factors"."""
+        if block.frozen:
+            return None
+        if self.rule == "trace":
+            return "factors" if block.due else "trace"
+        if step % self.factor_frequency == 0 or (block.A is None and block.due):
+            return "factors"
+        return None
+
+    def inverts(self, block, step, recorded):
+        """Whether ``block`` recomputes its inverses at ``step`` (after a record of factors when
+        ``recorded``)."""
+        if block.frozen or block.A is None:
+            return False
+        if block.A_inv is None:
+            return True
+        if self.rule == "trace":
+            return recorded and block.due
+        return step % self.inverse_frequency == 0
+
+    def after_step(self, block, delta):
+        """The trace rule's decision from ``delta`` (None when not measured): sets ``due`` and
+        ``frozen`` for the next step. Returns the layer's state: "refresh next", "reuse" or
+        "frozen"."""
+        if self.rule != "trace" or delta is None:
+            return "reuse"
+        if delta > self.omega1:
+            block.due = True
+            return "refresh next"
+        if delta < self.omega2:
+            block.frozen = True
+            return "frozen"
+        return "reuse"
