@@ -336,3 +336,52 @@ def test_flatten_and_activations():
     gelu = 0.5 * x * (1 + numpy.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     numpy.testing.assert_allclose(nn.GELU()(t).asnumpy(), gelu, rtol=1e-5, atol=1e-6)
     assert isinstance(nn.get_activation("ReLU"), nn.ReLU)
+
+
+def _x(*shape, dtype=numpy.float32):
+    return Tensor(numpy.random.default_rng(0).standard_normal(shape).astype(dtype))
+
+
+@pytest.mark.parametrize("make", [
+    lambda fmt: nn.Conv2d(3, 4, 3, data_format=fmt),
+    lambda fmt: nn.BatchNorm2d(3, data_format=fmt),
+    lambda fmt: nn.MaxPool2d(2, 2, data_format=fmt),
+    lambda fmt: nn.AvgPool2d(2, 2, data_format=fmt),
+], ids=["Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d"])
+def test_2d_layers_take_data_format_nchw(make):
+    """MindSpore's signatures: nn.Conv2d(..., data_format='NCHW'), nn.BatchNorm2d(...,
+    data_format='NCHW'), nn.MaxPool2d(kernel_size=1, stride=1, pad_mode='valid',
+    data_format='NCHW'), nn.AvgPool2d(same) (mindspore.cn docs r1.7-r2.x). Code that spells the
+    default out got 'unexpected keyword argument'. 'NHWC' is a GPU-only layout in MindSpore and
+    minigrad computes NCHW only: a ValueError naming data_format and the value."""
+    cell = make("NCHW")
+    assert cell(_x(2, 3, 4, 4)).shape[:2] in ((2, 4), (2, 3))
+    with pytest.raises(ValueError, match="data_format.*'NCHW'.*'NHWC'"):
+        make("NHWC")
+    with pytest.raises(ValueError, match="data_format.*'nchw_'"):
+        make("nchw_")
+
+
+def test_embedding_padding_idx_must_be_in_0_vocab():
+    """mindspore.nn.Embedding, Raises: 'ValueError - If padding_idx is an int not in
+    [0, vocab_size)'. A negative padding_idx was accepted (and zeroed a row counted from the end),
+    True was taken as 1, and a NumPy integer was refused."""
+    with pytest.raises(ValueError, match=r"padding_idx must be None or an int in \[0, 5\), got -1"):
+        nn.Embedding(5, 3, padding_idx=-1)
+    with pytest.raises(TypeError, match="padding_idx.*True"):
+        nn.Embedding(5, 3, padding_idx=True)
+    emb = nn.Embedding(5, 3, padding_idx=numpy.int64(4))
+    assert not emb.embedding_table.asnumpy()[4].any() and emb.embedding_table.asnumpy()[:4].all()
+
+
+def test_flatten_keeps_an_empty_batch():
+    """mindspore.nn.Flatten: output shape (N, X), X the product of the remaining dimensions. An
+    input with N = 0 raised 'cannot reshape ... to (0, -1)' instead of giving (0, 12)."""
+    out = nn.Flatten()(Tensor(numpy.ones((0, 3, 4), numpy.float32)))
+    assert out.shape == (0, 12)
+    assert nn.Flatten()(_x(2, 3, 4)).shape == (2, 12)
+
+
+def test_dense_given_a_list_says_what_it_expected():
+    with pytest.raises(TypeError, match="Tensor"):
+        nn.Dense(4, 3)([[1.0, 2.0, 3.0, 4.0]])
