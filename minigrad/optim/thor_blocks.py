@@ -54,9 +54,7 @@ class CurvatureBlock:
         self.split_dim = split_dim
         self.A = self.G = self.A_inv = self.G_inv = None
         self.trace_ref = None    # damped trace product at the last refresh
-        self.trace_avg = None    # the trace rule's current (optionally averaged) measure
         self.frozen = False
-        self.due = True          # the next step records factors and refreshes the inverses
         self.refreshes = 0
         self.damping_used = (None, None)
 

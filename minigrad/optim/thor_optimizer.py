@@ -196,36 +196,32 @@ class THOR(Optimizer):
                     entry.action = "kept"
             entry.factor_seconds = time.perf_counter() - start
             t_factors += entry.factor_seconds
-            if entry.action != "kept" and self.rule.inverts(block, step, recorded):
+            delta = None
+            if recorded and self.rule.rule == "trace" and block.trace_ref:
+                now = block.damped_trace(block.factor_traces(), block.damping_used)
+                delta = entry.delta = abs(now - block.trace_ref) / block.trace_ref
+            decision = "reuse" if entry.action == "kept" else \
+                self.rule.decide(block, step, recorded, delta)
+            if decision == "refresh":
                 current = block.factor_traces()
                 damping = block.dampings(current, sqrt_lam, self.relative_damping,
                                          self.damping_floor)
                 to_invert.append((block, damping, block.damped_stacks(damping)))
                 trace_refs[block.name] = block.damped_trace(current, damping)
                 entry.action, (entry.damping_a, entry.damping_g) = "refresh", damping
-            elif traces is not None and block.trace_ref and entry.action != "kept":
-                entry.delta = self._trace_delta(block, traces)
-                if self.rule.after_step(block, entry.delta) == "frozen":
-                    entry.action = "frozen"
+            elif decision == "frozen":
+                entry.action = "frozen"
         start = time.perf_counter()
         results = invert_together(to_invert) if to_invert else {}
         for block, damping, _ in to_invert:
             inverses, ladder, seconds = results[block]
             block.store_inverses(inverses, damping)
-            block.trace_ref = block.trace_avg = trace_refs[block.name]
-            block.due = False
+            block.trace_ref = trace_refs[block.name]
             entry = report.layers[block.name]
             entry.ladder, entry.inverse_seconds = ladder, seconds
         t_inverses = time.perf_counter() - start
         report.refresh = any(r.action == "refresh" for r in report.layers.values())
         report.seconds["factors"], report.seconds["inverses"] = t_factors, t_inverses
-
-    def _trace_delta(self, block, traces):
-        now = block.damped_trace(traces, block.damping_used)
-        if self.factor_decay is not None:
-            now = self.factor_decay * block.trace_avg + (1.0 - self.factor_decay) * now
-        block.trace_avg = now
-        return abs(now - block.trace_ref) / block.trace_ref
 
     def reduce_factors(self, records):
         """The data-parallel reduction of this step's records: one ``(factors, traces)`` per THOR
