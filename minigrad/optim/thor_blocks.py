@@ -76,12 +76,13 @@ class CurvatureBlock:
                 pending["g_trace"] * pending["batch"] / (scale * scale))
 
     def damped_trace(self, traces, damping):
-        """``tr(A + δ_A I) · tr(G + δ_G I)`` for the damping of ``traces`` (the trace rule's measure)."""
+        """``tr(A + δ_A I) · tr(G + δ_G I)`` for ``traces`` and ``damping`` (the trace rule's
+        measure)."""
         da, dg = damping
         return (traces[0] + da * self.a_dim) * (traces[1] + dg * self.g_dim)
 
     def dampings(self, traces, sqrt_lambda, relative, floor):
-        """Per-factor damping: ``√λ`` (or ``√λ · tr(F)/dim F`` when relative), at least ``floor``."""
+        """Per-factor damping: ``√λ`` (``√λ · tr(F) / dim F`` when relative), at least ``floor``."""
         if relative:
             return (max(sqrt_lambda * traces[0] / self.a_dim, floor),
                     max(sqrt_lambda * traces[1] / self.g_dim, floor))

@@ -1,4 +1,5 @@
-"""``THOR``: the second-order optimizer (Trace-based Hardware-driven layer-ORiented natural gradient).
+"""``THOR``: the second-order optimizer (Trace-based Hardware-driven layer-ORiented natural
+gradient descent).
 
 One step, for gradients ``g`` of a network converted to THOR layers (``nn.DenseThor``,
 ``nn.Conv2dThor``, ``nn.EmbeddingThor``; ``nn.thor`` converts and builds in one call)::

@@ -135,7 +135,7 @@ def test_bad_damping():
         trainer(opt, net)(*data())
 
 
-# ---- refresh rules --------------------------------------------------------------------------------
+# ---- refresh rules -------------------------------------------------------------------------
 def test_frequency_reuses_the_inverses():
     net = mlp()
     opt = nn.thor(net, T, T, 0.9, frequency=4)
@@ -213,7 +213,7 @@ def test_trace_rule_refreshes_when_the_data_changes():
     assert opt.last_report.layers["0.weight"].action == "refresh"
 
 
-# ---- report ---------------------------------------------------------------------------------------
+# ---- report --------------------------------------------------------------------------------
 def test_last_report_says_what_happened():
     net = mlp()
     opt = nn.thor(net, T, T, 0.9, frequency=2)

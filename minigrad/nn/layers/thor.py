@@ -11,8 +11,9 @@ float32 whatever the network's dtype:
   before bias and activation (a hook on the product's output), and the batch size.
 
 With them go ``Σ ‖a_r‖²`` and ``Σ ‖d_r‖²`` (the factors' traces, for the report).
-``thor_record = None`` records nothing (no cost). The optimizer divides the loss scale and the batch-mean factor back
-out, so the factors do not depend on the loss scale (see ``optim.thor_blocks``).
+``thor_record = None`` records nothing (no cost). The optimizer divides the loss scale and the
+batch-mean factor back out, so the factors do not depend on the loss scale (see
+``optim.thor_blocks``).
 
 A layer records its last call of a step: a layer shared by two calls in one step is not
 supported by THOR.
