@@ -9,7 +9,7 @@ import pytest
 from minigrad import Tensor, Parameter, nn, ops
 from minigrad import amp
 from minigrad.amp import GradScaler, DynamicLossScaler, autocast
-from minigrad.mixed_precision import DynamicLossScale, FixedLossScale, LossScaleOptimizer, get
+from minigrad.mixed_precision import DynamicLossScale, FixedLossScale, get
 
 from helpers.doubles import StepCountingOptimizer
 

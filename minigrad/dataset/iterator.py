@@ -1,4 +1,5 @@
 """The iterator that ``create_tuple_iterator`` and ``create_dict_iterator`` return."""
+from minigrad._checks import check_bool, check_int, check_positive_int
 from minigrad.tensor import Tensor
 
 
@@ -6,8 +7,9 @@ class RowIterator:
     """The object returned by ``create_tuple_iterator`` / ``create_dict_iterator``."""
 
     def __init__(self, dataset, columns, num_epochs, output_numpy, as_dict):
-        if not isinstance(num_epochs, int) or (num_epochs < 1 and num_epochs != -1):
-            raise ValueError(f"num_epochs must be a positive int or -1, got {num_epochs!r}")
+        if check_int("num_epochs", num_epochs) != -1:
+            check_positive_int("num_epochs", num_epochs)  # or -1: no limit
+        self.output_numpy = check_bool("output_numpy", output_numpy)
         names = dataset.get_col_names()
         if columns is not None:
             columns = [columns] if isinstance(columns, str) else list(columns)
@@ -18,7 +20,6 @@ class RowIterator:
         self.names = columns or names
         self.positions = [names.index(c) for c in columns] if columns else None
         self.num_epochs = num_epochs
-        self.output_numpy = output_numpy
         self.as_dict = as_dict
         self.epoch = 0
         self._rows = None

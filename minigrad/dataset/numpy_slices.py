@@ -5,7 +5,8 @@ import math
 import numpy
 
 from minigrad import _checks, communication
-from minigrad.dataset.pipeline import Dataset, check_positive_int
+from minigrad._checks import check_bool, check_positive_int
+from minigrad.dataset.pipeline import Dataset
 from minigrad.dataset.settings import new_generator
 from minigrad.tensor import Tensor
 
@@ -38,7 +39,8 @@ class NumpySlicesDataset(Dataset):
             number of column names, an empty dataset, both ``shuffle=True`` and a sampler, only
             one of ``num_shards`` / ``shard_id``, ``num_shards`` < 1, or a ``shard_id`` outside
             ``[0, num_shards - 1]``.
-        TypeError: a ``num_shards`` or ``shard_id`` that is not an int.
+        TypeError: a ``shuffle`` that is neither a bool nor None; a ``num_samples``,
+            ``num_shards`` or ``shard_id`` that is not an int.
     """
 
     def __init__(self, data, column_names=None, num_samples=None, num_parallel_workers=None,
@@ -57,6 +59,8 @@ class NumpySlicesDataset(Dataset):
                              f"{dict(zip(names, lengths))}")
         if lengths[0] == 0:
             raise ValueError("data has no rows")
+        if shuffle is not None:
+            check_bool("shuffle", shuffle, owner="NumpySlicesDataset")
         if shuffle and sampler is not None:
             raise ValueError("give either shuffle=True or a sampler, not both")
         self.columns = columns
@@ -66,8 +70,8 @@ class NumpySlicesDataset(Dataset):
                 self.sampler.min() < -lengths[0] or self.sampler.max() >= lengths[0]):
             raise ValueError(f"sampler indices must lie in [0, {lengths[0]}), got "
                              f"[{self.sampler.min()}, {self.sampler.max()}]")
-        self.shuffled = sampler is None if shuffle is None else bool(shuffle)
-        self.num_samples = check_positive_int(num_samples, "num_samples", allow_none=True)
+        self.shuffled = sampler is None if shuffle is None else shuffle
+        self.num_samples = check_positive_int("num_samples", num_samples, allow_none=True)
         self.num_shards, self.shard_id = _shards(num_shards, shard_id)
         if self.num_shards > 1 and self.shuffled and communication.get_group_size() > 1:
             # every shard cuts the same permutation: rank 0 draws the seed for all

@@ -17,6 +17,7 @@ import math
 import numpy
 
 from minigrad.dataset.settings import new_generator
+from minigrad._checks import check_bool, check_int, check_positive_int, is_int
 from minigrad.dataset.iterator import RowIterator
 
 
@@ -113,7 +114,8 @@ class Dataset:
         """Shuffle rows through a buffer of ``buffer_size`` (≥ dataset size: a full shuffle).
 
         Raises:
-            ValueError: if ``buffer_size`` is not an int ≥ 2.
+            TypeError: if ``buffer_size`` is not an int.
+            ValueError: if it is below 2.
         """
         return ShuffleDataset(self, buffer_size)
 
@@ -126,7 +128,8 @@ class Dataset:
             num_parallel_workers: accepted for MindSpore compatibility; ignored.
 
         Raises:
-            ValueError: if ``batch_size`` is not a positive int.
+            TypeError: if ``batch_size`` is not an int or ``drop_remainder`` not a bool.
+            ValueError: if ``batch_size`` is not positive.
         """
         return BatchDataset(self, batch_size, drop_remainder)
 
@@ -139,7 +142,8 @@ class Dataset:
         semantics). ``get_dataset_size()`` is the parent's size times ``count``; None without end.
 
         Raises:
-            ValueError: if ``count`` is not a positive int, -1 or None.
+            TypeError: if ``count`` is neither an int nor None.
+            ValueError: if it is an int other than -1 below 1.
         """
         return RepeatDataset(self, count)
 
@@ -180,12 +184,14 @@ class Dataset:
             for epoch in range(2):
                 for x, y in it: ...
         """
+        check_bool("do_copy", do_copy)
         return RowIterator(self, columns, num_epochs, output_numpy, as_dict=False)
 
     def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=True):
         """Like ``create_tuple_iterator`` but each row is a dict ``{column name: value}``.
 
         ``do_copy`` is accepted for MindSpore compatibility (rows are always fresh Tensors)."""
+        check_bool("do_copy", do_copy)
         return RowIterator(self, None, num_epochs, output_numpy, as_dict=True)
 
     def __iter__(self):
@@ -208,9 +214,7 @@ class ShuffleDataset(Dataset):
 
     def __init__(self, parent, buffer_size):
         super().__init__(parent)
-        if check_positive_int(buffer_size, "buffer_size") < 2:
-            raise ValueError(f"buffer_size must be an int >= 2, got {buffer_size!r}")
-        self.buffer_size = buffer_size
+        self.buffer_size = check_int("buffer_size", buffer_size, low=2)
 
     def _index_chunks(self):
         chunks = self.parent._index_chunks()
@@ -231,9 +235,12 @@ class RepeatDataset(Dataset):
 
     def __init__(self, parent, count=None):
         super().__init__(parent)
-        endless = count is None or (type(count) in (int, numpy.int32, numpy.int64) and count == -1)
-        if not endless and (not isinstance(count, (int, numpy.integer)) or isinstance(count, bool) or count < 1):
-            raise ValueError(f"count must be a positive int, -1 or None (without end), got {count!r}")
+        endless = count is None or (is_int(count) and count == -1)
+        if not endless and not is_int(count):
+            check_int("count", count)  # a TypeError naming the value
+        if not endless and count < 1:
+            check_positive_int("count", count)  # a ValueError naming the value
+        # a loop bound only, never stored in an array: counts beyond int64 are fine
         self.count = None if endless else int(count)
 
     def _passes(self):
@@ -322,8 +329,8 @@ class BatchDataset(Dataset):
 
     def __init__(self, parent, batch_size, drop_remainder=False):
         super().__init__(parent)
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.drop_remainder = bool(drop_remainder)
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        self.drop_remainder = check_bool("drop_remainder", drop_remainder)
 
     def _rows(self):
         size = self.batch_size
@@ -359,11 +366,3 @@ def _column_list(columns, name, default):
         raise ValueError(f"{name} must be a column name or a non-empty list of distinct names, "
                          f"got {columns!r}")
     return columns
-
-
-def check_positive_int(value, name, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, (int, numpy.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)

@@ -3,6 +3,7 @@
 import numpy
 
 from minigrad import random as mg_random
+from minigrad._checks import check_non_negative_int
 
 
 class _Config:
@@ -15,12 +16,10 @@ class _Config:
         """Seed the shuffling of datasets built from now on (``None``: fresh entropy each time).
 
         Raises:
-            ValueError: if ``seed`` is not a non-negative int.
+            TypeError: if ``seed`` is neither an int nor None.
+            ValueError: if it is negative.
         """
-        if seed is not None and (not isinstance(seed, (int, numpy.integer)) or isinstance(seed, bool)
-                                 or seed < 0):
-            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-        self._seed = None if seed is None else int(seed)
+        self._seed = check_non_negative_int("seed", seed, allow_none=True)
 
     def get_seed(self):
         return self._seed

@@ -24,7 +24,10 @@ Modes: ``training`` starts False as in MindSpore; ``set_train()`` switches the w
 """
 from collections import OrderedDict
 
+import numpy
+
 from minigrad import dtype as dtypes, ops
+from minigrad._checks import check_bool, check_callable
 from minigrad._config import using_config
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -80,14 +83,29 @@ class Cell:
         auto_prefix: prefix the names of a sub-cell's parameters with its attribute name.
             Default True; wrappers pass False.
 
-    Calling a cell casts its floating inputs when ``to_float`` was used, runs the forward
-    pre-hooks, ``construct`` and then the forward hooks. A network that AMP level O1 was applied
-    to (``amp.build_train_network(..., level="O1")``) runs ``construct`` under ``amp.autocast``.
+    Calling a cell first applies the input rule at the Cell boundary:
+
+    - a NumPy array input becomes a Tensor (layers and losses refuse other non-Tensors, such as
+      lists, with a TypeError naming the cell and the argument);
+    - with ``to_float(dtype)``, floating inputs are cast to ``dtype``;
+    - otherwise a float64 input is cast to the cell's compute dtype, the widest floating dtype
+      of its parameters, when that is narrower: a float64 batch (scikit-learn's loaders return
+      float64) runs an fp32 network in fp32, as the dtype policy has it, rather than silently
+      promoting the whole network to float64. A cell with float64 parameters (e.g. for a
+      float64 gradient check) or without floating parameters computes in float64.
+
+    It then runs the forward pre-hooks, ``construct`` and the forward hooks. A network that AMP
+    level O1 was applied to (``amp.build_train_network(..., level="O1")``) runs ``construct``
+    under ``amp.autocast``.
+
+    PyTorch ``nn.Module`` names (``parameters()``, ``train()``, ``eval()``, ``forward``, ...)
+    raise an AttributeError naming the minigrad equivalent.
     """
     # parameters the parameter-casting helper leaves in float32 (BatchNorm's moving statistics)
     _fp32_params = ()
 
     def __init__(self, auto_prefix=True):
+        auto_prefix = check_bool("auto_prefix", auto_prefix, owner=type(self).__name__)
         d = self.__dict__
         d["_params"] = OrderedDict()        # attribute name -> Parameter
         d["_param_tuples"] = OrderedDict()  # attribute name -> ParameterTuple
@@ -104,8 +122,12 @@ class Cell:
         raise NotImplementedError(f"{type(self).__name__} must define construct()")
 
     def __call__(self, *inputs, **kwargs):
+        if any(isinstance(x, numpy.ndarray) for x in inputs):
+            inputs = tuple(Tensor(x) if isinstance(x, numpy.ndarray) else x for x in inputs)
         if self._cast_dtype is not None:
             inputs = _cast_floats(inputs, self._cast_dtype)
+        elif any(isinstance(x, Tensor) and x.dtype == dtypes.float64 for x in inputs):
+            inputs = self._narrow_float64(inputs)
         if self._forward_pre_hooks:
             for hook in tuple(self._forward_pre_hooks.values()):
                 result = hook(self, inputs)
@@ -122,6 +144,23 @@ class Cell:
                 if result is not None:
                     output = result
         return output
+
+    def _narrow_float64(self, inputs):
+        """Float64 inputs cast to the compute dtype: the widest floating dtype of this cell's
+        parameters, when that is narrower (float32 for an fp32 network). A cell without floating
+        parameters, or with float64 ones, computes in its inputs' dtype."""
+        kinds = {p.dtype for p in self.get_parameters() if p.dtype.kind == "f"}
+        if not kinds or dtypes.float64 in kinds:
+            return inputs
+        return _cast_floats(inputs, max(kinds, key=lambda d: d.itemsize))
+
+    def __getattr__(self, name):
+        # reached only when normal lookup fails: say what a PyTorch name is called here
+        hint = _TORCH_NAMES.get(name)
+        if hint is not None:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (a PyTorch "
+                                 f"nn.Module name); in minigrad use {hint}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ---- registration -------------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -294,14 +333,46 @@ class Cell:
 
     # ---- modes and dtypes ---------------------------------------------------------------------
     def set_train(self, mode=True):
-        """Set ``training`` on this cell and all sub-cells (Dropout and BatchNorm read it)."""
+        """Set ``training`` on this cell and all sub-cells (Dropout and BatchNorm read it).
+
+        Raises:
+            TypeError: if ``mode`` is not a bool.
+        """
+        mode = check_bool("mode", mode, owner="Cell.set_train")
         for _, cell in self.cells_and_names():
-            cell.__dict__["training"] = bool(mode)
+            cell.__dict__["training"] = mode
         return self
 
     def set_grad(self, requires_grad=True):
-        """Accepted for MindSpore compatibility; minigrad records gradients whenever needed."""
+        """Accepted for MindSpore compatibility; minigrad records gradients whenever needed.
+
+        Raises:
+            TypeError: if ``requires_grad`` is not a bool.
+        """
+        check_bool("requires_grad", requires_grad, owner="Cell.set_grad")
         return self
+
+    def apply(self, fn):
+        """Call ``fn(cell)`` on every sub-cell and then on this cell (MindSpore's order: children
+        first); returns ``self``. E.g. a custom initialisation of every Dense layer.
+
+        Raises:
+            TypeError: if ``fn`` is not callable.
+        """
+        check_callable("fn", fn, owner="Cell.apply")
+        for _, cell in reversed(list(self.cells_and_names())):
+            fn(cell)
+        return self
+
+    @property
+    def cls_name(self):
+        """The class name (MindSpore's ``Cell.cls_name``)."""
+        return type(self).__name__
+
+    @property
+    def auto_prefix(self):
+        """Whether sub-cells' parameter names get this cell's attribute name as a prefix."""
+        return self._auto_prefix
 
     def to_float(self, dtype):
         """Cast the floating inputs of this cell and of its sub-cells to ``dtype`` on entry.
@@ -380,6 +451,38 @@ class Cell:
         lines += [f"({name}): {child!r}" for name, child in children.items()]
         body = "\n".join(lines).replace("\n", "\n  ")
         return f"{type(self).__name__}<\n  {body}\n  >"
+
+
+_TORCH_NAMES = {
+    "parameters": "get_parameters() (a generator) or trainable_params() (the list an optimizer "
+                  "takes)",
+    "named_parameters": "parameters_and_names()",
+    "train": "set_train(True)",
+    "eval": "set_train(False)",
+    "forward": "construct: define construct(self, ...) in place of forward",
+    "modules": "cells_and_names() (the cells with their paths)",
+    "named_modules": "cells_and_names()",
+    "children": "cells()",
+    "named_children": "name_cells()",
+    "state_dict": "parameters_dict(), or minigrad.save_checkpoint(net, path)",
+    "load_state_dict": "minigrad.load_param_into_net(net, parameter_dict)",
+    "zero_grad": "the optimizer's zero_grad()",
+    "register_parameter": "insert_param_to_cell(name, param) or plain attribute assignment",
+    "add_module": "insert_child_to_cell(name, cell) or plain attribute assignment",
+}
+
+
+def check_tensor(owner, name, value):
+    """``value`` if it is a Tensor, else a TypeError naming the loss and the argument.
+
+    The one rule at the boundary of layers and losses: a NumPy array is converted to a Tensor
+    when the cell is called (``Cell.__call__``); anything else that is not a Tensor (a list, a
+    number, None) is refused, as PyTorch's losses and MindSpore's cells refuse it.
+    """
+    if isinstance(value, Tensor):
+        return value
+    raise TypeError(f"For '{owner}', '{name}' must be a Tensor (or a NumPy array), got "
+                    f"{type(value).__name__}")
 
 
 def _cast_floats(inputs, dtype):

@@ -6,8 +6,9 @@ fp16 gradients). ``reduction`` is "mean", "sum" or "none" (per-element loss).
 import numpy
 
 from minigrad import backend, dtype as dtypes, ops
+from minigrad._checks import check_bool, check_in
 from minigrad.autograd.function import Function
-from minigrad.nn.cell import Cell
+from minigrad.nn.cell import Cell, check_tensor
 from minigrad.tensor import Tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -26,14 +27,13 @@ class LossBase(Cell):
         reduction: "mean" (default), "sum" or "none".
 
     Raises:
+        TypeError: for a ``reduction`` that is not a str (a Tensor, a number).
         ValueError: for another ``reduction``.
     """
 
     def __init__(self, reduction="mean"):
         super().__init__()
-        if reduction not in _REDUCTIONS:
-            raise ValueError(f"reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}")
-        self.reduction = reduction
+        self.reduction = check_in("reduction", reduction, _REDUCTIONS, owner=type(self).__name__)
 
     def get_loss(self, x, weights=1.0):
         """float32 ``x · weights`` reduced by ``self.reduction`` (mean/sum over all elements)."""
@@ -52,7 +52,8 @@ class LossBase(Cell):
 
 def _difference(owner, logits, labels):
     """fp32 ``logits - labels``; shapes that do not broadcast are a ValueError naming both."""
-    logits, labels = _fp32(logits), _fp32(labels)
+    logits = _fp32(check_tensor(owner, "logits", logits))
+    labels = _fp32(check_tensor(owner, "labels", labels))
     try:
         numpy.broadcast_shapes(logits.shape, labels.shape)
     except ValueError:
@@ -121,11 +122,11 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
 
     def __init__(self, sparse=False, reduction="none"):
         super().__init__(reduction)
-        if not isinstance(sparse, bool):
-            raise TypeError(f"sparse must be a bool, got {sparse!r}")
-        self.sparse = sparse
+        self.sparse = check_bool("sparse", sparse, owner="SoftmaxCrossEntropyWithLogits")
 
     def construct(self, logits, labels):
+        check_tensor("SoftmaxCrossEntropyWithLogits", "logits", logits)
+        check_tensor("SoftmaxCrossEntropyWithLogits", "labels", labels)
         if logits.ndim != 2:
             raise ValueError(f"logits must have shape (N, C), got {logits.shape}")
         n, c = logits.shape

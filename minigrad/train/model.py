@@ -14,6 +14,7 @@ optimizer nor a loss function (it is then already a training cell).
 import warnings
 
 from minigrad import dtype as dtypes, ops
+from minigrad._checks import check_bool, check_in, check_int, check_positive_int
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
 from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
@@ -81,12 +82,8 @@ class Model:
             if key not in _AMP_KWARGS:
                 raise ValueError(f"Model: unsupported argument {key!r}; expected one of "
                                  f"{('loss_scale_manager',) + _AMP_KWARGS[1:]}")
-        if not isinstance(amp_level, str):
-            raise TypeError(f"Model: 'amp_level' must be a str, got {amp_level!r}")
-        if amp_level not in AMP_LEVELS:
-            raise ValueError(f"Model: 'amp_level' must be one of {AMP_LEVELS}, got {amp_level!r}")
-        if boost_level not in ("O0", "O1", "O2"):
-            raise ValueError(f"Model: 'boost_level' must be 'O0', 'O1' or 'O2', got {boost_level!r}")
+        check_in("amp_level", amp_level, AMP_LEVELS, owner="Model")
+        check_in("boost_level", boost_level, ("O0", "O1", "O2"), owner="Model")
         if boost_level != "O0":
             raise NotImplementedError(f"Model: boost_level {boost_level!r} is not implemented; use 'O0'")
         if optimizer is None and amp_level != "O0":
@@ -159,11 +156,10 @@ class Model:
             ValueError: for ``epoch`` < 1, ``initial_epoch`` outside ``[0, epoch)``, or a dataset
                 that yields no batch.
         """
-        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
-            raise ValueError(f"Model.train: 'epoch' must be a positive int, got {epoch!r}")
-        if not isinstance(initial_epoch, int) or not 0 <= initial_epoch < epoch:
-            raise ValueError(f"Model.train: 'initial_epoch' must be an int in [0, {epoch}), "
-                             f"got {initial_epoch!r}")
+        epoch = check_positive_int("epoch", epoch, owner="Model.train")
+        check_int("initial_epoch", initial_epoch, low=0, high=epoch - 1, owner="Model.train")
+        check_int("sink_size", sink_size, owner="Model.train")
+        _check_dataset(train_dataset, "train_dataset", "Model.train")
         _warn_sink(dataset_sink_mode)
         callbacks = CallbackList(callbacks)
         batch_num = _size(train_dataset)
@@ -214,6 +210,7 @@ class Model:
             raise ValueError("Model.eval needs metrics: Model(..., metrics={'acc': Accuracy()})")
         if self._eval_network is None:
             raise ValueError("Model.eval needs 'loss_fn' or 'eval_network'")
+        _check_dataset(valid_dataset, "valid_dataset", "Model.eval")
         _warn_sink(dataset_sink_mode)
         callbacks = CallbackList(callbacks)
         cb_params = CallbackParam(
@@ -290,7 +287,23 @@ def _size(dataset):
         return None
 
 
+def _check_dataset(dataset, name, owner):
+    """A dataset, or a re-iterable of batches; a tuple of Tensors or arrays (``(x, y)``, one
+    batch) is refused with the way to make a dataset of it."""
+    if hasattr(dataset, "create_tuple_iterator"):
+        return
+    if isinstance(dataset, tuple) and dataset and all(hasattr(v, "shape") for v in dataset):
+        raise TypeError(f"{owner}: {name} must be a dataset, got a tuple of {len(dataset)} "
+                        f"arrays; wrap them: NumpySlicesDataset((x, y)).batch(32) (or pass a list "
+                        f"of (x, y) batches)")
+    if isinstance(dataset, (str, bytes)) or not hasattr(dataset, "__iter__") or hasattr(
+            dataset, "shape"):
+        raise TypeError(f"{owner}: {name} must be a minigrad.dataset dataset or a re-iterable of "
+                        f"batches, got {type(dataset).__name__}")
+
+
 def _warn_sink(dataset_sink_mode):
+    check_bool("dataset_sink_mode", dataset_sink_mode, owner="Model")
     if dataset_sink_mode:
         warnings.warn("dataset_sink_mode=True is not supported by minigrad; the data is fed step "
                       "by step", stacklevel=3)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import minigrad
-from minigrad import Tensor, Parameter, nn, ops, Model, FixedLossScaleManager
+from minigrad import Tensor, Parameter, nn, Model, FixedLossScaleManager
 from minigrad import dtype as mstype
 from helpers.doubles import MatMulNet as Net  # the examples' network, as they name it
 

@@ -13,7 +13,7 @@ from minigrad import backend
 from minigrad.amp import float_status as fs, kernels
 from minigrad.tensor import Tensor
 from helpers import NO_GPU
-from helpers.bits import UINT, assert_same_values, from_bits, ref_unscale
+from helpers.bits import assert_same_values, from_bits, ref_unscale
 
 ENGINES = [pytest.param("host", id="host-kernels"),
            pytest.param("numpy", id="numpy-fallback"),
@@ -409,3 +409,13 @@ def test_check_and_unscale_to_fp32_widens_and_flags(engine):
     assert fs.get_status(status)
     with pytest.raises(TypeError, match=r"arrays\[0\] must have dtype float16"):
         fs.check_and_unscale_to_fp32(status, [engine.put(numpy.ones(2, numpy.float32))], 1.0)
+
+
+def test_float_status_all_finite_names_arrays_argument():
+    # amp/float_status.py all_finite: "Raises TypeError / ValueError: as check_overflow",
+    # whose message names arrays[i]; it named 'like' (alloc_status's argument)
+    with pytest.raises(TypeError, match=r"arrays\[1\] must be a Tensor"):
+        fs.all_finite([None, 1.0])
+    with pytest.raises(TypeError, match=r"arrays\[0\] must have dtype"):
+        fs.all_finite([numpy.ones(2, numpy.int32)])
+    assert fs.all_finite([None, numpy.ones(2, numpy.float32)]) is True

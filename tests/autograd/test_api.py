@@ -4,6 +4,7 @@ import pytest
 
 import minigrad
 from minigrad import ops
+from minigrad import Tensor
 
 
 def _t(values, dtype=numpy.float32):
@@ -238,3 +239,30 @@ def test_register_hook_refuses_what_no_gradient_reaches():
         plain.register_hook(lambda g: None)
     with pytest.raises(TypeError, match="hook must be callable"):
         minigrad.Tensor(numpy.ones(2, numpy.float32), requires_grad=True).register_hook(3)
+
+
+def _product(x, y):
+    return (x * y).sum()
+
+
+def test_a_repeated_grad_position_gets_the_gradient_each_time():
+    # the input was re-wrapped once per entry: the first leaf went unused and its gradient was 0
+    a = Tensor(numpy.array([1.0, 2.0], numpy.float32))
+    b = Tensor(numpy.array([3.0, 4.0], numpy.float32))
+    ga, ga_again, gb = minigrad.grad(_product, (0, 0, 1))(a, b)
+    numpy.testing.assert_array_equal(ga.asnumpy(), [3.0, 4.0])
+    numpy.testing.assert_array_equal(ga_again.asnumpy(), [3.0, 4.0])
+    numpy.testing.assert_array_equal(gb.asnumpy(), [1.0, 2.0])
+    assert ga.data is not ga_again.data                     # each one fresh and writable
+    _, (g0, g1) = minigrad.value_and_grad(_product, (1, -1))(a, b)
+    numpy.testing.assert_array_equal(g0.asnumpy(), [1.0, 2.0])
+    numpy.testing.assert_array_equal(g1.asnumpy(), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("position", ["0", 1.0, (0, "1"), [0.0]])
+def test_a_grad_position_of_the_wrong_type_is_a_type_error_naming_it(position):
+    # MindSpore: TypeError, 'grad_position' must be an int or a tuple of ints; it was
+    # "grad_position='0' is out of range" or "'float' object is not iterable"
+    a = Tensor(numpy.ones(2, numpy.float32))
+    with pytest.raises(TypeError, match=r"grad_position.*int or a tuple of ints.*got"):
+        minigrad.grad(_product, position)(a, a)

@@ -4,6 +4,7 @@ import pytest
 
 import minigrad
 from minigrad import dtype as mstype, ops
+from minigrad import Tensor
 
 
 def _fp16(values):
@@ -197,3 +198,27 @@ def test_fp16_mean_gradient_over_more_elements_than_fp16_can_count():
         x.mean().backward()
     assert x.grad.dtype == mstype.float16
     numpy.testing.assert_array_equal(x.grad.asnumpy(), numpy.float16(1 / 70000))
+
+
+def test_as_dtype_refuses_none_instead_of_returning_float64():
+    # numpy.dtype(None) is float64: ops.cast(x, None) silently doubled an fp16 tensor's width.
+    with pytest.raises(TypeError, match="dtype must be one of"):
+        mstype.as_dtype(None)
+    with pytest.raises(TypeError, match="dtype"):
+        minigrad.ops.cast(Tensor(numpy.ones(2, numpy.float16)), None)
+
+
+def test_bool_tensor_with_python_int_is_integer_arithmetic():
+    # MindSpore's implicit conversion rules: "when Tensor is bool data type and the scalar is int
+    # or float, both ... are converted to the Tensor with the data type of int32 or float32".
+    # Tensor([True, False]) + 2 was bool [True, True] (2 cast to bool, added as a logical or).
+    flags = Tensor(numpy.array([True, False]))
+    for value in (2, numpy.int64(2)):
+        out = flags + value
+        assert out.dtype == mstype.int32
+        assert out.asnumpy().tolist() == [3, 2]
+    assert (flags * 3).asnumpy().tolist() == [3, 0]
+    both = flags + True  # bool with bool stays bool (logical), as NumPy and MindSpore
+    assert both.dtype == mstype.bool_ and both.asnumpy().tolist() == [True, True]
+    assert (flags + 2.5).dtype == mstype.float32
+    assert mstype.weak_dtype(True, mstype.int32) == mstype.int32

@@ -5,6 +5,9 @@ import pytest
 
 import minigrad
 from minigrad import backend, dtype as mstype
+import copy
+import numpy as np
+from minigrad import Tensor
 
 
 @pytest.mark.parametrize("data,dtype", [
@@ -249,3 +252,88 @@ def test_gpu_dlpack_roundtrip():
     back = minigrad.from_dlpack(c)
     assert back.device == "GPU"
     numpy.testing.assert_array_equal(back.asnumpy(), [1.0, 2.0])
+
+
+def test_numpy_array_of_tensor_is_a_copy():
+    # numpy.array(x) copies (copy=True is its default), as for PyTorch tensors; numpy.asarray may share
+    t = Tensor(np.arange(3, dtype=np.float32))
+    a = np.array(t)
+    a[0] = 99.0
+    assert t.data[0] == 0.0
+
+
+def test_numpy_array_copy_false_refuses_a_needed_copy():
+    # NumPy 2 protocol: copy=False must raise ValueError when a copy (here: a cast) is needed
+    t = Tensor(np.arange(3, dtype=np.float32))
+    with pytest.raises(ValueError):
+        np.array(t, dtype=np.float64, copy=False)
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    assert np.shares_memory(np.asarray(t), t.data)
+
+
+def test_iter_over_0d_tensor_raises():
+    # PyTorch: TypeError "iteration over a 0-d tensor" (it silently yielded nothing)
+    with pytest.raises(TypeError, match="0-d"):
+        iter(Tensor(np.float32(2.0)))
+    assert [r.shape for r in Tensor(np.zeros((2, 3), np.float32))] == [(3,), (3,)]
+
+
+def test_in_is_elementwise_any():
+    # NumPy / PyTorch: ``x in t`` is (t == x).any() (it raised "truth value ... ambiguous")
+    t = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert 3.0 in t
+    assert 30.0 not in t
+    assert Tensor(np.float32(4.0)) in t
+
+
+def test_int_float_of_one_element_tensor():
+    # PyTorch: any one-element tensor converts; more elements is a clear error
+    assert int(Tensor([3])) == 3
+    assert float(Tensor([[2.5]])) == 2.5
+    assert float(Tensor(np.float16(1.5))) == 1.5
+    with pytest.raises(TypeError, match="one-element"):
+        float(Tensor([1.0, 2.0]))
+
+
+def test_index_protocol_for_integer_tensors():
+    # PyTorch: an integer tensor of one element is an index (range, list indexing, slicing)
+    assert [10, 20, 30][Tensor(1)] == 20
+    assert list(range(Tensor(np.int32(3)))) == [0, 1, 2]
+    assert operator_index(Tensor(np.int64(2))) == 2
+    assert np.arange(5)[Tensor([2])].shape == (1,)  # still an index array to NumPy, as np.array([2])
+    with pytest.raises(TypeError):
+        [10, 20][Tensor(1.0)]
+
+
+def operator_index(x):
+    import operator
+    return operator.index(x)
+
+
+def test_format_of_0d_tensor():
+    # PyTorch: format(t, spec) formats t.item() for a 0-d tensor
+    assert format(Tensor(np.float32(2.5)), ".3f") == "2.500"
+    assert f"{Tensor(np.float16(0.5)):.2f}" == "0.50"
+    assert "Tensor" in format(Tensor(np.float32(2.5)))  # empty spec: str()
+    with pytest.raises(TypeError):
+        format(Tensor([1.0, 2.0]), ".3f")
+
+
+def test_deepcopy_of_non_leaf_tensor_raises():
+    # PyTorch: only graph leaves support deepcopy (the copy's backward filled copies of the leaves,
+    # leaving x.grad None without a word)
+    x = Tensor(np.ones(3, np.float32), requires_grad=True)
+    y = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="leaves"):
+        copy.deepcopy(y)
+    x2 = copy.deepcopy(x)
+    assert x2.requires_grad and x2.is_leaf and x2.data is not x.data
+
+
+def test_tensor_of_a_string_names_data():
+    for bad in ("abc", None, {"a": 1}, [1, "a"]):
+        with pytest.raises(TypeError, match="Tensor data must be a number"):
+            Tensor(bad)
+    with pytest.raises(ValueError, match="nested lists of equal lengths"):
+        Tensor([[1.0, 2.0], [3.0]])
+    assert Tensor(2.5).dtype == np.float32 and Tensor([1, 2]).dtype == np.int64  # defaults kept

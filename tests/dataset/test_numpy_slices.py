@@ -5,8 +5,13 @@ import numpy
 import pytest
 
 import minigrad
+from helpers import REPO_ROOT
 from minigrad import Tensor
 from minigrad.dataset import NumpySlicesDataset, config, load_digits
+import subprocess
+import sys
+import os
+import numpy as np
 
 
 @pytest.fixture(autouse=True)
@@ -180,3 +185,67 @@ def test_load_digits_without_sklearn_says_what_to_install(monkeypatch):
                         lambda name, *a: None if name == "sklearn" else real_find_spec(name, *a))
     with pytest.raises(ImportError, match=r"pip install minigrad\[datasets\]"):
         load_digits()
+
+
+_SHUFFLE = """
+import numpy, minigrad
+from minigrad.dataset import NumpySlicesDataset
+ds = NumpySlicesDataset({"x": numpy.arange(64)}, shuffle=True)
+minigrad.set_seed(4)   # seeded after building the pipeline, before iterating it
+print([int(row[0].asnumpy()) for row in ds.create_tuple_iterator(num_epochs=1)])
+"""
+
+
+def test_set_seed_after_building_a_dataset_still_seeds_its_shuffle():
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    runs = [subprocess.run([sys.executable, "-c", _SHUFFLE], capture_output=True, text=True,
+                           env=env, check=True).stdout for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+def test_a_list_of_arrays_is_one_column_as_in_mindspore():
+    ds = NumpySlicesDataset([numpy.arange(4), numpy.arange(4) * 10], shuffle=False)
+    assert ds.get_col_names() == ["column_0"] and ds.get_dataset_size() == 2
+    assert [row[0].asnumpy().tolist() for row in ds] == [[0, 1, 2, 3], [0, 10, 20, 30]]
+
+
+def _ab():
+    return NumpySlicesDataset({"a": np.arange(4.0), "b": np.arange(4.0) * 10, "c": -np.arange(4.0)},
+                              shuffle=False)
+
+
+def test_map_passes_all_input_columns_to_the_first_operation_together():
+    # MindSpore: "The first operation will be passed the columns specified in input_columns as
+    # input"; the outputs of one operation are the inputs of the next. minigrad called each
+    # operation once per column (op(a), then op(b)), so a two-argument function failed.
+    ds = _ab().map([lambda a, b: (a + b, a * b), lambda s, p: (s, p + 1)], input_columns=["a", "b"])
+    assert ds.get_col_names() == ["a", "b", "c"]
+    rows = list(ds.create_tuple_iterator(output_numpy=True))
+    assert [tuple(float(v) for v in r) for r in rows] == [
+        (0.0, 1.0, 0.0), (11.0, 11.0, -1.0), (22.0, 41.0, -2.0), (33.0, 91.0, -3.0)]
+
+
+def test_map_output_columns_rename_and_change_the_column_count():
+    renamed = _ab().map(lambda b: b / 10, input_columns="b", output_columns="b_scaled")
+    assert renamed.get_col_names() == ["a", "b_scaled", "c"]
+    row = next(iter(renamed.create_dict_iterator(output_numpy=True)))
+    assert set(row) == {"a", "b_scaled", "c"}
+    two = _ab().map(lambda a, b: a + b, input_columns=["a", "b"], output_columns=["s"])
+    assert sorted(two.get_col_names()) == ["c", "s"]
+    rows = list(two.create_dict_iterator(output_numpy=True))
+    assert [float(r["s"]) for r in rows] == [0.0, 11.0, 22.0, 33.0]
+    assert [float(r["c"]) for r in rows] == [0.0, -1.0, -2.0, -3.0]
+    assert two.batch(3).get_dataset_size() == 2
+    x, = next(iter(two.batch(4).create_tuple_iterator(columns=["s"], output_numpy=True)))
+    np.testing.assert_array_equal(x, [0.0, 11.0, 22.0, 33.0])
+    with pytest.raises(ValueError, match="output_columns"):
+        list(_ab().map(lambda a, b: a + b, input_columns=["a", "b"]))  # 1 output, 2 names
+
+
+def test_create_dict_iterator_takes_do_copy_like_create_tuple_iterator():
+    # MindSpore: create_dict_iterator(num_epochs=-1, output_numpy=False, do_copy=True); the
+    # keyword was a TypeError here while create_tuple_iterator accepted it
+    ds = NumpySlicesDataset({"v": np.arange(3.0)}, shuffle=False)
+    it = ds.create_dict_iterator(num_epochs=1, output_numpy=True, do_copy=False)
+    assert [float(r["v"]) for r in it] == [0.0, 1.0, 2.0]
+    assert list(it) == []  # past num_epochs

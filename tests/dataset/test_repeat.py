@@ -51,7 +51,8 @@ def test_without_end(count):
     assert [b[0].tolist() for b in itertools.islice(rows, 4)] == [[0, 1], [2, 0], [1, 2], [0, 1]]
 
 
-@pytest.mark.parametrize("count", [0, -2, 1.5, -1.0, "2", True])
-def test_bad_count(count):
-    with pytest.raises(ValueError, match="count"):
+@pytest.mark.parametrize("count, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
+                                          (-1.0, TypeError), ("2", TypeError), (True, TypeError)])
+def test_bad_count(count, error):
+    with pytest.raises(error, match="count"):
         NumpySlicesDataset(numpy.arange(3)).repeat(count)

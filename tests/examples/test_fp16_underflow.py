@@ -4,16 +4,22 @@ import importlib.util
 import pytest
 
 from helpers import REPO_ROOT
+import sys
 
 PATH = REPO_ROOT / "examples" / "fp16_underflow.py"
 
 
-@pytest.fixture(scope="module")
-def example():
+def _load():
+    """A fresh copy of the example module (a test may replace its functions)."""
     spec = importlib.util.spec_from_file_location("fp16_underflow", PATH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def example():
+    return _load()
 
 
 def test_fp16_without_loss_scaling_stalls_because_gradients_underflow(example):
@@ -37,3 +43,38 @@ def test_the_plots_are_saved(example, tmp_path):
     assert len(net.reports) == 5
     example.plot(tmp_path / "underflow.png", net)
     assert (tmp_path / "underflow.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_fp16_underflow_rejects_non_positive_steps(value, capsys):
+    """--steps 0 trained three runs and then raised IndexError on losses[0]."""
+    module = _load()
+    module.train = lambda *a, **k: pytest.fail("trained despite a bad --steps")
+    with pytest.raises(SystemExit) as info:
+        module.main(["--steps", value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --steps" in err and "positive int" in err and value in err
+
+
+def test_fp16_underflow_checks_the_plot_folder_before_training(tmp_path, capsys):
+    """--plot into a missing folder trained all three runs and then died in PIL's open()."""
+    module = _load()
+    module.train = lambda *a, **k: pytest.fail("trained before checking --plot")
+    target = tmp_path / "no_such_folder" / "u.png"
+    with pytest.raises(SystemExit) as info:
+        module.main(["--steps", "5", "--plot", str(target)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--plot" in err and str(target.parent) in err and "does not exist" in err
+
+
+def test_fp16_underflow_without_matplotlib_says_so_before_training(tmp_path, monkeypatch, capsys):
+    module = _load()
+    module.train = lambda *a, **k: pytest.fail("trained before checking that --plot can draw")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    with pytest.raises(SystemExit) as info:
+        module.main(["--steps", "5", "--plot", str(tmp_path / "u.png")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--plot" in err and "matplotlib" in err

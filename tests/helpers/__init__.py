@@ -11,6 +11,7 @@ what several test files need.
   the ``requires_native`` mark (``tests/conftest.py``) skips with this reason.
 * ``helpers.bits``: bit-exact comparisons and the fp16/fp32 reference unscale.
 * ``helpers.kernel_builds``: host builds of the float-status kernels and adversarial arrays.
+* ``helpers.mpi``: ``launch(script, ...)`` on 2 MPI ranks (skips without mpi4py/mpirun).
 * ``helpers.doubles``: small stand-ins (an optimizer that only counts steps, a one-matmul net).
 """
 import os

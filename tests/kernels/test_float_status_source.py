@@ -9,9 +9,7 @@
   against a NumPy reference.
 * The build cache and the fallback when no compiler is present.
 """
-import ctypes
 import os
-import platform
 import shutil
 import signal
 import subprocess

@@ -6,6 +6,8 @@ import pytest
 
 import minigrad
 from minigrad import Parameter, Tensor, nn
+import copy
+import numpy as np
 
 
 def _param(*shape, name=None, requires_grad=True):
@@ -310,3 +312,161 @@ def test_seed_example_network_part_runs():
     assert value.dtype == minigrad.float32 and value.shape == ()
     assert float(value) == pytest.approx(256.0)
     assert [p.name for p in net.trainable_params()] == ["weight"]
+
+
+def test_insert_child_to_cell_refuses_a_name_in_use():
+    """mindspore.nn.Cell.insert_child_to_cell, Raises: 'KeyError - Child Cell's name is incorrect
+    or duplicated with the other child name.' (an attribute of that name that is not a child
+    cell). Inserting a child named 'weight' silently dropped the Dense's weight Parameter, and
+    one named 'in_channels' or 'construct' overwrote the attribute / shadowed the method."""
+    dense = nn.Dense(2, 2)
+    for name in ("weight", "in_channels", "construct", "training"):
+        with pytest.raises(KeyError, match=f"'{name}'"):
+            dense.insert_child_to_cell(name, nn.ReLU())
+    assert [n for n, _ in dense.parameters_and_names()] == ["weight", "bias"]
+    assert dense(_x(1, 2)).shape == (1, 2)
+    # an existing child of that name may be replaced
+    seq = nn.SequentialCell(nn.ReLU())
+    seq.insert_child_to_cell("0", nn.Tanh())
+    assert isinstance(seq[0], nn.Tanh)
+
+
+def test_insert_param_to_cell_refuses_a_method_name():
+    """mindspore.nn.Cell.insert_param_to_cell: a name that is already an attribute of the cell and
+    not one of its parameters is a KeyError ('Duplicated parameter name'). Only the instance
+    __dict__ was looked at, so 'construct' (a method) was shadowed by the Parameter and calling
+    the cell failed with 'Parameter object is not callable'."""
+    dense = nn.Dense(2, 2)
+    with pytest.raises(KeyError, match="'construct'"):
+        dense.insert_param_to_cell("construct", Parameter(Tensor(numpy.ones(1, numpy.float32))))
+    assert dense(_x(1, 2)).shape == (1, 2)
+    dense.insert_param_to_cell("weight", Parameter(Tensor(numpy.zeros((2, 2), numpy.float32))))
+    assert not dense.weight.asnumpy().any()
+
+
+def _x(*shape, dtype=numpy.float32):
+    return Tensor(numpy.random.default_rng(0).standard_normal(shape).astype(dtype))
+
+
+class _Stack(nn.Cell):
+    """The common pattern: empty containers registered first, filled by append in a loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.CellList()
+        for _ in range(2):
+            self.layers.append(nn.Dense(2, 2))
+        self.head = nn.SequentialCell()
+        self.head.append(nn.Dense(2, 2))
+
+    def construct(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def test_append_to_an_empty_registered_container_names_by_attribute_path():
+    """SPEC 3: Parameters have unique dotted names that follow attribute paths. A CellList or
+    SequentialCell assigned to a cell while empty and filled by append afterwards named its
+    parameters '0.weight', '1.weight', ... without the container's path, so two such containers
+    collided and get_parameters() raised 'two different parameters are both named 0.weight'."""
+    net = _Stack()
+    assert [p.name for p in net.get_parameters()] == [
+        "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
+        "head.0.weight", "head.0.bias"]
+
+    class Outer(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.body = _Stack()
+
+        def construct(self, x):
+            return self.body(x)
+    outer = Outer()
+    outer.body.layers.append(nn.Dense(2, 2))
+    outer.body.layers.insert(0, nn.Dense(2, 2))
+    names = [p.name for p in outer.get_parameters()]
+    assert names == [f"body.{path}" for path, _ in outer.body.parameters_and_names()]
+    assert names[:2] == ["body.layers.0.weight", "body.layers.0.bias"]
+    assert names[-2:] == ["body.head.0.weight", "body.head.0.bias"]
+    # update_parameters_name sets the path an empty container appends under, too
+    copy = _Stack()
+    fresh = nn.CellList()
+    copy.insert_child_to_cell("extra", fresh)
+    copy.update_parameters_name("copy.")
+    fresh.append(nn.Dense(2, 2))
+    assert [p.name for p in copy.get_parameters()][-2:] == ["copy.extra.0.weight", "copy.extra.0.bias"]
+
+
+def _scalar_param(value=1.0):
+    return Parameter(Tensor(numpy.array(value, numpy.float32)))
+
+
+class _Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(2, 2)
+        self.w = _scalar_param()
+
+    def construct(self, x):
+        return self.fc(x) * self.w
+
+
+def test_parameter_added_to_an_attached_sub_cell_is_named_by_its_path():
+    """nn/cell.py module docstring: "names follow attribute paths" and ``insert_param_to_cell``
+    names an unnamed parameter after where it goes. A parameter (or a sub-cell) added to
+    ``net.fc`` after ``fc`` was attached got no "fc." prefix: ``net.fc.w`` was named "w", the
+    same name as ``net.w``, and ``net.parameters_and_names()`` then raised ValueError for the
+    whole network."""
+    net = _Net()
+    net.fc.insert_param_to_cell("w", _scalar_param(2.0))
+    net.fc.deep = nn.Dense(1, 1)
+    pairs = list(net.parameters_and_names())   # raised ValueError: two parameters named 'w'
+    assert [(path, p.name) for path, p in pairs] == [(path, path) for path, _ in pairs]
+    assert net.fc.w.name == "fc.w"
+    assert [p.name for p in net.fc.deep.get_parameters()] == ["fc.deep.weight", "fc.deep.bias"]
+    # built bottom-up, or attached later, the names are the same paths
+    outer = nn.Cell()
+    outer.net = net
+    assert [p.name for p in outer.get_parameters()] == [f"net.{path}" for path, _ in pairs]
+    # a wrapper (auto_prefix=False) still adds nothing; a user-given name is kept
+    wrapped = nn.WithLossCell(_Net(), nn.MSELoss())
+    wrapped.backbone_network.fc.b2 = Parameter(Tensor(numpy.ones(1, numpy.float32)), name="mine")
+    assert [p.name for p in wrapped.get_parameters()] == ["w", "fc.weight", "fc.bias", "mine"]
+
+
+def test_container_keeps_its_cells_when_a_non_cell_is_refused():
+    """nn/layers/container.py: SequentialCell/CellList raise TypeError for an element that is not
+    a Cell. The refusal came after every child had been removed, so ``seq[0] = 3`` (or
+    ``append(3)``, ``insert(0, 3)``) raised but left the container empty: the network silently
+    lost its layers and parameters."""
+    seq = nn.SequentialCell(nn.Dense(2, 3), nn.ReLU())
+    before = [(path, id(p)) for path, p in seq.parameters_and_names()]
+    x = Tensor(numpy.ones((1, 2), numpy.float32))
+    expected = seq(x).asnumpy()
+    for change in (lambda: seq.__setitem__(0, 3), lambda: seq.append(3)):
+        with pytest.raises(TypeError, match="only Cells, got int"):
+            change()
+        assert len(seq) == 2
+        assert [(path, id(p)) for path, p in seq.parameters_and_names()] == before
+        numpy.testing.assert_array_equal(seq(x).asnumpy(), expected)
+    cells = nn.CellList([nn.Dense(1, 1)])
+    with pytest.raises(TypeError, match="only Cells, got int"):
+        cells.insert(0, 3)
+    assert len(cells) == 1 and [p.name for p in cells.get_parameters()] == ["0.weight", "0.bias"]
+
+
+def test_deepcopy_network_and_optimizer_independent():
+    net = nn.SequentialCell([nn.Dense(3, 4), nn.ReLU(), nn.Dense(4, 2)])
+    net2 = copy.deepcopy(net)
+    for (n1, p1), (n2, p2) in zip(net.parameters_and_names(), net2.parameters_and_names()):
+        assert n1 == n2 and p1.name == p2.name and p1 is not p2
+        assert not np.shares_memory(p1.data, p2.data)
+        np.testing.assert_array_equal(p1.data, p2.data)
+    p = Parameter(np.ones(4, np.float16), name="w")
+    opt = nn.Adam([p], 0.1)
+    opt((Tensor(np.ones(4, np.float16)),))
+    opt2 = copy.deepcopy(opt)
+    assert opt2._states[0]["moment1"] is not opt._states[0]["moment1"]
+    opt2((Tensor(np.ones(4, np.float16)),))
+    assert opt.global_step == 1 and float(p.data[0]) == pytest.approx(0.9, abs=1e-3)

@@ -6,6 +6,7 @@ import pytest
 
 import minigrad
 from minigrad import Tensor, nn
+from minigrad.nn import init
 
 SHAPE = (200, 100, 3, 3)  # fan_in 900, fan_out 1800
 
@@ -74,3 +75,20 @@ def test_tensor_init_is_copied_and_shape_checked():
 def test_bad_initializer_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_initializer_takes_numpy_numbers():
+    """mindspore.common.initializer.initializer: init (Union[Tensor, str, Initializer,
+    numbers.Number]). A NumPy scalar (numpy.float32(0.5), numpy.int64(2)) is a numbers.Number but
+    was refused with TypeError."""
+    numpy.testing.assert_array_equal(init.initializer(numpy.float32(0.5), (2,)).asnumpy(), [0.5, 0.5])
+    numpy.testing.assert_array_equal(init.initializer(numpy.int64(2), (2,)).asnumpy(), [2.0, 2.0])
+
+
+def test_initializer_shape_must_hold_ints():
+    """mindspore.common.initializer.initializer: shape (Union[tuple, list, int]) of integers;
+    MindSpore raises ValueError ('the value of shape must be positive integer') for another value.
+    A float dimension 2.5 was silently truncated to 2."""
+    with pytest.raises(ValueError, match=r"shape must hold ints.*2\.5"):
+        init.initializer("zeros", (2.5, 3))
+    assert init.initializer("zeros", (numpy.int64(2), 3)).shape == (2, 3)

@@ -5,6 +5,7 @@ import pytest
 import minigrad
 from minigrad import Tensor, nn
 from minigrad.testing import check_backward
+import numpy as np
 
 RNG = numpy.random.RandomState(0)
 
@@ -96,3 +97,8 @@ def test_bad_cross_entropy_inputs():
         nn.SoftmaxCrossEntropyWithLogits()(logits, Tensor(numpy.array([0.0, 1.0], numpy.float32)))
     with pytest.raises(ValueError, match=r"logits must have shape \(N, C\), got \(3,\)"):
         sparse(Tensor(numpy.zeros(3, numpy.float32)), Tensor(numpy.array([0])))
+
+
+def test_mse_loss_shape_mismatch_names_logits_and_labels():
+    with pytest.raises(ValueError, match=r"(?s)logits.*labels|labels.*logits"):
+        nn.MSELoss()(Tensor(np.ones((4, 3), np.float32)), Tensor(np.ones((4, 2), np.float32)))

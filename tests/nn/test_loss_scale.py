@@ -4,6 +4,8 @@ import numpy
 import pytest
 import minigrad
 from minigrad import nn
+import numpy as np
+from minigrad import Tensor
 
 F32 = numpy.dtype(numpy.float32)
 
@@ -38,3 +40,12 @@ def test_loss_scale_cell_calls_an_optimizer_that_overrides_call():
 
     opt, net = _loss_scaled_step(Clipping)
     assert opt.global_step == 1 and max(opt.clipped) < 1e3  # it saw unscaled gradients
+
+
+def test_set_sense_scale_with_a_wrong_shape_names_sens():
+    net = nn.Dense(4, 2)
+    cell = nn.TrainOneStepWithLossScaleCell(nn.WithLossCell(net, nn.MSELoss()),
+                                            nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                                            Tensor(np.ones((1,), np.float32)))
+    with pytest.raises(ValueError, match=r"sens.*\(3,\).*\(1,\)"):
+        cell.set_sense_scale(Tensor(np.ones((3,), np.float32)))

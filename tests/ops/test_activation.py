@@ -9,6 +9,8 @@ import minigrad
 from minigrad import ops
 from minigrad.ops.activation import _erf
 from minigrad.testing import assert_forward, check_backward, noncontiguous
+import warnings
+from minigrad import Tensor
 
 _erf_ref = numpy.vectorize(math.erf)
 
@@ -115,3 +117,16 @@ def test_softmax_axis_errors():
         ops.softmax(x, axis=2)
     with pytest.raises(TypeError, match="axis must be an int"):
         ops.log_softmax(x, axis=(0, 1))
+
+
+@pytest.mark.parametrize("op", [ops.softmax, ops.log_softmax])
+def test_softmax_along_an_empty_axis_is_empty(op):
+    # PyTorch: softmax of a (2, 0) tensor along dim 1 is a (2, 0) tensor; it raised NumPy's
+    # 'zero-size array to reduction operation maximum which has no identity'
+    x = Tensor(numpy.zeros((2, 0), numpy.float32), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor a 'divide by zero in log' warning
+        out = op(x, 1)
+        assert out.shape == (2, 0) and out.dtype == numpy.float32
+        out.backward(numpy.zeros((2, 0), numpy.float32))
+    assert x.grad.shape == (2, 0)

@@ -11,6 +11,7 @@ from hypothesis import given, strategies as st
 import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward
+from minigrad import Tensor
 
 
 @st.composite
@@ -117,3 +118,13 @@ def test_transpose_and_reshape_roundtrip(shape, data):
         return ops.reshape(ops.transpose(t, perm), (-1,))[::-1]
     numpy.testing.assert_array_equal(fn(minigrad.Tensor(x)).asnumpy(), x.transpose(perm).reshape(-1)[::-1])
     check_backward(fn, [x])
+
+
+@pytest.mark.parametrize("shape,target", [((3,), (1,)), ((3,), (2, 1)), ((2, 3), (3,))])
+def test_broadcast_to_a_shape_it_cannot_reach_names_both_shapes(shape, target):
+    # broadcast_to's own message covered only shapes with no common broadcast; (3,) -> (2, 1)
+    # (common shape (2, 3), not the target) fell through to NumPy's 'remapped shapes' message
+    with pytest.raises(ValueError, match=r"cannot broadcast a tensor of shape %s to %s" % (
+            str(shape).replace("(", r"\(").replace(")", r"\)"),
+            str(target).replace("(", r"\(").replace(")", r"\)"))):
+        ops.broadcast_to(Tensor(numpy.zeros(shape)), target)

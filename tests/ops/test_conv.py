@@ -6,6 +6,7 @@ from hypothesis import assume, given, strategies as st
 import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous
+from minigrad import Tensor
 
 
 def conv_reference(x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
@@ -145,3 +146,37 @@ def test_bad_arguments_name_the_problem():
         ops.conv2d(x, w, padding=(1, 2, 3))
     with pytest.raises(TypeError, match="conv2d x expects a float tensor"):
         ops.conv2d(minigrad.Tensor(numpy.zeros((1, 4, 5, 5), numpy.int32)), w)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_conv2d_of_an_empty_batch_is_an_empty_batch(groups):
+    # PyTorch: a batch of 0 images convolves to a batch of 0 outputs; a reshape(..., -1) of the
+    # empty patch matrix raised 'cannot reshape array of size 0 into shape (1,0,newaxis)'
+    x = Tensor(numpy.zeros((0, 3, 5, 5), numpy.float32), requires_grad=True)
+    w = Tensor(numpy.ones((6, 3 // groups, 3, 3), numpy.float32), requires_grad=True)
+    b = Tensor(numpy.ones(6, numpy.float32), requires_grad=True)
+    out = ops.conv2d(x, w, b, padding=1, groups=groups)
+    assert out.shape == (0, 6, 5, 5)
+    out.backward(numpy.zeros(out.shape, numpy.float32))
+    assert x.grad.shape == x.shape
+    numpy.testing.assert_array_equal(w.grad.asnumpy(), numpy.zeros(w.shape))
+    numpy.testing.assert_array_equal(b.grad.asnumpy(), numpy.zeros(6))
+    assert ops.im2col(x, 3, padding=1).shape == (0, 5, 5, 27)
+
+
+def _x(shape=(2, 3)):
+    return minigrad.Tensor(numpy.arange(numpy.prod(shape), dtype=numpy.float32).reshape(shape))
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: ops.max_pool2d(_x((1, 1, 4, 4)), 2.5), "kernel_size"),
+    (lambda: ops.avg_pool2d(_x((1, 1, 4, 4)), 2, stride=1.5), "stride"),
+    (lambda: ops.max_pool2d(_x((1, 1, 4, 4)), 3, padding=1.0), "padding"),
+    (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), stride=1.0), "stride"),
+    (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), dilation=None), "dilation"),
+    (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), padding=0.5), "padding"),
+])
+def test_window_sizes_that_are_not_ints_are_type_errors_naming_them(call, name):
+    # minigrad._checks' rule: a float (or None) where an int belongs is a TypeError
+    with pytest.raises(TypeError, match=name):
+        call()

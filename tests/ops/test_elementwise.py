@@ -10,6 +10,7 @@ import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous, tolerance
 from helpers import DEVICES
+from minigrad import Tensor
 
 
 def _away_from_zero(shape, seed=0, low=0.1, high=2.0):
@@ -290,3 +291,27 @@ def test_operands_on_two_devices_name_both():
     b = minigrad.Tensor([1.0, 2.0], device="GPU")
     with pytest.raises(ValueError, match=r"different devices: CPU \(shape \(2,\)\) and GPU"):
         a + b
+
+
+@pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32, numpy.float64])
+def test_pow_gradient_of_a_zero_exponent_is_zero_at_zero(dtype):
+    # PyTorch's pow_backward masks exponent == 0 to a zero gradient; 0 * 0**-1 gave nan
+    x = Tensor(numpy.array([0.0, 2.0, -1.0], dtype), requires_grad=True)
+    (x ** 0).sum().backward()
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), [0.0, 0.0, 0.0])
+    b = Tensor(numpy.array([0.0, 1.0, 2.0], dtype), requires_grad=True)
+    a = Tensor(numpy.zeros(3, dtype), requires_grad=True)
+    (a ** b).sum().backward()
+    numpy.testing.assert_array_equal(a.grad.asnumpy(), [0.0, 1.0, 0.0])
+
+
+def test_clip_of_an_int_tensor_by_float_bounds_follows_the_dtype_policy():
+    # dtype policy: int tensor (op) Python float -> float32 (NumPy and PyTorch promote too);
+    # the bounds were truncated to ints, so clip([0, 3], 0.5, 2.5) returned [0, 2]
+    x = Tensor(numpy.array([0, 1, 3], numpy.int32))
+    out = ops.clip(x, 0.5, 2.5)
+    assert out.dtype == minigrad.float32
+    numpy.testing.assert_array_equal(out.asnumpy(), [0.5, 1.0, 2.5])
+    assert x.clip(min=0.5).asnumpy().tolist() == [0.5, 1.0, 3.0]
+    ints = ops.clip(x, 1, 2)                      # int bounds keep the int dtype
+    assert ints.dtype == numpy.int32 and ints.asnumpy().tolist() == [1, 1, 2]

@@ -187,3 +187,21 @@ def test_one_hot_stays_on_the_ids_device(device):
     hot = ops.OneHot()(ids, 3, 1.0, 0.0)
     assert hot.device == device and hot.dtype == numpy.float32
     numpy.testing.assert_array_equal(hot.asnumpy(), [[0, 0, 1], [1, 0, 0]])
+
+
+def _x(shape=(2, 3)):
+    return minigrad.Tensor(numpy.arange(numpy.prod(shape), dtype=numpy.float32).reshape(shape))
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: ops.dropout(_x(), p="0.5"), "p"),
+    (lambda: ops.dropout(_x(), p=None), "p"),
+    (lambda: ops.leaky_relu(_x(), alpha="a"), "alpha"),
+    (lambda: ops.split(_x(), 1.5, axis=1), "sections_or_indices"),
+    (lambda: ops.split(_x(), [1.5], axis=1), "sections_or_indices"),
+])
+def test_argument_of_the_wrong_type_is_a_type_error_naming_it(call, name):
+    # were "'<=' not supported between 'int' and 'str'", "could not convert string to float",
+    # "'float' object is not iterable" and a silent int(1.5) cut
+    with pytest.raises(TypeError, match=rf"\b{name}\b.*got"):
+        call()

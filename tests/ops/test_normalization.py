@@ -126,3 +126,12 @@ def test_bad_arguments():
         ops.layer_norm(x, minigrad.Tensor(numpy.ones(4, numpy.float32)), None)
     with pytest.raises(ValueError, match="begin_norm_axis=2 is out of range"):
         ops.layer_norm(x, None, None, begin_norm_axis=2)
+
+
+def _x(shape=(2, 3)):
+    return minigrad.Tensor(numpy.arange(numpy.prod(shape), dtype=numpy.float32).reshape(shape))
+
+
+def test_layer_norm_non_int_axis_names_the_argument():
+    with pytest.raises(TypeError, match="begin_norm_axis"):
+        ops.layer_norm(_x(), None, None, begin_norm_axis=1.5)

@@ -5,6 +5,8 @@ import pytest
 import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous
+from hypothesis import given, settings, strategies as st
+from minigrad import Tensor
 
 
 def _distinct(shape, seed=0):
@@ -272,3 +274,57 @@ def test_getitem_repeated_fp16_gradients_accumulate_in_fp32():
     ops.getitem(x, numpy.zeros(4096, numpy.int64)).sum().backward()
     assert x.grad.dtype == numpy.float16 and x.grad.asnumpy().tolist() == [4096.0, 0.0, 0.0]
     assert numpy.float16(2048) + numpy.float16(1) == 2048  # what fp16 accumulation would give
+
+
+@pytest.mark.parametrize("axes", [(0, 2), (0, 3), (-3, 1), (1, 5)])
+def test_transpose_refuses_an_axis_out_of_range_naming_the_axes_given(axes):
+    # NumPy: x.transpose((0, 2)) of a 2-D array is an AxisError; (0, 2) must not become (0, 0)
+    # or, worse, (0, 3) become the valid (0, 1) and silently return x unchanged
+    x = Tensor(numpy.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"axes=\(%d, %d\).*2 axes.*\(2, 3\)" % axes):
+        ops.transpose(x, axes)
+    with pytest.raises(ValueError, match=r"axes=\(%d, %d\)" % axes):
+        x.transpose(*axes)
+
+
+def test_transpose_still_takes_negative_axes_in_range():
+    x = numpy.arange(24.0).reshape(2, 3, 4)
+    numpy.testing.assert_array_equal(ops.transpose(Tensor(x), (-1, 0, -2)).asnumpy(),
+                                     x.transpose(-1, 0, -2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(ndim=st.integers(1, 4), data=st.data())
+def test_transpose_accepts_exactly_what_numpy_accepts(ndim, data):
+    axes = tuple(data.draw(st.lists(st.integers(-ndim - 2, ndim + 1), min_size=ndim, max_size=ndim)))
+    x = numpy.arange(float(numpy.prod(range(2, ndim + 2)))).reshape(range(2, ndim + 2))
+    try:
+        expected = x.transpose(axes)
+    except ValueError:  # AxisError and 'repeated axis' are ValueErrors
+        with pytest.raises(ValueError, match="not a permutation"):
+            ops.transpose(Tensor(x), axes)
+        return
+    t = Tensor(x, requires_grad=True)
+    out = ops.transpose(t, axes)
+    numpy.testing.assert_array_equal(out.asnumpy(), expected)
+    out.backward(numpy.ones(out.shape))
+    assert t.grad.shape == x.shape
+
+
+def _x(shape=(2, 3)):
+    return minigrad.Tensor(numpy.arange(numpy.prod(shape), dtype=numpy.float32).reshape(shape))
+
+
+@pytest.mark.parametrize("op", [ops.sum, ops.mean, ops.max, ops.min])
+@pytest.mark.parametrize("axis", [0.5, (0.5,), (0, 1.0), "0"])
+def test_reduction_non_int_axis_is_a_type_error_naming_axis(op, axis):
+    # (0.5,) summed axis 0 silently (int(0.5)); 0.5 gave "'float' object is not iterable"
+    with pytest.raises(TypeError, match=r"axis.*int.*got"):
+        op(_x(), axis)
+
+
+def test_reduction_int_and_tuple_axes_still_work():
+    x = _x()
+    numpy.testing.assert_array_equal(ops.sum(x, numpy.int64(1)).asnumpy(), [3, 12])
+    numpy.testing.assert_array_equal(ops.sum(x, (0, -1)).asnumpy(), 15)
+    numpy.testing.assert_array_equal(ops.max(x, [1]).asnumpy(), [2, 5])

@@ -9,6 +9,7 @@ from minigrad.optim import (CosineDecayLR, ExponentialDecayLR, InverseDecayLR, N
                             PolynomialDecayLR, WarmUpLR, cosine_decay_lr, exponential_decay_lr,
                             inverse_decay_lr, natural_exp_decay_lr, piecewise_constant_lr,
                             polynomial_decay_lr, warmup_lr)
+from minigrad.optim import lr_schedule
 
 
 # the outputs printed in MindSpore's docstrings
@@ -66,3 +67,15 @@ def test_schedule_arguments_are_checked(make, error, words):
         make()
     for word in words:
         assert word in str(info.value)
+
+
+@pytest.mark.parametrize("step", [Tensor(numpy.array([2])), numpy.array([2], numpy.int32),
+                                  Tensor(numpy.array(2, numpy.int32))])
+def test_schedule_accepts_a_one_element_step(step):
+    schedule = lr_schedule.CosineDecayLR(0.0, 1.0, 4)
+    assert schedule(step) == schedule(2) == pytest.approx(0.5)
+
+
+def test_schedule_names_a_step_with_several_elements():
+    with pytest.raises(ValueError, match=r"'global_step' must be an int or a one-element Tensor.*\(2,\)"):
+        lr_schedule.WarmUpLR(0.1, 4)(Tensor(numpy.array([1, 2])))

@@ -422,3 +422,71 @@ def test_infinite_hyperparameters_are_refused(make):
     ps = [minigrad.Parameter(numpy.ones(2, numpy.float32), name="w")]
     with pytest.raises(ValueError, match="must be finite"):
         make(ps)
+
+
+def _param():
+    return Parameter(Tensor(numpy.ones(3, numpy.float32)), name="w")
+
+
+@pytest.mark.parametrize("rate", [numpy.array([numpy.inf, 0.1]), numpy.array(numpy.inf),
+                                  Tensor(numpy.array([0.1, numpy.inf], numpy.float32))])
+def test_optimizer_rejects_inf_learning_rate_array(rate):
+    # optim/optimizer.py Optimizer: learning_rate must be finite (a float or a list with inf is
+    # refused); a Tensor/array holding inf was accepted and made every step inf/NaN
+    with pytest.raises(ValueError, match="learning_rate.*inf"):
+        SGD([_param()], learning_rate=rate)
+
+
+def test_optimizer_rejects_inf_group_learning_rate_array():
+    with pytest.raises(ValueError, match="group 0 'lr'.*inf"):
+        SGD([{"params": [_param()], "lr": numpy.array([0.1, numpy.inf])}])
+
+
+def test_a_state_dict_replaces_the_whole_state_matched_by_name():
+    """PyTorch's semantics (``load_state_dict`` replaces the state; minigrad matches parameters by
+    name, as MindSpore's checkpoints do): Adam's moments load into AdamWeightDecay (a legitimate
+    switch), and a parameter absent from the dict starts afresh. Unknown slots are refused."""
+    ps = [Parameter(numpy.ones(3, numpy.float32), name="a"), Parameter(numpy.ones(2, numpy.float32), name="b")]
+    grads = tuple(numpy.ones(p.shape, numpy.float32) for p in ps)
+    adam = Adam(ps)
+    adam(grads)
+    switched = AdamWeightDecay(ps, 0.1)
+    switched.load_state_dict(adam.state_dict())
+    for key, value in adam.state_dict().items():
+        if key != "learning_rate":
+            numpy.testing.assert_array_equal(switched.state_dict()[key], value)
+    one = Momentum(ps[:1], 0.1, 0.9)
+    one(grads[:1])
+    two = Momentum(ps, 0.1, 0.9)
+    two(grads)
+    two.load_state_dict(one.state_dict())
+    assert sorted(two.state_dict()) == ["global_step", "learning_rate", "moments.a"]
+    before = two.state_dict()
+    with pytest.raises(ValueError, match="unknown key 'moment1.a'"):
+        two.load_state_dict(adam.state_dict())
+    assert two.state_dict().keys() == before.keys()
+
+
+def test_optimizer_state_dict_keeps_a_changed_learning_rate():
+    ps = [Parameter(numpy.ones(2, numpy.float32), name="w")]
+    trained = Momentum(ps, 0.1, 0.9)
+    trained.learning_rate.set_data(numpy.array(0.01, numpy.float32))
+    resumed = Momentum(ps, 0.1, 0.9)
+    resumed.load_state_dict(trained.state_dict())
+    assert resumed.get_lr() == trained.get_lr()
+
+
+def test_group_learning_rates_round_trip_and_bad_rates_change_nothing():
+    ps = [Parameter(numpy.ones(2, numpy.float32), name="w"), Parameter(numpy.ones(2, numpy.float32), name="b")]
+    groups = [{"params": ps[:1], "lr": 0.5}, {"params": ps[1:]}]
+    trained = Momentum(groups, 0.1, 0.9)
+    trained.learning_rate[0].set_data(numpy.array(0.25, numpy.float32))
+    resumed = Momentum(groups, 0.1, 0.9)
+    resumed.load_state_dict(trained.state_dict())
+    assert [float(r.data) for r in resumed.get_lr_parameter(ps)] == [0.25, float(numpy.float32(0.1))]
+    for bad in (numpy.array(-1.0, numpy.float32), numpy.array([0.1], numpy.float32), numpy.array(numpy.nan)):
+        state = dict(trained.state_dict(), global_step=9)
+        state[next(k for k in state if k.startswith("learning_rate"))] = bad
+        with pytest.raises(ValueError, match="must be a finite float >= 0 of shape"):
+            resumed.load_state_dict(state)
+        assert resumed.global_step == 0 and float(resumed.learning_rate[0].data) == 0.25

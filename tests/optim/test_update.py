@@ -15,6 +15,8 @@ from minigrad import Parameter, nn
 from minigrad.optim import SGD, Adam, Momentum
 from helpers.optim import (NAMES, NO_BETA_GAMMA, SHAPES, adam, adam_weight_decay, initial_weights,
                            make_params, momentum, numpy_path, run_reference, sgd)
+import numpy as np
+from minigrad import Tensor
 
 F16, F32 = numpy.float16, numpy.float32
 GROUPED = (True, True, False, False)
@@ -213,3 +215,12 @@ def test_none_gradients_skip_their_parameter():
     for p, b in zip(params[1:], before):
         numpy.testing.assert_array_equal(p.data, b)
     assert set(opt.state_dict()) == {"global_step", "learning_rate", "moments.fc.weight"}
+
+
+def test_inplace_operator_on_fp16_parameter_is_seen_by_the_optimizer_master():
+    p = Parameter(np.ones(2, np.float16), name="w")
+    opt = nn.SGD([p], 0.5)
+    opt((Tensor(np.ones(2, np.float16)),))   # master 0.5
+    p += 2.0                                 # 2.5: the master must re-read it
+    opt((Tensor(np.ones(2, np.float16)),))
+    np.testing.assert_array_equal(p.data, np.array([2.0, 2.0], np.float16))

@@ -15,6 +15,8 @@ from minigrad import Parameter, Tensor, nn
 from minigrad.optim import Adam, Momentum
 from minigrad.train import load_checkpoint, load_param_into_net, save_checkpoint
 from helpers import REPO_ROOT
+import numpy as np
+import minigrad as mg
 
 REPO = str(REPO_ROOT)
 
@@ -238,3 +240,65 @@ def test_sigkill_during_save_never_leaves_a_corrupt_checkpoint(tmp_path):
             assert p.shape == (1 << 20,) and numpy.all(p.asnumpy() == version)
         leftovers = [f for f in os.listdir(tmp_path) if f != "model.ckpt"]
         assert all(f.startswith(".model.ckpt.") and f.endswith(".tmp") for f in leftovers), leftovers
+
+
+def test_checkpoint_functions_name_bad_arguments(tmp_path):
+    net = nn.Dense(3, 2)
+    with pytest.raises(TypeError, match=r"append_dict must be a dict.*list"):
+        save_checkpoint(net, tmp_path / "a", append_dict=[1])
+    assert os.listdir(tmp_path) == []
+    path = save_checkpoint(net, tmp_path / "b")
+    with pytest.raises(TypeError, match=r"filter_prefix must be a str or a list of str.*5"):
+        load_checkpoint(path, filter_prefix=5)
+    with pytest.raises(TypeError, match=r"filter_prefix must be a str or a list of str.*\[1\]"):
+        load_checkpoint(path, filter_prefix=[1])
+    with pytest.raises(TypeError, match=r"'net' must be a Cell.*str"):
+        load_checkpoint(path, net="net")
+    with pytest.raises(TypeError, match=r"'net' must be a Cell.*str"):
+        load_param_into_net("net", {})
+
+
+class _TwoDense(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(2, 2)
+        self.head = nn.SequentialCell([nn.Dense(2, 2)])
+
+
+def test_one_checkpoint_entry_never_loads_into_two_parameters():
+    # the dotted-suffix fallback matched each parameter against the entries separately, so the
+    # single entry 'weight' went into both fc.weight and head.0.weight, silently; an entry that
+    # several parameters (or one exactly-named parameter and another by suffix) would share is
+    # ambiguous: it is loaded into none of the suffix matches; when that leaves the whole
+    # checkpoint unmatched, loading raises and the network is unchanged
+    net = _TwoDense()
+    before = {n: p.asnumpy().copy() for n, p in net.parameters_and_names()}
+    with pytest.raises(ValueError, match=r"no parameter of the network matches the checkpoint: "
+                                         r"the network has \['fc.weight', 'fc.bias', "
+                                         r"'head.0.weight', 'head.0.bias'\]"):
+        mg.train.load_param_into_net(net, {"weight": np.full((2, 2), 7, np.float32)})
+    for n, p in net.parameters_and_names():
+        np.testing.assert_array_equal(p.asnumpy(), before[n])
+
+    class Nested(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(2, 2)
+            self.inner = _TwoDense()
+    net = Nested()
+    old_inner = net.inner.fc.weight.asnumpy().copy()
+    with pytest.warns(UserWarning, match="not loaded"):
+        not_loaded, _ = mg.train.load_param_into_net(net, {"fc.weight": np.full((2, 2), 3, np.float32)})
+    np.testing.assert_array_equal(net.fc.weight.asnumpy(), np.full((2, 2), 3))
+    np.testing.assert_array_equal(net.inner.fc.weight.asnumpy(), old_inner)
+    assert "inner.fc.weight" in not_loaded
+    # a unique renamed entry still loads by suffix
+    net = _TwoDense()
+    with pytest.warns(UserWarning, match="not loaded"):
+        mg.train.load_param_into_net(net, {"net.head.0.bias": np.full(2, 5, np.float32)})
+    np.testing.assert_array_equal(net.head[0].bias.asnumpy(), [5, 5])
+
+
+def test_load_checkpoint_of_a_directory_says_it_is_a_directory(tmp_path):
+    with pytest.raises((ValueError, IsADirectoryError), match="(?i)directory|folder"):
+        minigrad.load_checkpoint(str(tmp_path))

@@ -1,5 +1,6 @@
 """Activation cells (ReLU, Sigmoid, Tanh, GELU, Softmax, LogSoftmax) and ``get_activation``."""
 from minigrad import ops
+from minigrad._checks import check_bool, check_in, check_int
 from minigrad.nn.cell import Cell
 
 
@@ -29,7 +30,7 @@ class GELU(Cell):
 
     def __init__(self, approximate=True):
         super().__init__()
-        self.approximate = approximate
+        self.approximate = check_bool("approximate", approximate, owner="GELU")
 
     def construct(self, x):
         return ops.gelu(x, approximate=self.approximate)
@@ -39,12 +40,17 @@ class GELU(Cell):
 
 
 class _AlongAxis(Cell):
-    """An activation normalised along ``axis`` (default -1): ``op(x, axis)``."""
+    """An activation normalised along ``axis`` (default -1): ``op(x, axis)``.
+
+    Raises:
+        TypeError: if ``axis`` is not an int, checked when the cell is built; an axis out of
+            range for the input is refused at the call (the input's rank is known only then).
+    """
     op = None
 
     def __init__(self, axis=-1):
         super().__init__()
-        self.axis = axis
+        self.axis = check_int("axis", axis, owner=type(self).__name__)
 
     def construct(self, x):
         return self.op(x, self.axis)
@@ -54,12 +60,12 @@ class _AlongAxis(Cell):
 
 
 class Softmax(_AlongAxis):
-    """exp(x) / Σ exp(x) along ``axis`` (default -1)."""
+    """exp(x) / Σ exp(x) along ``axis`` (an int, default -1)."""
     op = staticmethod(ops.softmax)
 
 
 class LogSoftmax(_AlongAxis):
-    """x - log Σ exp(x) along ``axis`` (default -1)."""
+    """x - log Σ exp(x) along ``axis`` (an int, default -1)."""
     op = staticmethod(ops.log_softmax)
 
 
@@ -71,9 +77,8 @@ def get_activation(name):
     """A new activation cell by name ("relu", "sigmoid", "tanh", "gelu", "softmax", "logsoftmax").
 
     Raises:
-        KeyError: for an unknown name, listing the known ones.
+        TypeError: for a name that is not a str.
+        ValueError: for an unknown name, listing the known ones.
     """
     key = name.lower() if isinstance(name, str) else name
-    if key not in _ACTIVATIONS:
-        raise KeyError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {name!r}")
-    return _ACTIVATIONS[key]()
+    return _ACTIVATIONS[check_in("activation", key, sorted(_ACTIVATIONS))]()

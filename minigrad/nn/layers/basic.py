@@ -3,9 +3,9 @@ import math
 import warnings
 
 from minigrad import ops
-from minigrad.nn.cell import Cell
+from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import initializer
-from minigrad.nn.layers import _check
+from minigrad._checks import check_bool, check_float, check_positive_int
 from minigrad.nn.layers.activation import get_activation
 from minigrad.parameter import Parameter
 
@@ -31,20 +31,20 @@ class Dense(Cell):
     def __init__(self, in_channels, out_channels, weight_init="normal", bias_init="zeros",
                  has_bias=True, activation=None):
         super().__init__()
-        self.in_channels = _check.positive_int("in_channels", in_channels)
-        self.out_channels = _check.positive_int("out_channels", out_channels)
-        self.has_bias = _check.boolean("has_bias", has_bias)
+        self.in_channels = check_positive_int("in_channels", in_channels)
+        self.out_channels = check_positive_int("out_channels", out_channels)
+        self.has_bias = check_bool("has_bias", has_bias)
         self.weight = Parameter(initializer(weight_init, (out_channels, in_channels)))
         self.bias = Parameter(initializer(bias_init, (out_channels,))) if has_bias else None
         if isinstance(activation, str):
             activation = get_activation(activation)
         elif activation is not None and not isinstance(activation, Cell):
-            raise TypeError(f"activation must be None, a str or a Cell, got {type(activation).__name__}")
+            raise TypeError(f"Dense: activation must be None, a str or a Cell, got "
+                            f"{activation!r} ({type(activation).__name__})")
         self.activation = activation
 
     def construct(self, x):
-        if not hasattr(x, "shape"):
-            raise TypeError(f"Dense expects a Tensor input, got {type(x).__name__}")
+        check_tensor("Dense", "x", x)
         if x.shape[-1] != self.in_channels:
             raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape {x.shape}")
         y = ops.dense(x, self.weight, self.bias)
@@ -93,7 +93,7 @@ class Dropout(Cell):
         super().__init__()
         keep_prob, p, positional = _dropout_arguments(args, keep_prob, p)
         if keep_prob is not None:
-            keep_prob = _check.real("keep_prob", keep_prob, lambda v: 0 < v <= 1, "in (0, 1]")
+            keep_prob = check_float("keep_prob", keep_prob, low=0.0, high=1.0, low_open=True)
             hint = ""
             if positional and keep_prob < 0.5:
                 hint = (f" Dropout({keep_prob:g}) keeps {keep_prob:.0%} of the elements and drops "
@@ -102,7 +102,7 @@ class Dropout(Cell):
             warnings.warn("For Dropout, the parameter `keep_prob` will be deprecated, please use "
                           "`p` instead (p = 1 - keep_prob)." + hint, FutureWarning, stacklevel=2)
             p = 1.0 - keep_prob
-        self.p = _check.real("p", 0.5 if p is None else p, lambda v: 0 <= v < 1, "in [0, 1)")
+        self.p = check_float("p", 0.5 if p is None else p, low=0.0, high=1.0, high_open=True)
         self.keep_prob = 1.0 - self.p
 
     def construct(self, x):

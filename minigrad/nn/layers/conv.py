@@ -2,7 +2,8 @@
 from minigrad import ops
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
-from minigrad.nn.layers import _check
+from minigrad._checks import check_bool, check_int_tuple, check_positive_int
+from minigrad.nn.layers.spatial_args import check_data_format, check_pad_mode_padding
 from minigrad.ops.conv import same_padding
 from minigrad.parameter import Parameter
 
@@ -35,15 +36,15 @@ class Conv2d(Cell):
                  dilation=1, group=1, has_bias=False, weight_init="normal", bias_init="zeros",
                  data_format="NCHW"):
         super().__init__()
-        self.in_channels = _check.positive_int("in_channels", in_channels)
-        self.out_channels = _check.positive_int("out_channels", out_channels)
-        self.kernel_size = _check.pair("kernel_size", kernel_size)
-        self.stride = _check.pair("stride", stride)
-        self.dilation = _check.pair("dilation", dilation)
-        self.group = _check.positive_int("group", group)
-        self.pad_mode, self.padding = _check.pad_mode_padding(pad_mode, padding)
-        self.has_bias = _check.boolean("has_bias", has_bias)
-        self.data_format = _check.data_format(data_format)
+        self.in_channels = check_positive_int("in_channels", in_channels)
+        self.out_channels = check_positive_int("out_channels", out_channels)
+        self.kernel_size = check_int_tuple("kernel_size", kernel_size, 2, low=1)
+        self.stride = check_int_tuple("stride", stride, 2, low=1)
+        self.dilation = check_int_tuple("dilation", dilation, 2, low=1)
+        self.group = check_positive_int("group", group)
+        self.pad_mode, self.padding = check_pad_mode_padding(pad_mode, padding)
+        self.has_bias = check_bool("has_bias", has_bias)
+        self.data_format = check_data_format(data_format)
         if in_channels % group or out_channels % group:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must "
                              f"be divisible by group ({group})")

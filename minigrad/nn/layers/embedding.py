@@ -4,7 +4,7 @@ import numpy
 from minigrad import backend, ops
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
-from minigrad.nn.layers import _check
+from minigrad._checks import check_bool, check_positive_int
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
@@ -28,9 +28,9 @@ class Embedding(Cell):
     def __init__(self, vocab_size, embedding_size, use_one_hot=False, embedding_table="normal",
                  padding_idx=None):
         super().__init__()
-        self.vocab_size = _check.positive_int("vocab_size", vocab_size)
-        self.embedding_size = _check.positive_int("embedding_size", embedding_size)
-        self.use_one_hot = _check.boolean("use_one_hot", use_one_hot)
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.embedding_size = check_positive_int("embedding_size", embedding_size)
+        self.use_one_hot = check_bool("use_one_hot", use_one_hot)
         table = initializer(embedding_table, (vocab_size, embedding_size))
         if padding_idx is not None:
             if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, numpy.integer)):

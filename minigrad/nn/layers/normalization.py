@@ -2,7 +2,9 @@
 from minigrad import dtype as dtypes, ops
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
-from minigrad.nn.layers import _check
+from minigrad._checks import (check_bool, check_float, check_int, check_positive,
+                              check_positive_int)
+from minigrad.nn.layers.spatial_args import check_data_format
 from minigrad.parameter import Parameter
 
 
@@ -25,12 +27,12 @@ class _BatchNorm(Cell):
                  beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones",
                  use_batch_statistics=None):
         super().__init__()
-        self.num_features = _check.positive_int("num_features", num_features)
-        self.eps = _check.real("eps", eps, lambda v: v > 0, "> 0")
-        self.momentum = _check.real("momentum", momentum, lambda v: 0 <= v <= 1, "in [0, 1]")
-        self.affine = _check.boolean("affine", affine)
+        self.num_features = check_positive_int("num_features", num_features)
+        self.eps = check_positive("eps", eps)
+        self.momentum = check_float("momentum", momentum, low=0.0, high=1.0)
+        self.affine = check_bool("affine", affine)
         if use_batch_statistics is not None:
-            _check.boolean("use_batch_statistics", use_batch_statistics)
+            check_bool("use_batch_statistics", use_batch_statistics)
         self.use_batch_statistics = use_batch_statistics
         shape = (num_features,)
         self.gamma = Parameter(initializer(gamma_init, shape), requires_grad=affine)
@@ -78,7 +80,7 @@ class BatchNorm2d(_BatchNorm):
                  use_batch_statistics=None, data_format="NCHW"):
         super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
                          moving_var_init, use_batch_statistics)
-        self.data_format = _check.data_format(data_format)
+        self.data_format = check_data_format(data_format)
 
 
 class LayerNorm(Cell):
@@ -90,6 +92,13 @@ class LayerNorm(Cell):
         begin_params_axis: first axis that γ and β cover (default -1).
         gamma_init, beta_init: default "ones", "zeros".
         epsilon: default 1e-7 (MindSpore's default).
+
+    Raises:
+        TypeError: for a ``normalized_shape`` that is not an int or a tuple/list of ints, or an
+            axis that is not an int (checked when the layer is built).
+        ValueError: for a non-positive size or ``epsilon``, or a negative ``begin_params_axis``
+            that covers another number of axes than ``normalized_shape`` has; an axis out of
+            range for the input is refused at the call.
     """
 
     def __init__(self, normalized_shape, begin_norm_axis=-1, begin_params_axis=-1, gamma_init="ones",
@@ -99,9 +108,16 @@ class LayerNorm(Cell):
             normalized_shape = (normalized_shape,)
         if not isinstance(normalized_shape, (tuple, list)):
             raise TypeError(f"normalized_shape must be a tuple or list of ints, got {normalized_shape!r}")
-        self.normalized_shape = tuple(_check.positive_int("normalized_shape", n) for n in normalized_shape)
-        self.epsilon = _check.real("epsilon", epsilon, lambda v: v > 0, "> 0")
-        self.begin_norm_axis, self.begin_params_axis = begin_norm_axis, begin_params_axis
+        self.normalized_shape = tuple(check_positive_int("normalized_shape", n) for n in normalized_shape)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.begin_norm_axis = check_int("begin_norm_axis", begin_norm_axis, owner="LayerNorm")
+        self.begin_params_axis = check_int("begin_params_axis", begin_params_axis,
+                                           owner="LayerNorm")
+        covered = len(self.normalized_shape)
+        if self.begin_params_axis < 0 and -self.begin_params_axis != covered:
+            raise ValueError(f"LayerNorm: begin_params_axis={begin_params_axis} makes gamma and "
+                             f"beta cover the last {-begin_params_axis} axes, but "
+                             f"normalized_shape {self.normalized_shape} has {covered}")
         self.gamma = Parameter(initializer(gamma_init, self.normalized_shape))
         self.beta = Parameter(initializer(beta_init, self.normalized_shape))
 

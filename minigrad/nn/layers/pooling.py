@@ -1,18 +1,18 @@
 """MaxPool2d and AvgPool2d (NCHW) with MindSpore's pad modes."""
 from minigrad import ops
 from minigrad.nn.cell import Cell
-from minigrad.nn.layers import _check
+from minigrad._checks import check_int_tuple
+from minigrad.nn.layers.spatial_args import check_data_format, check_pad_mode
 from minigrad.ops.conv import same_padding
 
 
 class _Pool2d(Cell):
     def __init__(self, kernel_size=1, stride=1, pad_mode="valid", data_format="NCHW"):
         super().__init__()
-        self.kernel_size = _check.pair("kernel_size", kernel_size)
-        self.stride = _check.pair("stride", stride)
-        self.pad_mode = _check.one_of("pad_mode", pad_mode.lower() if isinstance(pad_mode, str) else pad_mode,
-                                      ("same", "valid"))
-        self.data_format = _check.data_format(data_format)
+        self.kernel_size = check_int_tuple("kernel_size", kernel_size, 2, low=1)
+        self.stride = check_int_tuple("stride", stride, 2, low=1)
+        self.pad_mode = check_pad_mode(pad_mode, ("same", "valid"))
+        self.data_format = check_data_format(data_format)
 
     def _padding(self, x):
         return same_padding(x.shape[2:], self.kernel_size, self.stride) if self.pad_mode == "same" else 0

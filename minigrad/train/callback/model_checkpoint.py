@@ -1,11 +1,13 @@
 """``CheckpointConfig`` and ``ModelCheckpoint``: saving checkpoints during training, with rotation."""
-import math
 import os
 import time
 
+from minigrad._checks import check_bool, check_non_negative, check_non_negative_int, check_type
 from minigrad.train.callback.hooks import Callback, step_in_epoch
-from minigrad.train.callback.monitors import _check_int
 from minigrad.train.checkpoint import save_checkpoint
+
+
+_OWNER = "CheckpointConfig"
 
 
 class CheckpointConfig:
@@ -28,38 +30,41 @@ class CheckpointConfig:
         integrated_save, async_save: accepted for MindSpore compatibility (saving is synchronous).
 
     Raises:
-        ValueError: for non-positive values, or when neither steps nor seconds is set.
+        TypeError: for a count that is not an int, a time that is not a number, or a flag that
+            is not a bool.
+        ValueError: for negative values, or when neither steps nor seconds is set.
     """
 
     def __init__(self, save_checkpoint_steps=1, save_checkpoint_seconds=0, keep_checkpoint_max=5,
                  keep_checkpoint_per_n_minutes=0, integrated_save=True, async_save=False,
                  saved_network=None, append_info=None, save_optimizer=True):
-        if save_checkpoint_steps:
-            _check_int(save_checkpoint_steps, "save_checkpoint_steps", 1)
-        if save_checkpoint_seconds and (not isinstance(save_checkpoint_seconds, (int, float))
-                                        or save_checkpoint_seconds < 0):
-            raise ValueError(f"save_checkpoint_seconds must be >= 0, got {save_checkpoint_seconds!r}")
-        if not save_checkpoint_steps and not save_checkpoint_seconds:
-            raise ValueError("set save_checkpoint_steps or save_checkpoint_seconds (both are empty)")
-        self.save_checkpoint_steps = save_checkpoint_steps or None
-        self.save_checkpoint_seconds = None if save_checkpoint_steps else save_checkpoint_seconds
-        keep_max = keep_checkpoint_max and _check_int(keep_checkpoint_max, "keep_checkpoint_max", 0)
-        per_minutes = keep_checkpoint_per_n_minutes
-        if per_minutes and (isinstance(per_minutes, bool) or not isinstance(per_minutes, (int, float))
-                            or not 0 < per_minutes < math.inf):
-            raise ValueError(f"keep_checkpoint_per_n_minutes must be a finite number >= 0, got "
-                             f"{keep_checkpoint_per_n_minutes!r}")
+        steps = check_non_negative_int("save_checkpoint_steps", save_checkpoint_steps,
+                                       allow_none=True, owner=_OWNER)
+        seconds = check_non_negative("save_checkpoint_seconds", save_checkpoint_seconds,
+                                     allow_none=True, owner=_OWNER)
+        if not steps and not seconds:
+            raise ValueError("CheckpointConfig: set save_checkpoint_steps or "
+                             "save_checkpoint_seconds (both are empty)")
+        self.save_checkpoint_steps = steps or None
+        self.save_checkpoint_seconds = None if steps else seconds
+        keep_max = check_non_negative_int("keep_checkpoint_max", keep_checkpoint_max,
+                                          allow_none=True, owner=_OWNER)
+        per_minutes = check_non_negative("keep_checkpoint_per_n_minutes",
+                                         keep_checkpoint_per_n_minutes, allow_none=True,
+                                         owner=_OWNER)
         if keep_max or not per_minutes:  # MindSpore: the count wins; with neither, keep one file
             self.keep_checkpoint_max, self.keep_checkpoint_per_n_minutes = keep_max or 1, None
         else:
             self.keep_checkpoint_max, self.keep_checkpoint_per_n_minutes = None, per_minutes
+        self.integrated_save = check_bool("integrated_save", integrated_save, owner=_OWNER)
+        self.async_save = check_bool("async_save", async_save, owner=_OWNER)
         self.saved_network = saved_network
         self.append_info = list(append_info or [])
         for item in self.append_info:
             if not (isinstance(item, dict) or item in ("epoch_num", "step_num")):
                 raise ValueError(f"append_info entries must be 'epoch_num', 'step_num' or a dict, "
                                  f"got {item!r}")
-        self.save_optimizer = bool(save_optimizer)
+        self.save_optimizer = check_bool("save_optimizer", save_optimizer, owner=_OWNER)
 
 
 class ModelCheckpoint(Callback):
@@ -83,10 +88,13 @@ class ModelCheckpoint(Callback):
         prefix: the prefix the files get (``prefix``, or ``prefix_<n>`` as above).
         latest_ckpt_file_name: path of the last file written (None before the first save).
     """
+    rank_zero_only = True  # one set of files for a data-parallel job (see Callback)
 
     def __init__(self, prefix="CKP", directory=None, config=None):
-        if not isinstance(prefix, str) or not prefix or os.sep in prefix:
-            raise ValueError(f"prefix must be a non-empty file name prefix, got {prefix!r}")
+        check_type("prefix", prefix, str, owner="ModelCheckpoint")
+        if not prefix or os.sep in prefix:
+            raise ValueError(f"ModelCheckpoint: prefix must be a non-empty file name prefix, got "
+                             f"{prefix!r}")
         if config is not None and not isinstance(config, CheckpointConfig):
             raise TypeError(f"config must be a CheckpointConfig, got {type(config).__name__}")
         self.directory = os.path.abspath(directory if directory is not None else os.getcwd())

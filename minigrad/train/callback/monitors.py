@@ -9,13 +9,8 @@ import time
 import numpy
 
 from minigrad import backend
+from minigrad._checks import check_non_negative_int, check_positive_int
 from minigrad.train.callback.hooks import Callback, loss_value, step_in_epoch
-
-
-def _check_int(value, name, minimum):
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
 
 
 
@@ -34,9 +29,10 @@ class LossMonitor(Callback):
         ValueError: for a negative ``per_print_times``; during training, for a NaN or infinite
             loss ("Invalid loss, terminating training."), as MindSpore does.
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, per_print_times=1):
-        self.per_print_times = _check_int(per_print_times, "per_print_times", 0)
+        self.per_print_times = check_non_negative_int("per_print_times", per_print_times)
         self._last_print_step = 0
 
     def on_train_step_end(self, run_context):
@@ -60,9 +56,10 @@ class TimeMonitor(Callback):
     Args:
         data_size: steps per epoch to divide by; default the dataset's ``batch_num``.
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, data_size=None):
-        self.data_size = None if data_size is None else _check_int(data_size, "data_size", 1)
+        self.data_size = check_positive_int("data_size", data_size, allow_none=True)
         self._start = None
 
     def on_train_epoch_begin(self, run_context):
@@ -111,9 +108,10 @@ class LossScaleMonitor(Callback):
         per_print_times: print ``step S: loss scale X, overflow: B`` every this many steps
             (0: never; overflowed steps are always printed when > 0).
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, per_print_times=0):
-        self.per_print_times = _check_int(per_print_times, "per_print_times", 0)
+        self.per_print_times = check_non_negative_int("per_print_times", per_print_times)
         self.steps, self.scales, self.overflows = [], [], []
 
     def on_train_step_end(self, run_context):

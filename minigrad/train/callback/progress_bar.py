@@ -1,8 +1,8 @@
 """``ProgressBar``: one bar per epoch with the running mean loss (tqdm when installed)."""
 import sys
 
+from minigrad._checks import check_bool, check_positive_int
 from minigrad.train.callback.hooks import Callback, loss_value
-from minigrad.train.callback.monitors import _check_int
 
 
 class ProgressBar(Callback):
@@ -14,8 +14,11 @@ class ProgressBar(Callback):
         lines_per_epoch: without tqdm, how many progress lines to print per epoch.
         file: the stream written to; default ``sys.stderr``.
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, use_tqdm=None, lines_per_epoch=4, file=None):
+        if use_tqdm is not None:
+            check_bool("use_tqdm", use_tqdm, owner="ProgressBar")
         if use_tqdm is None or use_tqdm:
             try:
                 import tqdm
@@ -27,7 +30,7 @@ class ProgressBar(Callback):
                 self._tqdm = None
         else:
             self._tqdm = None
-        self.lines_per_epoch = _check_int(lines_per_epoch, "lines_per_epoch", 1)
+        self.lines_per_epoch = check_positive_int("lines_per_epoch", lines_per_epoch)
         self.file = file
         self._bar = None
         self._sum, self._count = 0.0, 0
