@@ -199,6 +199,7 @@ def main(argv=None):
                         "default 3 on cpu, 1 on gpu")
     parser.add_argument("--json", help="write rows and ratios here")
     args = parser.parse_args(argv)
+    _timing.warn_if_busy()
     defaults = DEFAULTS[args.device]
     args.sizes = [parse_size(s) for s in (args.sizes or defaults["sizes"]).split(",")]
     args.cases = (args.cases or defaults["cases"]).split(",")
