@@ -17,7 +17,7 @@ rank 0's parameter values (``synchronize_parameters``); ``NumpySlicesDataset`` r
 per rank.
 
 Arrays only: the package imports nothing of minigrad but ``backend``, so that the single places
-where training reduces (``amp.step._reduce_overflow``, ``nn.DistributedGradReducer``, THOR's
+where training reduces (``amp.float_status._reduce_overflow``, ``nn.DistributedGradReducer``, THOR's
 factor reduction) can call it from below ``nn``.
 """
 from minigrad.communication.management import (GlobalComm, WORLD_COMM_GROUP, init, release,

@@ -7,7 +7,7 @@ import pytest
 
 import minigrad
 from minigrad.amp import plots
-from minigrad.amp.step import StepReport
+from minigrad.amp.report import StepReport
 from minigrad.train.callback import LossScaleMonitor
 import warnings
 

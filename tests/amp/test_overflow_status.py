@@ -1,11 +1,11 @@
-"""TODO docstring"""
+"""The float status object of one step (``amp.float_status.OverflowStatus``) copies itself."""
 import copy
 import numpy as np
 
 
 def test_deepcopy_of_overflow_status_checks_into_its_own_buffer():
-    from minigrad.amp import step
-    status = step.OverflowStatus()
+    from minigrad.amp import float_status
+    status = float_status.OverflowStatus()
     status.clear()
     status.unscale_and_check([np.ones(4, np.float32)], 2.0)
     twin = copy.deepcopy(status)
