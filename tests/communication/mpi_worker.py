@@ -138,6 +138,20 @@ def run_tf_overflow(rank, size, batch, poison_rank):
     return {"params": params(net), "reports": reports}
 
 
+def run_thor(rank, size, batch):
+    """THOR (refreshing its factors every 2 steps) in a TrainOneStepCell; None without nn.thor."""
+    if not hasattr(nn, "thor"):
+        return None
+    minigrad.set_seed(SEED + rank)
+    net = MLP()
+    opt = nn.thor(net, Tensor(numpy.float32(0.05)), Tensor(numpy.float32(0.01)), 0.9,
+                  frequency=2, batch_size=batch)
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn()), opt)
+    for x, y in batches(rank, size, batch):
+        train(x, y)
+    return {"params": params(net)}
+
+
 class CountingComm:
     """Wraps the group's communicator and counts its Allreduce calls."""
 
@@ -218,7 +232,7 @@ def run_callbacks(rank, out_dir):
 def scenarios(rank, size, batch):
     """Every scenario's results (the two overflow injections: on rank 1, and on no rank)."""
     out = {"fp32_cell": run_fp32_cell(rank, size, batch),
-           "o2_model": run_o2_model(rank, size, batch)}
+           "o2_model": run_o2_model(rank, size, batch), "thor": run_thor(rank, size, batch)}
     for poison in (1, None):
         out[f"cell_overflow_{poison}"] = run_cell_overflow(rank, size, batch, poison)
         out[f"grad_scaler_overflow_{poison}"] = run_grad_scaler_overflow(rank, size, batch, poison)

@@ -100,6 +100,13 @@ def test_o2_dynamic_scaling_matches_one_process(ranks, reference):
     assert_close(ranks[0]["o2_model"]["params"], reference["o2_model"]["params"], 2e-3, 2e-3)
 
 
+def test_thor_bit_identical_and_matches_one_process(ranks, reference):
+    if ranks[0]["thor"] is None:
+        pytest.skip("nn.thor is not in this minigrad")
+    assert_bit_identical(ranks[0]["thor"]["params"], ranks[1]["thor"]["params"])
+    assert_close(ranks[0]["thor"]["params"], reference["thor"]["params"], 1e-5, 1e-6)
+
+
 @pytest.mark.parametrize("face", FACES)
 def test_overflow_on_one_rank_skips_on_both(ranks, reference, face):
     reports = [r[f"{face}_overflow_1"]["reports"] for r in ranks]
