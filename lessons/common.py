@@ -87,6 +87,17 @@ def mark_fp16_limits(ax, axis="x", exponents=False, labels=True, span=(0.0, nump
         line(where, color=color, linestyle="--", linewidth=1.2, label=text if labels else None)
 
 
+def log_scale_if_wide(ax, values, axis="y"):
+    """Put ``axis`` of ``ax`` on a log scale when the positive ``values`` span more than a
+    decade; return the label suffix to use (", log" or "")."""
+    values = numpy.asarray(values, numpy.float64)
+    values = values[numpy.isfinite(values) & (values > 0)]
+    if values.size and values.max() > 10 * values.min():
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+        return ", log"
+    return ""
+
+
 def heading(text):
     """Print a section heading (a lesson's printed output reads as its cells do)."""
     print(f"\n== {text}")
