@@ -58,9 +58,13 @@ def pyplot():
 
 
 def save(fig, out, name):
-    """Save ``fig`` as ``out/name`` (PNG, 110 dpi), close it, print and return the path."""
+    """Save ``fig`` as ``out/name`` (PNG, 110 dpi), close it, print and return the path (in a
+    notebook the figure is also displayed below the cell)."""
     path = os.path.join(out, name)
     fig.savefig(path, dpi=110)
+    if "ipykernel" in sys.modules:  # in a notebook, show it under the cell too
+        from IPython.display import display
+        display(fig)
     import matplotlib.pyplot as plt
     plt.close(fig)
     print(f"saved {path}")
