@@ -54,8 +54,8 @@ def _data(rng, dt=np.float32):
 
 
 def _state(net, opt):
-    return {"params": [p.data.copy() for p in net.get_parameters()], "states": copy.deepcopy(opt._states),
-            "masters": copy.deepcopy(opt._masters), "global_step": opt.global_step, "lr": opt.get_lr()}
+    return {"params": [p.data.copy() for p in net.get_parameters()], "states": copy.deepcopy(opt.slots.states),
+            "masters": copy.deepcopy(opt.slots.masters), "global_step": opt.global_step, "lr": opt.get_lr()}
 
 
 def _same(a, b):
