@@ -63,7 +63,7 @@ def test_fp16_ops_forward_and_backward_match_the_plain_fp16_computation():
         out = fn(ta, tb)
         out.backward(Tensor(g))
         b2 = numpy.broadcast_to(b, a.shape)
-        # b's gradient: the fp32 products summed, then rounded once (tests/test_review_session3n.py)
+        # b's gradient: the fp32 products summed, then rounded once (as the fp16 gradient tests of tests/ops/test_elementwise.py check)
         want = {"add": (a + b, g, g), "sub": (a - b, g, -g), "mul": (a * b, g * b2, g.astype(F32) * a),
                 "div": (a / b, g / b2, -(g.astype(F32) / b2) * a / b2)}[name]
         assert_same_bits(out.asnumpy(), want[0])
