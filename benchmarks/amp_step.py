@@ -16,8 +16,8 @@
     python benchmarks/amp_step.py [--json benchmarks/results/amp_step.json] [--repeat 30]
 
 Goals: O2 step <= 1.25 x minigrad fp32 step; minigrad scaler overhead <= PyTorch's. PyTorch runs
-in a separate interpreter (``MINIGRAD_TORCH_PYTHON``, default /tmp/torchenv/bin/python); without
-it the PyTorch columns say so and the rest still runs.
+in a separate process of this interpreter when torch imports here, else of the interpreter named
+by ``MINIGRAD_TORCH_PYTHON``; without either the PyTorch columns say so and the rest still runs.
 """
 import argparse
 import json
@@ -39,7 +39,6 @@ import _timing  # noqa: E402
 SIZES = (784, 512, 512, 10)
 BATCH = 128
 LR = 0.01
-TORCH_PYTHON = os.environ.get("MINIGRAD_TORCH_PYTHON", "/tmp/torchenv/bin/python")
 
 
 def mlp():
@@ -201,15 +200,29 @@ print(json.dumps(out))
 """
 
 
+def torch_interpreter():
+    """The Python that runs the PyTorch side: this interpreter when ``import torch`` works here
+    (``pip install torch==2.13.0`` beside minigrad), else ``$MINIGRAD_TORCH_PYTHON`` when it names
+    an existing file; None when neither."""
+    if _timing.optional_torch() is not None:
+        return sys.executable
+    path = os.environ.get("MINIGRAD_TORCH_PYTHON")
+    return path if path and os.path.exists(path) else None
+
+
 def torch_results(repeat):
-    if not os.path.exists(TORCH_PYTHON):
-        return {"torch": f"not run: no PyTorch interpreter at {TORCH_PYTHON}"}
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    proc = subprocess.run([TORCH_PYTHON, "-c", TORCH_SCRIPT, str(repeat)], capture_output=True, text=True,
-                          env=env, timeout=600)
+    python = torch_interpreter()
+    if python is None:
+        return {"torch": "not run: torch does not import in this interpreter and "
+                         "MINIGRAD_TORCH_PYTHON names no interpreter (pip install torch==2.13.0)"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    # a fresh process: PyTorch's thread pools and allocator stay out of minigrad's timings
+    proc = subprocess.run([python, "-c", TORCH_SCRIPT, str(repeat)], capture_output=True,
+                          text=True, env=env, timeout=600)
     if proc.returncode != 0:
         return {"torch": "not run: " + proc.stderr.strip().splitlines()[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "torch_python": python}
 
 
 def main():
@@ -217,6 +230,7 @@ def main():
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
+    _timing.warn_if_busy()
     r = {"numpy": numpy.__version__, "batch": BATCH, "sizes": SIZES}
     r.update(minigrad_steps(args.repeat))
     r.update(minigrad_scaler(args.repeat * 3))
@@ -248,8 +262,7 @@ def main():
     if "torch" in r:
         print(r["torch"])
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(r, f, indent=2)
+        _timing.write_json(args.json, r)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=15, help="timing rounds (median reported)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
+    _timing.warn_if_busy()
 
     torch = _timing.optional_torch()
     rows = []

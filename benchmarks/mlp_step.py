@@ -105,6 +105,7 @@ def main():
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--repeat", type=int, default=30, help="timed steps (median is reported)")
     args = parser.parse_args()
+    _timing.warn_if_busy()
 
     x, y, weights = data()
     steps = {"minigrad": minigrad_step(x, y, weights), "numpy (hand-written)": numpy_step(x, y, weights)}

@@ -46,6 +46,7 @@ def main():
     parser.add_argument("--number", type=int, default=2000, help="steps per timing repeat")
     parser.add_argument("--repeat", type=int, default=15, help="timing repeats (median is reported)")
     args = parser.parse_args()
+    _timing.warn_if_busy()
 
     steps = {"minigrad": minigrad_step()}
     torch = _timing.optional_torch()

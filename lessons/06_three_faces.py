@@ -32,8 +32,9 @@ plt = common.pyplot()
 STEPS = 40 if args.quick else 200
 INITIAL_SCALE, FACTOR, WINDOW = 2.0 ** 20, 2.0, 8
 (x_train, y_train), _ = load_digits(split=0.2, seed=0)
+STARTS = [32 * step % (len(x_train) - 32) for step in range(STEPS)]
 BATCHES = [(Tensor(x_train[i:i + 32].astype(numpy.float16)), Tensor(y_train[i:i + 32]))
-           for i in range(0, 32 * STEPS, 32) for i in [i % (len(x_train) - 32)]]
+           for i in STARTS]
 
 
 def fresh():

@@ -8,7 +8,8 @@
 # steps and reuses the stored inverses in between. This lesson trains the same MLP on the
 # digits with Momentum and with `nn.thor`, draws both loss curves against steps and against
 # seconds, counts steps and seconds to a target loss, and shows from THOR's step report
-# (`optimizer.last_report`) which layers refreshed when.
+# (`optimizer.last_report`) which layers refreshed when: every `frequency` steps (MindSpore's
+# rule), or, with the THOR paper's trace rule, only when a layer's curvature has moved.
 #
 #     python lessons/08_thor_vs_momentum.py [--out FOLDER] [--quick]
 
@@ -33,8 +34,10 @@ plt = common.pyplot()
 
 # %% [markdown]
 # ## The same model, data and step count for both
-# A 64-128-128-10 MLP, batches of 64 digits in the same order. THOR refreshes its inverses
-# every `FREQUENCY` steps.
+# A 64-128-128-10 MLP, batches of 64 digits in the same order, three optimizers:
+# Momentum; THOR refreshing every `FREQUENCY` steps; THOR with the trace rule
+# (`refresh="trace"`): a layer refreshes when tr(A)·tr(G) has moved by more than
+# `omega1` = 10 % since its last refresh.
 
 # %%
 STEPS = 60 if args.quick else 300
@@ -71,10 +74,15 @@ def train(net, optimizer):
 momentum_net = network()
 momentum = train(momentum_net, nn.Momentum(momentum_net.trainable_params(), learning_rate=0.05,
                                            momentum=0.9))
-thor_net = network()
-thor_optimizer = nn.thor(thor_net, learning_rate=Tensor(numpy.float32(0.02)),
-                         damping=Tensor(numpy.float32(0.03)), momentum=0.9, frequency=FREQUENCY)
-thor = train(thor_net, thor_optimizer)
+THOR_SETTINGS = {"THOR": {"frequency": FREQUENCY},
+                 "THOR, trace rule": {"frequency": FREQUENCY, "refresh": "trace", "omega1": 0.1}}
+results = {"Momentum": momentum}
+nets = {}
+for name, settings in THOR_SETTINGS.items():
+    nets[name] = network()
+    optimizer = nn.thor(nets[name], learning_rate=Tensor(numpy.float32(0.02)),
+                        damping=Tensor(numpy.float32(0.03)), momentum=0.9, **settings)
+    results[name] = train(nets[name], optimizer)
 
 # %% [markdown]
 # ## Steps and seconds to the target loss
@@ -91,17 +99,17 @@ def smoothed(losses, width=10):
     return (total[end] - total[start]) / (end - start)
 
 
-results = {"Momentum": momentum, "THOR": thor}
-print(f"{'optimizer':10s} {'steps to target':>15s} {'seconds to target':>17s} "
-      f"{'final loss':>10s} {'test acc':>8s} {'ms / step':>9s}")
+print(f"{'optimizer':16s} {'steps to target':>15s} {'seconds to target':>17s} "
+      f"{'final loss':>10s} {'test acc':>8s} {'ms / step':>9s} {'layer refreshes':>15s}")
 reached = {}
-for name, (losses, seconds, _, correct) in results.items():
+for name, (losses, seconds, reports, correct) in results.items():
     below = numpy.flatnonzero(smoothed(losses) < TARGET)
+    refreshes = "-" if reports[0] is None else str(sum(len(r.refreshed) for r in reports))
     reached[name] = int(below[0]) if below.size else None
     steps_text = f"{below[0] + 1}" if below.size else "not reached"
     seconds_text = f"{seconds[below[0]]:.2f}" if below.size else "-"
-    print(f"{name:10s} {steps_text:>15s} {seconds_text:>17s} {smoothed(losses)[-1]:10.3f} "
-          f"{correct:8.3f} {1e3 * seconds[-1] / STEPS:9.2f}")
+    print(f"{name:16s} {steps_text:>15s} {seconds_text:>17s} {smoothed(losses)[-1]:10.3f} "
+          f"{correct:8.3f} {1e3 * seconds[-1] / STEPS:9.2f} {refreshes:>15s}")
 
 # %% [markdown]
 # ## What THOR's step report says
@@ -110,22 +118,26 @@ for name, (losses, seconds, _, correct) in results.items():
 
 # %%
 common.heading("THOR's step reports")
-thor_reports = thor[2]
+thor_reports = results["THOR"][2]
 for report in thor_reports[:3] + [thor_reports[FREQUENCY]]:
     print(report.summary())
 print(f"\nthe full report of step {thor_reports[FREQUENCY].step} (a refresh step):")
 print(thor_reports[FREQUENCY])
-refresh_steps = [r.step for r in thor_reports if r.refresh]
-print(f"refresh steps: {refresh_steps}")
+for name in THOR_SETTINGS:
+    print(f"{name}: refresh steps {[r.step for r in results[name][2] if r.refresh]}")
+trace_reports = results["THOR, trace rule"][2]
+print("\nthe trace rule's report of its second step (delta: how far each layer's tr(A)·tr(G) "
+      "moved):")
+print(trace_reports[1])
 
 # %% [markdown]
 # ## The picture
 # Left: loss against steps; middle: against wall-clock seconds (THOR's refresh steps cost more);
-# right: which layers refreshed their inverses at which step.
+# right: which layers refreshed their inverses at which step, under each rule.
 
 # %%
 fig, (by_step, by_time, refresh) = plt.subplots(1, 3, figsize=(16, 4.8), constrained_layout=True)
-colors = {"Momentum": "tab:blue", "THOR": "tab:orange"}
+colors = {"Momentum": "tab:blue", "THOR": "tab:orange", "THOR, trace rule": "tab:green"}
 for name, (losses, seconds, _, correct) in results.items():
     steps = numpy.arange(1, losses.size + 1)
     by_step.plot(steps, losses, color=colors[name], alpha=0.3, linewidth=1)
@@ -146,19 +158,19 @@ by_step.set_title("loss per step (thin: each step; bold: mean of 10; dot: target
 by_time.set_xlabel("wall-clock time (s)")
 by_time.set_title("loss per second of training")
 layer_names = list(thor_reports[0].layers)
-shapes = {p.name: p.shape for p in thor_net.trainable_params()}
-for row, name in enumerate(layer_names):
-    hits = [r.step for r in thor_reports
-            if name in r.layers and r.layers[name].action == "refresh"]
-    refresh.plot(hits, [row] * len(hits), "|", markersize=14, markeredgewidth=2,
-                 color="tab:orange", label="inverses refreshed" if row == 0 else None)
+shapes = {p.name: p.shape for p in nets["THOR"].trainable_params()}
+for offset, name in zip((0.15, -0.15), THOR_SETTINGS):
+    for row, layer in enumerate(layer_names):
+        hits = [r.step for r in results[name][2]
+                if layer in r.layers and r.layers[layer].action == "refresh"]
+        refresh.plot(hits, [row + offset] * len(hits), "|", markersize=9, markeredgewidth=2,
+                     color=colors[name], label=f"{name}: refreshed" if row == 0 else None)
 refresh.set_yticks(range(len(layer_names)),
                    [f"{name}\n{shapes[name][1]} -> {shapes[name][0]}" for name in layer_names])
-refresh.set_ylim(-0.7, len(layer_names) - 0.3)
+refresh.set_ylim(-0.7, len(layer_names) - 0.1)
 refresh.set_xlim(-1, STEPS + 1)
-refresh.set_xlabel("THOR step (optimizer.last_report.step)")
-refresh.set_title(f"inverse refreshes per layer (frequency {FREQUENCY}; reused in between)",
-                  fontsize=10)
+refresh.set_xlabel("THOR step (optimizer.last_report.step, from 0)")
+refresh.set_title("inverse refreshes per layer (reused in between)", fontsize=10)
 refresh.legend(fontsize="small", loc="upper right")
 fig.suptitle("THOR vs Momentum on the same MLP and batches")
 common.save(fig, args.out, "thor_vs_momentum.png")

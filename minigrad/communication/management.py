@@ -8,7 +8,14 @@ collective returns its input.
 ``init`` also makes an unhandled exception on any rank end the whole job: the traceback is
 printed with the rank's number and ``MPI_Abort`` stops the other ranks, which would otherwise
 wait forever in their next collective (what ``python -m mpi4py`` does).
+
+Waiting in a collective, Open MPI spins on the CPU by default. ``init`` asks it to yield the CPU
+while it polls (``OMPI_MCA_mpi_yield_when_idle=1``, unless the variable is set): on a machine
+whose cores are shared (ranks beside other work, or more ranks than cores) a spinning rank takes
+the time slice of the rank it waits for; with a core per rank and nothing else running, a yield
+returns at once. Set the variable to 0 before ``init`` to spin.
 """
+import os
 import sys
 import traceback
 
@@ -48,6 +55,7 @@ _previous_excepthook = None
 
 
 def _import_mpi():
+    os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")  # read by MPI_Init, just below
     try:
         from mpi4py import MPI
     except ImportError as error:

@@ -26,6 +26,20 @@ def check_optimizer(optimizer):
                         f"attribute, got {type(optimizer).__name__}")
 
 
+def check_optimizer_owns(network, optimizer, owner):
+    """Raise ValueError when none of ``optimizer.parameters`` is a parameter of ``network``: such
+    an optimizer (made for another network) would train nothing, with the loss flat. The train
+    cells and ``Model`` (through them) share this check."""
+    params = list(optimizer.parameters)
+    own = {id(p) for p in network.get_parameters()}
+    if params and own and not any(id(p) in own for p in params):
+        names = [p.name for p in params[:4]] + (["..."] if len(params) > 4 else [])
+        raise ValueError(f"For '{owner}', the optimizer {type(optimizer).__name__} holds none of "
+                         f"the parameters of the network {type(network).__name__} (it holds "
+                         f"{names}); build it from this network: "
+                         f"optimizer(network.trainable_params(), ...)")
+
+
 class WithLossCell(Cell):
     """``loss_fn(backbone(data), label)``.
 
@@ -85,6 +99,7 @@ class TrainOneStepCell(Cell):
         if not isinstance(network, Cell):
             raise TypeError(f"network must be a Cell, got {type(network).__name__}")
         check_optimizer(optimizer)
+        check_optimizer_owns(network, optimizer, type(self).__name__)
         if isinstance(sens, bool) or not isinstance(sens, numbers.Real):
             raise TypeError(f"For 'TrainOneStepCell', 'sens' must be a float, but got {sens!r} "
                             f"of type {type(sens).__name__}")

@@ -30,6 +30,7 @@ import warnings
 
 import numpy
 
+from minigrad import _native
 from minigrad.backend import data_address
 
 SGD, MOMENTUM, ADAM, ADAM_WEIGHT_DECAY = 0, 1, 2, 3  # MG_RULE_* in kernels/optim_host.cpp
@@ -43,9 +44,6 @@ _F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 _EXCEPTIONS = ((1, "divide", "divide by zero"), (2, "over", "overflow"), (4, "invalid", "invalid value"))
 
 _OPTIM_DIR = os.path.dirname(__file__) + os.sep
-
-_library = {}
-
 
 class Rule:
     """What the native kernel needs to know of an optimizer's ``update``.
@@ -85,11 +83,7 @@ def rule_for(optimizer, owner, rule):
 
 
 def _function():
-    if "fn" not in _library:
-        from minigrad.amp import kernels  # late: amp imports the ops, which import the optimizers
-        lib = kernels.host_library()
-        _library["fn"] = None if lib is None else lib.mg_fused_update
-    return _library["fn"]
+    return _native.loaded().optimizer_step
 
 
 def _dense_numpy(x, dtypes_allowed):

@@ -25,6 +25,7 @@ that changes what happens to a gradient before the update overrides
     return self._add_weight_decay(i, self.precondition(i, self._unscale(grad, weight.dtype)), weight)
 """
 import numbers
+import warnings
 from collections.abc import Iterable
 
 import numpy
@@ -90,6 +91,12 @@ class Optimizer:
     # False: weight decay is L2, added to the gradient. True (AdamWeightDecay): decoupled, applied
     # to the weight as w <- w * (1 - lr * wd) before an update that does not read w.
     decoupled_weight_decay = False
+
+    def __new__(cls, *args, **kwargs):
+        if "lr" in kwargs:  # PyTorch's spelling, refused before the subclass's signature is
+            raise TypeError(f"{cls.__name__} has no argument 'lr' (a PyTorch name); minigrad "
+                            f"optimizers take learning_rate=..., as MindSpore's do")
+        return super().__new__(cls)
 
     def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0, decay_filter=None):
         owner = type(self).__name__
@@ -190,7 +197,8 @@ class Optimizer:
     construct = apply_gradients
 
     def step(self, closure=None):
-        """Torch style: apply each parameter's ``.grad`` (parameters without one are skipped).
+        """Torch style: apply each parameter's ``.grad`` (parameters without one are skipped;
+        when none has one, a UserWarning says so: no parameter moves, the step still counts).
 
         ``closure``, if given, is called first (with gradient recording on) and its loss returned.
         """
@@ -198,7 +206,13 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        self.apply_gradients(tuple(p.grad for p in self.parameters))
+        grads = tuple(p.grad for p in self.parameters)
+        if all(g is None for g in grads):  # say so rather than silently do nothing
+            warnings.warn(f"{type(self).__name__}.step(): none of its {len(grads)} parameters has "
+                          f"a gradient (.grad is None), so no parameter was updated (the step "
+                          f"still counts); call loss.backward() before step()", UserWarning,
+                          stacklevel=2)
+        self.apply_gradients(grads)
         return loss
 
     def zero_grad(self):

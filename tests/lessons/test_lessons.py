@@ -76,7 +76,10 @@ EXPECTED = {
              "bit-identical weights True"),
             "growth factor        scale_factor                   multiplier"]),
     "07": (["gradient_exponents.png"], ["chosen scale S = 2**", "fc output", "conv1.weight"]),
-    "08": (["thor_vs_momentum.png"], ["THOR's step reports", "refresh steps: [0, 10, 20"]),
+    "08": (["thor_vs_momentum.png"],
+           ["THOR's step reports", "step 0: refresh 3/3 layers", "step 1: reuse",
+            "THOR: refresh steps [0, 10, 20, 30, 40, 50]", "THOR, trace rule: refresh steps [0, ",
+            "layer refreshes"]),
 }
 
 

@@ -13,10 +13,10 @@ from helpers import DEVICES
 from minigrad import Tensor
 import warnings
 from hypothesis import given, strategies as st
-from minigrad import _fastcast
-from minigrad.amp import kernels
 
 from helpers.fp16 import F16, F32, F64, FIXTURE_OK, assert_bits, assert_close_to_rounded, binary_case, fp16_values, grads, in_fp32, quiet, run, ulps, unary_case
+
+from minigrad import _native
 
 
 def _away_from_zero(shape, seed=0, low=0.1, high=2.0):
@@ -410,14 +410,8 @@ def test_fp32_results_do_not_depend_on_the_host_library(case):
            lambda: ops.relu(Tensor(a)), lambda: ops.sum(Tensor(a)), lambda: ops.sigmoid(Tensor(a))]
     with numpy.errstate(all="ignore"):
         native = [f().asnumpy() for f in fns]
-        saved = kernels.host_library
-        try:
-            kernels.host_library = lambda: None
-            _fastcast._native.clear()
+        with _native.numpy_fallback():
             plain = [f().asnumpy() for f in fns]
-        finally:
-            kernels.host_library = saved
-            _fastcast._native.clear()
     for n, p in zip(native, plain):
         assert_bits(n, p)
 

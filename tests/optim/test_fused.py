@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import minigrad
-from minigrad import nn
+from minigrad import _native, nn
 from minigrad.optim import _fused
 from helpers.optim import NAMES, numpy_path
 import inspect
@@ -143,15 +143,10 @@ def test_uncovered_steps_fall_back_unchanged():
     wide = nn.SGD(_params(numpy.float64, 2), 0.1)
     assert not _fused.apply(wide, wide._fused_rule(), _grads(numpy.float64, 2), [0.1] * 4, 1.0)
 
-    saved = dict(_fused._library)
-    _fused._library["fn"] = None
-    try:
+    with _native.numpy_fallback():
         opt = nn.SGD(_params(F32, 2), 0.1)
         assert not _fused.apply(opt, opt._fused_rule(), _grads(F32, 2), [0.1] * 4, 1.0)
         opt.apply_gradients(_grads(F32, 2))
-    finally:
-        _fused._library.clear()
-        _fused._library.update(saved)
 
 
 def test_a_subclass_that_changes_the_rule_is_not_fused():

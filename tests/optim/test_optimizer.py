@@ -157,7 +157,8 @@ def test_learning_rate_forms():
 def test_get_lr_follows_global_step_without_changing_it():
     opt = SGD(params((1,)), learning_rate=[0.3, 0.2])
     assert opt.dynamic_lr and opt.get_lr() == pytest.approx(0.3) and opt.get_lr() == pytest.approx(0.3)
-    opt.step()  # no .grad anywhere: nothing moves, the step still counts
+    with pytest.warns(UserWarning, match="no parameter was updated"):
+        opt.step()  # no .grad anywhere: nothing moves, the step still counts
     assert opt.global_step == 1 and opt.get_lr() == pytest.approx(0.2)
 
 

@@ -20,7 +20,8 @@ The older MindSpore hook names (``begin``, ``epoch_begin``, ``step_begin``, ``st
 """
 import numpy
 
-from minigrad import backend
+from minigrad import backend, communication
+
 
 class CallbackParam(dict):
     """The ``cb_params`` namespace: a dict whose keys are also attributes."""
@@ -54,7 +55,16 @@ class RunContext:
 
 
 class Callback:
-    """Base class of callbacks: override the hooks you need (all do nothing by default)."""
+    """Base class of callbacks: override the hooks you need (all do nothing by default).
+
+    ``rank_zero_only``: when True, in a group of several processes (``communication.init()``)
+    only rank 0 runs this callback. The callbacks that write (``LossMonitor``, ``TimeMonitor``,
+    ``ProgressBar``, ``LossScaleMonitor``, ``ModelCheckpoint``) set it, so data-parallel ranks
+    print one log and save one set of checkpoints; set it to False on an instance to run it on
+    every rank (give each rank its own checkpoint directory then). Default False: a user's
+    callback runs on every rank, as it may take part in collectives.
+    """
+    rank_zero_only = False
 
     # the older names, which the on_train_* hooks call by default
     def begin(self, run_context): pass
@@ -94,8 +104,10 @@ class CallbackList:
         self.callbacks = callbacks
 
     def __call__(self, hook, run_context):
+        other_rank = communication.get_rank() != 0  # rank_zero_only callbacks are skipped there
         for cb in self.callbacks:
-            getattr(cb, hook)(run_context)
+            if not (other_rank and cb.rank_zero_only):
+                getattr(cb, hook)(run_context)
 
 
 # ---- reading cb_params ----------------------------------------------------------------------

@@ -88,6 +88,7 @@ class ModelCheckpoint(Callback):
         prefix: the prefix the files get (``prefix``, or ``prefix_<n>`` as above).
         latest_ckpt_file_name: path of the last file written (None before the first save).
     """
+    rank_zero_only = True  # one set of files for a data-parallel job (see Callback)
 
     def __init__(self, prefix="CKP", directory=None, config=None):
         check_type("prefix", prefix, str, owner="ModelCheckpoint")

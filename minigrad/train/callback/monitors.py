@@ -29,6 +29,7 @@ class LossMonitor(Callback):
         ValueError: for a negative ``per_print_times``; during training, for a NaN or infinite
             loss ("Invalid loss, terminating training."), as MindSpore does.
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, per_print_times=1):
         self.per_print_times = check_non_negative_int("per_print_times", per_print_times)
@@ -55,6 +56,7 @@ class TimeMonitor(Callback):
     Args:
         data_size: steps per epoch to divide by; default the dataset's ``batch_num``.
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, data_size=None):
         self.data_size = check_positive_int("data_size", data_size, allow_none=True)
@@ -106,6 +108,7 @@ class LossScaleMonitor(Callback):
         per_print_times: print ``step S: loss scale X, overflow: B`` every this many steps
             (0: never; overflowed steps are always printed when > 0).
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, per_print_times=0):
         self.per_print_times = check_non_negative_int("per_print_times", per_print_times)

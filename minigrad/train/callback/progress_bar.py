@@ -14,6 +14,7 @@ class ProgressBar(Callback):
         lines_per_epoch: without tqdm, how many progress lines to print per epoch.
         file: the stream written to; default ``sys.stderr``.
     """
+    rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
     def __init__(self, use_tqdm=None, lines_per_epoch=4, file=None):
         if use_tqdm is not None:

@@ -1,0 +1,251 @@
+"""Data-parallel training step on 2 MPI ranks: minigrad vs PyTorch DDP (gloo), and the
+all-reduce against a plain mpi4py Allreduce of the same buffer.
+
+The 784-512-512-10 MLP (ReLU, softmax cross-entropy, SGD), fp32, batch 128 per rank, one BLAS
+thread per rank. In one ``mpirun`` job, each rank builds both trainings and times them in
+interleaved rounds (machine noise hits both alike):
+
+* minigrad: ``TrainOneStepCell`` in data-parallel mode (gradients averaged by
+  ``nn.DistributedGradReducer``, one all-reduce per bucket) and, for the compute alone, the
+  same step stand-alone (no all-reduce);
+* PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch);
+* ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit.
+
+    python benchmarks/parallel.py [--quick] [--json benchmarks/results/parallel.json]
+
+It starts ``mpirun -np 2`` itself (``--ranks``; as root with ``--allow-run-as-root``), with the
+Python running it: use one with mpi4py (``pip install ".[mpi]"``) and, for the peer, PyTorch
+(``pip install torch==2.13.0``); without PyTorch it says so and times minigrad alone.
+
+Goals: the all-reduce share of minigrad's step <= 10%; minigrad's step / DDP's step <= 1.0.
+"""
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+import _timing
+
+SIZES = (784, 512, 512, 10)
+BATCH = 128  # per rank
+LR = 0.01
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+# ---- the driver: start the ranks --------------------------------------------------------------
+def launch(args):
+    mpirun = os.path.join(os.path.dirname(sys.executable), "mpirun")
+    if not os.path.exists(mpirun):
+        raise SystemExit(f"no mpirun beside {sys.executable}: pip install '.[mpi]'")
+    env = dict(os.environ, **{name: "1" for name in THREAD_VARS})
+    if args.spin:  # Open MPI's default; minigrad's init() otherwise sets 1 (yield while waiting)
+        env["OMPI_MCA_mpi_yield_when_idle"] = "0"
+    command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(args.ranks),
+               sys.executable, os.path.abspath(__file__), "--rank-worker"] + sys.argv[1:]
+    return subprocess.call(command, env=env)
+
+
+# ---- on every rank -----------------------------------------------------------------------------
+def data(rank):
+    import numpy
+    rng = numpy.random.default_rng(0)
+    weights = []
+    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+        scale = 1.0 / fan_in ** 0.5
+        weights.append((rng.standard_normal((fan_out, fan_in)) * scale).astype(numpy.float32))
+        weights.append(numpy.zeros(fan_out, numpy.float32))
+    rng = numpy.random.default_rng(1 + rank)  # each rank its own batch
+    x = rng.standard_normal((BATCH, SIZES[0])).astype(numpy.float32)
+    y = rng.integers(0, SIZES[-1], BATCH).astype(numpy.int32)
+    return x, y, weights
+
+
+def minigrad_step(x, y, weights):
+    """One training step closure, and its train cell (data parallel when the context says so)."""
+    import minigrad
+    from minigrad import nn
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
+        layer = nn.Dense(fan_in, fan_out)
+        layer.weight.set_data(weights[2 * i])
+        layer.bias.set_data(weights[2 * i + 1])
+        layers += [layer, nn.ReLU()] if i < len(SIZES) - 2 else [layer]
+    net = nn.SequentialCell(layers)
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.SGD(net.trainable_params(), LR))
+    train.set_train()
+    xt, yt = minigrad.Tensor(x), minigrad.Tensor(y)
+    return (lambda: train(xt, yt)), train
+
+
+def torch_ddp_step(torch, rank, size, port, x, y, weights):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=size)
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
+        layer = torch.nn.Linear(fan_in, fan_out)
+        with torch.no_grad():
+            layer.weight.copy_(torch.from_numpy(weights[2 * i]))
+            layer.bias.copy_(torch.from_numpy(weights[2 * i + 1]))
+        layers += [layer, torch.nn.ReLU()] if i < len(SIZES) - 2 else [layer]
+    net = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype("int64"))
+
+    def step():
+        opt.zero_grad()
+        loss_fn(net(xt), yt).backward()
+        opt.step()
+    return step
+
+
+class TimedComm:
+    """The group's communicator, with the seconds spent in ``Allreduce`` counted."""
+
+    def __init__(self, comm):
+        self.comm, self.seconds, self.calls = comm, 0.0, 0
+
+    def Allreduce(self, *args, **kwargs):
+        start = time.perf_counter()
+        self.comm.Allreduce(*args, **kwargs)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+
+    def __getattr__(self, name):
+        return getattr(self.comm, name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure(args):
+    import numpy
+
+    import minigrad
+    from minigrad import communication
+    communication.init()
+    rank, size = communication.get_rank(), communication.get_group_size()
+    x, y, weights = data(rank)
+    local, _ = minigrad_step(x, y, weights)  # stand-alone: the compute of a step
+    minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
+    parallel, train = minigrad_step(x, y, weights)
+    minigrad.reset_auto_parallel_context()
+    reducer = train.grad_reducer
+    n_bytes = sum(b.size * b.dtype.itemsize for b in reducer.buckets)
+    buffer = numpy.ones(n_bytes // 4, numpy.float32)
+    group = communication.management.current()
+    mpi = group.MPI
+
+    def plain_allreduce():
+        group.comm.Allreduce(mpi.IN_PLACE, buffer, op=mpi.SUM)
+
+    steps = {"minigrad local step (no all-reduce)": local, "minigrad 2-rank step": parallel,
+             "mpi4py Allreduce (same bytes)": plain_allreduce}
+    torch = None if args.no_torch else _timing.optional_torch()
+    if torch is not None:
+        torch.set_num_threads(1)
+        port = communication.broadcast_object(free_port() if rank == 0 else None)
+        steps[f"torch {torch.__version__} DDP gloo 2-rank step"] = torch_ddp_step(
+            torch, rank, size, port, x, y, weights)
+    load_before = os.getloadavg()
+    timed = group.comm = TimedComm(group.comm)
+    # the step's own Allreduce seconds, read from the timed communicator per round
+    samples = {name: [] for name in steps}
+    in_step = []
+    for fn in steps.values():
+        fn()
+    for _ in range(args.repeat):
+        for name, fn in steps.items():
+            communication.barrier()
+            before = timed.seconds
+            start = time.perf_counter()
+            for _ in range(args.number):
+                fn()
+            samples[name].append((time.perf_counter() - start) / args.number)
+            if name == "minigrad 2-rank step":
+                in_step.append((timed.seconds - before) / args.number)
+    group.comm = timed.comm
+    medians = {name: statistics.median(v) for name, v in samples.items()}
+    medians["all-reduce inside the minigrad step"] = statistics.median(in_step)
+    every = communication.all_gather_object(medians)
+    if rank == 0:
+        report(args, every, n_bytes, len(reducer.buckets), load_before, torch)
+
+
+def blas_info():
+    """The BLAS libraries NumPy loaded (threadpoolctl), or why they are unknown."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed"
+    return threadpool_info()
+
+
+def report(args, every, n_bytes, buckets, load_before, torch):
+    rank0 = every[0]
+    step = rank0["minigrad 2-rank step"]
+    ddp = next((v for k, v in rank0.items() if "DDP" in k), None)
+    in_step = rank0["all-reduce inside the minigrad step"]
+    plain = rank0["mpi4py Allreduce (same bytes)"]
+    rows = [{"what": name, "ms": seconds * 1e3,
+             "ms_max_over_ranks": max(r[name] for r in every) * 1e3}
+            for name, seconds in rank0.items()]
+    _timing.print_table(rows, ["what", "ms", "ms_max_over_ranks"])
+    ratios = {
+        "allreduce_share_of_step": in_step / step,
+        "step_overhead_vs_local": step / rank0["minigrad local step (no all-reduce)"] - 1,
+        "minigrad_step_over_ddp": step / ddp if ddp else None,
+        "bytes_per_step": n_bytes, "buckets_per_step": buckets,
+        "allreduce_GBps_in_step": n_bytes / in_step / 1e9,
+        "allreduce_GBps_plain_mpi4py": n_bytes / plain / 1e9,
+        "allreduce_in_step_over_plain": in_step / plain,
+    }
+    for key, value in ratios.items():
+        print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
+    if torch is None:
+        print("PyTorch not installed (or --no-torch): minigrad timed without the DDP peer "
+              "(pip install torch==2.13.0)")
+    if args.json:
+        _timing.write_json(args.json, {
+            "benchmark": "parallel", "sizes": SIZES, "batch_per_rank": BATCH,
+            "ranks": len(every), "dtype": "float32", "rows": rows, "ratios": ratios,
+            "repeat": args.repeat, "number": args.number,
+            "load_average_before": load_before, "load_average_after": os.getloadavg(),
+            "blas": blas_info(), "threads": {k: os.environ.get(k) for k in THREAD_VARS},
+            "OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle"),
+            "torch_threads": torch.get_num_threads() if torch is not None else None})
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default=None, help="write the results here (rank 0)")
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
+    parser.add_argument("--number", type=int, default=5, help="steps per round")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 2 steps")
+    parser.add_argument("--no-torch", action="store_true", help="leave the PyTorch peer out")
+    parser.add_argument("--spin", action="store_true",
+                        help="ranks spin while waiting in MPI (Open MPI's default) instead of "
+                             "yielding the CPU (what communication.init() asks for)")
+    parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.repeat, args.number = 3, 2
+    if not args.rank_worker:
+        raise SystemExit(launch(args))
+    measure(args)
+
+
+if __name__ == "__main__":
+    main()
