@@ -44,7 +44,8 @@ class ParameterTuple(tuple):
         items = tuple(iterable)
         for i, item in enumerate(items):
             if not isinstance(item, Parameter):
-                raise TypeError(f"ParameterTuple element {i} must be a Parameter, got {type(item).__name__}")
+                raise TypeError(f"ParameterTuple element {i} must be a Parameter, got "
+                                f"{type(item).__name__}")
         return super().__new__(cls, items)
 
     def clone(self, prefix, init="same"):
@@ -59,7 +60,8 @@ class ParameterTuple(tuple):
                 value = Tensor(p.data.copy())
             else:
                 value = Tensor(initializer(init, p.shape, p.dtype), device=p.device)
-            clones.append(Parameter(value, name=f"{prefix}.{p.name}", requires_grad=p.requires_grad))
+            clones.append(Parameter(value, name=f"{prefix}.{p.name}",
+                                    requires_grad=p.requires_grad))
         return ParameterTuple(clones)
 
 
@@ -111,7 +113,7 @@ class Cell:
         d["_param_tuples"] = OrderedDict()  # attribute name -> ParameterTuple
         d["_cells"] = OrderedDict()         # attribute name -> Cell
         d["_auto_prefix"] = auto_prefix
-        d["_scope"] = ""                    # prefix of this cell's auto names ("fc." under a parent)
+        d["_scope"] = ""                    # prefix of this cell's auto names ("fc." below a cell)
         d["_forward_hooks"] = {}
         d["_forward_pre_hooks"] = {}
         d["_cast_dtype"] = None
@@ -182,12 +184,13 @@ class Cell:
             self._forget(name, keep="_param_tuples")
             d["_param_tuples"][name] = value
         elif "_params" in d and name in d["_params"] and isinstance(value, Tensor):
-            d["_params"][name].set_data(value)  # MindSpore: a Tensor assigned to a parameter sets its value
+            # MindSpore: a Tensor assigned to a parameter sets its value
+            d["_params"][name].set_data(value)
             return
         elif "_params" in d and (name in d["_params"] or name in d["_cells"]) and value is not None:
             kind = "Parameter" if name in d["_params"] else "Cell"
-            raise TypeError(f"cannot assign a {type(value).__name__} to {name!r}: it holds a {kind} "
-                            f"(assign a {kind}, a Tensor for a Parameter's value, or None)")
+            raise TypeError(f"cannot assign a {type(value).__name__} to {name!r}: it holds a "
+                            f"{kind} (assign a {kind}, a Tensor for a Parameter's value, or None)")
         elif "_params" in d:
             self._forget(name)
         d[name] = value
@@ -264,7 +267,8 @@ class Cell:
 
     # ---- traversal ----------------------------------------------------------------------------
     def cells_and_names(self, name_prefix=""):
-        """Yield ``(path, cell)`` for this cell (path ``name_prefix``) and every sub-cell, once each."""
+        """Yield ``(path, cell)`` for this cell (path ``name_prefix``) and every sub-cell, once
+        each."""
         seen = set()
         stack = [(name_prefix, self)]
         while stack:  # iterative depth-first, children in definition order
@@ -324,7 +328,8 @@ class Cell:
         return [p for p in self.get_parameters(expand=recurse) if p.requires_grad]
 
     def untrainable_params(self, recurse=True):
-        """List of the parameters with ``requires_grad=False`` (e.g. BatchNorm moving statistics)."""
+        """List of the parameters with ``requires_grad=False`` (e.g. BatchNorm's moving
+        statistics)."""
         return [p for p in self.get_parameters(expand=recurse) if not p.requires_grad]
 
     def parameters_dict(self, recurse=True):
@@ -486,5 +491,6 @@ def check_tensor(owner, name, value):
 
 
 def _cast_floats(inputs, dtype):
-    return tuple(ops.cast(x, dtype) if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != dtype
-                 else x for x in inputs)
+    return tuple(ops.cast(x, dtype)
+                 if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != dtype else x
+                 for x in inputs)
