@@ -1,4 +1,4 @@
-"""``Cell``: the building block of networks (MindSpore's name for a module), and ``ParameterTuple``.
+"""``Cell``: the building block of networks (MindSpore's name for a module).
 
 A Cell owns Parameters and sub-Cells through plain attribute assignment::
 
@@ -26,43 +26,15 @@ from collections import OrderedDict
 
 import numpy
 
-from minigrad import dtype as dtypes, ops
+from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_callable
 from minigrad._config import using_config
+from minigrad.nn.cell_inputs import TORCH_NAMES, cast_floats, check_tensor, narrow_float64
+from minigrad.nn.parameter_tuple import ParameterTuple
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
-
-class ParameterTuple(tuple):
-    """A tuple of Parameters (what optimizers hold); a Cell attribute of this type is registered.
-
-    Raises:
-        TypeError: if an element is not a Parameter.
-    """
-
-    def __new__(cls, iterable=()):
-        items = tuple(iterable)
-        for i, item in enumerate(items):
-            if not isinstance(item, Parameter):
-                raise TypeError(f"ParameterTuple element {i} must be a Parameter, got "
-                                f"{type(item).__name__}")
-        return super().__new__(cls, items)
-
-    def clone(self, prefix, init="same"):
-        """New Parameters shaped like these, named ``prefix + "." + name`` (e.g. optimizer moments).
-
-        ``init`` is ``"same"`` (copy the values) or anything ``nn.initializer`` accepts ("zeros").
-        """
-        from minigrad.nn.init import initializer
-        clones = []
-        for p in self:
-            if isinstance(init, str) and init == "same":
-                value = Tensor(p.data.copy())
-            else:
-                value = Tensor(initializer(init, p.shape, p.dtype), device=p.device)
-            clones.append(Parameter(value, name=f"{prefix}.{p.name}",
-                                    requires_grad=p.requires_grad))
-        return ParameterTuple(clones)
+__all__ = ["Cell", "ParameterTuple", "check_tensor"]
 
 
 class _HookHandle:
@@ -127,9 +99,9 @@ class Cell:
         if any(isinstance(x, numpy.ndarray) for x in inputs):
             inputs = tuple(Tensor(x) if isinstance(x, numpy.ndarray) else x for x in inputs)
         if self._cast_dtype is not None:
-            inputs = _cast_floats(inputs, self._cast_dtype)
+            inputs = cast_floats(inputs, self._cast_dtype)
         elif any(isinstance(x, Tensor) and x.dtype == dtypes.float64 for x in inputs):
-            inputs = self._narrow_float64(inputs)
+            inputs = narrow_float64(inputs, self.get_parameters())
         if self._forward_pre_hooks:
             for hook in tuple(self._forward_pre_hooks.values()):
                 result = hook(self, inputs)
@@ -147,18 +119,9 @@ class Cell:
                     output = result
         return output
 
-    def _narrow_float64(self, inputs):
-        """Float64 inputs cast to the compute dtype: the widest floating dtype of this cell's
-        parameters, when that is narrower (float32 for an fp32 network). A cell without floating
-        parameters, or with float64 ones, computes in its inputs' dtype."""
-        kinds = {p.dtype for p in self.get_parameters() if p.dtype.kind == "f"}
-        if not kinds or dtypes.float64 in kinds:
-            return inputs
-        return _cast_floats(inputs, max(kinds, key=lambda d: d.itemsize))
-
     def __getattr__(self, name):
         # reached only when normal lookup fails: say what a PyTorch name is called here
-        hint = _TORCH_NAMES.get(name)
+        hint = TORCH_NAMES.get(name)
         if hint is not None:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (a PyTorch "
                                  f"nn.Module name); in minigrad use {hint}")
@@ -456,41 +419,3 @@ class Cell:
         lines += [f"({name}): {child!r}" for name, child in children.items()]
         body = "\n".join(lines).replace("\n", "\n  ")
         return f"{type(self).__name__}<\n  {body}\n  >"
-
-
-_TORCH_NAMES = {
-    "parameters": "get_parameters() (a generator) or trainable_params() (the list an optimizer "
-                  "takes)",
-    "named_parameters": "parameters_and_names()",
-    "train": "set_train(True)",
-    "eval": "set_train(False)",
-    "forward": "construct: define construct(self, ...) in place of forward",
-    "modules": "cells_and_names() (the cells with their paths)",
-    "named_modules": "cells_and_names()",
-    "children": "cells()",
-    "named_children": "name_cells()",
-    "state_dict": "parameters_dict(), or minigrad.save_checkpoint(net, path)",
-    "load_state_dict": "minigrad.load_param_into_net(net, parameter_dict)",
-    "zero_grad": "the optimizer's zero_grad()",
-    "register_parameter": "insert_param_to_cell(name, param) or plain attribute assignment",
-    "add_module": "insert_child_to_cell(name, cell) or plain attribute assignment",
-}
-
-
-def check_tensor(owner, name, value):
-    """``value`` if it is a Tensor, else a TypeError naming the loss and the argument.
-
-    The one rule at the boundary of layers and losses: a NumPy array is converted to a Tensor
-    when the cell is called (``Cell.__call__``); anything else that is not a Tensor (a list, a
-    number, None) is refused, as PyTorch's losses and MindSpore's cells refuse it.
-    """
-    if isinstance(value, Tensor):
-        return value
-    raise TypeError(f"For '{owner}', '{name}' must be a Tensor (or a NumPy array), got "
-                    f"{type(value).__name__}")
-
-
-def _cast_floats(inputs, dtype):
-    return tuple(ops.cast(x, dtype)
-                 if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != dtype else x
-                 for x in inputs)
