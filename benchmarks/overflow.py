@@ -33,7 +33,8 @@ import numpy
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from minigrad import backend  # noqa: E402
-from minigrad.amp import _status_numpy, float_status as fs, kernels  # noqa: E402
+from minigrad.amp import _status_numpy, float_status as fs  # noqa: E402
+from minigrad import _native  # noqa: E402
 import _timing  # noqa: E402
 
 DEFAULTS = {"cpu": {"sizes": "16M", "cases": "finite", "repeat": 11, "number": 1, "passes": 3},
@@ -169,10 +170,10 @@ def headline_ratios(rows):
 
 def environment(args, xp, torch):
     info = {"device": args.device, "minigrad_engine": "cuda kernels" if xp is not numpy else (
-        "host kernels" if kernels.host_library() is not None
-        else f"numpy fallback ({kernels.host_library_error()})")}
-    if xp is numpy and kernels.host_library() is not None:
-        info["minigrad_host_threads"] = kernels.host_threads()
+        "host kernels" if _native.host_library() is not None
+        else f"numpy fallback ({_native.host_library_error()})")}
+    if xp is numpy and _native.host_library() is not None:
+        info["minigrad_host_threads"] = _native.host_threads()
     if xp is not numpy:
         props = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)
         name = props["name"]

@@ -76,9 +76,12 @@ def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10
 
     Args:
         blocks: array (b, n, n), float32 or float64.
-        damping: the damping already added to the blocks' diagonals (a float >= 0).
-        previous: None or an array like ``blocks``: the inverses to keep as step (3).
-        name: the layer, for the report and the error message.
+        damping: the damping already added to the blocks' diagonals: a float >= 0, or one per
+            block (a sequence).
+        previous: None or an array like ``blocks``: the inverses to keep as step (3) (a block
+            of it that is not finite counts as absent).
+        name: the layer, for the error message: a str, or one per block (a sequence); blocks
+            of several layers can so be inverted in one call.
         retries, growth: step (1)'s number of tries and factor.
 
     Returns:
@@ -109,8 +112,11 @@ def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10
             out[good] = healthy
     n = blocks.shape[-1]
     eye = xp.eye(n, dtype=blocks.dtype)
+    dampings = numpy.broadcast_to(numpy.asarray(damping, numpy.float64), (blocks.shape[0],))
+    names = ([f"block {i}" + (f" of {name}" if name else "") for i in range(blocks.shape[0])]
+             if isinstance(name, str) else list(name))
     for i in numpy.flatnonzero(failed):
-        block = blocks[i:i + 1]
+        block, damping, name = blocks[i:i + 1], float(dampings[i]), names[i]
         inv, step = None, None
         if bool(xp.isfinite(block).all()):
             base = damping if damping > 0 else 1e-6 * max(float(xp.trace(block[0])) / n, 1e-30)
@@ -130,9 +136,8 @@ def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10
         if inv is None and previous is not None and bool(xp.isfinite(previous[i]).all()):
             inv, step = previous[i:i + 1], "previous"
         if inv is None:
-            label = f" of {name}" if name else ""
             raise NotPositiveDefiniteError(
-                f"block {i}{label} ({n}x{n}) is not positive definite even with "
+                f"{name} ({n}x{n}) is not positive definite even with "
                 f"{growth ** retries:g}x its damping {damping:g} and in float64, and there is "
                 f"no previous inverse to keep (increase the damping, or lower the learning rate)",
                 [i])

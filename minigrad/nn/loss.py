@@ -86,6 +86,8 @@ class SoftmaxCrossEntropy(Function):
     The arithmetic is that of log_softmax, getitem, neg and mean/sum as separate nodes, value for
     value; one node saves their bookkeeping and the scatter of the gather's backward.
     """
+    autocast = "fp32"
+
     def forward(self, x, ids, reduction):
         xp = backend.get_array_module(x)
         z = x - x.max(axis=1, keepdims=True)

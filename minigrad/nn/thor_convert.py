@@ -1,4 +1,4 @@
-"""``ConvertNetUtils`` (MindSpore's name): turn a network's layers into THOR layers, and ``nn.thor``.
+"""``ConvertNetUtils`` (MindSpore's name): turn a network's layers into THOR layers.
 
 ``convert_to_thor_net(net)`` walks ``net`` and turns every ``Dense``, ``Conv2d`` and
 ``Embedding`` whose weight is trainable into ``DenseThor``, ``Conv2dThor`` and ``EmbeddingThor``

@@ -13,12 +13,14 @@ standard KFC approximation for a convolution), whatever the loss scale. Each fac
 damping ``δ = √λ`` (MindSpore's split of the seed's ``λ``: ``(A + √λ I) ⊗ (G + √λ I)`` holds
 ``λ I`` plus cross terms ``√λ (A ⊗ I + I ⊗ G)``), or with ``relative_damping`` the factor's own
 scale ``√λ · tr(F) / dim(F)``; never less than ``damping_floor``. The damped factor is cut into
-diagonal blocks of ``split_dim`` (the last one padded with the identity) and all blocks of a
-factor are inverted together by ``linalg.inv_spd_ladder``. The preconditioned gradient is::
+diagonal blocks of ``split_dim`` (the last one padded with the identity); at a refresh the
+blocks of every refreshing layer that have the same size are inverted together, in one call of
+``linalg.inv_spd_ladder`` (see ``invert_together``). The preconditioned gradient is::
 
     g̃ = blkdiag(G + δ_G I)⁻¹ · g · blkdiag(A + δ_A I)⁻¹        (Embedding: A⁻¹ · g · G⁻¹)
 """
 import math
+import time
 
 import numpy
 
@@ -52,9 +54,7 @@ class CurvatureBlock:
         self.split_dim = split_dim
         self.A = self.G = self.A_inv = self.G_inv = None
         self.trace_ref = None    # damped trace product at the last refresh
-        self.trace_avg = None    # the trace rule's current (optionally averaged) measure
         self.frozen = False
-        self.due = True          # the next step records factors and refreshes the inverses
         self.refreshes = 0
         self.damping_used = (None, None)
 
@@ -76,12 +76,13 @@ class CurvatureBlock:
                 pending["g_trace"] * pending["batch"] / (scale * scale))
 
     def damped_trace(self, traces, damping):
-        """``tr(A + δ_A I) · tr(G + δ_G I)`` for the damping of ``traces`` (the trace rule's measure)."""
+        """``tr(A + δ_A I) · tr(G + δ_G I)`` for ``traces`` and ``damping`` (the trace rule's
+        measure)."""
         da, dg = damping
         return (traces[0] + da * self.a_dim) * (traces[1] + dg * self.g_dim)
 
     def dampings(self, traces, sqrt_lambda, relative, floor):
-        """Per-factor damping: ``√λ`` (or ``√λ · tr(F)/dim F`` when relative), at least ``floor``."""
+        """Per-factor damping: ``√λ`` (``√λ · tr(F) / dim F`` when relative), at least ``floor``."""
         if relative:
             return (max(sqrt_lambda * traces[0] / self.a_dim, floor),
                     max(sqrt_lambda * traces[1] / self.g_dim, floor))
@@ -102,24 +103,26 @@ class CurvatureBlock:
         return trace_a, float(xp.trace(self.G))
 
     # ---- inverses -------------------------------------------------------------------------------
-    def invert(self, damping):
-        """Compute the block inverses of the damped factors; returns the ladder's steps."""
+    def damped_stacks(self, damping):
+        """The damped diagonal blocks to invert: ``[(label, stack, damping, previous)]`` for
+        G and (unless the layer is an Embedding, whose A is diagonal) A."""
         da, dg = damping
-        steps = {}
+        jobs = [("G", split_blocks(self.G, self.split_dim, dg), dg, self.G_inv)]
+        if self.kind != "embedding":
+            jobs.append(("A", split_blocks(self.A, self.split_dim, da), da, self.A_inv))
+        return [(label, stack, d, prev if prev is not None and prev.shape == stack.shape
+                 else None) for label, stack, d, prev in jobs]
+
+    def store_inverses(self, inverses, damping):
+        """Keep the new block inverses ``{"A": stack, "G": stack}`` (an Embedding's A inverse
+        is computed here: the reciprocal of its damped diagonal)."""
         if self.kind == "embedding":
-            self.A_inv = (1.0 / (self.A + numpy.float32(da))).astype(numpy.float32)
+            self.A_inv = (1.0 / (self.A + numpy.float32(damping[0]))).astype(numpy.float32)
         else:
-            self.A_inv, steps["A"] = self._invert_factor(self.A, da, self.A_inv, "A")
-        self.G_inv, steps["G"] = self._invert_factor(self.G, dg, self.G_inv, "G")
+            self.A_inv = inverses["A"]
+        self.G_inv = inverses["G"]
         self.damping_used = damping
         self.refreshes += 1
-        return steps
-
-    def _invert_factor(self, factor, damping, previous, label):
-        blocks = split_blocks(factor, self.split_dim, damping)
-        if previous is not None and previous.shape != blocks.shape:
-            previous = None
-        return inv_spd_ladder(blocks, damping, previous, f"{self.name} (factor {label})")
 
     # ---- preconditioning ------------------------------------------------------------------------
     def precondition(self, grad):
@@ -167,3 +170,44 @@ def right_multiply(matrix, blocks):
 def left_multiply(blocks, matrix):
     """``blkdiag(blocks) @ matrix`` for ``blocks`` (b, s, s) and ``matrix`` (n, m), b·s >= n."""
     return right_multiply(matrix.T, blocks.transpose(0, 2, 1)).T
+
+
+def invert_together(jobs):
+    """Invert the damped stacks of several layers, one ``inv_spd_ladder`` call per block size.
+
+    Args:
+        jobs: ``[(block, damping, [(label, stack, d, previous), ...])]`` (``damped_stacks``).
+
+    Returns:
+        ``{block: (inverses {label: stack}, ladder {label: steps}, seconds)}``; a layer's seconds
+        are its share (by block count) of the time of the calls it took part in.
+    """
+    groups = {}
+    for block, _, stacks in jobs:
+        for label, stack, d, prev in stacks:
+            groups.setdefault(stack.shape[1:], []).append((block, label, stack, d, prev))
+    out = {block: ({}, {}, 0.0) for block, _, _ in jobs}
+    for items in groups.values():
+        xp = backend.get_array_module(items[0][2])
+        stack = xp.concatenate([it[2] for it in items]) if len(items) > 1 else items[0][2]
+        damping = numpy.concatenate([numpy.full(it[2].shape[0], it[3]) for it in items])
+        nan = numpy.float32("nan")
+        previous = xp.concatenate([it[4] if it[4] is not None else xp.full_like(it[2], nan)
+                                   for it in items])
+        names = [f"{it[0].name} (factor {it[1]}) block {k}" for it in items
+                 for k in range(it[2].shape[0])]
+        start = time.perf_counter()
+        inverse, steps = inv_spd_ladder(stack, damping, previous, names)
+        seconds = (time.perf_counter() - start) / stack.shape[0]
+        offset = 0
+        for block, label, part, _, _ in items:
+            count = part.shape[0]
+            inverses, ladder, total = out[block]
+            inverses[label] = inverse[offset:offset + count]
+            local = {k: [i - offset for i in v if offset <= i < offset + count]
+                     for k, v in steps.items()}
+            if any(local.values()):
+                ladder[label] = local
+            out[block] = (inverses, ladder, total + seconds * count)
+            offset += count
+    return out

@@ -1,4 +1,5 @@
-"""``THOR``: the second-order optimizer (Trace-based Hardware-driven layer-ORiented natural gradient).
+"""``THOR``: the second-order optimizer (Trace-based Hardware-driven layer-ORiented natural
+gradient descent).
 
 One step, for gradients ``g`` of a network converted to THOR layers (``nn.DenseThor``,
 ``nn.Conv2dThor``, ``nn.EmbeddingThor``; ``nn.thor`` converts and builds in one call)::
@@ -37,7 +38,7 @@ from minigrad._checks import (
 from minigrad.optim.lr_schedule import LearningRateSchedule
 from minigrad.optim.momentum import Momentum
 from minigrad.optim.optimizer import Optimizer, _divide, _inverse_scale
-from minigrad.optim.thor_blocks import CurvatureBlock
+from minigrad.optim.thor_blocks import CurvatureBlock, invert_together
 from minigrad.optim.thor_report import LayerReport, ThorReport
 from minigrad.optim.thor_schedule import RefreshRule, StepValue
 from minigrad.optim.thor_state import load_thor_state, thor_state
@@ -169,9 +170,9 @@ class THOR(Optimizer):
 
     def _refresh(self, step, seed, lam, report):
         """Consume the layers' records: new factors, inverses and trace-rule decisions."""
-        t_factors = t_inverses = 0.0
+        t_factors = 0.0
         sqrt_lam = math.sqrt(lam)
-        records = []
+        records, to_invert, trace_refs = [], [], {}
         for block in self.blocks:
             start = time.perf_counter()
             pending, block.layer.thor_pending = block.layer.thor_pending, None
@@ -196,31 +197,32 @@ class THOR(Optimizer):
                     entry.action = "kept"
             entry.factor_seconds = time.perf_counter() - start
             t_factors += entry.factor_seconds
-            if entry.action != "kept" and self.rule.inverts(block, step, recorded):
-                start = time.perf_counter()
+            delta = None
+            if recorded and self.rule.rule == "trace" and block.trace_ref:
+                now = block.damped_trace(block.factor_traces(), block.damping_used)
+                delta = entry.delta = abs(now - block.trace_ref) / block.trace_ref
+            decision = "reuse" if entry.action == "kept" else \
+                self.rule.decide(block, step, recorded, delta)
+            if decision == "refresh":
                 current = block.factor_traces()
                 damping = block.dampings(current, sqrt_lam, self.relative_damping,
                                          self.damping_floor)
-                entry.ladder = {k: v for k, v in block.invert(damping).items()
-                                if any(v.values())}
-                block.trace_ref = block.trace_avg = block.damped_trace(current, damping)
-                block.due = False
+                to_invert.append((block, damping, block.damped_stacks(damping)))
+                trace_refs[block.name] = block.damped_trace(current, damping)
                 entry.action, (entry.damping_a, entry.damping_g) = "refresh", damping
-                entry.inverse_seconds = time.perf_counter() - start
-                t_inverses += entry.inverse_seconds
-            elif traces is not None and block.trace_ref and entry.action != "kept":
-                entry.delta = self._trace_delta(block, traces)
-                if self.rule.after_step(block, entry.delta) == "frozen":
-                    entry.action = "frozen"
+            elif decision == "frozen":
+                entry.action = "frozen"
+        start = time.perf_counter()
+        results = invert_together(to_invert) if to_invert else {}
+        for block, damping, _ in to_invert:
+            inverses, ladder, seconds = results[block]
+            block.store_inverses(inverses, damping)
+            block.trace_ref = trace_refs[block.name]
+            entry = report.layers[block.name]
+            entry.ladder, entry.inverse_seconds = ladder, seconds
+        t_inverses = time.perf_counter() - start
         report.refresh = any(r.action == "refresh" for r in report.layers.values())
         report.seconds["factors"], report.seconds["inverses"] = t_factors, t_inverses
-
-    def _trace_delta(self, block, traces):
-        now = block.damped_trace(traces, block.damping_used)
-        if self.factor_decay is not None:
-            now = self.factor_decay * block.trace_avg + (1.0 - self.factor_decay) * now
-        block.trace_avg = now
-        return abs(now - block.trace_ref) / block.trace_ref
 
     def reduce_factors(self, records):
         """The data-parallel reduction of this step's records: one ``(factors, traces)`` per THOR

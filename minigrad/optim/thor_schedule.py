@@ -11,11 +11,12 @@ Refresh rules (``refresh=``):
   inverses recomputed every ``inverse_frequency`` steps (both default ``frequency``), counting
   from step 0; the steps in between reuse the stored inverses and record nothing.
 - ``"trace"`` (the THOR paper's rule, which MindSpore does not implement): every step each layer
-  records only its factors' traces (one cheap pass); ``Δ = |T - T_ref| / T_ref`` with
-  ``T = tr(A + δ_A I) · tr(G + δ_G I)`` (``tr(A ⊗ G) = tr A · tr G``) against ``T_ref`` of the
-  layer's last refresh. ``Δ > omega1``: the layer records its factors at the next step and
-  refreshes there (one step later: the factors of the step that triggered it were not formed);
-  ``Δ < omega2``: the layer is frozen for good (its inverses are kept); otherwise reuse.
+  records its factors (a product as large as the layer's weight gradient; the inversion is what
+  the rule saves) and measures ``Δ = |T - T_ref| / T_ref`` with ``T = tr(A + δ_A I) ·
+  tr(G + δ_G I)`` (``tr(A ⊗ G) = tr A · tr G``) against ``T_ref`` of the layer's last refresh.
+  ``Δ > omega1``: the layer inverts its new factors at once; ``Δ < omega2``: the layer is frozen
+  for good (its inverses are kept, nothing is recorded any more); otherwise the stored inverses
+  are reused. With ``factor_decay`` the traces are those of the running averages.
 """
 import numbers
 
@@ -85,35 +86,28 @@ class RefreshRule:
         self.omega2 = check_float("omega2", omega2, low=0.0, high=self.omega1, owner=owner)
 
     def record_mode(self, block, step):
-        """What ``block``'s layer records at ``step``: None, "trace" or "factors"."""
+        """What ``block``'s layer records at ``step``: None or "factors"."""
         if block.frozen:
             return None
-        if self.rule == "trace":
-            return "factors" if block.due else "trace"
-        if step % self.factor_frequency == 0 or (block.A is None and block.due):
+        if self.rule == "trace" or step % self.factor_frequency == 0 or block.A is None:
             return "factors"
         return None
 
-    def inverts(self, block, step, recorded):
-        """Whether ``block`` recomputes its inverses at ``step`` (after a record of factors when
-        ``recorded``)."""
-        if block.frozen or block.A is None:
-            return False
-        if block.A_inv is None:
-            return True
-        if self.rule == "trace":
-            return recorded and block.due
-        return step % self.inverse_frequency == 0
-
-    def after_step(self, block, delta):
-        """The trace rule's decision from ``delta`` (None when not measured): sets ``due`` and
-        ``frozen`` for the next step. Returns the layer's state: "refresh next", "reuse" or
-        "frozen"."""
-        if self.rule != "trace" or delta is None:
+    def decide(self, block, step, recorded, delta):
+        """"refresh", "reuse" or "frozen" for ``block`` at ``step``: ``recorded`` says whether new
+        factors came in, ``delta`` is the trace rule's relative change (None: no reference)."""
+        if block.frozen:
+            return "frozen"
+        if block.A is None:
             return "reuse"
-        if delta > self.omega1:
-            block.due = True
-            return "refresh next"
+        if block.A_inv is None or block.G_inv is None:
+            return "refresh"
+        if self.rule == "frequency":
+            return "refresh" if step % self.inverse_frequency == 0 else "reuse"
+        if not recorded:
+            return "reuse"
+        if delta is None or delta > self.omega1:
+            return "refresh"
         if delta < self.omega2:
             block.frozen = True
             return "frozen"

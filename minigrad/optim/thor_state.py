@@ -2,8 +2,8 @@
 
 ``state_dict()["thor"]`` is ``{layer name: {...}}`` with the factors ``A``, ``G`` and the block
 inverses ``A_inv``, ``G_inv`` (float32 NumPy arrays, or None before the first refresh) and the
-refresh rule's scalars (``trace_ref``, ``trace_avg``, ``damping_a``, ``damping_g``, ``due``,
-``frozen``, ``refreshes``). Everything a step reads is there, so a run resumed from a
+refresh rule's scalars (``trace_ref``, ``damping_a``, ``damping_g``, ``frozen``,
+``refreshes``). Everything a step reads is there, so a run resumed from a
 checkpoint continues bit-identically.
 """
 import numpy
@@ -11,8 +11,8 @@ import numpy
 from minigrad import backend
 
 ARRAYS = ("A", "G", "A_inv", "G_inv")
-FLOATS = ("trace_ref", "trace_avg", "damping_a", "damping_g")
-FLAGS = ("due", "frozen")
+FLOATS = ("trace_ref", "damping_a", "damping_g")
+FLAGS = ("frozen",)
 
 
 def thor_state(blocks):
@@ -21,9 +21,9 @@ def thor_state(blocks):
     for block in blocks:
         entry = {k: None if getattr(block, k) is None
                  else numpy.array(backend.as_numpy(getattr(block, k))) for k in ARRAYS}
-        entry["trace_ref"], entry["trace_avg"] = block.trace_ref, block.trace_avg
+        entry["trace_ref"] = block.trace_ref
         entry["damping_a"], entry["damping_g"] = block.damping_used
-        entry["due"], entry["frozen"] = block.due, block.frozen
+        entry["frozen"] = block.frozen
         entry["refreshes"] = block.refreshes
         state[block.name] = entry
     return state
@@ -56,9 +56,9 @@ def load_thor_state(blocks, state):
                 value = values[key]
                 setattr(block, key, None if value is None else backend.to_device(value.copy(),
                                                                                   device))
-            block.trace_ref, block.trace_avg = values["trace_ref"], values["trace_avg"]
+            block.trace_ref = values["trace_ref"]
             block.damping_used = (values["damping_a"], values["damping_g"])
-            block.due, block.frozen = values["due"], values["frozen"]
+            block.frozen = values["frozen"]
             block.refreshes = values["refreshes"]
     return apply
 

@@ -50,7 +50,8 @@ def assert_identical(a, b):
     assert a.keys() == b.keys()
     for key in a:
         nan = a[key].dtype.kind == "f"
-        assert a[key].dtype == b[key].dtype and numpy.array_equal(a[key], b[key], equal_nan=nan), key
+        assert a[key].dtype == b[key].dtype, key
+        assert numpy.array_equal(a[key], b[key], equal_nan=nan), key
 
 
 def g_after_first_step(level, manager, loss_scale):

@@ -1,5 +1,6 @@
 """BatchNorm1d, BatchNorm2d and LayerNorm."""
 from minigrad import dtype as dtypes, ops
+from minigrad.nn import running_stats
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
 from minigrad._checks import (check_bool, check_float, check_int, check_positive,
@@ -18,7 +19,8 @@ class _BatchNorm(Cell):
 
     The moving statistics are non-trainable float32 Parameters ``moving_mean`` and
     ``moving_variance`` (the parameter-casting helper leaves them float32); the statistics are
-    computed in float32 whatever the input dtype.
+    computed in float32 whatever the input dtype. A loss-scaled step that is skipped restores
+    them (``minigrad.nn.running_stats``).
     """
     _ndims = ()
     _fp32_params = ("moving_mean", "moving_variance")
@@ -53,6 +55,8 @@ class _BatchNorm(Cell):
         use_batch = self.use_batch_statistics
         if use_batch is None:
             use_batch = self.training
+        if use_batch:  # the update below writes them: a skipped step restores them
+            running_stats.save(self.moving_mean, self.moving_variance)
         # ops.batch_norm follows PyTorch: running = (1 - m) running + m batch, so m = 1 - momentum
         return ops.batch_norm(x, self.gamma, self.beta, self.moving_mean, self.moving_variance,
                               training=use_batch, momentum=1.0 - self.momentum, eps=self.eps)

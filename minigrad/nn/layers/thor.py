@@ -10,10 +10,10 @@ float32 whatever the network's dtype:
 - ``g``: ``Σ_r d_r d_rᵀ`` over the rows ``d_r`` of the gradient arriving at the layer's output
   before bias and activation (a hook on the product's output), and the batch size.
 
-``thor_record = "trace"`` stores only ``Σ ‖a_r‖²`` and ``Σ ‖d_r‖²`` (the factors' traces, one
-pass over the data): the trace-based refresh rule watches them between refreshes. ``None``
-records nothing (no cost). The optimizer divides the loss scale and the batch-mean factor back
-out, so the factors do not depend on the loss scale (see ``optim.thor_blocks``).
+With them go ``Σ ‖a_r‖²`` and ``Σ ‖d_r‖²`` (the factors' traces, for the report).
+``thor_record = None`` records nothing (no cost). The optimizer divides the loss scale and the
+batch-mean factor back out, so the factors do not depend on the loss scale (see
+``optim.thor_blocks``).
 
 A layer records its last call of a step: a layer shared by two calls in one step is not
 supported by THOR.
@@ -25,7 +25,7 @@ from minigrad.nn.layers.conv import Conv2d
 from minigrad.nn.layers.embedding import Embedding
 from minigrad.ops.conv import im2col, same_padding
 
-RECORD_MODES = (None, "trace", "factors")
+RECORD_MODES = (None, "factors")
 
 
 def _fp32(array):
@@ -37,7 +37,7 @@ class _Recorder:
     thor_kind = None
 
     def _init_recording(self):
-        self.thor_record = None   # set by the optimizer: None, "trace" or "factors"
+        self.thor_record = None   # set by the optimizer: None or "factors"
         self.thor_pending = None  # the statistics of the last recorded call
 
     @property
@@ -55,11 +55,11 @@ class _Recorder:
         if kind == "counts":
             counts = xp.bincount(rows.reshape(-1), minlength=self.vocab_size).astype("float32")
             pending["a_trace"] = float(rows.size)
-            pending["a"] = counts if self.thor_record == "factors" else None
+            pending["a"] = counts
         else:
             rows = _fp32(rows)
             pending["a_trace"] = float(xp.vdot(rows.reshape(-1), rows.reshape(-1)))
-            pending["a"] = rows.T @ rows if self.thor_record == "factors" else None
+            pending["a"] = rows.T @ rows
         self.thor_pending = pending
 
     def _watch(self, output, to_rows):
@@ -67,15 +67,14 @@ class _Recorder:
         if not output.requires_grad:
             self.thor_pending = None
             return
-        pending, full = self.thor_pending, self.thor_record == "factors"
+        pending = self.thor_pending
 
         def hook(grad):
             rows = _fp32(to_rows(grad.data))
             flat = rows.reshape(-1)
             xp = backend.get_array_module(rows)
             pending["g_trace"] = float(xp.vdot(flat, flat))
-            if full:
-                pending["g"] = rows.T @ rows
+            pending["g"] = rows.T @ rows
         output.register_hook(hook)
 
 

@@ -1,0 +1,352 @@
+"""THOR against Momentum and Adam: steps and seconds to a training-loss target, on four tasks.
+
+Protocol (written into the JSON as well):
+
+1. Tasks: a deep autoencoder on the digits (64-128-64-16-64-128-64, tanh, MSE), the digits MLP
+   (64-128-128-10, tanh, cross-entropy), the digits CNN (conv3x3 1->8, conv3x3 8->16, tanh,
+   Dense 1024->10) and an ill-conditioned linear regression (24 -> 4, input scales spread over
+   a condition number of 300). Batch 128 (64 for the regression).
+2. For each seed every optimizer starts from the same initial weights and sees the batches in
+   the same order (both drawn from the seed).
+3. Each optimizer is tuned on a small log-spaced grid: the learning rate for Momentum (0.9) and
+   Adam, the learning rate, the damping and momentum in {0, 0.9} for THOR. A grid point's
+   score is the median over the seeds of the steps to the target (a miss, a divergence or a
+   run stopped at 3x the best median so far counts as twice the budget). The winner must not
+   lie on an edge of a continuous axis: the grid is extended in that direction and re-run
+   (at most ``--extend`` times; the JSON says when the winner still sits on an edge).
+4. The target is on the full training loss, evaluated every ``eval_every`` steps outside the
+   timed region; only training steps are timed. THOR's per-phase time (factors, inverses,
+   preconditioning, update; forward+backward is the rest) and refreshes are recorded.
+5. Also measured, side by side in the same run: ``linalg.batched_inv_spd`` against
+   ``numpy.linalg.inv`` on 64 blocks of 128x128 fp32; a THOR reuse step against a Momentum step
+   on the digits MLP, and a refresh step's extra cost per layer; on the autoencoder, the trace
+   rule against refreshing every step (factor and inverse periods 1) at the THOR winner's
+   learning rate, damping and momentum.
+
+Run (about 3 minutes on a quiet 2-core machine; ``--quick``: seconds, for CI):
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/thor.py --json out.json
+"""
+import argparse
+import itertools
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _timing import print_table, time_interleaved, write_json
+
+import minigrad
+from minigrad import Tensor, nn
+from minigrad.linalg import batched_inv_spd
+
+
+# ---- tasks ----------------------------------------------------------------------------------
+class Task:
+    def __init__(self, name, build, loss, x, y, batch, target, budget, eval_every, grids):
+        self.name, self.build, self.loss = name, build, loss
+        self.x, self.y, self.batch, self.target = x, y, batch, target
+        self.budget, self.eval_every, self.grids = budget, eval_every, grids
+
+
+def _seq(*cells):
+    return nn.SequentialCell(list(cells))
+
+
+def _dense(i, o, **kw):
+    return nn.Dense(i, o, weight_init="xavier_uniform", **kw)
+
+
+def _conv(i, o):
+    return nn.Conv2d(i, o, 3, has_bias=True, weight_init="xavier_uniform")
+
+
+def tasks(quick):
+    from minigrad.dataset import load_digits
+    (x, y), _ = load_digits(split=0.2, seed=0)
+    ce = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    rng = numpy.random.default_rng(0)
+    xr = (rng.standard_normal((512, 24)) * numpy.geomspace(1, 1 / math.sqrt(300), 24))
+    wr = rng.standard_normal((24, 4))
+    yr = xr @ wr + 0.05 * rng.standard_normal((512, 4))
+    lr3 = lambda c: [c / 2, c, c * 2]
+    out = [
+        Task("autoencoder", lambda: _seq(
+            _dense(64, 128), nn.Tanh(), _dense(128, 64), nn.Tanh(), _dense(64, 16),
+            _dense(16, 64), nn.Tanh(), _dense(64, 128), nn.Tanh(), _dense(128, 64)),
+             nn.MSELoss(), x, x, 128, 0.01, 2500, 20,
+             {"momentum": {"lr": lr3(0.6)}, "adam": {"lr": lr3(0.004)},
+              "thor": {"lr": lr3(0.1), "damping": [3e-3, 1e-2, 3e-2], "momentum": [0.0, 0.9],
+                       "options": {"refresh": "trace", "omega1": 0.01}}}),
+        Task("mlp", lambda: _seq(_dense(64, 128), nn.Tanh(), _dense(128, 128), nn.Tanh(),
+                                 _dense(128, 10)),
+             ce, x, y.astype(numpy.int32), 128, 0.02, 2000, 10,
+             {"momentum": {"lr": lr3(0.4)}, "adam": {"lr": lr3(0.004)},
+              "thor": {"lr": lr3(0.02), "damping": [1e-3, 1e-2, 1e-1], "momentum": [0.0, 0.9],
+                       "options": {"frequency": 10}}}),
+        Task("cnn", lambda: _seq(_conv(1, 8), nn.Tanh(),
+                                 _conv(8, 16), nn.Tanh(), nn.Flatten(),
+                                 _dense(1024, 10)),
+             ce, x.reshape(-1, 1, 8, 8), y.astype(numpy.int32), 128, 0.02, 2000, 10,
+             {"momentum": {"lr": lr3(0.1)}, "adam": {"lr": lr3(0.003)},
+              "thor": {"lr": lr3(0.01), "damping": [1e-3, 1e-2, 1e-1], "momentum": [0.0, 0.9],
+                       "options": {"frequency": 10}}}),
+        Task("linreg", lambda: nn.Dense(24, 4, weight_init="zeros", has_bias=False),
+             nn.MSELoss(), xr.astype(numpy.float32), yr.astype(numpy.float32), 64, 0.005, 600, 5,
+             {"momentum": {"lr": lr3(0.25)}, "adam": {"lr": lr3(0.05)},
+              "thor": {"lr": lr3(0.2), "damping": [1e-4, 1e-3, 1e-2], "momentum": [0.0, 0.9],
+                       "options": {"frequency": 5}}}),
+    ]
+    if quick:
+        for task in out:
+            task.budget, task.x, task.y = 30, task.x[:256], task.y[:256]
+            for grid in task.grids.values():
+                grid["lr"] = grid["lr"][1:2]
+                if "damping" in grid:
+                    grid["damping"], grid["momentum"] = grid["damping"][1:2], [0.9]
+    return out
+
+
+# ---- one training run -----------------------------------------------------------------------
+def make_optimizer(kind, net, hp):
+    if kind == "momentum":
+        return nn.Momentum(net.trainable_params(), hp["lr"], 0.9)
+    if kind == "adam":
+        return nn.Adam(net.trainable_params(), hp["lr"])
+    return nn.thor(net, Tensor(numpy.float32(hp["lr"])), Tensor(numpy.float32(hp["damping"])),
+                   float(hp["momentum"]), **hp.get("options", {}))
+
+
+def full_loss(task, net):
+    with minigrad.no_grad():
+        return float(task.loss(net(Tensor(task.x)), Tensor(task.y)).asnumpy())
+
+
+def train(task, kind, hp, seed, stop_at=None):
+    """Steps and seconds to the target (None when missed) from ``seed``'s weights and order."""
+    minigrad.set_seed(seed)
+    net = task.build()
+    opt = make_optimizer(kind, net, hp)
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, task.loss), opt)
+    order = numpy.random.default_rng(1000 + seed)
+    per_epoch = len(task.x) // task.batch
+    phases = dict.fromkeys(("factors", "inverses", "precondition", "update"), 0.0)
+    seconds, steps, refreshes, reached, first = 0.0, 0, 0, None, full_loss(task, net)
+    limit = task.budget if stop_at is None else min(task.budget, stop_at)
+    while steps < limit and reached is None:
+        perm = order.permutation(len(task.x))
+        for b in range(per_epoch):
+            idx = perm[b * task.batch:(b + 1) * task.batch]
+            xb, yb = Tensor(task.x[idx]), Tensor(task.y[idx])
+            start = time.perf_counter()
+            step(xb, yb)
+            seconds += time.perf_counter() - start
+            steps += 1
+            report = getattr(opt, "last_report", None)
+            if report is not None:
+                for key, value in report.seconds.items():
+                    phases[key] += value
+                refreshes += len(report.refreshed)
+            if steps % task.eval_every == 0:
+                loss = full_loss(task, net)
+                if not math.isfinite(loss) or loss > 1e3 * max(first, 1e-3):
+                    limit = steps  # diverged
+                    break
+                if loss <= task.target:
+                    reached = steps
+                    break
+            if steps >= limit:
+                break
+    result = {"steps": reached, "seconds": seconds if reached else None, "run_steps": steps,
+              "ms_per_step": 1e3 * seconds / max(steps, 1)}
+    if kind == "thor":
+        layer_steps = steps * len(opt.blocks)
+        result.update(refreshes=refreshes, refresh_share=refreshes / max(layer_steps, 1),
+                      phase_seconds=phases,
+                      forward_backward_seconds=seconds - sum(phases.values()))
+    return result
+
+
+# ---- tuning ----------------------------------------------------------------------------------
+def score(runs, budget):
+    return statistics.median(r["steps"] if r["steps"] else 2 * budget for r in runs)
+
+
+def tune(task, kind, seeds, extend):
+    grid = {k: list(v) for k, v in task.grids[kind].items() if k != "options"}
+    options = task.grids[kind].get("options", {})
+    axes = list(grid)
+    results, best_score, edge = {}, math.inf, []
+    for _ in range(extend + 1):
+        for point in itertools.product(*(grid[a] for a in axes)):
+            if point in results:
+                continue
+            hp = dict(zip(axes, point), options=options)
+            stop = None if math.isinf(best_score) else int(3 * best_score) + 1
+            runs = [train(task, kind, hp, seed, stop) for seed in seeds]
+            results[point] = runs
+            best_score = min(best_score, score(runs, task.budget))
+        best = min(results, key=lambda p: (score(results[p], task.budget),
+                                           statistics.median(r["ms_per_step"] for r in results[p])))
+        edge = []
+        for a, value in zip(axes, best):
+            values = grid[a]
+            if a == "momentum" or len(values) < 2:
+                continue
+            ratio = values[1] / values[0]
+            if value == values[0]:
+                values.insert(0, value / ratio)
+                edge.append(a)
+            elif value == values[-1]:
+                values.append(value * ratio)
+                edge.append(a)
+        if not edge:
+            break
+    hp = dict(zip(axes, best))
+    runs = results[best]
+    grid_points = [{"hp": dict(zip(axes, p)), "median_steps": score(r, task.budget),
+                    "reached": sum(1 for x in r if x["steps"])} for p, r in results.items()]
+    return {"hp": hp, "options": options, "runs": runs, "edge": edge, "grid": grid_points,
+            "grid_reach_fraction": sum(1 for g in grid_points if g["reached"] == len(seeds))
+            / len(grid_points)}
+
+
+def median_of(runs, key, budget):
+    values = [r[key] for r in runs]
+    if any(v is None for v in values):
+        return None if key == "seconds" else score(runs, budget)
+    return statistics.median(values)
+
+
+# ---- side measurements -----------------------------------------------------------------------
+def inverse_benchmark(repeat):
+    rng = numpy.random.default_rng(0)
+    m = rng.standard_normal((64, 128, 256)).astype(numpy.float32)
+    stack = m @ m.transpose(0, 2, 1) / 256 + 1e-3 * numpy.eye(128, dtype=numpy.float32)
+    times = time_interleaved({"batched_inv_spd": lambda: batched_inv_spd(stack),
+                              "numpy.linalg.inv": lambda: numpy.linalg.inv(stack)}, repeat)
+    inv = batched_inv_spd(stack)
+    return {"ms": {k: 1e3 * v for k, v in times.items()},
+            "ratio": times["batched_inv_spd"] / times["numpy.linalg.inv"],
+            "max_abs_XS_minus_I": float(numpy.abs(inv @ stack - numpy.eye(128)).max())}
+
+
+def step_costs(task, repeat):
+    """A THOR reuse step and a Momentum step on the same batch, interleaved; a refresh step's
+    extra time per layer."""
+    cells = {}
+    for kind in ("momentum", "thor"):
+        minigrad.set_seed(0)
+        net = task.build()
+        hp = {"lr": 0.01, "damping": 0.01, "momentum": 0.9, "options": {"frequency": 10 ** 9}}
+        opt = make_optimizer(kind, net, hp)
+        cells[kind] = (nn.TrainOneStepCell(nn.WithLossCell(net, task.loss), opt), opt)
+    xb, yb = Tensor(task.x[:task.batch]), Tensor(task.y[:task.batch])
+    cells["thor"][0](xb, yb)  # the refresh step
+    refresh = cells["thor"][1].last_report
+    times = time_interleaved({k: (lambda c=c: c[0](xb, yb)) for k, c in cells.items()}, repeat,
+                             number=5)
+    return {"ms": {f"{k} step": 1e3 * v for k, v in times.items()},
+            "reuse_over_momentum": times["thor"] / times["momentum"],
+            "refresh_extra_ms_per_layer": {
+                n: 1e3 * (r.factor_seconds + r.inverse_seconds) for n, r in refresh.layers.items()}}
+
+
+def trace_against_every_step(task, winner, seeds):
+    base = {k: v for k, v in winner["hp"].items()}
+    every = dict(base, options={"factor_frequency": 1, "inverse_frequency": 1})
+    trace = dict(base, options=winner["options"])
+    out = {}
+    for name, hp in (("every_step", every), ("trace", trace)):
+        runs = [train(task, "thor", hp, s) for s in seeds]
+        out[name] = {"median_steps": score(runs, task.budget),
+                     "refreshes": statistics.median(r["refreshes"] for r in runs),
+                     "runs": runs}
+    out["refresh_ratio"] = out["trace"]["refreshes"] / max(out["every_step"]["refreshes"], 1)
+    out["steps_ratio"] = out["trace"]["median_steps"] / out["every_step"]["median_steps"]
+    return out
+
+
+def environment():
+    info = {"loadavg": os.getloadavg()}
+    try:
+        from threadpoolctl import threadpool_info
+        info["blas"] = [{k: p.get(k) for k in ("internal_api", "version", "num_threads",
+                                                "threading_layer")} for p in threadpool_info()]
+    except ImportError:
+        info["blas"] = "threadpoolctl not installed"
+    return info
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny budgets and grids (CI)")
+    parser.add_argument("--seeds", type=int, default=None, help="default 3 (1 with --quick)")
+    parser.add_argument("--extend", type=int, default=2, help="grid extensions per optimizer")
+    parser.add_argument("--tasks", default="autoencoder,mlp,cnn,linreg")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="BLAS threads for every optimizer (threadpoolctl); 0: leave as is")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    if args.threads:
+        try:
+            from threadpoolctl import threadpool_limits
+            limits = threadpool_limits(limits=args.threads)  # noqa: F841 (kept for the run)
+        except ImportError:
+            print("threadpoolctl is not installed: BLAS threads left as they are")
+    started = time.perf_counter()
+    env_before = environment()
+    seeds = list(range(args.seeds or (1 if args.quick else 3)))
+    chosen = [t for t in tasks(args.quick) if t.name in args.tasks.split(",")]
+    results, rows = {}, []
+    for task in chosen:
+        entry = {"target": task.target, "budget": task.budget, "batch": task.batch}
+        for kind in ("momentum", "adam", "thor"):
+            entry[kind] = tune(task, kind, seeds, 0 if args.quick else args.extend)
+            entry[kind]["median_steps"] = median_of(entry[kind]["runs"], "steps", task.budget)
+            entry[kind]["median_seconds"] = median_of(entry[kind]["runs"], "seconds", task.budget)
+        for kind in ("adam", "thor"):
+            m, o = entry["momentum"], entry[kind]
+            entry[f"{kind}_steps_ratio"] = o["median_steps"] / m["median_steps"]
+            seconds = (o["median_seconds"], m["median_seconds"])
+            entry[f"{kind}_wall_ratio"] = None if None in seconds else seconds[0] / seconds[1]
+        if task.name == "autoencoder":
+            entry["trace_rule"] = trace_against_every_step(task, entry["thor"], seeds)
+        if task.name == "mlp":
+            entry["step_costs"] = step_costs(task, 5 if args.quick else 30)
+        results[task.name] = entry
+        rows.append({"task": task.name, "momentum steps": entry["momentum"]["median_steps"],
+                     "adam steps": entry["adam"]["median_steps"],
+                     "thor steps": entry["thor"]["median_steps"],
+                     "thor/mom steps": entry["thor_steps_ratio"],
+                     "thor/mom wall": entry["thor_wall_ratio"],
+                     "adam/mom steps": entry["adam_steps_ratio"],
+                     "thor hp": str(entry["thor"]["hp"])})
+    inverse = inverse_benchmark(3 if args.quick else 15)
+    print_table(rows, list(rows[0]) if rows else ["task"])
+    print(f"batched_inv_spd / numpy.linalg.inv (64 x 128x128 fp32): {inverse['ratio']:.3f}")
+    if "mlp" in results:
+        print(f"THOR reuse step / Momentum step (MLP): "
+              f"{results['mlp']['step_costs']['reuse_over_momentum']:.3f}")
+    if "autoencoder" in results:
+        tr = results["autoencoder"]["trace_rule"]
+        print(f"trace rule vs every-step refresh (autoencoder): refreshes "
+              f"x{tr['refresh_ratio']:.3f}, steps x{tr['steps_ratio']:.3f}")
+    payload = {"protocol": __doc__.split("Protocol (written into the JSON as well):")[1]
+               .split("Run (")[0].strip(), "seeds": seeds, "quick": args.quick,
+               "tasks": results, "batched_inverse": inverse,
+               "environment": {"before": env_before, "after": environment()},
+               "seconds_total": time.perf_counter() - started}
+    if args.json:
+        write_json(args.json, payload)
+    return payload
+
+
+if __name__ == "__main__":
+    main()

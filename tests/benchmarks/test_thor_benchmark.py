@@ -1,0 +1,32 @@
+"""benchmarks/thor.py --quick runs every part of the protocol and writes the JSON it promises."""
+import importlib.util
+import json
+
+import pytest
+from helpers import REPO_ROOT
+
+pytest.importorskip("sklearn")
+
+
+def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
+    path = REPO_ROOT / "benchmarks" / "thor.py"
+    spec = importlib.util.spec_from_file_location("thor_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = tmp_path / "thor.json"
+    module.main(["--quick", "--tasks", "autoencoder,mlp", "--json", str(path)])
+    payload = json.loads(path.read_text())
+    assert "same initial weights" in payload["protocol"]
+    assert {"loadavg", "blas"} <= set(payload["environment"]["before"])
+    assert payload["batched_inverse"]["max_abs_XS_minus_I"] < 1e-3
+    ae, mlp = payload["tasks"]["autoencoder"], payload["tasks"]["mlp"]
+    for task in (ae, mlp):
+        for kind in ("momentum", "adam", "thor"):
+            assert task[kind]["runs"] and "hp" in task[kind]
+        thor_run = task["thor"]["runs"][0]
+        assert set(thor_run["phase_seconds"]) == {"factors", "inverses", "precondition", "update"}
+        assert thor_run["refreshes"] >= 1
+    assert set(ae["trace_rule"]) >= {"every_step", "trace", "refresh_ratio", "steps_ratio"}
+    assert mlp["step_costs"]["reuse_over_momentum"] > 0
+    assert set(mlp["step_costs"]["refresh_extra_ms_per_layer"]) == {"0.weight", "2.weight",
+                                                                   "4.weight"}
