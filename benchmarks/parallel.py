@@ -31,10 +31,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 import _timing
+import mlp_step  # the same MLP, batch and data as the one-process step benchmark
 
-SIZES = (784, 512, 512, 10)
-BATCH = 128  # per rank
-LR = 0.01
+SIZES, BATCH, LR = mlp_step.SIZES, mlp_step.BATCH, mlp_step.LR  # batch per rank
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -52,20 +51,6 @@ def launch(args):
 
 
 # ---- on every rank -----------------------------------------------------------------------------
-def data(rank):
-    import numpy
-    rng = numpy.random.default_rng(0)
-    weights = []
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
-        scale = 1.0 / fan_in ** 0.5
-        weights.append((rng.standard_normal((fan_out, fan_in)) * scale).astype(numpy.float32))
-        weights.append(numpy.zeros(fan_out, numpy.float32))
-    rng = numpy.random.default_rng(1 + rank)  # each rank its own batch
-    x = rng.standard_normal((BATCH, SIZES[0])).astype(numpy.float32)
-    y = rng.integers(0, SIZES[-1], BATCH).astype(numpy.int32)
-    return x, y, weights
-
-
 def minigrad_step(x, y, weights):
     """One training step closure, and its train cell (data parallel when the context says so)."""
     import minigrad
@@ -136,7 +121,8 @@ def measure(args):
     from minigrad import communication
     communication.init()
     rank, size = communication.get_rank(), communication.get_group_size()
-    x, y, weights = data(rank)
+    # each rank its own batch (and initial weights: the optimizer and DDP broadcast rank 0's)
+    x, y, weights = mlp_step.data(seed=rank)
     local, _ = minigrad_step(x, y, weights)  # stand-alone: the compute of a step
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
     parallel, train = minigrad_step(x, y, weights)
