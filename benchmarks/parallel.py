@@ -8,7 +8,8 @@ interleaved rounds (machine noise hits both alike):
 * minigrad: ``TrainOneStepCell`` in data-parallel mode (gradients averaged by
   ``nn.DistributedGradReducer``, one all-reduce per bucket) and, for the compute alone, the
   same step stand-alone (no all-reduce);
-* PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch);
+* PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch)
+  and, for its compute alone, the same PyTorch step without DDP;
 * ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit.
 
     python benchmarks/parallel.py [--quick] [--json benchmarks/results/parallel.json]
@@ -144,6 +145,7 @@ def measure(args):
         port = communication.broadcast_object(free_port() if rank == 0 else None)
         steps[f"torch {torch.__version__} DDP gloo 2-rank step"] = torch_ddp_step(
             torch, rank, size, port, x, y, weights)
+        steps["torch local step (no DDP)"] = mlp_step.torch_step(torch, x, y, weights)
     load_before = os.getloadavg()
     timed = group.comm = TimedComm(group.comm)
     # the step's own Allreduce seconds, read from the timed communicator per round
@@ -192,6 +194,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
         "allreduce_share_of_step": in_step / step,
         "step_overhead_vs_local": step / rank0["minigrad local step (no all-reduce)"] - 1,
         "minigrad_step_over_ddp": step / ddp if ddp else None,
+        "ddp_overhead_vs_local": ddp / rank0["torch local step (no DDP)"] - 1 if ddp else None,
         "bytes_per_step": n_bytes, "buckets_per_step": buckets,
         "allreduce_GBps_in_step": n_bytes / in_step / 1e9,
         "allreduce_GBps_plain_mpi4py": n_bytes / plain / 1e9,
