@@ -6,6 +6,10 @@ from minigrad import backend, dtype as dtypes
 from minigrad._fastcast import convert
 
 
+_NUMBERS = (int, float, numpy.number, numpy.bool_)  # bool is an int
+_NOT_NUMERIC = numpy.dtype(object)
+
+
 def tensor_class():
     return _tensor.Tensor
 
@@ -27,6 +31,10 @@ def as_tensor(value, like=None):
         # nested Python data is weak as a whole, like the array it makes: [0.5, 1.5] beside an
         # int tensor is float (weak_dtype reads only a scalar's or an array's kind)
         value = numpy.asarray(value)
+    if not isinstance(value, _NUMBERS) and getattr(value, "dtype", _NOT_NUMERIC).kind not in "biuf":
+        # None or "nan" would become NaN in asarray(value, dtype=float)
+        raise TypeError(f"an operand beside a Tensor must be a Tensor, a number or an array of "
+                        f"numbers, got {value!r:.60} ({type(value).__name__})")
     dtype = dtypes.weak_dtype(value, like.data.dtype)
     return leaf(xp.asarray(value, dtype=dtype))
 
@@ -113,6 +121,6 @@ def normalize_axis(axis, ndim, name="axis"):
     return tuple(sorted(set(out)))
 
 
-def check_float(t, op):
+def check_float_tensor(t, op):
     if t.data.dtype.kind != "f":
         raise TypeError(f"{op} expects a float tensor (float16/float32/float64), got {t.data.dtype}")

@@ -10,8 +10,9 @@ import numbers
 import numpy
 
 from minigrad import backend, dtype as dtypes
+from minigrad._checks import check_bool
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float, normalize_axis
+from minigrad.ops._util import as_tensor, check_float_tensor, normalize_axis
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715
@@ -119,8 +120,8 @@ def gelu(x, approximate=True):
         TypeError: for a non-float tensor.
     """
     x = as_tensor(x)
-    check_float(x, "gelu")
-    return GeLU.apply(x, approximate=bool(approximate))
+    check_float_tensor(x, "gelu")
+    return GeLU.apply(x, approximate=check_bool("approximate", approximate))
 
 
 def leaky_relu(x, alpha=0.2):
@@ -130,7 +131,7 @@ def leaky_relu(x, alpha=0.2):
         TypeError: for a non-float tensor, or an ``alpha`` that is not a real number.
     """
     x = as_tensor(x)
-    check_float(x, "leaky_relu")
+    check_float_tensor(x, "leaky_relu")
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(f"leaky_relu alpha must be a float, got {alpha!r} ({type(alpha).__name__})")
     return LeakyReLU.apply(x, alpha=float(alpha))
@@ -184,7 +185,7 @@ class LogSoftmax(Function):
 def _along_axis(cls, name, formula):
     def op(x, axis=-1):
         x = as_tensor(x)
-        check_float(x, name)
+        check_float_tensor(x, name)
         if not isinstance(axis, (int, numpy.integer)):
             raise TypeError(f"{name} axis must be an int, got {axis!r}")
         return cls.apply(x, axis=normalize_axis(axis, x.ndim)[0])

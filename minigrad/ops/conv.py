@@ -21,7 +21,7 @@ import numpy
 from minigrad import backend, dtype as dtypes
 from minigrad._checks import check_int_tuple, check_positive_int
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, cast, check_float
+from minigrad.ops._util import as_tensor, cast, check_float_tensor
 
 
 # ---- geometry helpers (shared with pooling) ---------------------------------------------------
@@ -222,7 +222,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     x, weight = as_tensor(x), as_tensor(weight)
     tensors = [x, weight] + ([] if bias is None else [as_tensor(bias)])
     for name, t in zip(("x", "weight", "bias"), tensors):
-        check_float(t, f"conv2d {name}")
+        check_float_tensor(t, f"conv2d {name}")
     if x.ndim != 4 or weight.ndim != 4:
         raise ValueError(f"conv2d expects x of shape (N, C, H, W) and weight of shape "
                          f"(O, C/groups, kh, kw), got x {x.shape} and weight {weight.shape}")

@@ -10,7 +10,7 @@ from minigrad._fastcast import convert
 from minigrad.ops import _fp16_passes
 from minigrad.autograd.function import Function
 from minigrad.ops.arithmetic import cast
-from minigrad.ops._util import as_tensor, binary_operands, check_float, unbroadcast
+from minigrad.ops._util import as_tensor, binary_operands, check_float_tensor, unbroadcast
 
 
 def _via_f32(fn, x):
@@ -177,7 +177,7 @@ def abs(x):
 def _float_unary(cls, doc):
     def op(x):
         x = as_tensor(x)
-        check_float(x, op.__name__)
+        check_float_tensor(x, op.__name__)
         return cls.apply(x)
     op.__name__ = cls.__name__.lower()
     op.__doc__ = doc + "\n\n    Raises:\n        TypeError: for an integer or bool tensor."

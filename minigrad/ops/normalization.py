@@ -5,8 +5,9 @@ Both compute y = γ·x̂ + β with x̂ = (x - μ) / √(σ² + ε). Batch norm t
 fp16 input (the dtype policy for fragile reductions); y is returned in x's dtype.
 """
 from minigrad import backend, dtype as dtypes
+from minigrad._checks import check_bool, check_float
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float, leaf, normalize_axis, tensor_class
+from minigrad.ops._util import as_tensor, check_float_tensor, leaf, normalize_axis, tensor_class
 
 
 def _moments(x, axes):
@@ -74,7 +75,7 @@ def _params(gamma, beta, shape, x, op):
         if value.shape != shape:
             raise ValueError(f"{op} {name} must have shape {shape} for x of shape {x.shape}, "
                              f"got {value.shape}")
-        check_float(value, f"{op} {name}")
+        check_float_tensor(value, f"{op} {name}")
         out.append(value)
     return out
 
@@ -105,15 +106,17 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
     Raises:
         ValueError: for x with fewer than 2 dims, parameters or running statistics not of shape
             (C,), missing running statistics in evaluation, a single value per channel in
-            training, or momentum outside [0, 1].
-        TypeError: for non-float tensors.
+            training, momentum outside [0, 1], or eps <= 0.
+        TypeError: for non-float tensors, a ``training`` that is not a bool, or a ``momentum`` or
+            ``eps`` that is not a number.
     """
     x = as_tensor(x)
-    check_float(x, "batch_norm")
+    check_float_tensor(x, "batch_norm")
+    training = check_bool("training", training)
     if x.ndim < 2:
         raise ValueError(f"batch_norm expects x of shape (N, C) or (N, C, H, W), got {x.shape}")
-    if not 0 <= momentum <= 1:
-        raise ValueError(f"batch_norm momentum must be in [0, 1], got {momentum}")
+    momentum = check_float("batch_norm momentum", momentum, low=0, high=1)
+    eps = check_float("batch_norm eps", eps, low=0, low_open=True)
     c = x.shape[1]
     axes = (0,) + tuple(range(2, x.ndim))
     param_shape = (1, c) + (1,) * (x.ndim - 2)
@@ -136,8 +139,8 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
             raise ValueError(f"batch_norm running_mean/running_var must have shape ({c},), got "
                              f"{mean.shape} and {var.shape}")
         mean, var = mean.reshape(param_shape), var.reshape(param_shape)
-    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=float(eps),
-                           stats=(mean, var), through_stats=bool(training))
+    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=eps,
+                           stats=(mean, var), through_stats=training)
 
 
 def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-5):
@@ -151,7 +154,7 @@ def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-
         TypeError: for non-float tensors.
     """
     x = as_tensor(x)
-    check_float(x, "layer_norm")
+    check_float_tensor(x, "layer_norm")
     norm_axis = normalize_axis(begin_norm_axis, x.ndim, "begin_norm_axis")[0]
     params_axis = normalize_axis(begin_params_axis, x.ndim, "begin_params_axis")[0]
     axes = tuple(range(norm_axis, x.ndim))

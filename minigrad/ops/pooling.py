@@ -7,8 +7,9 @@ window and the loop is short.
 import numpy
 
 from minigrad import backend, dtype as dtypes
+from minigrad._checks import check_bool
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float
+from minigrad.ops._util import as_tensor, check_float_tensor
 from minigrad.ops.conv import output_hw, pair, padding4, window_slices
 
 _NO_DILATION = (1, 1)
@@ -109,7 +110,7 @@ class AvgPool2d(_Pool2d):
 
 def _pool_arguments(x, kernel_size, stride, padding, op):
     x = as_tensor(x)
-    check_float(x, op)
+    check_float_tensor(x, op)
     if x.ndim != 4:
         raise ValueError(f"{op} expects x of shape (N, C, H, W), got shape {x.shape}")
     kernel = pair("kernel_size", kernel_size)
@@ -150,4 +151,4 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
     """
     x, kernel, stride, padding = _pool_arguments(x, kernel_size, stride, padding, "avg_pool2d")
     return AvgPool2d.apply(x, kernel=kernel, stride=stride, padding=padding,
-                           count_include_pad=bool(count_include_pad))
+                           count_include_pad=check_bool("count_include_pad", count_include_pad))

@@ -4,6 +4,7 @@ Each is a thin callable over a lowercase op: the constructor takes the primitive
 ``__call__`` its inputs. Argument-free primitives are made by one factory, ``_primitive``.
 """
 from minigrad import backend, dtype as dtypes
+from minigrad._checks import check_bool
 from minigrad.ops import activation, arithmetic, conv, creation, join, linalg, math, pooling, \
     reduction, shape
 from minigrad.ops._util import as_tensor, leaf
@@ -80,7 +81,8 @@ Gather = _primitive("Gather", lambda params, indices, axis=0: shape.getitem(
 class MatMul(Primitive):
     """a @ b for 2-D a, b, each optionally transposed first: ``MatMul(transpose_b=True)(a, b)``."""
     def __init__(self, transpose_a=False, transpose_b=False):
-        self.transpose_a, self.transpose_b = bool(transpose_a), bool(transpose_b)
+        self.transpose_a = check_bool("transpose_a", transpose_a)
+        self.transpose_b = check_bool("transpose_b", transpose_b)
 
     def __call__(self, a, b):
         a, b = as_tensor(a), as_tensor(b)
@@ -126,7 +128,7 @@ class _Reduce(Primitive):
     reduce = None
 
     def __init__(self, keep_dims=False):
-        self.keep_dims = bool(keep_dims)
+        self.keep_dims = check_bool("keep_dims", keep_dims)
 
     def __call__(self, x, axis=()):
         # MindSpore: axis=() reduces every axis
