@@ -2,9 +2,9 @@
 import numpy
 
 import minigrad.tensor as _tensor  # a cycle: tensor.py imports the ops
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._fastcast import convert
-
 
 _NUMBERS = (int, float, numpy.number, numpy.bool_)  # bool is an int
 _NOT_NUMERIC = numpy.dtype(object)
@@ -77,11 +77,6 @@ def unbroadcast(grad, shape):
         lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
     return sum_acc(grad, axes, keepdims=False).reshape(shape)
 
-
-def widen(x):
-    """fp16 as fp32 (other dtypes as they are): the dtype fp16 ops compute in and round once
-    from (tensor-core numerics; NumPy has no fp16 BLAS, and fp16 intermediates overflow)."""
-    return convert(x, dtypes.float32) if x.dtype == dtypes.float16 else x
 
 
 def sum_acc(x, axis, keepdims):

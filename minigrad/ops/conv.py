@@ -18,11 +18,12 @@ import math
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_int_tuple, check_positive_int
+from minigrad._fastcast import widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, cast, check_float_tensor
-
 
 # ---- geometry helpers (shared with pooling) ---------------------------------------------------
 
@@ -154,7 +155,7 @@ class Conv2d(Function):
         # cols (G, N·Ho·Wo, kh·kw·Cg): one copy, contiguous rows per group
         # explicit sizes, not -1: an empty batch (n = 0) leaves nothing to infer them from
         self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo, cg * kh * kw)
-        self.w2 = w.astype(acc, copy=False).reshape(groups, o // groups, cg, kh, kw).transpose(
+        self.w2 = widen(w).reshape(groups, o // groups, cg, kh, kw).transpose(
             0, 1, 3, 4, 2).reshape(groups, o // groups, -1)
         out = _grouped_mm(self.cols, self.w2.transpose(0, 2, 1))           # (G, N·Ho·Wo, O/G)
         out = out.reshape(groups, n, ho, wo, o // groups).transpose(1, 0, 4, 2, 3)  # (N, G, O/G, Ho, Wo)
@@ -163,7 +164,7 @@ class Conv2d(Function):
         if b is None:
             y[...] = out
         else:
-            backend.get_array_module(x).add(out, b.astype(acc, copy=False).reshape(
+            backend.get_array_module(x).add(out, widen(b).reshape(
                 1, groups, -1, 1, 1), out=y)
         return y.reshape(n, o, ho, wo)
 
@@ -171,7 +172,7 @@ class Conv2d(Function):
         n, c, h, width = self.x_shape
         groups, og, _ = self.w2.shape
         (ho, wo), acc = self.out_hw, self.w2.dtype
-        g = gy.astype(acc, copy=False).reshape(n, groups, og, ho, wo).transpose(
+        g = widen(gy).reshape(n, groups, og, ho, wo).transpose(
             1, 0, 3, 4, 2).reshape(groups, n * ho * wo, og)
         gx = gw = gb = None
         if self.needs_grad[0]:

@@ -5,12 +5,13 @@ functions follow their argument's device. Created tensors are leaves without gra
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_int_tuple, check_number, is_int
 from minigrad._config import config
-from minigrad._fastcast import convert
+from minigrad._fastcast import convert, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, leaf, widen
+from minigrad.ops._util import as_tensor, leaf
 
 
 def _module(device):

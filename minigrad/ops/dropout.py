@@ -3,7 +3,8 @@ import numbers
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, check_float_tensor

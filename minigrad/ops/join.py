@@ -1,7 +1,8 @@
 """Joining and splitting: concat, stack, split."""
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, cast, normalize_axis
 

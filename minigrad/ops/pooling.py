@@ -6,11 +6,13 @@ window and the loop is short.
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
+from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, check_float_tensor
-from minigrad.ops.conv import output_hw, pair, padding4, window_slices
+from minigrad.ops.conv import output_hw, padding4, pair, window_slices
 
 _NO_DILATION = (1, 1)
 
@@ -43,7 +45,7 @@ class _Pool2d(Function):
         for k, (_, _, rows, cols) in enumerate(self.taps):
             dx[:, :, rows, cols] += contribution(k)
         dx = dx[:, :, top:top + h, left:left + w] if any(self.padding) else dx
-        return dx.astype(dtype, copy=False)
+        return store(dx, dtype)
 
 
 class MaxPool2d(_Pool2d):
@@ -70,7 +72,7 @@ class MaxPool2d(_Pool2d):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        wide = g.astype(dtypes.acc_dtype(g.dtype), copy=False)
+        wide = widen(g)
         zero = wide.dtype.type(0)
         return self.scatter(lambda k: xp.where(self.argmax == k, wide, zero), g.dtype)
 
@@ -90,7 +92,7 @@ class AvgPool2d(_Pool2d):
                 total += part
         self.count = self._count(kernel, stride, padding, count_include_pad, acc,
                                  backend.get_array_module(x))
-        return (total / self.count).astype(x.dtype, copy=False)
+        return store(total / self.count, x.dtype)
 
     def _count(self, kernel, stride, padding, include_pad, dtype, xp):
         if include_pad or not any(padding):

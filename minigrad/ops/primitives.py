@@ -3,10 +3,21 @@
 Each is a thin callable over a lowercase op: the constructor takes the primitive's attributes,
 ``__call__`` its inputs. Argument-free primitives are made by one factory, ``_primitive``.
 """
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
-from minigrad.ops import activation, arithmetic, conv, creation, join, linalg, math, pooling, \
-    reduction, shape
+from minigrad.ops import (
+    activation,
+    arithmetic,
+    conv,
+    creation,
+    join,
+    linalg,
+    math,
+    pooling,
+    reduction,
+    shape,
+)
 from minigrad.ops._util import as_tensor, leaf
 
 

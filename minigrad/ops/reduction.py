@@ -1,5 +1,6 @@
 """Reductions: sum, mean, max, min (axis, keepdims). fp16 accumulates in fp32."""
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad._fastcast import convert
 from minigrad.autograd.function import Function

@@ -1,7 +1,9 @@
 """Shape ops: reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to, getitem."""
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, normalize_axis, unbroadcast
 from minigrad.tensor import _unwrap_index
@@ -60,8 +62,8 @@ class GetItem(Function):
             return dx
         acc = dtypes.acc_dtype(g.dtype)
         dx = xp.zeros(self.shape, acc)
-        xp.add.at(dx, self.index, g.astype(acc, copy=False))
-        return dx.astype(g.dtype, copy=False)
+        xp.add.at(dx, self.index, widen(g))
+        return store(dx, g.dtype)
 
 
 def _may_repeat(index):
