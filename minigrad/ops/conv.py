@@ -21,7 +21,7 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_int_tuple, check_positive_int
-from minigrad._fastcast import widen
+from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, cast, check_float_tensor
 
@@ -169,6 +169,7 @@ class Conv2d(Function):
         return y.reshape(n, o, ho, wo)
 
     def backward(self, gy):
+        xp = backend.get_array_module(gy)
         n, c, h, width = self.x_shape
         groups, og, _ = self.w2.shape
         (ho, wo), acc = self.out_hw, self.w2.dtype
@@ -179,8 +180,8 @@ class Conv2d(Function):
             gx = self._col2im(_grouped_mm(g, self.w2))
         if self.needs_grad[1]:
             stride, dilation, (kh, kw) = self.geometry
-            gw = _grouped_mm(g.transpose(0, 2, 1), self.cols).reshape(groups * og, kh, kw, -1).transpose(
-                0, 3, 1, 2).astype(self.w_dtype)
+            gw = _grouped_mm(g.transpose(0, 2, 1), self.cols).reshape(groups * og, kh, kw, -1)
+            gw = store(xp.ascontiguousarray(gw.transpose(0, 3, 1, 2)), self.w_dtype)
         if len(self.needs_grad) > 2 and self.needs_grad[2]:
             gb = gy.sum(axis=(0, 2, 3), dtype=acc).astype(gy.dtype, copy=False)
         return gx, gw, gb
@@ -199,7 +200,9 @@ class Conv2d(Function):
             dpad[:, rows, cols] += dcols[:, :, :, :, i, j].transpose(1, 2, 3, 0, 4)
         top, _, left, _ = self.padding
         dx = dpad[:, top:top + h, left:left + width].reshape(n, h, width, c).transpose(0, 3, 1, 2)
-        return dx.astype(self.x_dtype, order="C")
+        # a C-ordered copy in the compute dtype, then one fast rounding (NumPy's own fp32 -> fp16
+        # cast of the transposed view was the slowest step of an fp16 conv backward)
+        return store(xp.ascontiguousarray(dx), self.x_dtype)
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
