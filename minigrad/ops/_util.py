@@ -4,6 +4,7 @@ import numpy
 import minigrad.tensor as _tensor  # a cycle: tensor.py imports the ops
 from minigrad import backend
 from minigrad import dtype as dtypes
+from minigrad._checks import is_int
 from minigrad._fastcast import convert
 
 _NUMBERS = (int, float, numpy.number, numpy.bool_)  # bool is an int
@@ -114,6 +115,18 @@ def normalize_axis(axis, ndim, name="axis"):
             raise ValueError(f"{name}={axis} is out of range for a tensor of {ndim} dimensions")
         out.append(int(a) % max(ndim, 1))
     return tuple(sorted(set(out)))
+
+
+def one_axis(axis, ndim, name="axis"):
+    """``axis`` (one int, negative counting from the end) as a non-negative int below ``ndim``.
+
+    Raises:
+        TypeError: naming ``name`` for an axis that is not an int (a list, a float, None).
+        ValueError: naming ``name`` for an axis out of range.
+    """
+    if not is_int(axis):
+        raise TypeError(f"{name} must be an int, got {axis!r} ({type(axis).__name__})")
+    return normalize_axis(axis, ndim, name)[0]
 
 
 def check_float_tensor(t, op):

@@ -13,7 +13,7 @@ from minigrad import backend
 from minigrad._checks import check_bool
 from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float_tensor, normalize_axis
+from minigrad.ops._util import as_tensor, check_float_tensor, one_axis
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715
@@ -189,7 +189,7 @@ def _along_axis(cls, name, formula):
         check_float_tensor(x, name)
         if not isinstance(axis, (int, numpy.integer)):
             raise TypeError(f"{name} axis must be an int, got {axis!r}")
-        return cls.apply(x, axis=normalize_axis(axis, x.ndim)[0])
+        return cls.apply(x, axis=one_axis(axis, x.ndim))
     op.__name__ = name
     op.__doc__ = (f"{formula} along ``axis`` (default -1).\n\n"
                   f"    The maximum is subtracted first (no overflow); fp16 is computed in fp32 and\n"

@@ -9,13 +9,7 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_float
 from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import (
-    as_tensor,
-    check_float_tensor,
-    leaf,
-    normalize_axis,
-    tensor_class,
-)
+from minigrad.ops._util import as_tensor, check_float_tensor, leaf, one_axis, tensor_class
 
 
 def _moments(x, axes):
@@ -162,8 +156,8 @@ def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-
     """
     x = as_tensor(x)
     check_float_tensor(x, "layer_norm")
-    norm_axis = normalize_axis(begin_norm_axis, x.ndim, "begin_norm_axis")[0]
-    params_axis = normalize_axis(begin_params_axis, x.ndim, "begin_params_axis")[0]
+    norm_axis = one_axis(begin_norm_axis, x.ndim, "begin_norm_axis")
+    params_axis = one_axis(begin_params_axis, x.ndim, "begin_params_axis")
     axes = tuple(range(norm_axis, x.ndim))
     gamma, beta = _params(gamma, beta, x.shape[params_axis:], x, "layer_norm")
     param_shape = (1,) * params_axis + x.shape[params_axis:]

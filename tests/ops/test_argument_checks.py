@@ -125,3 +125,51 @@ def test_batch_norm_numbers_are_type_errors(kwargs):
     x = Tensor(numpy.ones((2, 3), numpy.float32))
     with pytest.raises(TypeError, match="batch_norm (momentum|eps) must be a finite float"):
         ops.batch_norm(x, None, None, None, None, True, **kwargs)
+
+
+# ---- axis and sizes: clear errors naming the argument, not IndexError/OverflowError -----------
+
+@pytest.mark.parametrize("call, name", [
+    (lambda x: ops.swapaxes(x, [], 1), "axis"), (lambda x: ops.concat([x, x], []), "axis"),
+    (lambda x: ops.split(x, 1, []), "axis"), (lambda x: ops.stack([x, x], []), "axis"),
+    (lambda x: ops.expand_dims(x, []), "axis"), (lambda x: ops.expand_dims(x, 1.0), "axis"),
+    (lambda x: ops.layer_norm(x, None, None, []), "begin_norm_axis"),
+    (lambda x: ops.softmax(x, []), "axis"),
+])
+def test_an_axis_that_is_not_an_int_is_a_type_error(call, name):
+    x = Tensor(numpy.ones((2, 3), numpy.float32))
+    with pytest.raises(TypeError, match=f"{name} must be an int"):
+        call(x)
+
+
+@pytest.mark.parametrize("call", [lambda x: ops.expand_dims(x, 2 ** 70),
+                                  lambda x: ops.swapaxes(x, 0, 2 ** 70),
+                                  lambda x: ops.concat([x, x], -3)])
+def test_an_axis_out_of_range_is_a_value_error(call):
+    with pytest.raises(ValueError, match="axis=.* is out of range"):
+        call(Tensor(numpy.ones((2, 3), numpy.float32)))
+
+
+@pytest.mark.parametrize("make, error, name", [
+    (lambda: ops.Conv2D(4, 3, pad_mode=Tensor([1.0])), TypeError, "pad_mode"),
+    (lambda: ops.Conv2D(4, 3, pad_mode="full"), ValueError, "pad_mode"),
+    (lambda: ops.Conv2D(4.0, 3), TypeError, "out_channel"),
+    (lambda: ops.Conv2D(4, 3, group=0), ValueError, "group"),
+    (lambda: ops.Conv2D(4, 3, stride=2 ** 70), ValueError, "stride"),
+    (lambda: ops.Conv2D(4, 3, mode=2), ValueError, "mode"),
+    (lambda: ops.MaxPool(2, pad_mode=None), TypeError, "pad_mode"),
+    (lambda: ops.AvgPool(2, strides=1.5), TypeError, "strides"),
+    (lambda: ops.Argmax(axis=[]), TypeError, "axis"),
+    (lambda: ops.Split(axis=0, output_num=0), ValueError, "output_num"),
+])
+def test_primitives_check_their_attributes_when_made(make, error, name):
+    with pytest.raises(error, match=f"^{name} must be "):
+        make()
+
+
+def test_primitives_with_valid_attributes_still_run():
+    x = Tensor(numpy.ones((1, 2, 6, 6), numpy.float32))
+    w = Tensor(numpy.ones((4, 2, 3, 3), numpy.float32))
+    assert ops.Conv2D(4, 3, pad_mode="SAME")(x, w).shape == (1, 4, 6, 6)
+    assert ops.Conv2D(4, 3, pad_mode="pad", pad=1)(x, w).shape == (1, 4, 6, 6)
+    assert ops.MaxPool(2, 2, pad_mode="valid")(x).shape == (1, 2, 3, 3)
