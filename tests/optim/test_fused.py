@@ -120,7 +120,7 @@ def test_fp16_overflow_in_the_write_back_warns_like_numpy():
     with pytest.warns(RuntimeWarning, match="overflow"):
         opt.apply_gradients([numpy.full(5000, -10000, F16)])
     assert numpy.isinf(p.data).all()
-    assert opt._masters[0][0] == 70000  # the fp32 master keeps the value fp16 cannot hold
+    assert opt.slots.masters[0][0] == 70000  # the fp32 master keeps the value fp16 cannot hold
 
 
 def test_gradients_are_not_written():
@@ -265,7 +265,7 @@ def test_a_read_only_parameter_fails_the_step_before_any_change(fused):
         opt.apply_gradients(_grads(F16, 5))
     for p, b in zip(params, before):
         numpy.testing.assert_array_equal(_bits(p.data), _bits(b))
-    assert opt.global_step == 0 and all(s is None for s in opt._states)
+    assert opt.global_step == 0 and all(s is None for s in opt.slots.states)
 
 
 
