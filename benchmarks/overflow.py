@@ -18,8 +18,8 @@ speed ratios (other's time / this time) against the fused PyTorch kernel and ``i
 Every method works on the same array (the fused ones in place, taking turns with inv_scale
 0.5 and 2 so that the data stays as it was), and the methods are interleaved round by round so
 that machine noise and cache state hit them alike; on CPU three passes over all cases are pooled,
-so that a burst of noise spoils at most a third of any median. GPU timings use CUDA events and sizes well
-above L2; the cases are all-finite, one inf in the middle, and all inf.
+so that a burst of noise spoils at most a third of any median. GPU timings use CUDA events and
+sizes well above L2; the cases are all-finite, one inf in the middle, and all inf.
 """
 import argparse
 import functools
@@ -236,7 +236,8 @@ def main(argv=None):
             "benchmark": "overflow", "command": " ".join(["python", *sys.argv]),
             "environment": info, "repeat": args.repeat,
             "number": args.number, "passes": args.passes, "statistic": "median",
-            "units": {"gb_s": "array bytes / s / 1e9", "traffic_gb_s": "bytes read+written / s / 1e9",
+            "units": {"gb_s": "array bytes / s / 1e9",
+                      "traffic_gb_s": "bytes read+written / s / 1e9",
                       "x_vs_*": "peer time / this time (>1: this is faster)"},
             "ratios": ratios, "rows": rows})
         print(f"wrote {args.json}")
