@@ -23,7 +23,7 @@ Protocol (written into the JSON as well):
    rule against refreshing every step (factor and inverse periods 1) at the THOR winner's
    learning rate, damping and momentum.
 
-Run (about 3 minutes on a quiet 2-core machine; ``--quick``: seconds, for CI):
+Run (8 minutes on 2 cores shared with other work, load ~4; ``--quick``: seconds, for CI):
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/thor.py --json out.json
 """
