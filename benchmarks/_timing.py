@@ -41,7 +41,8 @@ def cuda_event_timer(cupy):
 
 
 def time_it(fn, repeat=20, number=1, warmup=1, timer=wall_timer):
-    """Median over ``repeat`` rounds of the seconds per call of ``fn`` (``number`` calls a round)."""
+    """Median over ``repeat`` rounds of the seconds per call of ``fn`` (``number`` calls a
+    round)."""
     return time_interleaved({"fn": fn}, repeat, number, warmup, timer)["fn"]
 
 
@@ -163,7 +164,8 @@ def machine():
 
 
 def write_json(path, payload):
-    """Write ``payload`` to ``path`` as indented JSON, with a ``machine`` entry unless it has one."""
+    """Write ``payload`` to ``path`` as indented JSON, with a ``machine`` entry (``machine()``:
+    the load average and the BLAS threads) unless it has one."""
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)

@@ -59,7 +59,8 @@ def minigrad_steps(repeat):
     x, y = batch()
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     net = mlp()
-    fp32 = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.SGD(net.trainable_params(), LR)).set_train()
+    fp32 = nn.TrainOneStepCell(nn.WithLossCell(net, loss),
+                               nn.SGD(net.trainable_params(), LR)).set_train()
     net = mlp()
     o2 = amp.build_train_network(net, nn.SGD(net.trainable_params(), LR), loss, level="O2")
     for _ in range(40):          # let the default 2**24 scale settle (early steps are skipped)
@@ -163,8 +164,9 @@ def median_ms(fn, warmup=5):
         t = time.perf_counter(); fn(); ts.append((time.perf_counter() - t) * 1e3)
     return statistics.median(ts)
 def mlp():
-    return torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
-                               torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    return torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(),
+                               torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                               torch.nn.Linear(512, 10))
 x = torch.randn(128, 784); y = torch.randint(0, 10, (128,))
 m32 = mlp(); o32 = torch.optim.SGD(m32.parameters(), lr=0.01)
 def fp32():
@@ -183,7 +185,8 @@ for p, g in zip(params, pristine): p.grad = g.clone()
 class NoOp(torch.optim.Optimizer):
     def __init__(self, ps): super().__init__(ps, {})
     def step(self, closure=None): return None
-noop = NoOp(params); s2 = torch.amp.GradScaler("cpu"); s2.scale(torch.ones(()))  # lazy init of its scale
+noop = NoOp(params); s2 = torch.amp.GradScaler("cpu")
+s2.scale(torch.ones(()))  # the scaler makes its scale at the first scale()
 def restore():
     for p, g in zip(params, pristine): p.grad.copy_(g)
 def one():
@@ -242,11 +245,14 @@ def main():
         r["ratio_scaler_vs_torch_scaler_without_copy"] = (
             r["minigrad_scaler_without_copy_ms"] / r["torch_scaler_without_copy_ms"])
 
-    rows = [("minigrad fp32 step", r["minigrad_fp32_ms"]), ("minigrad O2 step (fp16, dynamic scale)", r["minigrad_O2_ms"]),
-            ("torch fp32 step", r.get("torch_fp32_ms")), ("torch autocast fp16 + GradScaler", r.get("torch_amp_fp16_ms")),
+    rows = [("minigrad fp32 step", r["minigrad_fp32_ms"]),
+            ("minigrad O2 step (fp16, dynamic scale)", r["minigrad_O2_ms"]),
+            ("torch fp32 step", r.get("torch_fp32_ms")),
+            ("torch autocast fp16 + GradScaler", r.get("torch_amp_fp16_ms")),
             ("minigrad scaler unscale_+step+update", r["minigrad_scaler_ms"]),
             ("torch scaler unscale_+step+update", r.get("torch_scaler_ms")),
-            ("  (gradient restore copy, minigrad / torch)", r["minigrad_copy_ms"]), ("", r.get("torch_copy_ms")),
+            ("  (gradient restore copy, minigrad / torch)", r["minigrad_copy_ms"]),
+            ("", r.get("torch_copy_ms")),
             ("  scaler without the copy, minigrad / torch", r["minigrad_scaler_without_copy_ms"]),
             ("", r.get("torch_scaler_without_copy_ms"))]
     print(f"{'measurement':46s} {'median ms':>10s}")
@@ -254,7 +260,8 @@ def main():
         print(f"{name:46s} {'n/a' if value is None else f'{value:10.3f}'}")
     for key in sorted(k for k in r if k.startswith("ratio")):
         print(f"{key:46s} {r[key]:10.3f}")
-    phase_names = ("forward_backward", "overflow_check", "optimizer", "rest", "step", "cpu_per_wall_second")
+    phase_names = ("forward_backward", "overflow_check", "optimizer", "rest", "step",
+                   "cpu_per_wall_second")
     print(f"\n{'phase (ms, timed apart)':46s} {'fp32':>10s} {'O2':>10s} {'O2 - fp32':>10s}")
     for name in phase_names:
         a, b = (r["breakdown_ms"][kind].get(name, 0.0) for kind in ("fp32", "O2"))

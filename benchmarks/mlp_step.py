@@ -108,7 +108,8 @@ def main():
     _timing.warn_if_busy()
 
     x, y, weights = data()
-    steps = {"minigrad": minigrad_step(x, y, weights), "numpy (hand-written)": numpy_step(x, y, weights)}
+    steps = {"minigrad": minigrad_step(x, y, weights),
+             "numpy (hand-written)": numpy_step(x, y, weights)}
     # minigrad and NumPy interleaved, so that machine noise hits them alike; PyTorch after them,
     # on its own: its OpenMP workers spin after each step and would slow whatever runs next
     times = _timing.time_interleaved(steps, repeat=args.repeat)
@@ -124,7 +125,8 @@ def main():
             for name, t in times.items()]
     _timing.print_table(rows, ["framework", "ms_per_step", "ratio_to_numpy", "ratio_to_torch"])
     if torch is None:
-        print("PyTorch not installed: compared with hand-written NumPy only (pip install torch==2.13.0)")
+        print("PyTorch not installed: compared with hand-written NumPy only "
+              "(pip install torch==2.13.0)")
     if args.json:
         _timing.write_json(args.json, {"benchmark": "mlp_step", "sizes": SIZES, "batch": BATCH,
                                        "dtype": "float32", "rows": rows})

@@ -18,8 +18,8 @@ speed ratios (other's time / this time) against the fused PyTorch kernel and ``i
 Every method works on the same array (the fused ones in place, taking turns with inv_scale
 0.5 and 2 so that the data stays as it was), and the methods are interleaved round by round so
 that machine noise and cache state hit them alike; on CPU three passes over all cases are pooled,
-so that a burst of noise spoils at most a third of any median. GPU timings use CUDA events and sizes well
-above L2; the cases are all-finite, one inf in the middle, and all inf.
+so that a burst of noise spoils at most a third of any median. GPU timings use CUDA events and
+sizes well above L2; the cases are all-finite, one inf in the middle, and all inf.
 """
 import argparse
 import functools
@@ -33,7 +33,8 @@ import numpy
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from minigrad import backend  # noqa: E402
-from minigrad.amp import _status_numpy, float_status as fs, kernels  # noqa: E402
+from minigrad.amp import _status_numpy, float_status as fs  # noqa: E402
+from minigrad import _native  # noqa: E402
 import _timing  # noqa: E402
 
 DEFAULTS = {"cpu": {"sizes": "16M", "cases": "finite", "repeat": 11, "number": 1, "passes": 3},
@@ -169,10 +170,10 @@ def headline_ratios(rows):
 
 def environment(args, xp, torch):
     info = {"device": args.device, "minigrad_engine": "cuda kernels" if xp is not numpy else (
-        "host kernels" if kernels.host_library() is not None
-        else f"numpy fallback ({kernels.host_library_error()})")}
-    if xp is numpy and kernels.host_library() is not None:
-        info["minigrad_host_threads"] = kernels.host_threads()
+        "host kernels" if _native.host_library() is not None
+        else f"numpy fallback ({_native.host_library_error()})")}
+    if xp is numpy and _native.host_library() is not None:
+        info["minigrad_host_threads"] = _native.host_threads()
     if xp is not numpy:
         props = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)
         name = props["name"]
@@ -235,7 +236,8 @@ def main(argv=None):
             "benchmark": "overflow", "command": " ".join(["python", *sys.argv]),
             "environment": info, "repeat": args.repeat,
             "number": args.number, "passes": args.passes, "statistic": "median",
-            "units": {"gb_s": "array bytes / s / 1e9", "traffic_gb_s": "bytes read+written / s / 1e9",
+            "units": {"gb_s": "array bytes / s / 1e9",
+                      "traffic_gb_s": "bytes read+written / s / 1e9",
                       "x_vs_*": "peer time / this time (>1: this is faster)"},
             "ratios": ratios, "rows": rows})
         print(f"wrote {args.json}")

@@ -44,7 +44,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--number", type=int, default=2000, help="steps per timing repeat")
-    parser.add_argument("--repeat", type=int, default=15, help="timing repeats (median is reported)")
+    parser.add_argument("--repeat", type=int, default=15,
+                        help="timing repeats (median is reported)")
     args = parser.parse_args()
     _timing.warn_if_busy()
 
@@ -59,9 +60,11 @@ def main():
         row["ratio_to_torch"] = row["us_per_step"] / base if torch is not None else None
     _timing.print_table(rows, ["framework", "us_per_step", "ratio_to_torch"])
     if torch is None:
-        print("PyTorch not installed: minigrad timed alone (pip install torch==2.13.0 for the peer)")
+        print("PyTorch not installed: minigrad timed alone "
+              "(pip install torch==2.13.0 for the peer)")
     if args.json:
-        _timing.write_json(args.json, {"benchmark": "overhead", "graph": "sum(a*b + a), 4 elements, backward",
+        _timing.write_json(args.json, {"benchmark": "overhead",
+                                       "graph": "sum(a*b + a), 4 elements, backward",
                                        "rows": rows, "torch_available": torch is not None})
 
 

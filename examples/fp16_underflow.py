@@ -55,7 +55,8 @@ def train(mode, steps=300):
     elif mode == "fp16":
         train_net = amp.build_train_network(net, optimizer, WeightedMSE(), level="O3")
     else:
-        manager = amp.DynamicLossScaleManager(init_loss_scale=2 ** 16, scale_factor=2, scale_window=100)
+        manager = amp.DynamicLossScaleManager(init_loss_scale=2 ** 16, scale_factor=2,
+                                              scale_window=100)
         train_net = amp.build_train_network(net, optimizer, WeightedMSE(), level="O3",
                                             loss_scale_manager=manager)
     x, y = data()
@@ -77,9 +78,11 @@ def gradients(train_net, scale):
 
 
 def gradient_zero_share(train_net, scale):
-    """Share of the fp16 weight-gradient values that are exactly 0 when backprop is seeded with ``scale``."""
+    """Share of the fp16 weight-gradient values that are exactly 0 when backprop is seeded with
+    ``scale``."""
     grads = gradients(train_net, scale)
-    return amp.underflow_stats(list(grads), [g.data for g in grads.values()])[next(iter(grads))]["zero"]
+    stats = amp.underflow_stats(list(grads), [g.data for g in grads.values()])
+    return stats[next(iter(grads))]["zero"]
 
 
 def plot(path, scaled_net):
@@ -115,7 +118,8 @@ def positive_int(text):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=positive_int, default=300)
-    parser.add_argument("--plot", metavar="PATH", help="save the gradient-exponent and loss-scale plots here")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="save the gradient-exponent and loss-scale plots here")
     args = parser.parse_args(argv)
     if args.plot:  # check before training, not after three runs
         folder = os.path.dirname(os.path.abspath(args.plot))
@@ -130,7 +134,8 @@ def main(argv=None):
     for mode, (losses, _) in results.items():
         print(f"{mode:14s} {losses[0]:12.5f} {losses[-1]:12.5f}")
     scaled_net = results["fp16+scaling"][1]
-    print(f"fp16 weight-gradient values that are 0: at scale 1: {gradient_zero_share(scaled_net, 1.0):.0%}, "
+    print(f"fp16 weight-gradient values that are 0: at scale 1: "
+          f"{gradient_zero_share(scaled_net, 1.0):.0%}, "
           f"at scale 2**16: {gradient_zero_share(scaled_net, 2.0 ** 16):.0%}")
     print("last step:", scaled_net.last_report)
     if args.plot:

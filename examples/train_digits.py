@@ -4,8 +4,9 @@
     python examples/train_digits.py --model cnn --epochs 20
     python examples/train_digits.py --amp-level O2       # fp16 with dynamic loss scaling
 
-The digits (1797 images of 8x8 pixels) ship inside scikit-learn (``pip install minigrad[datasets]``);
-the progress bar uses tqdm when it is installed (``pip install minigrad[progress]``).
+The digits (1797 images of 8x8 pixels) ship inside scikit-learn
+(``pip install minigrad[datasets]``); the progress bar uses tqdm when it is installed
+(``pip install minigrad[progress]``).
 """
 import argparse
 import time
@@ -58,10 +59,12 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     cls, flatten, default_epochs, lr, weight_decay = MODELS[name]
     epochs = default_epochs if epochs is None else epochs
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"run: 'epochs' must be a positive int or None (the model's default), got {epochs!r}")
+        raise ValueError(f"run: 'epochs' must be a positive int or None (the model's default), "
+                         f"got {epochs!r}")
     minigrad.set_seed(seed)
     (x_train, y_train), (x_test, y_test) = load_digits(split=0.2, seed=seed, flatten=flatten)
-    train_ds = NumpySlicesDataset({"image": x_train, "label": y_train}, shuffle=True).batch(batch_size)
+    train_ds = NumpySlicesDataset({"image": x_train, "label": y_train}, shuffle=True)
+    train_ds = train_ds.batch(batch_size)
     test_ds = NumpySlicesDataset({"image": x_test, "label": y_test}, shuffle=False).batch(256)
 
     net = cls()
@@ -69,8 +72,8 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     steps = train_ds.get_dataset_size()
     schedule = cosine_decay_lr(0.0, lr, steps * epochs, steps, epochs)  # one value per step
     optimizer = Momentum(net.trainable_params(), schedule, momentum=0.9, weight_decay=weight_decay)
-    model = minigrad.Model(net, loss_fn, optimizer, metrics={"accuracy": Accuracy(), "loss": Loss()},
-                           amp_level=amp_level)
+    model = minigrad.Model(net, loss_fn, optimizer,
+                           metrics={"accuracy": Accuracy(), "loss": Loss()}, amp_level=amp_level)
     scale_monitor = LossScaleMonitor()  # records nothing when the level has no loss scaling
     callbacks = [ProgressBar() if progress else LossMonitor(per_print_times=0), scale_monitor]
     start = time.perf_counter()
@@ -79,7 +82,8 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     result = model.eval(test_ds)
     if verbose:
         print(f"{name} ({amp_level}): test accuracy {result['accuracy']:.4f}, test loss "
-              f"{result['loss']:.4f}, {len(y_test)} test images, trained in {seconds:.1f} s", flush=True)
+              f"{result['loss']:.4f}, {len(y_test)} test images, trained in {seconds:.1f} s",
+              flush=True)
         if scale_monitor.scales:
             print(f"  loss scale {scale_monitor.scales[0]:.0f} -> {scale_monitor.scales[-1]:.0f}; "
                   f"{sum(scale_monitor.overflows)} of {len(scale_monitor.overflows)} steps skipped "
@@ -101,7 +105,8 @@ def positive_int(text):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["mlp", "cnn", "both"], default="both")
-    parser.add_argument("--epochs", type=positive_int, default=None, help="default: 20 (mlp), 12 (cnn)")
+    parser.add_argument("--epochs", type=positive_int, default=None,
+                        help="default: 20 (mlp), 12 (cnn)")
     parser.add_argument("--amp-level", default="O0", choices=["O0", "O1", "O2", "O3"],
                         help="O2: fp16 network with dynamic loss scaling")
     parser.add_argument("--batch-size", type=positive_int, default=32)

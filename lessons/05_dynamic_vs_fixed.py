@@ -99,9 +99,10 @@ top.set_yscale("log", base=2)
 top.set_ylabel("loss scale S (log2 axis)")
 top.set_title("loss scale per step: dynamic finds the highest scale that fits, fixed does not adapt")
 top.legend(fontsize="x-small", loc="center", bbox_to_anchor=(0.55, 0.56), ncol=2)
-bottom.set_yscale("log")
+log = common.log_scale_if_wide(
+    bottom, numpy.concatenate([run[1].step_losses for run in results.values()]))
 bottom.set_xlabel("training step (batches of 32 digits)")
-bottom.set_ylabel("training loss (cross-entropy, nats, log)")
+bottom.set_ylabel(f"training loss (cross-entropy, nats{log})")
 bottom.set_title("training loss per step: fixed 2**10 and fixed 1 coincide (a power-of-two scale "
                  "is exact when nothing underflows)", fontsize=10)
 bottom.legend(fontsize="small", loc="lower left")

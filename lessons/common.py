@@ -58,9 +58,13 @@ def pyplot():
 
 
 def save(fig, out, name):
-    """Save ``fig`` as ``out/name`` (PNG, 110 dpi), close it, print and return the path."""
+    """Save ``fig`` as ``out/name`` (PNG, 110 dpi), close it, print and return the path (in a
+    notebook the figure is also displayed below the cell)."""
     path = os.path.join(out, name)
     fig.savefig(path, dpi=110)
+    if "ipykernel" in sys.modules:  # in a notebook, show it under the cell too
+        from IPython.display import display
+        display(fig)
     import matplotlib.pyplot as plt
     plt.close(fig)
     print(f"saved {path}")
@@ -85,6 +89,17 @@ def mark_fp16_limits(ax, axis="x", exponents=False, labels=True, span=(0.0, nump
         if exponents:
             where = numpy.floor(numpy.log2(value)) + (0.5 if value == FP16_MAX else -0.5)
         line(where, color=color, linestyle="--", linewidth=1.2, label=text if labels else None)
+
+
+def log_scale_if_wide(ax, values, axis="y"):
+    """Put ``axis`` of ``ax`` on a log scale when the positive ``values`` span more than a
+    decade; return the label suffix to use (", log" or "")."""
+    values = numpy.asarray(values, numpy.float64)
+    values = values[numpy.isfinite(values) & (values > 0)]
+    if values.size and values.max() > 10 * values.min():
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+        return ", log"
+    return ""
 
 
 def heading(text):

@@ -1,4 +1,26 @@
-"""minigrad: a small, readable mixed-precision deep-learning framework on NumPy and CuPy."""
+"""minigrad: a small, readable mixed-precision deep-learning framework on NumPy and CuPy.
+
+The package is layered; a module imports only modules of its own layer or below (no import
+cycles, checked by the test suite). From the bottom up:
+
+1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fastcast``, ``context``,
+   ``random``: array dispatch, dtypes and the fp16 compute rule, global modes, argument checks,
+   the native kernel loader, fp16 <-> fp32 conversion, the seeded RNG.
+2. ``tensor``, ``parameter``: the user handle; ``linalg`` (batched SPD inverse).
+3. ``autograd``: Function nodes, the engine, ``grad``/``value_and_grad``/``GradOperation``.
+4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods.
+5. ``amp`` core: the loss-scale rule, the overflow status, the step report (arrays only).
+6. ``optim``, then ``nn``.
+7. ``amp`` faces (managers, build, grad_scaler, autocast, plots), ``mixed_precision``.
+8. ``train``, ``dataset``, ``communication``, ``testing``.
+
+``import minigrad`` loads layers 1-4. The subpackages above them (``minigrad.nn``,
+``minigrad.amp``, ``minigrad.mixed_precision``, ...) and the names taken from them
+(``minigrad.Model``, ``minigrad.DynamicLossScaleManager``, ...) are loaded on first access
+(PEP 562), so ``import minigrad.amp`` does not load the training loop.
+"""
+import importlib
+
 from minigrad import dtype
 from minigrad.dtype import (float16, float32, float64, int8, int32, int64, uint8, bool_, half,
                             float_, double)
@@ -8,14 +30,41 @@ from minigrad.tensor import Tensor, from_dlpack
 from minigrad.parameter import Parameter
 from minigrad.autograd import grad, value_and_grad, GradOperation
 from minigrad import ops
-from minigrad import optim
-from minigrad import nn
-from minigrad.amp import LossScaleManager, FixedLossScaleManager, DynamicLossScaleManager
 from minigrad.random import set_seed, get_seed
-from minigrad.train import Model, save_checkpoint, load_checkpoint, load_param_into_net
-from minigrad import dataset
-from minigrad import communication
-from minigrad.communication import (set_auto_parallel_context, get_auto_parallel_context,
-                                    reset_auto_parallel_context, ParallelMode)
 
 __version__ = "0.1.0"
+
+# subpackages loaded on first access, and the names the package takes from them
+_SUBPACKAGES = ("amp", "communication", "dataset", "mixed_precision", "nn", "optim", "testing",
+                "train")
+_FROM = {
+    "LossScaleManager": "minigrad.amp", "FixedLossScaleManager": "minigrad.amp",
+    "DynamicLossScaleManager": "minigrad.amp",
+    "Model": "minigrad.train", "save_checkpoint": "minigrad.train",
+    "load_checkpoint": "minigrad.train", "load_param_into_net": "minigrad.train",
+    "set_auto_parallel_context": "minigrad.communication",
+    "get_auto_parallel_context": "minigrad.communication",
+    "reset_auto_parallel_context": "minigrad.communication",
+    "ParallelMode": "minigrad.communication",
+}
+
+
+def __getattr__(name):
+    if name in _FROM:
+        value = getattr(importlib.import_module(_FROM[name]), name)
+    elif name in _SUBPACKAGES:
+        try:
+            value = importlib.import_module(f"minigrad.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"minigrad.{name}":
+                raise
+            raise AttributeError(f"module 'minigrad' has no attribute {name!r} (the subpackage "
+                                 f"minigrad.{name} is not in this build)") from None
+    else:
+        raise AttributeError(f"module 'minigrad' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBPACKAGES) | set(_FROM))

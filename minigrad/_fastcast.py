@@ -1,34 +1,30 @@
-"""fp16 on the host: fp16 <-> fp32 conversion at the speed of a copy, and fused fp16 passes.
+"""fp16 on the host: float16 <-> float32 conversion at the speed of a copy, and the two helpers
+every op applies the fp16 compute rule with.
 
 NumPy converts between float16 and float32 one element at a time in software (about 1 ns an
 element to fp32 and 2 ns to fp16, against 0.3 ns for a float32 copy), and an fp16 training
 step converts millions of elements: every matmul widens its fp16 operands, every fp16 result is
 rounded back. ``convert`` does it with the CPU's conversion instructions (``kernels/
-convert_host.cpp``, built into ``minigrad.amp.kernels``' host library) and gives exactly the
+convert_host.cpp``, built into the host library of ``minigrad._native``) and gives exactly the
 bits NumPy's ``astype`` gives, NaN payloads included; see ``tests/core/test_fastcast.py``.
 
-Everything that is not a large, dense NumPy float16/float32 array — small arrays (where the
-call costs more than it saves), other dtypes, non-contiguous views, CuPy arrays — goes to
+Everything that is not a large, dense NumPy float16/float32 array (small arrays, where the
+call costs more than it saves; other dtypes; non-contiguous views; CuPy arrays) goes to
 ``astype``, as does everything when the host library is missing (no compiler,
 ``MINIGRAD_NATIVE=0``) or has no vector conversion (a CPU without F16C).
 
-The fused passes (``relu_half``, ``relu_half_backward``, ``add_bias_to_half``,
-``widen_sum_rows``) each replace several NumPy calls of an fp16 op with one native call: inside
-a training step every separate call pays several microseconds of cold caches, whatever its
-size. They return the NumPy code's bits (``tests/core/test_fastcast_fused.py``), and None where
-they do not apply (not a C-ordered NumPy array of the expected dtype, no host library, or no vector
-conversion, which is also when ``_native["fns"]`` is None; for the two Dense passes, also a
-result that is inf or NaN): the op then runs its NumPy code, which gives NumPy's warnings.
-Only host arrays that qualify ever load the host library.
+The ops compute fp16 in the dtype ``minigrad.dtype.acc_dtype`` names (float32) and store in
+the tensor's dtype: ``widen(x)`` and ``store(y, dtype)`` are those two steps, both through
+``convert``.
 
 Rounding to fp16 can underflow, and NumPy reports that as it reports overflow, but only when
 ``numpy.errstate(under=...)`` (or ``seterr``) asks: the default is "ignore". The native code does
-not report underflow, so the passes that can underflow (``convert`` to float16 and
-``add_bias_to_half``) leave the work to NumPy whenever underflow is not ignored
-(``_underflow_ignored``): a lesson that turns underflow warnings on sees every one.
+not report underflow, so the conversion to float16 leaves the work to NumPy whenever underflow
+is not ignored (``underflow_ignored``): a lesson that turns underflow warnings on sees every one.
 """
 import numpy
 
+from minigrad import _native
 from minigrad.backend import data_address
 
 _F16 = numpy.dtype(numpy.float16)
@@ -38,38 +34,10 @@ _PAIRS = frozenset([(_F16, _F32), (_F32, _F16)])
 # 1024 instead of 4096 gained nothing inside the O2 training step (its 1280-element casts).
 MIN_SIZE = 4096
 
-# "fns": {(from, to): ctypes function} or None when there is no vector conversion;
-# "lib": the host library for the fused passes, or None (also whenever "fns" is None)
-_native = {}
 
-
-def _functions():
-    if "fns" not in _native:
-        from minigrad.amp import kernels  # late: minigrad.amp imports the ops, which import us
-        lib = kernels.host_library()
-        _native["fns"] = None if lib is None or not lib.mg_convert_vectorized() else {
-            (_F16, _F32): lib.mg_half_to_float, (_F32, _F16): lib.mg_float_to_half}
-    return _native["fns"]
-
-
-def _library():
-    if _functions() is None:
-        return None
-    if "lib" not in _native:
-        from minigrad.amp import kernels
-        _native["lib"] = kernels.host_library()
-    return _native["lib"]
-
-
-def _underflow_ignored():
+def underflow_ignored():
     """Whether NumPy ignores underflow now (its default): the native rounding to fp16 may run."""
     return numpy.geterr()["under"] == "ignore"
-
-
-def _host(x, dtype):
-    """Whether ``x`` is a non-empty, aligned, C-ordered NumPy array of ``dtype``."""
-    return (type(x) is numpy.ndarray and x.dtype == dtype and x.size > 0 and x.flags.c_contiguous
-            and x.flags.aligned)
 
 
 def convert(x, dtype, out=None):
@@ -91,8 +59,8 @@ def convert(x, dtype, out=None):
     """
     fn = None
     if type(x) is numpy.ndarray and x.size >= MIN_SIZE and (x.dtype, dtype) in _PAIRS:
-        fns = _functions()
-        if fns is not None and (dtype == _F32 or _underflow_ignored()):
+        fns = _native.loaded().conversions
+        if fns is not None and (dtype == _F32 or underflow_ignored()):
             fn = fns[x.dtype, dtype]
     if fn is not None:
         c_order = x.flags.c_contiguous
@@ -112,56 +80,16 @@ def convert(x, dtype, out=None):
     return out
 
 
-def relu_half(x):
-    """ReLU of an fp16 array in one pass: ``(out, mask)`` with ``mask = x > 0`` and ``out = x``
-    where ``mask`` or ``x`` is NaN (payload kept, as ``numpy.maximum(x, 0)`` keeps it), else +0.
-    None where it does not apply."""
-    lib = _library() if _host(x, _F16) else None
-    if lib is None:
-        return None
-    out, mask = numpy.empty(x.shape, _F16), numpy.empty(x.shape, numpy.bool_)
-    lib.mg_relu_half(data_address(x), data_address(out), data_address(mask), x.size)
-    return out, mask
 
 
-def relu_half_backward(g, mask):
-    """``g`` where ``mask`` else +0, for an fp16 ``g`` and the boolean mask of ``relu_half``, in
-    one pass. None where it does not apply."""
-    lib = _library() if _host(g, _F16) and _host(mask, numpy.bool_) and mask.shape == g.shape else None
-    if lib is None:
-        return None
-    out = numpy.empty(g.shape, _F16)
-    lib.mg_relu_half_backward(data_address(g), data_address(mask), data_address(out), g.size)
-    return out
+def widen(x):
+    """``x`` in the dtype its ops compute in, through ``convert``: float16 as float32, other
+    dtypes as they are (``minigrad.dtype.acc_dtype``'s rule, spelled out here because every op
+    calls it): NumPy has no fp16 BLAS, and fp16 intermediates overflow."""
+    return convert(x, _F32) if x.dtype == _F16 else x
 
 
-def add_bias_to_half(y, b):
-    """``(y + b.astype(float32)).astype(float16)`` for an fp32 (rows, cols) ``y`` and an fp16
-    (cols,) ``b``, in one pass (``y`` is not written): Dense's fp16 epilogue. None where it does
-    not apply (also while NumPy does not ignore underflow), and where a result is inf or NaN: the
-    caller's NumPy code then computes it, with NumPy's warnings."""
-    lib = (_library() if y.ndim == 2 and _host(y, _F32) and _host(b, _F16) and b.shape == y.shape[1:]
-           and _underflow_ignored() else None)
-    if lib is None:
-        return None
-    out = numpy.empty(y.shape, _F16)
-    if lib.mg_add_bias_to_half(data_address(y), data_address(b), data_address(out), y.shape[0], y.shape[1]):
-        return None
-    return out
-
-
-def widen_sum_rows(g):
-    """``(g32, g32.sum(axis=0).astype(float16))`` with ``g32 = g.astype(float32)``, for an fp16
-    (rows, cols) ``g``, in one pass: Dense's fp16 bias gradient. None where it does not apply,
-    which includes a single column (NumPy sums one column pairwise; the native sum adds row
-    after row, as NumPy does for two columns or more), and where a sum is inf or NaN: the
-    caller's NumPy code then computes it, with NumPy's warnings. (Rounding the sums cannot
-    underflow: fp16 values and their fp32 sums are multiples of 2⁻²⁴, and every such number
-    below fp16's smallest normal is an fp16 subnormal.)"""
-    lib = _library() if g.ndim == 2 and g.shape[1] > 1 and _host(g, _F16) else None
-    if lib is None:
-        return None
-    g32, gb = numpy.empty(g.shape, _F32), numpy.empty(g.shape[1], _F16)
-    if lib.mg_half_to_float_colsum(data_address(g), data_address(g32), data_address(gb), g.shape[0], g.shape[1]):
-        return None
-    return g32, gb
+def store(y, dtype):
+    """``y`` rounded once to ``dtype`` (the tensor's storage dtype), through ``convert``; ``y``
+    itself when it already has it."""
+    return y if y.dtype == dtype else convert(y, dtype)

@@ -1,7 +1,7 @@
 """``Parameter``: a named leaf tensor that a Cell owns and an optimizer updates."""
 import numbers
+import operator
 
-from minigrad import ops
 from minigrad._checks import check_bool, check_type
 from minigrad._config import no_grad
 from minigrad.tensor import Tensor
@@ -68,17 +68,17 @@ class Parameter(Tensor):
 
     # ``p += x``, ``p -= lr * g``, ``p *= x``, ``p /= x``: written in place (no graph), through
     # ``set_data`` (same shape, cast to this dtype, ``version`` + 1), as ``cell.w = cell.w - x``
-    # already does. The inherited out-of-place operators rebound ``p`` to a new plain Tensor and
-    # left the Parameter, and the network holding it, unchanged.
+    # does. Without them Python would fall back to the out-of-place operators, rebinding ``p``
+    # to a new plain Tensor and leaving the Parameter, and the network holding it, unchanged.
     def _inplace(self, op, other):
         with no_grad():
-            result = op(self, other)
+            result = op(self, other)  # the Tensor operator the ops install
         return self.set_data(result)
 
-    def __iadd__(self, other): return self._inplace(ops.add, other)
-    def __isub__(self, other): return self._inplace(ops.sub, other)
-    def __imul__(self, other): return self._inplace(ops.mul, other)
-    def __itruediv__(self, other): return self._inplace(ops.div, other)
+    def __iadd__(self, other): return self._inplace(operator.add, other)
+    def __isub__(self, other): return self._inplace(operator.sub, other)
+    def __imul__(self, other): return self._inplace(operator.mul, other)
+    def __itruediv__(self, other): return self._inplace(operator.truediv, other)
 
     def __repr__(self):
         return f"Parameter(name={self.name!r}, shape={list(self.shape)}, dtype={self.dtype}, requires_grad={self.requires_grad})"

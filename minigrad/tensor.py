@@ -1,8 +1,13 @@
 """``Tensor``: an n-d array on NumPy or CuPy that records the ops applied to it for autograd.
 
-The array lives in ``tensor.data`` (a ``numpy.ndarray`` or ``cupy.ndarray``); ``tensor._ctx`` is the
-``Function`` that made it (``None`` for a leaf) and ``tensor.grad`` receives the gradient of a
-leaf after ``backward()``.
+The array lives in ``tensor.data`` (a ``numpy.ndarray`` or ``cupy.ndarray``); ``tensor._ctx`` is
+the ``Function`` that made it (``None`` for a leaf) and ``tensor.grad`` receives the gradient of
+a leaf after ``backward()``.
+
+This module holds the data, conversions and graph bookkeeping. The operators (``t + u``,
+``t @ w``, ``t[i]``, comparisons), ``backward`` and the op methods (``t.sum()``, ``t.reshape()``,
+``t.to()``, ...) belong to the layers above: ``minigrad.ops`` installs them on the class when it
+is imported (``minigrad/ops/tensor_methods.py``), which ``import minigrad`` always does.
 """
 from copy import deepcopy as _deepcopy
 
@@ -179,27 +184,7 @@ class Tensor:
             new.__dict__.update(_deepcopy(self.__dict__, memo))
         return new
 
-    # ---- autograd ---------------------------------------------------------------------------
-    def backward(self, gradient=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
-
-        Args:
-            gradient: the seed (``sens``); default ones for a one-element tensor, required
-                otherwise. Broadcast to ``self.shape`` and cast to ``self.dtype``.
-            retain_graph: keep the graph so that ``backward`` can run on it again.
-
-        Raises:
-            RuntimeError: if ``self`` does not require grad, the graph was already freed, or
-                ``gradient`` is missing for a tensor of more than one element.
-            ValueError: if ``gradient``'s shape does not broadcast to ``self.shape``.
-        """
-        from minigrad.autograd import engine
-
-        if not self.requires_grad:
-            raise RuntimeError("backward() on a tensor that does not require grad "
-                               "(no input had requires_grad=True, or it was made under no_grad)")
-        engine.run_backward([self], [seed_like(self, gradient)], retain_graph)
-
+    # ---- autograd (backward and the op methods are installed by minigrad.ops) -------------
     def detach(self):
         """A new leaf sharing this tensor's data, cut from the graph."""
         return make(self.data, None, 0)
@@ -242,74 +227,10 @@ class Tensor:
             hooks.setdefault(self._index, []).append(hook)
         return hook
 
-    def to(self, device=None, dtype=None):
-        """Move to ``"CPU"``/``"GPU"`` and/or cast; differentiable (gradients flow back)."""
-        out = self
-        if device is not None and backend.check_device(device) != self.device:
-            out = ops.to_device(out, device)
-        if dtype is not None:
-            out = ops.cast(out, dtype)
-        return out
-
-    def astype(self, dtype):
-        return ops.cast(self, dtype)
-
-    # ---- operators ----------------------------------------------------------------------------
-    def __add__(self, other): return ops.add(self, other)
-    def __radd__(self, other): return ops.add(other, self)
-    def __sub__(self, other): return ops.sub(self, other)
-    def __rsub__(self, other): return ops.sub(other, self)
-    def __mul__(self, other): return ops.mul(self, other)
-    def __rmul__(self, other): return ops.mul(other, self)
-    def __truediv__(self, other): return ops.div(self, other)
-    def __rtruediv__(self, other): return ops.div(other, self)
-    def __pow__(self, other): return ops.pow(self, other)
-    def __rpow__(self, other): return ops.pow(other, self)
-    def __matmul__(self, other): return ops.matmul(self, other)
-    def __rmatmul__(self, other): return ops.matmul(other, self)
-    def __neg__(self): return ops.neg(self)
-    def __abs__(self): return ops.abs(self)
-    def __getitem__(self, index): return ops.getitem(self, index)
-
-    # comparisons record no graph and return bool tensors
-    def __eq__(self, other): return ops.equal(self, other)
-    def __ne__(self, other): return ops.not_equal(self, other)
-    def __lt__(self, other): return ops.less(self, other)
-    def __le__(self, other): return ops.less_equal(self, other)
-    def __gt__(self, other): return ops.greater(self, other)
-    def __ge__(self, other): return ops.greater_equal(self, other)
-
     def __setitem__(self, index, value):
         if self.requires_grad and self._ctx is not None:
             raise RuntimeError("in-place assignment to a tensor that is part of a graph")
         self.data[_unwrap_index(index)] = value.data if isinstance(value, Tensor) else value
-
-    # ---- methods mirroring the functional ops -------------------------------------------------
-    def sum(self, axis=None, keepdims=False): return ops.sum(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return ops.mean(self, axis, keepdims)
-    def max(self, axis=None, keepdims=False): return ops.max(self, axis, keepdims)
-    def min(self, axis=None, keepdims=False): return ops.min(self, axis, keepdims)
-    def reshape(self, *shape): return ops.reshape(self, _shape_args(shape))
-    def view(self, *shape): return ops.reshape(self, _shape_args(shape))
-    def flatten(self): return ops.reshape(self, (-1,))
-    def transpose(self, *axes): return ops.transpose(self, _shape_args(axes) or None)
-    def swapaxes(self, a, b): return ops.swapaxes(self, a, b)
-    def expand_dims(self, axis): return ops.expand_dims(self, axis)
-    def squeeze(self, axis=None): return ops.squeeze(self, axis)
-    def broadcast_to(self, shape): return ops.broadcast_to(self, shape)
-    def exp(self): return ops.exp(self)
-    def log(self): return ops.log(self)
-    def sqrt(self): return ops.sqrt(self)
-    def abs(self): return ops.abs(self)
-    def tanh(self): return ops.tanh(self)
-    def sigmoid(self): return ops.sigmoid(self)
-    def relu(self): return ops.relu(self)
-    def clip(self, min=None, max=None): return ops.clip(self, min, max)
-    def matmul(self, other): return ops.matmul(self, other)
-
-    @property
-    def T(self):
-        return ops.transpose(self, None)
 
 
 def make(array, ctx, index):
@@ -346,12 +267,6 @@ def seed_like(tensor, gradient):
     return g
 
 
-def _shape_args(args):
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(args[0])
-    return tuple(args)
-
-
 def _unwrap_index(index):
     if isinstance(index, Tensor):
         return index.data
@@ -381,5 +296,3 @@ def _python_numbers(data):
                         f"got {type(data).__name__} {data!r:.60}")
     return array
 
-
-from minigrad import ops  # noqa: E402  (ops build on Tensor; imported last to close the cycle)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from minigrad import Parameter, Tensor, nn, ops
-from minigrad.amp import DynamicLossScaler, float_status, kernels, plots
+from minigrad.amp import DynamicLossScaler, float_status, plots
+from minigrad import _native
 from minigrad.amp import step as amp_step
 from minigrad.tensor import make
 
@@ -53,8 +54,8 @@ def _data(rng, dt=np.float32):
 
 
 def _state(net, opt):
-    return {"params": [p.data.copy() for p in net.get_parameters()], "states": copy.deepcopy(opt._states),
-            "masters": copy.deepcopy(opt._masters), "global_step": opt.global_step, "lr": opt.get_lr()}
+    return {"params": [p.data.copy() for p in net.get_parameters()], "states": copy.deepcopy(opt.slots.states),
+            "masters": copy.deepcopy(opt.slots.masters), "global_step": opt.global_step, "lr": opt.get_lr()}
 
 
 def _same(a, b):
@@ -74,8 +75,8 @@ def test_every_nan_payload_and_both_infs_set_the_flag_and_nothing_else_does(nati
     # SPEC 4.1 / MindSpore FloatStatus: isinf or isnan, in fp16, fp32 and fp64; subnormals, -0 and
     # the largest finite value are not overflow. The host kernels and the NumPy path agree.
     if not native:
-        monkeypatch.setattr(kernels, "host_library", lambda: None)
-    elif kernels.host_library() is None:
+        monkeypatch.setattr(_native, "host_library", lambda: None)
+    elif _native.host_library() is None:
         pytest.skip("no host compiler")
     rng = np.random.default_rng(3)
     for dt, ut, exp_bits, mant in ((np.float16, np.uint16, 5, 10), (np.float32, np.uint32, 8, 23),
@@ -101,7 +102,7 @@ def test_every_nan_payload_and_both_infs_set_the_flag_and_nothing_else_does(nati
 @pytest.mark.parametrize("native", [True, False])
 def test_check_and_unscale_is_numpy_exact_on_strided_misaligned_and_mixed_arrays(native, monkeypatch):
     if not native:
-        monkeypatch.setattr(kernels, "host_library", lambda: None)
+        monkeypatch.setattr(_native, "host_library", lambda: None)
     rng = np.random.default_rng(4)
     inv = 1 / 3
     arrays, want = [], []

@@ -14,8 +14,8 @@ import numpy
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from minigrad import Tensor, _fastcast, ops
-from minigrad.amp import kernels
+from minigrad import Tensor, ops
+from minigrad import _native
 
 F16, F32, F64 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)
 SPECIALS = numpy.array([0.0, -0.0, 2.0 ** -24, -(2.0 ** -24), 2.0 ** -14, 6.0e-5, 65504.0, -65504.0,
@@ -26,14 +26,14 @@ FIXTURE_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture
 @pytest.fixture(params=["native", "numpy"])
 def path(request, monkeypatch):
     """The host library as found, or gone (what MINIGRAD_NATIVE=0 gives)."""
-    _fastcast._native.clear()
     if request.param == "numpy":
-        monkeypatch.setattr(kernels, "host_library", lambda: None)
-        assert _fastcast._functions() is None
-    elif _fastcast._functions() is None:
+        with _native.numpy_fallback():
+            assert _native.loaded().conversions is None
+            yield request.param
+        return
+    if _native.loaded().conversions is None:
         pytest.skip("no host library with vector fp16 conversion here")
     yield request.param
-    _fastcast._native.clear()
 
 
 def fp16_values(rng, shape, finite=False, specials=0.2):
@@ -272,14 +272,8 @@ def test_fp32_results_do_not_depend_on_the_host_library(case):
            lambda: ops.relu(Tensor(a)), lambda: ops.sum(Tensor(a)), lambda: ops.sigmoid(Tensor(a))]
     with numpy.errstate(all="ignore"):
         native = [f().asnumpy() for f in fns]
-        saved = kernels.host_library
-        try:
-            kernels.host_library = lambda: None
-            _fastcast._native.clear()
+        with _native.numpy_fallback():
             plain = [f().asnumpy() for f in fns]
-        finally:
-            kernels.host_library = saved
-            _fastcast._native.clear()
     for n, p in zip(native, plain):
         assert_bits(n, p)
 

@@ -2,7 +2,7 @@
 
 * CuPy float16/float32 arrays: the CUDA kernels of ``kernels/float_status.cu``, one launch per
   dtype for the whole list, driven by a table of (address, length, first chunk) rows.
-* NumPy float16/float32 arrays: the same kernels compiled for the host (``kernels.host_library``).
+* NumPy float16/float32 arrays: the same kernels compiled for the host (``_native.host_library``).
   ``host_plan`` is the training step's lean form of it: float32 (or, for a check alone, float16)
   gradients that are already C-contiguous, aligned and writable go to one launch with no copies
   and no NumPy calls.
@@ -18,7 +18,8 @@ import ctypes
 import numpy
 
 from minigrad import backend
-from minigrad.amp import _status_numpy, kernels
+from minigrad.amp import _status_numpy
+from minigrad import _native
 
 _KERNEL_DTYPES = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 CHUNK = 1 << 16           # elements per chunk: a GPU block's unit of work
@@ -59,7 +60,7 @@ def run(status, arrays, inv_scale=None):
     on_gpu = backend.device_of(status) == "GPU"
     for dtype, group in groups.items():
         tag = _KERNEL_DTYPES.get(dtype)
-        lib = None if on_gpu or tag is None else kernels.host_library()
+        lib = None if on_gpu or tag is None else _native.host_library()
         if tag is None or (lib is None and not on_gpu):
             _status_numpy.check(status, group, inv_scale)
             continue
@@ -129,7 +130,7 @@ def widen(status, arrays, inv_scale):
     if not inputs:
         return outs
     on_gpu = backend.device_of(status) == "GPU"
-    lib = None if on_gpu else kernels.host_library()
+    lib = None if on_gpu else _native.host_library()
     inv = numpy.float32(inv_scale)
     name = "check_unscale_fp16_to_fp32"
     if on_gpu:
@@ -183,7 +184,7 @@ def host_plan(arrays, halves=False):
             total += n
     if total >= HOST_PARALLEL_MIN:
         return None
-    lib = kernels.host_library()  # looked up only now: CuPy arrays never build the host library
+    lib = _native.host_library()  # looked up only now: CuPy arrays never build the host library
     if lib is None:
         return None
     key = tuple(key)
@@ -247,7 +248,7 @@ def _launch_host(lib, name, arrays, inv, status, outputs=()):
     # Below HOST_PARALLEL_MIN elements one thread is faster than waking others; above it, one
     # chunk per thread gives each core a long sequential run.
     total = sum(x.size for x in arrays)
-    threads = kernels.host_threads() if total >= HOST_PARALLEL_MIN else 1
+    threads = _native.host_threads() if total >= HOST_PARALLEL_MIN else 1
     per_thread = -(-total // threads)
     chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
     table, n_chunks = chunk_table(arrays, chunk, outputs)
@@ -261,7 +262,7 @@ def _launch_gpu(name, arrays, inv, status, outputs=()):
     table, n_chunks = chunk_table(arrays, CHUNK, outputs)
     with status.device:
         grid = min(n_chunks, GPU_MAX_BLOCKS)
-        kernel = kernels.cuda_function(name)
+        kernel = _native.cuda_function(name)
         kernel((grid,), (GPU_THREADS,), (_device_table(cupy, status.device.id, table),
                                          numpy.int32(len(arrays)), numpy.uint64(n_chunks),
                                          numpy.uint64(CHUNK), inv, status))

@@ -36,6 +36,7 @@ from minigrad.amp import step as amp_step
 from minigrad.amp.autocast import check_device
 from minigrad.amp.core import (ScaleCore, as_number, check_backoff_factor, check_bool,
                                check_positive, float32_scale)
+from minigrad.nn import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 
@@ -227,6 +228,8 @@ class GradScaler:
                                  "before scaler.step(optimizer).")
         if not state["found_inf"]:
             optimizer.step(*args, **kwargs)
+        else:  # this iteration's forward passes wrote BatchNorm statistics: take them back
+            running_stats.rollback()
         state["stage"] = _STEPPED
         return not state["found_inf"]
 
@@ -271,6 +274,7 @@ class GradScaler:
                                  underflow=underflow, owner=self)
         self._per_optimizer.clear()
         self._loss = None
+        running_stats.commit()  # the iteration is over: its statistics stay
 
     def _all_reduce(self, optimizer, everything, params, arrays):
         # the unscaled gradients of ``params`` reduced across the ranks by the optimizer's reducer

@@ -4,14 +4,10 @@ These return gradients instead of writing ``.grad``: the positional inputs to di
 re-wrapped as fresh leaves, the weights (Parameters) are differentiated in place, and the output
 is seeded with ones — or with ``sens`` (this is how a loss scale enters backprop).
 """
-import minigrad.tensor as _tensor_module  # a cycle: tensor.py imports the ops, which import us
+from minigrad.tensor import Tensor, make, seed_like
 from minigrad import backend
 from minigrad._config import config, enable_grad
 from minigrad.autograd import engine
-
-
-def _tensor():
-    return _tensor_module.Tensor
 
 
 def _positions(grad_position, n):
@@ -31,13 +27,12 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
 
     The outputs are ``fn``'s own: ``value_and_grad`` detaches them, ``GradOperation`` drops them.
     """
-    Tensor = _tensor()
     args = list(args)
     unique = list(dict.fromkeys(positions))  # a position asked for twice is one input
     for p in unique:
         if not isinstance(args[p], Tensor):
             raise TypeError(f"input {p} to differentiate must be a Tensor, got {type(args[p]).__name__}")
-        args[p] = _tensor_module.make(args[p].data, None, 0).requires_grad_()
+        args[p] = make(args[p].data, None, 0).requires_grad_()
     leaves = [args[p] for p in positions]
     weights = [weights] if isinstance(weights, Tensor) else list(weights or ())  # one Parameter
     if config.grad_enabled:
@@ -52,7 +47,6 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
         roots = [out[0]]
     else:
         roots = list(out) if isinstance(out, tuple) else [out]
-    seed_like = _tensor_module.seed_like
     if sens is not None and len(roots) > 1:
         sens_list = list(sens) if isinstance(sens, (tuple, list)) else [sens] * len(roots)
     else:
@@ -64,7 +58,6 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
         grads = engine.run_backward([r for r, _ in differentiable], seeds, targets=targets)
     else:
         grads = [None] * len(targets)
-    make = _tensor_module.make
     grads = [make(_zeros(t) if g is None else g, None, 0) for t, g in zip(targets, grads)]
     return out, grads[:len(leaves)], tuple(grads[len(leaves):])
 
@@ -72,7 +65,6 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
 def _detached(out):
     """``out`` (a Tensor or a tuple) as plain Tensors, as MindSpore returns them: their graph has
     been used and freed, and a loop such as ``total = total + value`` must not keep growing it."""
-    Tensor = _tensor()
     if isinstance(out, tuple):
         return tuple(o.detach() if isinstance(o, Tensor) else o for o in out)
     return out.detach() if isinstance(out, Tensor) else out
@@ -165,7 +157,6 @@ class GradOperation:
                 args, sens = args[:-1], args[-1]
             positions = ()
             if self.get_all or not self.get_by_list:
-                Tensor = _tensor()
                 positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
                 positions = positions if self.get_all else positions[:1]
             _, input_grads, weight_grads = _differentiate(

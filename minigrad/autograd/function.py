@@ -12,8 +12,15 @@ A subclass implements::
 ``Exp.apply(tensor)`` runs it and, when gradients are recorded, links the output tensors to the
 node so that ``Tensor.backward`` can walk the graph. Non-tensor arguments go to ``forward`` as
 keyword arguments. ``backward`` must not modify the gradients it receives.
+
+Autocast: a class's ``autocast`` label says how ``minigrad.amp.autocast`` treats the op's
+inputs while ``_config.config.autocast_dtype`` is set: ``"low"`` ops (matmul, Dense, conv) take
+float32 inputs in the low-precision dtype, ``"fp32"`` ops (softmax, exp, log, pow, sums, norms,
+losses) take fp16 inputs in float32; unlabelled ops (None) run in their inputs' dtype. The casts
+are ``autocast_inputs``, which the ops install (it records ``ops.cast`` nodes, so gradients
+return in the inputs' dtypes).
 """
-import minigrad.tensor as _tensor  # a cycle: tensor.py imports the ops, which import this module
+from minigrad.tensor import make
 from minigrad._config import config
 
 
@@ -26,7 +33,8 @@ class Function:
     n_outputs = 1
     out_hooks = None
     freed = False
-    autocast = None  # "low" or "fp32": the op's class in minigrad.amp.autocast's lists
+    autocast = None  # None, "low" or "fp32": the op's autocast label (module docstring)
+    autocast_inputs = None  # (label, inputs) -> inputs cast for autocast; installed by the ops
 
     def forward(self, *arrays, **kwargs):
         raise NotImplementedError
@@ -38,8 +46,7 @@ class Function:
     def apply(cls, *inputs, **kwargs):
         """Run the op on tensors; return a Tensor (or a tuple of them for several outputs)."""
         if cls.autocast is not None and config.autocast_dtype is not None:
-            from minigrad.amp.autocast import cast_inputs  # the one autocast hook point
-            inputs = cast_inputs(cls.autocast, inputs)
+            inputs = Function.autocast_inputs(cls.autocast, inputs)
         fn = cls()
         out = fn.forward(*[t.data for t in inputs], **kwargs)
         record = None
@@ -53,8 +60,8 @@ class Function:
             fn.n_outputs = len(out)
             if record:
                 fn.out_meta = [(o.shape, o.dtype) for o in out]
-            return tuple(_tensor.make(o, record, i) for i, o in enumerate(out))
-        return _tensor.make(out, record, 0)
+            return tuple(make(o, record, i) for i, o in enumerate(out))
+        return make(out, record, 0)
 
     def release(self):
         """Drop references to inputs and saved arrays so the graph can be garbage-collected."""

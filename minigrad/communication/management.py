@@ -108,6 +108,8 @@ def release():
     GlobalComm.BACKEND, GlobalComm.INITED = None, False
     if sys.excepthook is _abort_on_exception:
         sys.excepthook = _previous_excepthook
+    if group.nccl is not None:
+        group.nccl[1].destroy()
     group.comm.Free()
 
 

@@ -18,7 +18,8 @@ class NumpySlicesDataset(Dataset):
         data: one array (one column); a tuple of arrays (one column each); a dict ``{column
             name: array}``; or a list, which is one column, ``numpy.array(data)``, as in MindSpore
             (a list of equal-shape arrays stacks into one). Tensors are copied to the host.
-        column_names: names of the columns; default the dict keys, else ``column_0``, ``column_1``...
+        column_names: names of the columns; default the dict keys, else ``column_0``,
+            ``column_1``...
         num_samples: use only the first ``num_samples`` rows of the (sampled) order.
         num_parallel_workers: accepted for MindSpore compatibility; ignored.
         shuffle: shuffle the rows each epoch. ``None`` (default) means True unless a sampler is
@@ -131,9 +132,9 @@ def _columns(data):
         try:
             columns = [numpy.array([d.asnumpy() if isinstance(d, Tensor) else d for d in data])]
         except ValueError as error:
-            raise ValueError(f"data is a list, which is one column (numpy.array(data)), but its entries "
-                             f"do not stack into one array ({error}); pass a tuple or a dict for one "
-                             f"column per entry") from None
+            raise ValueError(f"data is a list, which is one column (numpy.array(data)), but its "
+                             f"entries do not stack into one array ({error}); pass a tuple or a "
+                             f"dict for one column per entry") from None
         names = None
     else:
         raise TypeError(f"data must be an array, a list, a tuple or a dict of arrays, "

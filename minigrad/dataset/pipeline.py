@@ -1,4 +1,4 @@
-"""The dataset pipeline: the ``Dataset`` base and its nodes ``shuffle``, ``repeat``, ``map``, ``batch``.
+"""The dataset pipeline: the ``Dataset`` base and its nodes (shuffle, repeat, map, batch).
 
 A dataset is a small pipeline of nodes. A source (``NumpySlicesDataset``) slices its columns
 along the first axis into rows; ``shuffle``, ``repeat``, ``map`` and ``batch`` each return a new
@@ -362,7 +362,8 @@ def _column_list(columns, name, default):
     if columns is None:
         return list(default)
     columns = [columns] if isinstance(columns, str) else list(columns)
-    if not columns or not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
+    if (not columns or not all(isinstance(c, str) for c in columns)
+            or len(set(columns)) != len(columns)):
         raise ValueError(f"{name} must be a column name or a non-empty list of distinct names, "
                          f"got {columns!r}")
     return columns

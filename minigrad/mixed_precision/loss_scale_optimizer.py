@@ -20,6 +20,7 @@ import numpy
 from minigrad import communication, dtype as dtypes
 from minigrad.amp import step as amp_step
 from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, LossScale, get
+from minigrad.nn import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 
@@ -166,6 +167,9 @@ class LossScaleOptimizer:
         self._loss = None
         if apply:
             self.inner_optimizer.apply_gradients(tuple(grads))
+            running_stats.commit()
+        else:  # the forward passes' BatchNorm statistics go with the skipped step
+            running_stats.rollback()
         return apply
 
     def _ordered(self, items):

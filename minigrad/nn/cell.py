@@ -1,4 +1,4 @@
-"""``Cell``: the building block of networks (MindSpore's name for a module), and ``ParameterTuple``.
+"""``Cell``: the building block of networks (MindSpore's name for a module).
 
 A Cell owns Parameters and sub-Cells through plain attribute assignment::
 
@@ -26,41 +26,15 @@ from collections import OrderedDict
 
 import numpy
 
-from minigrad import dtype as dtypes, ops
+from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_callable
 from minigrad._config import using_config
+from minigrad.nn.cell_inputs import TORCH_NAMES, cast_floats, check_tensor, narrow_float64
+from minigrad.nn.parameter_tuple import ParameterTuple
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
-
-class ParameterTuple(tuple):
-    """A tuple of Parameters (what optimizers hold); a Cell attribute of this type is registered.
-
-    Raises:
-        TypeError: if an element is not a Parameter.
-    """
-
-    def __new__(cls, iterable=()):
-        items = tuple(iterable)
-        for i, item in enumerate(items):
-            if not isinstance(item, Parameter):
-                raise TypeError(f"ParameterTuple element {i} must be a Parameter, got {type(item).__name__}")
-        return super().__new__(cls, items)
-
-    def clone(self, prefix, init="same"):
-        """New Parameters shaped like these, named ``prefix + "." + name`` (e.g. optimizer moments).
-
-        ``init`` is ``"same"`` (copy the values) or anything ``nn.initializer`` accepts ("zeros").
-        """
-        from minigrad.nn.init import initializer
-        clones = []
-        for p in self:
-            if isinstance(init, str) and init == "same":
-                value = Tensor(p.data.copy())
-            else:
-                value = Tensor(initializer(init, p.shape, p.dtype), device=p.device)
-            clones.append(Parameter(value, name=f"{prefix}.{p.name}", requires_grad=p.requires_grad))
-        return ParameterTuple(clones)
+__all__ = ["Cell", "ParameterTuple", "check_tensor"]
 
 
 class _HookHandle:
@@ -111,7 +85,7 @@ class Cell:
         d["_param_tuples"] = OrderedDict()  # attribute name -> ParameterTuple
         d["_cells"] = OrderedDict()         # attribute name -> Cell
         d["_auto_prefix"] = auto_prefix
-        d["_scope"] = ""                    # prefix of this cell's auto names ("fc." under a parent)
+        d["_scope"] = ""                    # prefix of this cell's auto names ("fc." below a cell)
         d["_forward_hooks"] = {}
         d["_forward_pre_hooks"] = {}
         d["_cast_dtype"] = None
@@ -125,9 +99,9 @@ class Cell:
         if any(isinstance(x, numpy.ndarray) for x in inputs):
             inputs = tuple(Tensor(x) if isinstance(x, numpy.ndarray) else x for x in inputs)
         if self._cast_dtype is not None:
-            inputs = _cast_floats(inputs, self._cast_dtype)
+            inputs = cast_floats(inputs, self._cast_dtype)
         elif any(isinstance(x, Tensor) and x.dtype == dtypes.float64 for x in inputs):
-            inputs = self._narrow_float64(inputs)
+            inputs = narrow_float64(inputs, self.get_parameters())
         if self._forward_pre_hooks:
             for hook in tuple(self._forward_pre_hooks.values()):
                 result = hook(self, inputs)
@@ -145,18 +119,9 @@ class Cell:
                     output = result
         return output
 
-    def _narrow_float64(self, inputs):
-        """Float64 inputs cast to the compute dtype: the widest floating dtype of this cell's
-        parameters, when that is narrower (float32 for an fp32 network). A cell without floating
-        parameters, or with float64 ones, computes in its inputs' dtype."""
-        kinds = {p.dtype for p in self.get_parameters() if p.dtype.kind == "f"}
-        if not kinds or dtypes.float64 in kinds:
-            return inputs
-        return _cast_floats(inputs, max(kinds, key=lambda d: d.itemsize))
-
     def __getattr__(self, name):
         # reached only when normal lookup fails: say what a PyTorch name is called here
-        hint = _TORCH_NAMES.get(name)
+        hint = TORCH_NAMES.get(name)
         if hint is not None:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (a PyTorch "
                                  f"nn.Module name); in minigrad use {hint}")
@@ -182,12 +147,13 @@ class Cell:
             self._forget(name, keep="_param_tuples")
             d["_param_tuples"][name] = value
         elif "_params" in d and name in d["_params"] and isinstance(value, Tensor):
-            d["_params"][name].set_data(value)  # MindSpore: a Tensor assigned to a parameter sets its value
+            # MindSpore: a Tensor assigned to a parameter sets its value
+            d["_params"][name].set_data(value)
             return
         elif "_params" in d and (name in d["_params"] or name in d["_cells"]) and value is not None:
             kind = "Parameter" if name in d["_params"] else "Cell"
-            raise TypeError(f"cannot assign a {type(value).__name__} to {name!r}: it holds a {kind} "
-                            f"(assign a {kind}, a Tensor for a Parameter's value, or None)")
+            raise TypeError(f"cannot assign a {type(value).__name__} to {name!r}: it holds a "
+                            f"{kind} (assign a {kind}, a Tensor for a Parameter's value, or None)")
         elif "_params" in d:
             self._forget(name)
         d[name] = value
@@ -264,7 +230,8 @@ class Cell:
 
     # ---- traversal ----------------------------------------------------------------------------
     def cells_and_names(self, name_prefix=""):
-        """Yield ``(path, cell)`` for this cell (path ``name_prefix``) and every sub-cell, once each."""
+        """Yield ``(path, cell)`` for this cell (path ``name_prefix``) and every sub-cell, once
+        each."""
         seen = set()
         stack = [(name_prefix, self)]
         while stack:  # iterative depth-first, children in definition order
@@ -324,7 +291,8 @@ class Cell:
         return [p for p in self.get_parameters(expand=recurse) if p.requires_grad]
 
     def untrainable_params(self, recurse=True):
-        """List of the parameters with ``requires_grad=False`` (e.g. BatchNorm moving statistics)."""
+        """List of the parameters with ``requires_grad=False`` (e.g. BatchNorm's moving
+        statistics)."""
         return [p for p in self.get_parameters(expand=recurse) if not p.requires_grad]
 
     def parameters_dict(self, recurse=True):
@@ -451,40 +419,3 @@ class Cell:
         lines += [f"({name}): {child!r}" for name, child in children.items()]
         body = "\n".join(lines).replace("\n", "\n  ")
         return f"{type(self).__name__}<\n  {body}\n  >"
-
-
-_TORCH_NAMES = {
-    "parameters": "get_parameters() (a generator) or trainable_params() (the list an optimizer "
-                  "takes)",
-    "named_parameters": "parameters_and_names()",
-    "train": "set_train(True)",
-    "eval": "set_train(False)",
-    "forward": "construct: define construct(self, ...) in place of forward",
-    "modules": "cells_and_names() (the cells with their paths)",
-    "named_modules": "cells_and_names()",
-    "children": "cells()",
-    "named_children": "name_cells()",
-    "state_dict": "parameters_dict(), or minigrad.save_checkpoint(net, path)",
-    "load_state_dict": "minigrad.load_param_into_net(net, parameter_dict)",
-    "zero_grad": "the optimizer's zero_grad()",
-    "register_parameter": "insert_param_to_cell(name, param) or plain attribute assignment",
-    "add_module": "insert_child_to_cell(name, cell) or plain attribute assignment",
-}
-
-
-def check_tensor(owner, name, value):
-    """``value`` if it is a Tensor, else a TypeError naming the loss and the argument.
-
-    The one rule at the boundary of layers and losses: a NumPy array is converted to a Tensor
-    when the cell is called (``Cell.__call__``); anything else that is not a Tensor (a list, a
-    number, None) is refused, as PyTorch's losses and MindSpore's cells refuse it.
-    """
-    if isinstance(value, Tensor):
-        return value
-    raise TypeError(f"For '{owner}', '{name}' must be a Tensor (or a NumPy array), got "
-                    f"{type(value).__name__}")
-
-
-def _cast_floats(inputs, dtype):
-    return tuple(ops.cast(x, dtype) if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != dtype
-                 else x for x in inputs)

@@ -86,6 +86,8 @@ class SoftmaxCrossEntropy(Function):
     The arithmetic is that of log_softmax, getitem, neg and mean/sum as separate nodes, value for
     value; one node saves their bookkeeping and the scatter of the gather's backward.
     """
+    autocast = "fp32"
+
     def forward(self, x, ids, reduction):
         xp = backend.get_array_module(x)
         z = x - x.max(axis=1, keepdims=True)
@@ -95,7 +97,8 @@ class SoftmaxCrossEntropy(Function):
         if reduction == "none":
             return losses
         total = losses.sum(axis=0)
-        return total / len(ids) if reduction == "mean" else total  # NumPy's mean, without its wrapper
+        # NumPy's mean, without its wrapper
+        return total / len(ids) if reduction == "mean" else total
 
     def backward(self, g):
         xp = backend.get_array_module(g)
@@ -132,11 +135,13 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
         n, c = logits.shape
         if not self.sparse:
             if labels.shape != logits.shape:
-                raise ValueError(f"labels must have the logits' shape {logits.shape}, got {labels.shape}")
+                raise ValueError(f"labels must have the logits' shape {logits.shape}, got "
+                                 f"{labels.shape}")
             log_probs = ops.log_softmax(_fp32(logits), -1)
             return self.get_loss(-ops.sum(log_probs * _fp32(labels), -1))
         if labels.shape != (n,):
-            raise ValueError(f"sparse labels must have shape ({n},) for logits {logits.shape}, got {labels.shape}")
+            raise ValueError(f"sparse labels must have shape ({n},) for logits {logits.shape}, "
+                             f"got {labels.shape}")
         ids = labels.data if isinstance(labels, Tensor) else labels
         if ids.dtype.kind not in "iu":
             raise TypeError(f"sparse labels must be integer class ids, got dtype {ids.dtype}")

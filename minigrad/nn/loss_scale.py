@@ -7,7 +7,8 @@ One call of ``TrainOneStepWithLossScaleCell(net_with_loss, optimizer, scale_sens
 3. grads × 1/S, fused with the inf/NaN check into a sticky status (``start_overflow_check`` /
    ``get_overflow_status``; fp16 gradients come out float32, see ``minigrad.amp.step``);
 4. ``process_loss_scale(overflow)``: the update cell adjusts S in place;
-5. the optimizer runs only if there was no overflow.
+5. the optimizer runs only if there was no overflow; a skipped step also restores the running
+   statistics its forward pass wrote (BatchNorm's, see ``minigrad.nn.running_stats``).
 
 When the optimizer says it takes scaled gradients (``Optimizer.takes_scaled_gradients``: SGD,
 Momentum, Adam, AdamWeightDecay with their fused update on CPU), ``grad_reducer`` is the identity
@@ -34,6 +35,7 @@ import numpy
 from minigrad import backend
 from minigrad.amp import step as amp_step
 from minigrad.amp.core import ScaleCore, check_bool, check_positive, float32_scale
+from minigrad.nn import running_stats
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
 from minigrad.parameter import Parameter
@@ -230,6 +232,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
     def construct(self, *inputs):
         weights, core = self.weights, self.core
         scale_before = self._current_scale()
+        running_stats.commit()  # what earlier forward passes wrote is not this step's to undo
         # one forward, backprop seeded with the scale (cast to the loss dtype, as MindSpore does);
         # a host scalar seed lands on the loss's device
         with numpy.errstate(over="ignore", invalid="ignore"):  # overflow is detected, not warned
@@ -248,6 +251,9 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                 self.optimizer.apply_gradients(grads, scale=scale_before)
             else:
                 self.optimizer(grads)
+            running_stats.commit()
+        else:  # BatchNorm's moving statistics as they were before this step's forward pass
+            running_stats.rollback()
         # the parameters' names and gradients only matter to a report of an overflow
         names, arrays = ([p.name for p in weights], [g.data for g in grads]) if overflow else ((), ())
         amp_step.make_report(core, scale_before, bool(overflow), loss, names, arrays,

@@ -1,4 +1,12 @@
-"""Differentiable ops as lowercase functions (``ops.matmul``) and MindSpore primitives (``ops.MatMul()``)."""
+"""Differentiable ops as lowercase functions (``ops.matmul``) and MindSpore primitives
+(``ops.MatMul()``).
+
+Importing this package installs the Tensor's operators and op methods (``ops/tensor_methods.py``)
+and the casts ``Function.apply`` makes under autocast (``arithmetic.autocast_inputs``).
+MindSpore's float-status primitives (``ops.NPUAllocFloatStatus`` and its two siblings) belong
+to the loss-scaling layer above the ops (``minigrad.amp.float_status``); they are looked up
+there on first use.
+"""
 from minigrad.ops.arithmetic import (add, sub, mul, div, pow, maximum, minimum, cast, to_device,
                                      equal, not_equal, less, less_equal, greater, greater_equal)
 from minigrad.ops.math import neg, abs, exp, log, sqrt, tanh, sigmoid, relu, clip, where
@@ -24,4 +32,21 @@ from minigrad.ops.primitives import (Primitive, MatMul, BatchMatMul, Cast, Reduc
                                      Ones, Zeros, Conv2D, MaxPool, AvgPool, Gather, Shape, DType,
                                      Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual,
                                      Flatten, Argmax, OneHot)
-from minigrad.amp.float_status import NPUAllocFloatStatus, NPUClearFloatStatus, NPUGetFloatStatus
+from minigrad.autograd.function import Function as _Function
+from minigrad.ops import arithmetic as _arithmetic, tensor_methods as _tensor_methods
+
+_tensor_methods.install()
+_Function.autocast_inputs = staticmethod(_arithmetic.autocast_inputs)
+
+_FLOAT_STATUS = ("NPUAllocFloatStatus", "NPUClearFloatStatus", "NPUGetFloatStatus")
+
+
+def __getattr__(name):
+    if name in _FLOAT_STATUS:
+        import minigrad.amp.float_status as float_status  # the layer above the ops
+        return getattr(float_status, name)
+    raise AttributeError(f"module 'minigrad.ops' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_FLOAT_STATUS))

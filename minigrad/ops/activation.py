@@ -148,6 +148,8 @@ def _shifted(x, axis):
 
 class Softmax(Function):
     """out = eˣ / Σ eˣ along axis;  dx = out · (g - Σ g·out)."""
+    autocast = "fp32"
+
     def forward(self, x, axis):
         xp = backend.get_array_module(x)
         e = xp.exp(_shifted(x, axis))
@@ -162,6 +164,8 @@ class Softmax(Function):
 
 class LogSoftmax(Function):
     """out = x - log Σ eˣ along axis;  dx = g - e^out · Σ g."""
+    autocast = "fp32"
+
     def forward(self, x, axis):
         xp = backend.get_array_module(x)
         z = _shifted(x, axis)

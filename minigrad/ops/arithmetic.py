@@ -9,6 +9,7 @@ import operator
 import numpy
 
 from minigrad import backend, dtype as dtypes
+from minigrad._config import config
 from minigrad._fastcast import MIN_SIZE, convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import binary_operands, leaf, unbroadcast, widen
@@ -111,6 +112,8 @@ class Pow(_Binary):
     rounded once, after any broadcast sum: in fp16, g * b could overflow while a^(b-1) underflowed,
     giving inf * 0 = NaN for a gradient that is ~0.
     """
+    autocast = "fp32"
+
     def compute(self, a, b):
         self.a, self.b = a, b
         self.out = a ** b
@@ -227,6 +230,15 @@ def cast(a, dtype):
     if a.data.dtype == dtype:
         return a
     return Cast.apply(a, dtype=dtype)
+
+
+def autocast_inputs(label, inputs):
+    """The inputs of an op labelled ``label`` as autocast runs it (``Function.autocast``): the
+    float32 inputs of a ``"low"`` op in the autocast dtype, the fp16 inputs of an ``"fp32"`` op
+    in float32, others (float64, integers) as they are, as PyTorch's autocast leaves them."""
+    low = config.autocast_dtype
+    source, target = (dtypes.float32, low) if label == "low" else (low, dtypes.float32)
+    return tuple(cast(t, target) if t.data.dtype == source else t for t in inputs)
 
 
 def to_device(a, device):

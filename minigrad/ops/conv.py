@@ -138,6 +138,8 @@ class Conv2d(Function):
 
     dW = gᵀ @ cols,  dx = col2im(g @ W),  db = Σ_{n, h, w} g.
     """
+    autocast = "low"
+
     def forward(self, x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
         n, c, h, width = x.shape
         o, cg, kh, kw = w.shape

@@ -1,7 +1,8 @@
 """Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16."""
 from minigrad import dtype as dtypes
-from minigrad import _fastcast
+
 from minigrad._fastcast import convert
+from minigrad.ops import _fp16_passes
 from minigrad.autograd.function import Function
 from minigrad.ops._util import binary_operands, unbroadcast, widen
 
@@ -16,7 +17,7 @@ def _add_bias_narrow(y, b, dtype):
     if b is None:
         return _narrow(y, dtype)
     if b.dtype == dtypes.float16:
-        out = _fastcast.add_bias_to_half(y, b)
+        out = _fp16_passes.add_bias_to_half(y, b)
         if out is not None:
             return out
     y += widen(b)
@@ -27,7 +28,7 @@ def _widen_sum_rows(g, dtype):
     """(g widened, Σ over the rows of g rounded to dtype) for a 2-D ``g``: the product's operand
     and the bias gradient of Dense's backward; fp16 on the host in one pass."""
     if g.dtype == dtypes.float16:
-        native = _fastcast.widen_sum_rows(g)
+        native = _fp16_passes.widen_sum_rows(g)
         if native is not None:
             return native
     g = widen(g)
@@ -42,6 +43,8 @@ class MatMul(Function):
     keeps its weight as (out, in)). fp16 operands are widened to fp32 once: the forward keeps
     the fp32 copies for the backward, and every product is rounded once to fp16.
     """
+    autocast = "low"
+
     def forward(self, a, b, transpose_b=False):
         self.transpose_b = transpose_b
         self.dtype = a.dtype
@@ -109,6 +112,8 @@ class Dense(Function):
     add: the bias is added in place to the fresh product. fp16 on the host: widening b, adding it
     and rounding the sum is one native pass, and so are widening g and summing it for db.
     """
+    autocast = "low"
+
     def forward(self, x, w, b=None):
         self.dtype, self.x_shape = x.dtype, x.shape
         if x.ndim != 2:

@@ -5,8 +5,9 @@ fp16 loops are slow, and ``log`` near 1 needs the extra precision.
 """
 import numpy
 
-from minigrad import _fastcast, backend, dtype as dtypes
+from minigrad import backend, dtype as dtypes
 from minigrad._fastcast import convert
+from minigrad.ops import _fp16_passes
 from minigrad.autograd.function import Function
 from minigrad.ops.arithmetic import cast
 from minigrad.ops._util import as_tensor, binary_operands, check_float, unbroadcast
@@ -39,6 +40,8 @@ class Abs(Function):
 
 class Exp(Function):
     """out = eˣ;  dx = g * out."""
+    autocast = "fp32"
+
     def forward(self, x):
         self.out = _via_f32(backend.get_array_module(x).exp, x)
         return self.out
@@ -49,6 +52,8 @@ class Exp(Function):
 
 class Log(Function):
     """out = ln x;  dx = g / x."""
+    autocast = "fp32"
+
     def forward(self, x):
         self.x = x
         return _via_f32(backend.get_array_module(x).log, x)
@@ -105,12 +110,12 @@ class ReLU(Function):
 
     fp16 runs on the int16 bit patterns (exact, and fast: NumPy's fp16 arithmetic and compares
     are slow): x > 0 is ``0 < bits <= 0x7C00``; NaNs of either sign pass through unchanged.
-    On the host each direction is one native pass (``_fastcast.relu_half``), same bits.
+    On the host each direction is one native pass (``_fp16_passes.relu_half``), same bits.
     """
     def forward(self, x):
         xp = backend.get_array_module(x)
         if x.dtype == dtypes.float16:
-            native = _fastcast.relu_half(x)
+            native = _fp16_passes.relu_half(x)
             if native is not None:
                 out, self.mask = native
                 return out
@@ -123,7 +128,7 @@ class ReLU(Function):
 
     def backward(self, g):
         if g.dtype == dtypes.float16:
-            native = _fastcast.relu_half_backward(g, self.mask)
+            native = _fp16_passes.relu_half_backward(g, self.mask)
             return native if native is not None else (g.view(numpy.int16) * self.mask).view(numpy.float16)
         return g * self.mask
 

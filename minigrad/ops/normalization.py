@@ -24,6 +24,8 @@ class Normalize(Function):
     dx = r·(dx̂ - mean(dx̂) - x̂·mean(dx̂·x̂)) when μ, σ² are this batch's (``through_stats``), else
     dx = r·dx̂ (fixed running statistics).
     """
+    autocast = "fp32"
+
     def forward(self, x, gamma, beta, axes, param_shape, eps, stats, through_stats):
         acc = dtypes.acc_dtype(x.dtype)
         mean, var = stats

@@ -16,6 +16,8 @@ def _expand(g, shape, axes, keepdims):
 
 class Sum(Function):
     """out = Σ_axes x;  dx = g broadcast back over the reduced axes."""
+    autocast = "fp32"
+
     def forward(self, x, axes, keepdims):
         self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
         return sum_acc(x, axes, keepdims)
@@ -26,6 +28,8 @@ class Sum(Function):
 
 class Mean(Function):
     """out = Σ_axes x / n;  dx = g / n broadcast back."""
+    autocast = "fp32"
+
     def forward(self, x, axes, keepdims):
         self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
         self.n = 1

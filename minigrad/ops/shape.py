@@ -4,6 +4,7 @@ import numpy
 from minigrad import backend, dtype as dtypes
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, normalize_axis, unbroadcast
+from minigrad.tensor import _unwrap_index
 
 
 class Reshape(Function):
@@ -137,5 +138,4 @@ def broadcast_to(x, shape):
 
 def getitem(x, index):
     """``x[index]``: basic slicing, integer/bool arrays (gradients of repeated indices add)."""
-    from minigrad.tensor import _unwrap_index
     return GetItem.apply(as_tensor(x), index=_unwrap_index(index))

@@ -2,7 +2,8 @@
 
 ``nn`` re-exports the optimizers and schedules (``nn.Momentum``, ``nn.Adam``, ``nn.CosineDecayLR``, ...).
 """
-from minigrad.optim.optimizer import Optimizer, default_decay_filter
+from minigrad.optim.optimizer import Optimizer
+from minigrad.optim.param_groups import default_decay_filter
 from minigrad.optim.sgd import SGD
 from minigrad.optim.momentum import Momentum
 from minigrad.optim.adam import Adam, AdamWeightDecay

@@ -30,6 +30,7 @@ import warnings
 
 import numpy
 
+from minigrad import _native
 from minigrad.backend import data_address
 
 SGD, MOMENTUM, ADAM, ADAM_WEIGHT_DECAY = 0, 1, 2, 3  # MG_RULE_* in kernels/optim_host.cpp
@@ -44,9 +45,6 @@ _EXCEPTIONS = ((1, "divide", "divide by zero"), (2, "over", "overflow"), (4, "in
 
 _OPTIM_DIR = os.path.dirname(__file__) + os.sep
 
-_library = {}
-
-
 class Rule:
     """What the native kernel needs to know of an optimizer's ``update``.
 
@@ -56,16 +54,27 @@ class Rule:
             Momentum's buffer; Adam's first and second moments). SGD's buffer, when the
             optimizer's ``init_state`` did not make it, starts as the first gradient; any other
             missing one leaves the step to NumPy.
-        momentum, dampening, beta1, beta2, eps, nesterov: the optimizer's hyper-parameters (the
-            Python floats; the kernel rounds them to fp32 where NumPy would).
+        momentum, dampening, beta1, beta2, eps, nesterov: the names of the optimizer's attributes
+            holding those hyper-parameters (None: 0), read at every step, so that a rule built
+            once follows an attribute changed later (the kernel rounds them to fp32 where NumPy
+            would).
         step_size: ``fn(lr) -> lr`` for this step (Adam's bias correction), or None.
     """
 
-    def __init__(self, kind, states=(), momentum=0.0, dampening=0.0, beta1=0.0, beta2=0.0, eps=0.0,
-                 nesterov=False, step_size=None):
+    _HYPER = ("momentum", "dampening", "beta1", "beta2", "eps", "nesterov")  # struct MgHyper
+
+    def __init__(self, kind, states=(), momentum=None, dampening=None, beta1=None, beta2=None,
+                 eps=None, nesterov=None, step_size=None):
         self.kind, self.states, self.step_size = kind, states, step_size
-        # struct MgHyper
-        self.hyper = numpy.array([momentum, dampening, beta1, beta2, eps, float(nesterov)], numpy.float64)
+        self._names = (momentum, dampening, beta1, beta2, eps, nesterov)
+        self._hyper = numpy.zeros(len(self._HYPER), numpy.float64)
+
+    def hyper_array(self, optimizer):
+        """The kernel's hyper-parameter block for this step (one array, rewritten each call)."""
+        hyper = self._hyper
+        for k, name in enumerate(self._names):
+            hyper[k] = 0.0 if name is None else float(getattr(optimizer, name))
+        return hyper
 
 
 # What the kernel does in place of ``owner``'s code: a subclass that overrides one is not fused.
@@ -85,11 +94,7 @@ def rule_for(optimizer, owner, rule):
 
 
 def _function():
-    if "fn" not in _library:
-        from minigrad.amp import kernels  # late: amp imports the ops, which import the optimizers
-        lib = kernels.host_library()
-        _library["fn"] = None if lib is None else lib.mg_fused_update
-    return _library["fn"]
+    return _native.loaded().optimizer_step
 
 
 def _dense_numpy(x, dtypes_allowed):
@@ -114,7 +119,8 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
     what the NumPy path would do first: a master re-read, a state made by ``init_state``).
 
     Args:
-        optimizer: the ``Optimizer``; its masters, states and sync records are used and updated.
+        optimizer: the ``Optimizer``; its ``slots`` (masters, states, sync records) are used and
+            updated, and its ``weight_decays`` and ``loss_scale`` read.
         rule: its ``Rule``.
         arrays: one gradient array (or None) per parameter, already checked (by
             ``Optimizer._check_gradients``, which also refuses read-only parameters).
@@ -122,7 +128,7 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
         inv_scale: ``float(fp32(1 / scale))`` for a loss scale still in the gradients, or 1.0.
     """
     present = [i for i, g in enumerate(arrays) if g is not None]
-    params = optimizer.parameters
+    params, slots = optimizer.parameters, optimizer.slots
     if not all(_dense_numpy(arrays[i], (_F16, _F32)) and _dense_numpy(params[i].data, (_F16, _F32))
                for i in present):
         return False
@@ -139,11 +145,9 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
     for i in present:
         param, grad = params[i], arrays[i]
         data = param.data
-        weight = data if data.dtype == _F32 else optimizer._master(i, data)
+        weight = slots.weight(i)
         flags = GRAD_HALF if grad.dtype == _F16 else 0
-        state = optimizer._states[i]
-        if state is None:  # as the NumPy path would make it
-            state = optimizer._states[i] = optimizer.init_state(weight)
+        state = slots.state(i, weight)  # made as the NumPy path would make it
         buffers = []
         for name in rule.states:
             buffer = state.get(name)
@@ -163,12 +167,13 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
             halves.append((i, weight, data))
         lr = lrs[i] if rule.step_size is None else rule.step_size(lrs[i])
         rows.append((data_address(weight), data_address(grad), half, *buffers, weight.size, flags, lr,
-                     optimizer._decays[i]))
+                     optimizer.weight_decays[i]))
     for state, name, buffer in fresh:
         state[name] = buffer
     rows, raised = numpy.array(rows, ROW), numpy.zeros(1, numpy.int32)
-    overflows = fn(data_address(rows), len(rows), rule.kind, inv_scale, optimizer._inv_scale,
-                   data_address(rule.hyper), data_address(raised))
+    hyper = rule.hyper_array(optimizer)
+    overflows = fn(data_address(rows), len(rows), rule.kind, inv_scale, 1.0 / optimizer.loss_scale,
+                   data_address(hyper), data_address(raised))
     for bit, kind, text in _EXCEPTIONS:  # NumPy's warnings, once per kind as a ufunc gives them
         if raised[0] & bit and errstate[kind] == "warn":
             warnings.warn(f"{text} encountered in the fused {type(optimizer).__name__} step", RuntimeWarning,
@@ -176,7 +181,7 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
     for i, weight, data in halves:
         if overflows:  # NumPy's cast again, for its overflow warning (or error, under errstate)
             data[...] = weight
-        optimizer._synced[i] = (data, params[i].version)
+        slots.written(i)
     return True
 
 

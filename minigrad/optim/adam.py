@@ -66,8 +66,8 @@ class Adam(Optimizer):
 
     def _fused_rule(self):
         return _fused.rule_for(self, Adam, _fused.Rule(
-            _fused.ADAM, self.state_names, beta1=self.beta1, beta2=self.beta2, eps=self.eps,
-            nesterov=self.use_nesterov, step_size=self._step_size))
+            _fused.ADAM, self.state_names, beta1="beta1", beta2="beta2", eps="eps",
+            nesterov="use_nesterov", step_size=self._step_size))
 
     def _step_size(self, lr):
         """lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t), t = global_step + 1 (in float64)."""
@@ -112,7 +112,7 @@ class AdamWeightDecay(Optimizer):
 
     def _fused_rule(self):
         return _fused.rule_for(self, AdamWeightDecay, _fused.Rule(
-            _fused.ADAM_WEIGHT_DECAY, self.state_names, beta1=self.beta1, beta2=self.beta2, eps=self.eps))
+            _fused.ADAM_WEIGHT_DECAY, self.state_names, beta1="beta1", beta2="beta2", eps="eps"))
 
     def update(self, state, weight, grad, lr):
         m, v = _moments(state, grad, self.beta1, self.beta2)

@@ -35,8 +35,9 @@ class Momentum(Optimizer):
         self.use_nesterov = check_bool(use_nesterov, "use_nesterov", type(self).__name__)
 
     def _fused_rule(self):
-        return _fused.rule_for(self, Momentum, _fused.Rule(_fused.MOMENTUM, ("moments",), momentum=self.momentum,
-                                                           nesterov=self.use_nesterov))
+        return _fused.rule_for(self, Momentum, _fused.Rule(_fused.MOMENTUM, ("moments",),
+                                                           momentum="momentum",
+                                                           nesterov="use_nesterov"))
 
     def update(self, state, weight, grad, lr):
         v = state["moments"]

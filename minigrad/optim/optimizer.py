@@ -13,39 +13,36 @@ then ``global_step += 1``. (``AdamWeightDecay`` decays the weight itself instead
 parameter, and the optimizer's fp32 *master copy* for an fp16 one, written back to the fp16
 parameter after the update. State (momenta, moments) has ``w``'s dtype: fp32 for fp16 and fp32
 parameters. Parameter arrays are only written in place, so views and hooks on ``param.data``
-stay valid. A master is re-read from its parameter when someone else wrote the parameter since
-the last update: through ``Parameter.set_data`` or item assignment (``Parameter.version``), or
-by giving it a new array; it is kept if it still rounds to the parameter (a checkpoint loaded
-after ``load_state_dict``). Writes straight into ``param.data[...]`` are not seen.
+stay valid. Masters, state and their synchronisation with the parameters live in ``slots``
+(``optim.slots.ParameterSlots``), which the NumPy path and the fused native step
+(``optim._fused``) share.
 
 Subclasses implement ``update`` (and list ``state_names``: zero-initialised fp32 state). A subclass
 that changes what happens to a gradient before the update overrides
-``_prepare_gradient(i, grad, weight)``; THOR, for one, preconditions between the two steps::
+``_prepare_gradient(i, grad, weight)``; one that has a native equivalent of its ``update``
+returns it from ``_fused_rule()`` (built once per optimizer, ``fused_rule``).
 
-    return self._add_weight_decay(i, self.precondition(i, self._unscale(grad, weight.dtype)), weight)
+The parameter groups are parsed in ``optim.param_groups``, the learning-rate objects live in
+``optim.learning_rate`` and ``state_dict``/``load_state_dict`` in ``optim.optimizer_state``.
 """
 import numbers
 import warnings
-from collections.abc import Iterable
 
 import numpy
 
 from minigrad import backend, communication, dtype as dtypes
 from minigrad._config import enable_grad
 from minigrad._fastcast import convert
-from minigrad.optim import _fused
-from minigrad.optim._checks import check_bool, check_non_negative_float, check_positive_float
-from minigrad.optim.lr_schedule import LearningRateSchedule
+from minigrad.optim import _fused, optimizer_state
+from minigrad.optim._checks import check_non_negative_float, check_positive_float
+from minigrad.optim.learning_rate import FixedLR, LearningRate
+from minigrad.optim.param_groups import (default_decay_filter, describe, label,
+                                         parse_parameters)
+from minigrad.optim.slots import ParameterSlots
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
-_GROUP_KEYS = ("params", "lr", "weight_decay", "grad_centralization", "order_params")
-
-
-def default_decay_filter(param):
-    """MindSpore's default for ungrouped parameters: decay unless the name has 'beta' or 'gamma'."""
-    name = param.name or ""
-    return "beta" not in name and "gamma" not in name
+__all__ = ["Optimizer", "default_decay_filter"]
 
 
 class Optimizer:
@@ -105,30 +102,29 @@ class Optimizer:
         if decay_filter is not None and not callable(decay_filter):
             raise TypeError(f"For '{owner}', the argument 'decay_filter' must be callable, "
                             f"but got {type(decay_filter).__name__}")
-        default_lr = _LearningRate.build(learning_rate, "learning_rate", owner)
-        params, lrs, decays, self.is_group = _parse_parameters(parameters, default_lr, self.weight_decay,
-                                                               owner)
+        default_lr = LearningRate.build(learning_rate, "learning_rate", owner)
+        params, lrs, decays, self.is_group = parse_parameters(parameters, default_lr,
+                                                              self.weight_decay, owner)
         if decay_filter is None and not self.is_group:
             decay_filter = default_decay_filter
         self.parameters = tuple(params)
         self.decay_flags = tuple(wd > 0 and (decay_filter is None or bool(decay_filter(p)))
                                  for p, wd in zip(params, decays))
-        self._decays = tuple(wd if flag else 0.0 for wd, flag in zip(decays, self.decay_flags))
+        self.weight_decays = tuple(wd if flag else 0.0 for wd, flag in zip(decays, self.decay_flags))
         self._inv_scale = 1.0 / self.loss_scale
 
         # one entry per distinct learning-rate object, evaluated once per step
         self._lr_sources = list({id(lr): lr for lr in lrs}.values())
         self._lr_index = tuple(self._lr_sources.index(lr) for lr in lrs)
         self.is_group_lr = len(self._lr_sources) > 1 or self._lr_sources[0] is not default_lr
-        self.dynamic_lr = any(not isinstance(lr, _FixedLR) for lr in self._lr_sources)
+        self.dynamic_lr = any(not isinstance(lr, FixedLR) for lr in self._lr_sources)
         self.learning_rate = (tuple(lr.learning_rate for lr in lrs) if self.is_group_lr
                               else default_lr.learning_rate)
 
         self.global_step = 0
         self.last_step_fused = False
-        self._states = [None] * len(params)   # dict of fp32 arrays per parameter, made lazily
-        self._masters = [None] * len(params)  # fp32 copy per fp16 parameter, made lazily
-        self._synced = [None] * len(params)   # (data, version) of each parameter its master matches
+        self.slots = ParameterSlots(self.parameters, self.init_state)
+        self._rule = (None, None)  # (the _fused_rule it was built by, the Rule or None)
         if communication.is_data_parallel():  # every rank: the same model, from rank 0's values
             communication.synchronize_parameters(self.parameters)
 
@@ -160,7 +156,7 @@ class Optimizer:
         arrays = self._check_gradients(grads)
         inv_scale = 1.0 if scale is None else _inverse_scale(scale, type(self).__name__)
         lrs = [lr(self.global_step) for lr in self._lr_sources]
-        rule = self._fused_rule()
+        rule = self.fused_rule
         fused = rule is not None and _fused.apply(self, rule, arrays,
                                                   [lrs[k] for k in self._lr_index], inv_scale)
         if not fused:
@@ -187,8 +183,16 @@ class Optimizer:
         cls = type(self)
         if cls.__call__ is not Optimizer.__call__ or cls.apply_gradients is not Optimizer.apply_gradients:
             return False  # an override may expect unscaled gradients
-        rule = self._fused_rule()
-        return rule is not None and _fused.covers(self, grads)
+        return self.fused_rule is not None and _fused.covers(self, grads)
+
+    @property
+    def fused_rule(self):
+        """The ``optim._fused.Rule`` of this optimizer's native step (or None: the NumPy path),
+        built once by ``_fused_rule()`` (again only if ``_fused_rule`` is replaced)."""
+        builder = self.__dict__.get("_fused_rule", _fused_rule_of(type(self)))
+        if self._rule[0] is not builder:
+            self._rule = (builder, self._fused_rule())
+        return self._rule[1]
 
     def __call__(self, gradients):
         """MindSpore style: ``optimizer(grads)`` applies ``grads`` and returns True."""
@@ -222,19 +226,16 @@ class Optimizer:
 
     # ---- the per-parameter pipeline --------------------------------------------------------------
     def _apply_one(self, i, grad, lr):
-        param = self.parameters[i]
-        data = param.data
-        weight = self._master(i, data) if data.dtype == dtypes.float16 else data
-        state = self._states[i]
-        if state is None:
-            state = self._states[i] = self.init_state(weight)
+        slots = self.slots
+        weight = slots.weight(i)
+        state = slots.state(i, weight)
         grad = self._prepare_gradient(i, grad, weight)
-        if self.decoupled_weight_decay and self._decays[i]:
-            weight *= 1.0 - lr * self._decays[i]
+        decay = self.weight_decays[i]
+        if self.decoupled_weight_decay and decay:
+            weight *= 1.0 - lr * decay
         self.update(state, weight, grad, lr)
-        if weight is not data:
-            convert(weight, dtypes.float16, out=data)
-            self._synced[i] = (data, param.version)
+        if weight is not self.parameters[i].data:
+            slots.write_back(i, weight)
 
     def _prepare_gradient(self, i, grad, weight):
         """The gradient the update sees: ``grad / loss_scale + wd_i * weight`` in ``weight``'s dtype
@@ -246,7 +247,7 @@ class Optimizer:
         return self._add_weight_decay(i, self._unscale(grad, weight.dtype), weight)
 
     def _add_weight_decay(self, i, grad, weight):
-        wd = self._decays[i]
+        wd = self.weight_decays[i]
         return grad + wd * weight if wd and not self.decoupled_weight_decay else grad
 
     def _unscale(self, grad, dtype):
@@ -275,13 +276,8 @@ class Optimizer:
         return None
 
     def _master(self, i, data):
-        """The fp32 master of fp16 parameter ``i``, re-read from the parameter if someone else wrote it."""
-        master, synced, version = self._masters[i], self._synced[i], self.parameters[i].version
-        if synced is None or synced[0] is not data or synced[1] != version:
-            if master is None or master.shape != data.shape or bool((convert(master, data.dtype) != data).any()):
-                master = self._masters[i] = convert(data, dtypes.float32)
-            self._synced[i] = (data, version)
-        return master
+        """The weight an update of fp16 parameter ``i`` writes: ``slots.weight(i)``."""
+        return self.slots.weight(i)
 
     def _check_gradients(self, grads):
         owner = type(self).__name__
@@ -295,14 +291,14 @@ class Optimizer:
             if grad is not None:
                 grad = grad.data if isinstance(grad, Tensor) else grad
                 if getattr(getattr(grad, "dtype", None), "kind", None) != "f":
-                    raise TypeError(f"For '{owner}', the gradient of parameter {_label(param, i)} must be a "
-                                    f"float Tensor or array, but got {_describe(grad)}")
+                    raise TypeError(f"For '{owner}', the gradient of parameter {label(param, i)} must be a "
+                                    f"float Tensor or array, but got {describe(grad)}")
                 if grad.shape != param.shape:
-                    raise ValueError(f"For '{owner}', the gradient of parameter {_label(param, i)} has shape "
+                    raise ValueError(f"For '{owner}', the gradient of parameter {label(param, i)} has shape "
                                      f"{tuple(grad.shape)}, but the parameter has shape {param.shape}")
                 data = param.data
                 if type(data) is numpy.ndarray and not data.flags.writeable:  # fail before any update
-                    raise ValueError(f"For '{owner}', parameter {_label(param, i)} is read-only (its array "
+                    raise ValueError(f"For '{owner}', parameter {label(param, i)} is read-only (its array "
                                      f"has writeable=False); the update writes it in place")
             arrays.append(grad)
         return arrays
@@ -337,106 +333,18 @@ class Optimizer:
 
     # ---- checkpointing ---------------------------------------------------------------------------
     def state_dict(self):
-        """A plain dict of the optimizer's state: NumPy arrays and Python numbers (copies).
-
-        Keys: ``"global_step"``; the name of each fixed learning rate's Parameter
-        (``"learning_rate"``, ``"learning_rate_group_<k>"``), a 0-d float32 array, so that a rate
-        changed with ``set_data`` survives a checkpoint as in MindSpore (and PyTorch's
-        ``param_groups``); ``"<state name>.<parameter name>"`` for each state array (e.g.
-        ``"moments.fc1.weight"``); ``"master.<parameter name>"`` for each fp16 master weight.
-        Unnamed parameters are called ``param<i>``. (Per-step lists and schedules follow
-        ``global_step``.)
-        """
-        result = {"global_step": self.global_step}
-        for rate in self._fixed_rates():
-            result[rate.name] = numpy.array(backend.as_numpy(rate.data))
-        for key, param, state, master in zip(self._parameter_keys(), self.parameters, self._states,
-                                             self._masters):
-            for name, array in (state or {}).items():
-                result[f"{name}.{key}"] = numpy.array(backend.as_numpy(array))
-            if master is not None and param.dtype == dtypes.float16:
-                result[f"master.{key}"] = numpy.array(backend.as_numpy(master))
-        return result
+        """A plain dict of the optimizer's state: NumPy arrays and Python numbers (copies); see
+        ``optim.optimizer_state.state_dict`` for the keys."""
+        return optimizer_state.state_dict(self)
 
     def load_state_dict(self, state_dict):
-        """Restore what ``state_dict()`` returned; everything is checked before anything changes.
-
-        Parameters with no state in ``state_dict`` start afresh (their state is made at their next
-        update, their master from the parameter); a fixed learning rate absent from it keeps its
-        value (dicts saved before rates were recorded).
-
-        Raises:
-            TypeError: ``state_dict`` is not a dict, or ``global_step`` is not an int.
-            ValueError: a missing ``global_step``, an unknown key, a parameter with only part of its
-                state, or an array whose shape or dtype does not fit (naming key, both shapes/dtypes).
-        """
-        owner = type(self).__name__
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"For '{owner}.load_state_dict', expected a dict, got {type(state_dict).__name__}")
-        if "global_step" not in state_dict:
-            raise ValueError(f"For '{owner}.load_state_dict', the key 'global_step' is missing")
-        step = state_dict["global_step"]
-        step = step.item() if isinstance(step, numpy.ndarray) and step.size == 1 else step
-        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
-            raise TypeError(f"For '{owner}.load_state_dict', 'global_step' must be an int, got {step!r}")
-        if step < 0:
-            raise ValueError(f"For '{owner}.load_state_dict', 'global_step' must be >= 0, got {step}")
-
-        keys = self._parameter_keys()
-        index = {key: i for i, key in enumerate(keys)}
-        slots = set(self.state_names) | {"master"}
-        states = [dict() for _ in self.parameters]
-        masters = [None] * len(self.parameters)
-        rates = {rate.name: rate for rate in self._fixed_rates()}
-        new_rates = {}
-        for key, value in state_dict.items():
-            if key == "global_step":
-                continue
-            if key in rates:
-                rate = numpy.asarray(value.asnumpy() if isinstance(value, Tensor) else value)
-                if rate.shape != () or rate.dtype.kind != "f" or not rate >= 0 or not numpy.isfinite(rate):
-                    raise ValueError(f"For '{owner}.load_state_dict', {key!r} must be a finite float >= 0 "
-                                     f"of shape (), got {rate!r}")
-                new_rates[key] = numpy.float32(rate)
-                continue
-            slot, _, name = key.partition(".")
-            if slot not in slots or name not in index:
-                raise ValueError(f"For '{owner}.load_state_dict', unknown key {key!r}: expected 'global_step', "
-                                 f"a learning rate in {sorted(rates)}, or '<slot>.<parameter name>' with "
-                                 f"slot in {sorted(slots)} and a name in {_preview(keys)}")
-            i = index[name]
-            param = self.parameters[i]
-            array = numpy.asarray(value.asnumpy() if isinstance(value, Tensor) else value)
-            expected = dtypes.float32 if param.dtype == dtypes.float16 else param.dtype
-            if slot == "master" and param.dtype != dtypes.float16:
-                raise ValueError(f"For '{owner}.load_state_dict', {key!r}: parameter {name!r} is "
-                                 f"{param.dtype}, only float16 parameters have a master copy")
-            if array.shape != param.shape or array.dtype != expected:
-                raise ValueError(f"For '{owner}.load_state_dict', {key!r} has shape {array.shape} and dtype "
-                                 f"{array.dtype}, expected shape {param.shape} and dtype {expected}")
-            if slot == "master":
-                masters[i] = array
-            else:
-                states[i][slot] = array
-        for key, state in zip(keys, states):
-            if state and set(state) != set(self.state_names):
-                missing = sorted(set(self.state_names) - set(state))
-                raise ValueError(f"For '{owner}.load_state_dict', parameter {key!r} has only part of its "
-                                 f"state: missing {['%s.%s' % (m, key) for m in missing]}")
-
-        # all checked: assign (copies, on each parameter's device)
-        for i, param in enumerate(self.parameters):
-            device = param.device
-            self._states[i] = {k: backend.to_device(a.copy(), device) for k, a in states[i].items()} or None
-            self._masters[i] = None if masters[i] is None else backend.to_device(masters[i].copy(), device)
-            self._synced[i] = None
-        for key, rate in new_rates.items():
-            rates[key].set_data(rate)
-        self.global_step = int(step)
+        """Restore what ``state_dict()`` returned; everything is checked before anything changes
+        (``optim.optimizer_state.load_state_dict`` says how and what it raises)."""
+        optimizer_state.load_state_dict(self, state_dict)
 
     def _fixed_rates(self):
         """The Parameters of the fixed learning rates (one per distinct rate)."""
-        return [lr.learning_rate for lr in self._lr_sources if isinstance(lr, _FixedLR)]
+        return [lr.learning_rate for lr in self._lr_sources if isinstance(lr, FixedLR)]
 
     def _parameter_keys(self):
         keys = [p.name or f"param{i}" for i, p in enumerate(self.parameters)]
@@ -476,150 +384,7 @@ def _divide(grad, inv_scale):
     return grad * grad.dtype.type(inv_scale)
 
 
-# ---- learning-rate objects: ``lr(step) -> float``; ``.learning_rate`` is what users see --------------
-class _LearningRate:
-    @staticmethod
-    def build(value, name, owner, parameter_name="learning_rate"):
-        """A ``_FixedLR``, ``_ListLR`` or ``_ScheduleLR`` for ``value`` (checked; errors say ``name``)."""
-        if isinstance(value, LearningRateSchedule):
-            return _ScheduleLR(value)
-        if isinstance(value, bool):
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, Iterable or "
-                            f"LearningRateSchedule, but got {value!r}")
-        if isinstance(value, numbers.Real):
-            return _FixedLR(check_non_negative_float(value, name, owner), parameter_name)
-        array = value.asnumpy() if isinstance(value, Tensor) else value
-        if isinstance(array, numpy.ndarray):  # a Tensor, or a NumPy array (an Iterable to MindSpore)
-            if array.ndim > 1:
-                raise ValueError(f"For '{owner}', a Tensor or array '{name}' must be 0-d or 1-D, "
-                                 f"but got shape {array.shape}")
-            if array.dtype.kind not in "fiu":
-                raise TypeError(f"For '{owner}', the argument '{name}' must hold numbers, "
-                                f"but got an array of dtype {array.dtype}")
-            values = array.astype(numpy.float64).reshape(-1).tolist()
-            bad = next((v for v in values if not 0 <= v < float("inf")), None)  # NaN and inf too
-            if bad is not None:
-                raise ValueError(f"For '{owner}', the argument '{name}' must be finite and >= 0, "
-                                 f"but contains {bad}")
-        elif isinstance(value, Iterable) and not isinstance(value, (str, bytes, dict)):
-            # MindSpore: any Iterable (list, tuple, range, generator, ...) gives one rate per step
-            values = [check_non_negative_float(v, f"{name}[{k}]", owner) for k, v in enumerate(value)]
-        else:
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, Iterable or "
-                            f"LearningRateSchedule, but got {type(value).__name__}")
-        if not values:
-            raise ValueError(f"For '{owner}', the argument '{name}' is empty")
-        if isinstance(array, numpy.ndarray) and array.ndim == 0:
-            return _FixedLR(values[0], parameter_name)
-        return _ListLR(values)
 
 
-class _FixedLR:
-    def __init__(self, value, name):
-        self.learning_rate = Parameter(numpy.array(value, numpy.float32), name=name, requires_grad=False)
-
-    def __call__(self, step):
-        return float(self.learning_rate.data)
-
-
-class _ListLR:
-    def __init__(self, values):
-        self.values = values
-        self.learning_rate = Tensor(numpy.array(values, numpy.float32))
-
-    def __call__(self, step):
-        return self.values[min(step, len(self.values) - 1)]
-
-
-class _ScheduleLR:
-    def __init__(self, schedule):
-        self.learning_rate = schedule
-
-    def __call__(self, step):
-        return float(self.learning_rate(step))
-
-
-# ---- parameters and groups -----------------------------------------------------------------------
-def _parse_parameters(parameters, default_lr, default_wd, owner):
-    """(params, lr object per param, weight decay per param, grouped?) from ``parameters``."""
-    items = _as_list(parameters, "parameters", owner)
-    if all(isinstance(p, Parameter) for p in items):
-        _check_unique(items, owner)
-        return items, [default_lr] * len(items), [default_wd] * len(items), False
-    if not all(isinstance(g, dict) for g in items):
-        k, bad = next((k, x) for k, x in enumerate(items) if not isinstance(x, (Parameter, dict)))
-        raise TypeError(f"For '{owner}', every element of 'parameters' must be a Parameter (or every element "
-                        f"a group dict), but element {k} is {type(bad).__name__}")
-
-    params, lrs, decays, order = [], [], [], None
-    for k, group in enumerate(items):
-        unknown = [key for key in group if key not in _GROUP_KEYS]
-        if unknown:
-            raise KeyError(f"For '{owner}', group {k} has unknown keys {unknown}; allowed: {list(_GROUP_KEYS)}")
-        if "order_params" in group:
-            if len(group) > 1:
-                raise ValueError(f"For '{owner}', the 'order_params' group (group {k}) must have no other keys")
-            order = _as_list(group["order_params"], "order_params", owner)
-            continue
-        if "params" not in group:
-            raise ValueError(f"For '{owner}', group {k} has no 'params'")
-        group_params = _as_list(group["params"], f"group {k} 'params'", owner)
-        bad = next((p for p in group_params if not isinstance(p, Parameter)), None)
-        if bad is not None:
-            raise TypeError(f"For '{owner}', group {k} 'params' must hold Parameters, got {type(bad).__name__}")
-        lr = default_lr
-        if "lr" in group:
-            lr = _LearningRate.build(group["lr"], f"group {k} 'lr'", owner, f"learning_rate_group_{k}")
-        wd = default_wd
-        if "weight_decay" in group:
-            wd = check_non_negative_float(group["weight_decay"], f"group {k} 'weight_decay'", owner)
-        if "grad_centralization" in group:
-            check_bool(group["grad_centralization"], f"group {k} 'grad_centralization'", owner)
-        params += group_params
-        lrs += [lr] * len(group_params)
-        decays += [wd] * len(group_params)
-    if not params:
-        raise ValueError(f"For '{owner}', the parameter groups hold no parameters")
-    _check_unique(params, owner)
-    if order is not None:
-        position = {id(p): i for i, p in enumerate(params)}
-        if len(order) != len(params) or any(id(p) not in position for p in order):
-            raise ValueError(f"For '{owner}', 'order_params' must hold exactly the parameters of the groups "
-                             f"({len(params)}), got {len(order)} parameters")
-        perm = [position[id(p)] for p in order]
-        params, lrs, decays = ([xs[j] for j in perm] for xs in (params, lrs, decays))
-    return params, lrs, decays, True
-
-
-def _as_list(value, name, owner):
-    if value is None:
-        raise ValueError(f"For '{owner}', the argument '{name}' can not be None")
-    if isinstance(value, (Tensor, dict, str)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"For '{owner}', the argument '{name}' must be an iterable of Parameters or group "
-                        f"dicts, but got {type(value).__name__}")
-    items = list(value)
-    if not items:
-        raise ValueError(f"For '{owner}', the argument '{name}' is empty")
-    return items
-
-
-def _check_unique(params, owner):
-    seen = set()
-    for i, p in enumerate(params):
-        if id(p) in seen:
-            raise ValueError(f"For '{owner}', parameter {_label(p, i)} is given more than once")
-        seen.add(id(p))
-
-
-def _label(param, i):
-    return repr(param.name) if param.name else f"#{i}"
-
-
-def _describe(value):
-    dtype = getattr(value, "dtype", None)
-    return f"{type(value).__name__} of dtype {dtype}" if dtype is not None else type(value).__name__
-
-
-def _preview(names, limit=5):
-    shown = ", ".join(repr(n) for n in names[:limit])
-    return f"[{shown}{', ...' if len(names) > limit else ''}]"
+def _fused_rule_of(cls):
+    return cls._fused_rule

@@ -45,8 +45,8 @@ class SGD(Optimizer):
 
     def _fused_rule(self):
         return _fused.rule_for(self, SGD, _fused.Rule(
-            _fused.SGD, ("accum",) if self.momentum > 0 else (), momentum=self.momentum,
-            dampening=self.dampening, nesterov=self.nesterov))
+            _fused.SGD, ("accum",) if self.momentum > 0 else (), momentum="momentum",
+            dampening="dampening", nesterov="nesterov"))
 
     def init_state(self, weight):
         return {}  # "accum" starts as the first gradient (MindSpore's per-parameter 'stat' flag)

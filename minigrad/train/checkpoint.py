@@ -151,7 +151,8 @@ class CheckpointParams(dict):
     ckpt_not_load = ()
 
 
-def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=None, optimizer=None):
+def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=None,
+                    optimizer=None):
     """Read a checkpoint; optionally load it into ``net`` and ``optimizer``.
 
     Args:
@@ -268,7 +269,8 @@ def _apply(plan, stacklevel):
 
 
 def _plan_load(net, parameter_dict, strict_load):
-    """Check ``parameter_dict`` against ``net``: a ``_Plan``, or a ValueError listing every problem."""
+    """Check ``parameter_dict`` against ``net``: a ``_Plan``, or a ValueError listing every
+    problem."""
     if not isinstance(parameter_dict, dict):
         raise TypeError(f"parameter_dict must be a dict, got {type(parameter_dict).__name__}")
     params = named_parameters(net)

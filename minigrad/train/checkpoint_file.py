@@ -257,7 +257,8 @@ def _array_mismatch(manifest, arrays):
 
 # ---- the optimizer-state tree -------------------------------------------------------------------
 def flatten(state, put):
-    """JSON-able tree of ``state``; arrays and tensors are stored with ``put`` and referenced by key."""
+    """JSON-able tree of ``state``; arrays and tensors are stored with ``put`` and referenced by
+    key."""
     if isinstance(state, dict):
         return {"dict": [[k if isinstance(k, (int, str)) else str(k), flatten(v, put)]
                          for k, v in state.items()]}

@@ -57,7 +57,8 @@ class Accuracy(Metric):
 
     def __init__(self, eval_type="classification"):
         if eval_type not in ("classification", "multilabel"):
-            raise ValueError(f"eval_type must be 'classification' or 'multilabel', got {eval_type!r}")
+            raise ValueError(f"eval_type must be 'classification' or 'multilabel', got "
+                             f"{eval_type!r}")
         self._type = eval_type
         super().__init__()
 
@@ -72,17 +73,17 @@ class Accuracy(Metric):
         y_pred, y = as_numpy(inputs[0]), as_numpy(inputs[1])
         if self._type == "multilabel":
             return self._update_multilabel(y_pred, y)
-        expected = (f"y_pred must have shape (N, C) and y shape (N,) (class ids) or (N, C) (one-hot "
-                    f"rows); got y_pred {y_pred.shape} and y {y.shape}")
+        expected = (f"y_pred must have shape (N, C) and y shape (N,) (class ids) or (N, C) "
+                    f"(one-hot rows); got y_pred {y_pred.shape} and y {y.shape}")
         if y_pred.ndim != 2:
             raise ValueError(f"Accuracy.update: {expected}")
         if y.ndim == 2:
             if y.shape != y_pred.shape:
                 raise ValueError(f"Accuracy.update: {expected}")
             if not (((y == 0) | (y == 1)).all() and (y.sum(axis=1) == 1).all()):
-                raise ValueError(f"Accuracy.update: y of shape {y.shape} (the shape of y_pred) must "
-                                 f"hold one-hot rows (0/1 values summing to 1); give class ids with "
-                                 f"shape ({y_pred.shape[0]},)")
+                raise ValueError(f"Accuracy.update: y of shape {y.shape} (the shape of y_pred) "
+                                 f"must hold one-hot rows (0/1 values summing to 1); give class "
+                                 f"ids with shape ({y_pred.shape[0]},)")
             y = y.argmax(axis=-1)
         if y.shape != y_pred.shape[:1]:
             raise ValueError(f"Accuracy.update: {expected}")
@@ -230,4 +231,5 @@ def get_metrics(metrics):
         return dict(metrics)
     if isinstance(metrics, (set, list, tuple)):
         return {name: get_metric_fn(name) for name in metrics}
-    raise TypeError(f"metrics must be a dict of Metrics or a set of names, got {type(metrics).__name__}")
+    raise TypeError(f"metrics must be a dict of Metrics or a set of names, got "
+                    f"{type(metrics).__name__}")

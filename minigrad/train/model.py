@@ -85,7 +85,8 @@ class Model:
         check_in("amp_level", amp_level, AMP_LEVELS, owner="Model")
         check_in("boost_level", boost_level, ("O0", "O1", "O2"), owner="Model")
         if boost_level != "O0":
-            raise NotImplementedError(f"Model: boost_level {boost_level!r} is not implemented; use 'O0'")
+            raise NotImplementedError(f"Model: boost_level {boost_level!r} is not implemented; "
+                                      f"use 'O0'")
         if optimizer is None and amp_level != "O0":
             raise ValueError(f"Model: amp_level={amp_level!r} needs an 'optimizer' (auto mixed "
                              f"precision builds the train network around it)")
@@ -102,7 +103,8 @@ class Model:
         if loss_scale_manager is not None:
             amp_config["loss_scale_manager"] = loss_scale_manager
         self._train_network = self._build_train_network(amp_config)
-        self._eval_network, self._eval_indexes = self._build_eval_network(eval_network, eval_indexes)
+        self._eval_network, self._eval_indexes = self._build_eval_network(eval_network,
+                                                                          eval_indexes)
         self._predict_network = network
 
     # ---- construction -------------------------------------------------------------------------
@@ -118,7 +120,8 @@ class Model:
 
     def _build_eval_network(self, eval_network, eval_indexes):
         if eval_network is not None:
-            if eval_indexes is not None and not (isinstance(eval_indexes, list) and len(eval_indexes) == 3):
+            if eval_indexes is not None and not (isinstance(eval_indexes, list)
+                                                 and len(eval_indexes) == 3):
                 raise ValueError(f"Model: 'eval_indexes' must be None or a list of 3 ints "
                                  f"[loss, predictions, labels], got {eval_indexes!r}")
             return eval_network, eval_indexes

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minigrad import backend
-from minigrad.amp import float_status as fs, kernels
+from minigrad.amp import float_status as fs
+from minigrad import _native
 from minigrad.tensor import Tensor
 from helpers import NO_GPU
 from helpers.bits import assert_same_values, from_bits, ref_unscale
@@ -56,9 +57,9 @@ class Engine:
 @pytest.fixture(params=ENGINES)
 def engine(request, monkeypatch):
     if request.param == "numpy":
-        monkeypatch.setattr(kernels, "host_library", lambda: None)
-    elif request.param == "host" and kernels.host_library() is None:
-        pytest.skip(f"no host build of the kernels: {kernels.host_library_error()}")
+        monkeypatch.setattr(_native, "host_library", lambda: None)
+    elif request.param == "host" and _native.host_library() is None:
+        pytest.skip(f"no host build of the kernels: {_native.host_library_error()}")
     return Engine(request.param)
 
 
@@ -365,11 +366,11 @@ class _CountingLaunches:
 
 
 def test_one_host_launch_per_dtype(monkeypatch):
-    lib = kernels.host_library()
+    lib = _native.host_library()
     if lib is None:
-        pytest.skip(f"no host build of the kernels: {kernels.host_library_error()}")
+        pytest.skip(f"no host build of the kernels: {_native.host_library_error()}")
     counter = _CountingLaunches(lib)
-    monkeypatch.setattr(kernels, "host_library", lambda: counter)
+    monkeypatch.setattr(_native, "host_library", lambda: counter)
     arrays = [numpy.ones(n, KERNEL_DTYPES[n % 2]) for n in range(1, 41)]
     fs.check_and_unscale(fs.alloc_status(), arrays, 0.5)
     assert sorted(counter.launches) == ["launch_check_unscale_fp16", "launch_check_unscale_fp32"]
@@ -383,8 +384,8 @@ def test_one_cuda_launch_per_dtype(monkeypatch):
     def counting_function(name, *args):
         counters.append(_CountingLaunches(real_function(name, *args)))
         return counters[-1]
-    real_function = kernels.cuda_function
-    monkeypatch.setattr(kernels, "cuda_function", counting_function)
+    real_function = _native.cuda_function
+    monkeypatch.setattr(_native, "cuda_function", counting_function)
     arrays = [backend.cupy.ones(n, KERNEL_DTYPES[n % 2]) for n in range(1, 41)]
     status = fs.alloc_status("GPU")
     fs.check_overflow(status, *arrays)

@@ -5,10 +5,11 @@ import pytest
 
 import minigrad
 from minigrad import amp
-from minigrad.amp import _status_launch, kernels, step as amp_step
+from minigrad.amp import _status_launch, step as amp_step
+from minigrad import _native
 from helpers.doubles import StepCountingOptimizer
 
-needs_host = pytest.mark.skipif(kernels.host_library() is None,
+needs_host = pytest.mark.skipif(_native.host_library() is None,
                                 reason="no host build of the kernels")
 
 
@@ -78,7 +79,7 @@ def test_unaligned_and_read_only_arrays():
 
 
 def test_plan_respects_a_missing_host_build(monkeypatch):
-    monkeypatch.setattr(kernels, "host_library", lambda: None)
+    monkeypatch.setattr(_native, "host_library", lambda: None)
     x = numpy.array([1.0, numpy.inf], numpy.float32)
     assert _status_launch.host_plan([x]) is None
     assert amp_step.unscale_and_check([x], 2.0)[1]

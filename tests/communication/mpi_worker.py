@@ -5,6 +5,8 @@ the whole global batch) for the reference.
     mpirun -np 2 python mpi_worker.py OUT_DIR            # every scenario, OUT_DIR/rank{r}.pkl
     mpirun -np 2 python mpi_worker.py OUT_DIR fail       # rank 1 raises at its third step
     mpirun -np 2 python mpi_worker.py OUT_DIR mismatch   # rank 1 builds a different model
+    mpirun -np 2 python mpi_worker.py OUT_DIR gpu        # CuPy arrays (host staging; NCCL too
+                                                         # with a GPU per rank)
 
 Each rank seeds its initialisation with its own seed: the reducer's broadcast of rank 0's
 parameters is what makes the ranks start identical, and rank 0's seed is the reference's.
@@ -136,6 +138,20 @@ def run_tf_overflow(rank, size, batch, poison_rank):
     return {"params": params(net), "reports": reports}
 
 
+def run_thor(rank, size, batch):
+    """THOR (refreshing its factors every 2 steps) in a TrainOneStepCell; None without nn.thor."""
+    if not hasattr(nn, "thor"):
+        return None
+    minigrad.set_seed(SEED + rank)
+    net = MLP()
+    opt = nn.thor(net, Tensor(numpy.float32(0.05)), Tensor(numpy.float32(0.01)), 0.9,
+                  frequency=2, batch_size=batch)
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn()), opt)
+    for x, y in batches(rank, size, batch):
+        train(x, y)
+    return {"params": params(net)}
+
+
 class CountingComm:
     """Wraps the group's communicator and counts its Allreduce calls."""
 
@@ -216,7 +232,7 @@ def run_callbacks(rank, out_dir):
 def scenarios(rank, size, batch):
     """Every scenario's results (the two overflow injections: on rank 1, and on no rank)."""
     out = {"fp32_cell": run_fp32_cell(rank, size, batch),
-           "o2_model": run_o2_model(rank, size, batch)}
+           "o2_model": run_o2_model(rank, size, batch), "thor": run_thor(rank, size, batch)}
     for poison in (1, None):
         out[f"cell_overflow_{poison}"] = run_cell_overflow(rank, size, batch, poison)
         out[f"grad_scaler_overflow_{poison}"] = run_grad_scaler_overflow(rank, size, batch, poison)
@@ -224,8 +240,24 @@ def scenarios(rank, size, batch):
     return out
 
 
-def main(out_dir, what="all"):
-    communication.init()
+def run_gpu(out_dir, backend_name):
+    """CuPy arrays through the collectives and a data-parallel step on the GPU."""
+    from minigrad.backend import cupy
+    rank = communication.get_rank()
+    if backend_name == "nccl":
+        cupy.cuda.Device(rank).use()
+    base = cupy.asarray(numpy.array([1.0, 10.0], numpy.float32)) * (rank + 1)
+    out = {"sum": communication.all_reduce(base).get(),
+           "broadcast": communication.broadcast(base, root=1).get()}
+    minigrad.set_context(device_target="GPU")
+    fp32 = run_fp32_cell(rank, communication.get_group_size(), BATCH)
+    out["params"] = {k: cupy.asnumpy(v) for k, v in fp32["params"].items()}
+    with open(os.path.join(out_dir, f"gpu{backend_name}{rank}.pkl"), "wb") as f:
+        pickle.dump(out, f)
+
+
+def main(out_dir, what="all", backend_name="mpi"):
+    communication.init(backend_name)
     rank, size = communication.get_rank(), communication.get_group_size()
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
     if what == "fail":
@@ -237,6 +269,9 @@ def main(out_dir, what="all"):
             if rank == 1 and step == 2:
                 raise ValueError("rank 1 fails on purpose at step 2")
             train(x, y)
+        return
+    if what == "gpu":
+        run_gpu(out_dir, backend_name)
         return
     if what == "mismatch":
         net = MLP(hidden=8 + rank)

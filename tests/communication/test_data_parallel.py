@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy
 import pytest
+from helpers import NO_GPU
 from helpers.mpi import launch
 
 import minigrad
+from minigrad import backend
 
 WORKER = Path(__file__).with_name("mpi_worker.py")
 _spec = importlib.util.spec_from_file_location("mpi_worker", WORKER)
@@ -98,6 +100,13 @@ def test_o2_dynamic_scaling_matches_one_process(ranks, reference):
     assert_close(ranks[0]["o2_model"]["params"], reference["o2_model"]["params"], 2e-3, 2e-3)
 
 
+def test_thor_bit_identical_and_matches_one_process(ranks, reference):
+    if ranks[0]["thor"] is None:
+        pytest.skip("nn.thor is not in this minigrad")
+    assert_bit_identical(ranks[0]["thor"]["params"], ranks[1]["thor"]["params"])
+    assert_close(ranks[0]["thor"]["params"], reference["thor"]["params"], 1e-5, 1e-6)
+
+
 @pytest.mark.parametrize("face", FACES)
 def test_overflow_on_one_rank_skips_on_both(ranks, reference, face):
     reports = [r[f"{face}_overflow_1"]["reports"] for r in ranks]
@@ -169,3 +178,21 @@ def test_logs_and_checkpoints_are_written_by_rank_zero_unless_asked(ranks):
 def test_every_rank_loads_the_checkpoint(ranks):
     for r in ranks:
         assert_bit_identical(r["callbacks"]["loaded"], ranks[0]["callbacks"]["params"])
+
+
+@pytest.mark.gpu
+@NO_GPU
+@pytest.mark.parametrize("backend_name", ["mpi", "nccl"])
+def test_cupy_arrays_on_two_ranks(tmp_path, backend_name):
+    if backend_name == "nccl" and backend.cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("NCCL needs a GPU per rank (2 GPUs)")
+    returncode, output = launch(WORKER, tmp_path, "gpu", backend_name, timeout=120)
+    assert returncode == 0, output
+    ranks = []
+    for rank in range(2):
+        with open(tmp_path / f"gpu{backend_name}{rank}.pkl", "rb") as f:
+            ranks.append(pickle.load(f))
+    for r in ranks:
+        assert r["sum"].tolist() == [3.0, 30.0]
+        assert r["broadcast"].tolist() == [2.0, 20.0]
+    assert_bit_identical(ranks[0]["params"], ranks[1]["params"])

@@ -11,16 +11,16 @@ import numpy
 import pytest
 
 from minigrad import _fastcast
-from minigrad.amp import kernels
+from minigrad import _native
 from minigrad._fastcast import convert
 
 F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 
 
 def native():
-    fns = _fastcast._functions()
+    fns = _native.loaded().conversions
     if fns is None:
-        pytest.skip(f"no vector conversion in the host library ({kernels.host_library_error()})")
+        pytest.skip(f"no vector conversion in the host library ({_native.host_library_error()})")
     return fns
 
 
@@ -157,7 +157,7 @@ def test_native_path_is_used_for_large_dense_arrays(monkeypatch):
             calls.append(key)
             return fns[key](*args)
         return call
-    monkeypatch.setitem(_fastcast._native, "fns", {key: recording(key) for key in fns})
+    monkeypatch.setattr(_native.loaded(), "conversions", {key: recording(key) for key in fns})
     x = numpy.ones(_fastcast.MIN_SIZE, F32)
     _fastcast.convert(_fastcast.convert(x, F16), F32)
     _fastcast.convert(x[:10], F16)
@@ -165,7 +165,7 @@ def test_native_path_is_used_for_large_dense_arrays(monkeypatch):
 
 
 def test_without_the_native_routine_numpy_converts(monkeypatch):
-    monkeypatch.setitem(_fastcast._native, "fns", None)
+    monkeypatch.setattr(_native.loaded(), "conversions", None)
     x = adversarial_floats()[:50_000]
     same_bits(_fastcast.convert(x, F16), quiet_astype(x, F16))
     h = all_halves()
@@ -186,7 +186,7 @@ def test_read_only_input_converts_natively():
     h = x.astype(F16)
     h.flags.writeable = False
     same_bits(_fastcast.convert(h, F32), h.astype(F32))
-    assert fns == _fastcast._functions()
+    assert fns == _native.loaded().conversions
 
 
 @pytest.mark.parametrize("value", [1e-10, 1e-6, -3e-8])  # flushes to zero; inexact subnormals

@@ -40,7 +40,7 @@ def native_unavailable_reason():
     """
     if os.environ.get("MINIGRAD_NATIVE", "1") == "0":
         return "the native host kernels are off (MINIGRAD_NATIVE=0)"
-    from minigrad.amp import kernels
-    if kernels.host_library() is None:
-        return f"no native host kernels: {kernels.host_library_error()}"
+    from minigrad import _native
+    if _native.host_library() is None:
+        return f"no native host kernels: {_native.host_library_error()}"
     return None

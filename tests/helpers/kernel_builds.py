@@ -7,7 +7,7 @@ import shutil
 import numpy
 import pytest
 
-from minigrad.amp import kernels
+from minigrad import _native
 from helpers.bits import UINT
 
 SPECIALS = {numpy.dtype(numpy.float16): [0x7C00, 0xFC00, 0x7E01, 0xFFFF, 0x7BFF, 0x8000, 0x0001],
@@ -31,17 +31,17 @@ def build_host_library(flags, tmp_path_factory):
     """The runtime host library (``flags`` None) or the kernels compiled with ``flags``; skips,
     with the reason, where there is no library or no compiler."""
     if flags is None:
-        lib = kernels.host_library()
+        lib = _native.host_library()
         if lib is None:
-            pytest.skip(f"no host build of the kernels: {kernels.host_library_error()}")
+            pytest.skip(f"no host build of the kernels: {_native.host_library_error()}")
         return lib
     compiler = shutil.which("g++") or shutil.which("clang++")
     if compiler is None:
         pytest.skip("no C++ compiler: host builds skipped")
     path = tmp_path_factory.mktemp("build") / "float_status.so"
-    sources = {name: kernels.read_source(name) for name in kernels.HOST_SOURCES}
-    kernels._compile(compiler, kernels.HOST_FLAGS + flags, sources, path)
-    return kernels._bind(ctypes.CDLL(str(path)))
+    sources = {name: _native.read_source(name) for name in _native.HOST_SOURCES}
+    _native._compile(compiler, _native.HOST_FLAGS + flags, sources, path)
+    return _native._bind(ctypes.CDLL(str(path)))
 
 
 def make_array(dtype, n, offset, seed, injected=()):

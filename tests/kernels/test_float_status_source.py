@@ -19,7 +19,8 @@ import numpy
 import pytest
 from hypothesis import given, strategies as st
 
-from minigrad.amp import _status_launch, float_status as fs, kernels
+from minigrad.amp import _status_launch, float_status as fs
+from minigrad import _native
 from helpers.bits import UINT, assert_same_values, ref_unscale
 from helpers.kernel_builds import SPECIALS, make_array
 
@@ -35,14 +36,14 @@ def test_nvcc_compiles_float_status(arch, tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found: CUDA compile check skipped (install the CUDA toolkit)")
-    source = tmp_path / kernels.STATUS_SOURCE
-    source.write_text(kernels.read_source(kernels.STATUS_SOURCE))
+    source = tmp_path / _native.STATUS_SOURCE
+    source.write_text(_native.read_source(_native.STATUS_SOURCE))
     ptx = tmp_path / "float_status.ptx"
-    result = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *kernels.CUDA_OPTIONS, str(source),
+    result = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *_native.CUDA_OPTIONS, str(source),
                              "-o", str(ptx)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     text = ptx.read_text()
-    for name in kernels.STATUS_KERNELS:
+    for name in _native.STATUS_KERNELS:
         assert f".entry {name}(" in text
     assert "ld.global.nc.v4.u32" in text  # wide read-only loads in the check kernels
     assert "atom." not in text and "red." not in text  # the flag is a plain store
@@ -117,46 +118,58 @@ def test_property_host_kernels(host_lib, dtype, chunk, data):
 # ---- build cache and fallback ----------------------------------------------------------------------
 
 def test_sources_are_found():
-    assert "check_unscale_fp16" in kernels.read_source(kernels.STATUS_SOURCE)
-    assert "mg_launch" in kernels.read_source("host_shim.h")
+    assert "check_unscale_fp16" in _native.read_source(_native.STATUS_SOURCE)
+    assert "mg_launch" in _native.read_source("host_shim.h")
 
 
-def test_host_library_is_built_once_and_moved_into_place(tmp_path, monkeypatch):
+def test_host_library_is_built_once_and_moved_into_place(tmp_path, monkeypatch, capsys):
     if shutil.which("g++") is None and shutil.which("clang++") is None:
         pytest.skip("no C++ compiler")
     monkeypatch.setenv("MINIGRAD_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("MINIGRAD_NATIVE", raising=False)  # the suite also runs with it set to 0
-    monkeypatch.setattr(kernels, "_host", {})
-    assert kernels.host_library() is not None, kernels.host_library_error()
+    monkeypatch.setattr(_native, "_host", None)
+    capsys.readouterr()
+    assert _native.host_library() is not None, _native.host_library_error()
     built = list(tmp_path.iterdir())
     assert len(built) == 1 and built[0].suffix == ".so"  # no staging files left behind
+    # the build (seconds, once per machine) says so in one line; loading the cached file is silent
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("minigrad: built the native host kernels in ")
+    assert str(tmp_path) in lines[0]
     stamp = built[0].stat().st_mtime_ns
-    monkeypatch.setattr(kernels, "_host", {})
-    assert kernels.host_library() is not None
+    monkeypatch.setattr(_native, "_host", None)
+    assert _native.host_library() is not None
     assert list(tmp_path.iterdir()) == built and built[0].stat().st_mtime_ns == stamp
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("setting", [("CXX", "/nonexistent/c++"), ("MINIGRAD_NATIVE", "0")])
-def test_without_host_build_numpy_takes_over(tmp_path, monkeypatch, setting):
+def test_without_host_build_numpy_takes_over(tmp_path, monkeypatch, setting, capsys):
     monkeypatch.setenv("MINIGRAD_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv(*setting)
-    monkeypatch.setattr(kernels, "_host", {})
-    assert kernels.host_library() is None
-    assert kernels.host_library_error()
+    monkeypatch.setattr(_native, "_host", None)
+    capsys.readouterr()
+    assert _native.host_library() is None
+    assert _native.host_library_error()
+    # said once, with the reason: later calls are silent
+    _native.host_library(), _native.host_library_error(), _native.host_threads()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"minigrad: native host kernels unavailable "
+                     f"({_native.host_library_error()}); using the NumPy fallback"]
     x = numpy.array([1, 2, numpy.inf], numpy.float16)
     assert not fs.all_finite([x]) and fs.all_finite([x[:2]])
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_forked_child_checks_on_one_thread():
-    if kernels.host_library() is None:
-        pytest.skip(f"no host build of the kernels: {kernels.host_library_error()}")
+    if _native.host_library() is None:
+        pytest.skip(f"no host build of the kernels: {_native.host_library_error()}")
     x = numpy.ones(_status_launch.HOST_PARALLEL_MIN, numpy.float32)  # a parallel launch
     fs.check_overflow(fs.alloc_status(), x)  # the parent's OpenMP pool is now running
     pid = os.fork()
     if pid == 0:  # child: must neither hang nor give a wrong answer
         x[-1] = numpy.nan
-        ok = kernels.host_threads() == 1 and not fs.all_finite([x])
+        ok = _native.host_threads() == 1 and not fs.all_finite([x])
         os._exit(0 if ok else 1)
     deadline = time.monotonic() + 60
     while True:

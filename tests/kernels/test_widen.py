@@ -70,7 +70,7 @@ def test_step_flags_nonfinite_fp16():
 
 
 def test_widen_without_host_build_matches(monkeypatch):
-    monkeypatch.setattr(_status_launch.kernels, "host_library", lambda: None)
+    monkeypatch.setattr(_status_launch._native, "host_library", lambda: None)
     x = (numpy.random.default_rng(6).standard_normal(5000) * 100).astype(numpy.float16)[1:]
     status = numpy.zeros(8, numpy.float32)
     out, empty = _status_launch.widen(status, [x, x[:0]], 0.25)

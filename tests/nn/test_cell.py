@@ -467,6 +467,6 @@ def test_deepcopy_network_and_optimizer_independent():
     opt = nn.Adam([p], 0.1)
     opt((Tensor(np.ones(4, np.float16)),))
     opt2 = copy.deepcopy(opt)
-    assert opt2._states[0]["moment1"] is not opt._states[0]["moment1"]
+    assert opt2.slots.states[0]["moment1"] is not opt.slots.states[0]["moment1"]
     opt2((Tensor(np.ones(4, np.float16)),))
     assert opt.global_step == 1 and float(p.data[0]) == pytest.approx(0.9, abs=1e-3)

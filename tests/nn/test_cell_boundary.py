@@ -39,8 +39,8 @@ def test_a_float64_batch_trains_an_fp32_model_in_fp32():
     (nn.Dense(2, 2), ([[1.0, 2.0]],), "'x'"),
     (nn.MSELoss(), ([1.0, 2.0], Tensor(numpy.ones(2, numpy.float32))), "'logits'"),
     (nn.MSELoss(), (Tensor(numpy.ones(2, numpy.float32)), [1.0, 2.0]), "'labels'"),
-    (nn.SoftmaxCrossEntropyWithLogits(sparse=True), ([[1.0, 2.0]], Tensor(numpy.zeros(1, numpy.int32))),
-     "'logits'"),
+    (nn.SoftmaxCrossEntropyWithLogits(sparse=True),
+     ([[1.0, 2.0]], Tensor(numpy.zeros(1, numpy.int32))), "'logits'"),
 ], ids=["Dense", "MSELoss-logits", "MSELoss-labels", "cross-entropy"])
 def test_lists_are_refused_by_layers_and_losses_naming_the_argument(cell, args, name):
     with pytest.raises(TypeError, match=rf"{name} must be a Tensor \(or a NumPy array\), got list"):
@@ -129,7 +129,8 @@ def test_model_train_flags_and_counts_follow_the_one_rule():
     from minigrad.train import Model
     net = nn.Dense(1, 1)
     model = Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.01, 0.9))
-    batches = [(Tensor(numpy.ones((2, 1), numpy.float32)), Tensor(numpy.ones((2, 1), numpy.float32)))]
+    ones = Tensor(numpy.ones((2, 1), numpy.float32))
+    batches = [(ones, ones)]
     with pytest.raises(TypeError, match="epoch must be a positive int, got 2.0"):
         model.train(2.0, batches)
     with pytest.raises(TypeError, match="dataset_sink_mode must be a bool"):

@@ -9,6 +9,7 @@ import pytest
 
 import minigrad
 from minigrad import Parameter, Tensor, ops
+from minigrad import _native
 from minigrad._fastcast import MIN_SIZE
 from minigrad.ops.arithmetic import _arith
 from minigrad.optim import SGD
@@ -176,7 +177,7 @@ def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch)
         losses = [float(cell(x, y)[0].asnumpy()) for _ in range(5)]
         return losses, [p.data.copy() for p in net.trainable_params()]
 
-    native = _fastcast._functions()
+    native = _native.loaded().conversions
     if native is None:
         pytest.skip("the host library has no vector conversion (a CPU without F16C)")
     calls = []
@@ -186,10 +187,10 @@ def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch)
             calls.append(pair)
             return fn(*args)
         return call
-    monkeypatch.setitem(_fastcast._native, "fns", {pair: counted(pair, fn) for pair, fn in native.items()})
+    monkeypatch.setattr(_native.loaded(), "conversions", {pair: counted(pair, fn) for pair, fn in native.items()})
     fast = train()
     assert set(calls) == set(native), "the native conversion did not run both ways"
-    monkeypatch.setitem(_fastcast._native, "fns", None)
+    monkeypatch.setattr(_native.loaded(), "conversions", None)
     plain = train()
     assert fast[0] == plain[0]
     for a, b in zip(fast[1], plain[1]):

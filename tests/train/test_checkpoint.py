@@ -288,7 +288,8 @@ def test_one_checkpoint_entry_never_loads_into_two_parameters():
     net = Nested()
     old_inner = net.inner.fc.weight.asnumpy().copy()
     with pytest.warns(UserWarning, match="not loaded"):
-        not_loaded, _ = mg.train.load_param_into_net(net, {"fc.weight": np.full((2, 2), 3, np.float32)})
+        not_loaded, _ = mg.train.load_param_into_net(
+            net, {"fc.weight": np.full((2, 2), 3, np.float32)})
     np.testing.assert_array_equal(net.fc.weight.asnumpy(), np.full((2, 2), 3))
     np.testing.assert_array_equal(net.inner.fc.weight.asnumpy(), old_inner)
     assert "inner.fc.weight" in not_loaded

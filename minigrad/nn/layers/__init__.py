@@ -1,5 +1,7 @@
-"""Layers: one file per family (basic, conv, normalization, pooling, activation, embedding, container)."""
-from minigrad.nn.layers.activation import ReLU, Sigmoid, Tanh, GELU, Softmax, LogSoftmax, get_activation
+"""Layers: one file per family (basic, conv, normalization, pooling, activation, embedding,
+container); ``spatial_args`` holds the arguments the 2-D layers share."""
+from minigrad.nn.layers.activation import (ReLU, Sigmoid, Tanh, GELU, Softmax, LogSoftmax,
+                                           get_activation)
 from minigrad.nn.layers.basic import Dense, Flatten, Dropout
 from minigrad.nn.layers.conv import Conv2d
 from minigrad.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm

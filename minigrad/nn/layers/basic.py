@@ -46,14 +46,16 @@ class Dense(Cell):
     def construct(self, x):
         check_tensor("Dense", "x", x)
         if x.shape[-1] != self.in_channels:
-            raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape {x.shape}")
+            raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape "
+                             f"{x.shape}")
         y = ops.dense(x, self.weight, self.bias)
         if self.activation is not None:
             y = self.activation(y)
         return y
 
     def extend_repr(self):
-        return f"input_channels={self.in_channels}, output_channels={self.out_channels}, has_bias={self.has_bias}"
+        return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "
+                f"has_bias={self.has_bias}")
 
 
 class Flatten(Cell):

@@ -47,7 +47,8 @@ class _CellSequence(Cell):
                         param.name = f"{prefix}{key}.{path}"
                 for _, sub in cell.cells_and_names():
                     if sub._scope.startswith(f"{prefix}{old}."):
-                        sub.__dict__["_scope"] = f"{prefix}{key}." + sub._scope[len(f"{prefix}{old}."):]
+                        rest = sub._scope[len(f"{prefix}{old}."):]
+                        sub.__dict__["_scope"] = f"{prefix}{key}." + rest
 
     def _prefix(self):
         """The prefix of this container's auto-named parameter names (None if none shows it)."""
@@ -55,7 +56,8 @@ class _CellSequence(Cell):
             for path, param in cell.parameters_and_names():
                 end = f"{key}.{path}"
                 head = param.name[:-len(end)]
-                if not param._user_named and param.name.endswith(end) and (not head or head.endswith(".")):
+                if (not param._user_named and param.name.endswith(end)
+                        and (not head or head.endswith("."))):
                     return head
         return None
 
@@ -85,9 +87,11 @@ class _CellSequence(Cell):
 
     def _position(self, index):
         if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"{type(self).__name__} index must be an int or a slice, got {type(index).__name__}")
+            raise TypeError(f"{type(self).__name__} index must be an int or a slice, got "
+                            f"{type(index).__name__}")
         if not -len(self) <= index < len(self):
-            raise IndexError(f"{type(self).__name__} index {index} is out of range for length {len(self)}")
+            raise IndexError(f"{type(self).__name__} index {index} is out of range for length "
+                             f"{len(self)}")
         return index % len(self)
 
     def __len__(self):

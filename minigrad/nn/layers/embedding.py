@@ -37,7 +37,8 @@ class Embedding(Cell):
                 raise TypeError(f"padding_idx must be None or an int, got {padding_idx!r} "
                                 f"({type(padding_idx).__name__})")
             if not 0 <= padding_idx < vocab_size:  # MindSpore: [0, vocab_size), no negative ids
-                raise ValueError(f"padding_idx must be None or an int in [0, {vocab_size}), got {padding_idx!r}")
+                raise ValueError(f"padding_idx must be None or an int in [0, {vocab_size}), got "
+                                 f"{padding_idx!r}")
             padding_idx = int(padding_idx)
             table.data[padding_idx] = 0
         self.padding_idx = padding_idx
@@ -49,7 +50,8 @@ class Embedding(Cell):
         if not self.use_one_hot:
             return ops.embedding(ids, self.embedding_table)
         xp = backend.get_array_module(ids.data)
-        one_hot = (ids.data[..., None] == xp.arange(self.vocab_size)).astype(self.embedding_table.dtype)
+        one_hot = (ids.data[..., None] == xp.arange(self.vocab_size))
+        one_hot = one_hot.astype(self.embedding_table.dtype)
         return ops.matmul(Tensor(one_hot), self.embedding_table)
 
     def extend_repr(self):

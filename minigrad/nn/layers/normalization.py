@@ -1,5 +1,6 @@
 """BatchNorm1d, BatchNorm2d and LayerNorm."""
 from minigrad import dtype as dtypes, ops
+from minigrad.nn import running_stats
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
 from minigrad._checks import (check_bool, check_float, check_int, check_positive,
@@ -18,7 +19,8 @@ class _BatchNorm(Cell):
 
     The moving statistics are non-trainable float32 Parameters ``moving_mean`` and
     ``moving_variance`` (the parameter-casting helper leaves them float32); the statistics are
-    computed in float32 whatever the input dtype.
+    computed in float32 whatever the input dtype. A loss-scaled step that is skipped restores
+    them (``minigrad.nn.running_stats``).
     """
     _ndims = ()
     _fp32_params = ("moving_mean", "moving_variance")
@@ -37,17 +39,24 @@ class _BatchNorm(Cell):
         shape = (num_features,)
         self.gamma = Parameter(initializer(gamma_init, shape), requires_grad=affine)
         self.beta = Parameter(initializer(beta_init, shape), requires_grad=affine)
-        self.moving_mean = Parameter(initializer(moving_mean_init, shape, dtypes.float32), requires_grad=False)
-        self.moving_variance = Parameter(initializer(moving_var_init, shape, dtypes.float32), requires_grad=False)
+        self.moving_mean = Parameter(initializer(moving_mean_init, shape, dtypes.float32),
+                                     requires_grad=False)
+        self.moving_variance = Parameter(initializer(moving_var_init, shape, dtypes.float32),
+                                         requires_grad=False)
 
     def construct(self, x):
         if x.ndim not in self._ndims:
-            raise ValueError(f"{type(self).__name__} expects an input of {' or '.join(map(str, self._ndims))} "
-                             f"dimensions, got shape {x.shape}")
+            ranks = " or ".join(map(str, self._ndims))
+            raise ValueError(f"{type(self).__name__} expects an input of {ranks} dimensions, got "
+                             f"shape {x.shape}")
         if x.shape[1] != self.num_features:
-            raise ValueError(f"{type(self).__name__}(num_features={self.num_features}) got an input "
-                             f"with {x.shape[1]} channels (shape {x.shape})")
-        use_batch = self.training if self.use_batch_statistics is None else self.use_batch_statistics
+            raise ValueError(f"{type(self).__name__}(num_features={self.num_features}) got an "
+                             f"input with {x.shape[1]} channels (shape {x.shape})")
+        use_batch = self.use_batch_statistics
+        if use_batch is None:
+            use_batch = self.training
+        if use_batch:  # the update below writes them: a skipped step restores them
+            running_stats.save(self.moving_mean, self.moving_variance)
         # ops.batch_norm follows PyTorch: running = (1 - m) running + m batch, so m = 1 - momentum
         return ops.batch_norm(x, self.gamma, self.beta, self.moving_mean, self.moving_variance,
                               training=use_batch, momentum=1.0 - self.momentum, eps=self.eps)
@@ -78,8 +87,8 @@ class BatchNorm2d(_BatchNorm):
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init="ones",
                  beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones",
                  use_batch_statistics=None, data_format="NCHW"):
-        super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init, moving_mean_init,
-                         moving_var_init, use_batch_statistics)
+        super().__init__(num_features, eps, momentum, affine, gamma_init, beta_init,
+                         moving_mean_init, moving_var_init, use_batch_statistics)
         self.data_format = check_data_format(data_format)
 
 
@@ -101,14 +110,16 @@ class LayerNorm(Cell):
             range for the input is refused at the call.
     """
 
-    def __init__(self, normalized_shape, begin_norm_axis=-1, begin_params_axis=-1, gamma_init="ones",
-                 beta_init="zeros", epsilon=1e-7):
+    def __init__(self, normalized_shape, begin_norm_axis=-1, begin_params_axis=-1,
+                 gamma_init="ones", beta_init="zeros", epsilon=1e-7):
         super().__init__()
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         if not isinstance(normalized_shape, (tuple, list)):
-            raise TypeError(f"normalized_shape must be a tuple or list of ints, got {normalized_shape!r}")
-        self.normalized_shape = tuple(check_positive_int("normalized_shape", n) for n in normalized_shape)
+            raise TypeError(f"normalized_shape must be a tuple or list of ints, got "
+                            f"{normalized_shape!r}")
+        self.normalized_shape = tuple(check_positive_int("normalized_shape", n)
+                                      for n in normalized_shape)
         self.epsilon = check_positive("epsilon", epsilon)
         self.begin_norm_axis = check_int("begin_norm_axis", begin_norm_axis, owner="LayerNorm")
         self.begin_params_axis = check_int("begin_params_axis", begin_params_axis,
@@ -126,5 +137,6 @@ class LayerNorm(Cell):
                               begin_params_axis=self.begin_params_axis, eps=self.epsilon)
 
     def extend_repr(self):
-        return (f"normalized_shape={self.normalized_shape}, begin_norm_axis={self.begin_norm_axis}, "
+        return (f"normalized_shape={self.normalized_shape}, "
+                f"begin_norm_axis={self.begin_norm_axis}, "
                 f"begin_params_axis={self.begin_params_axis}, epsilon={self.epsilon}")

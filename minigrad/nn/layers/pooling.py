@@ -15,7 +15,9 @@ class _Pool2d(Cell):
         self.data_format = check_data_format(data_format)
 
     def _padding(self, x):
-        return same_padding(x.shape[2:], self.kernel_size, self.stride) if self.pad_mode == "same" else 0
+        if self.pad_mode != "same":
+            return 0
+        return same_padding(x.shape[2:], self.kernel_size, self.stride)
 
     def extend_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, pad_mode={self.pad_mode}"
@@ -47,4 +49,5 @@ class AvgPool2d(_Pool2d):
     """
 
     def construct(self, x):
-        return ops.avg_pool2d(x, self.kernel_size, self.stride, self._padding(x), count_include_pad=False)
+        return ops.avg_pool2d(x, self.kernel_size, self.stride, self._padding(x),
+                              count_include_pad=False)

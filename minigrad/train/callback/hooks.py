@@ -37,7 +37,8 @@ class CallbackParam(dict):
 
 
 class RunContext:
-    """What a callback hook receives: ``original_args()`` (the ``cb_params``) and ``request_stop()``."""
+    """What a callback hook receives: ``original_args()`` (the ``cb_params``) and
+    ``request_stop()``."""
 
     def __init__(self, original_args):
         self._original_args = original_args
@@ -47,7 +48,8 @@ class RunContext:
         return self._original_args
 
     def request_stop(self):
-        """Stop training after the current step (its ``on_train_epoch_end``/``on_train_end`` still run)."""
+        """Stop training after the current step (its ``on_train_epoch_end`` and ``on_train_end``
+        still run)."""
         self._stop_requested = True
 
     def get_stop_requested(self):

@@ -1,4 +1,4 @@
-"""``CheckpointConfig`` and ``ModelCheckpoint``: saving checkpoints during training, with rotation."""
+"""``CheckpointConfig`` and ``ModelCheckpoint``: checkpoints saved during training, rotated."""
 import os
 import time
 
@@ -75,8 +75,8 @@ class ModelCheckpoint(Callback):
     files are written atomically (see ``save_checkpoint``). As in MindSpore, when ``directory``
     already holds checkpoints of an earlier run with this prefix (``CKP-*.ckpt``,
     ``CKP_1-*.ckpt``, ...), the prefix becomes ``CKP_<n>`` with the next free ``n``, so a new run
-    never overwrites, nor rotates away, the files of an earlier one. A final checkpoint is written at the
-    end of training unless the last step was just saved. Restore with
+    never overwrites, nor rotates away, the files of an earlier one. A final checkpoint is written
+    at the end of training unless the last step was just saved. Restore with
     ``load_checkpoint(path, net=network, optimizer=optimizer)``.
 
     Args:

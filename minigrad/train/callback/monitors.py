@@ -69,7 +69,8 @@ class TimeMonitor(Callback):
         cb_params = run_context.original_args()
         epoch_ms = (time.perf_counter() - self._start) * 1000
         steps = self.data_size or cb_params.batch_num or 1
-        print(f"epoch time: {epoch_ms:.3f} ms, per step time: {epoch_ms / steps:.3f} ms", flush=True)
+        print(f"epoch time: {epoch_ms:.3f} ms, per step time: {epoch_ms / steps:.3f} ms",
+              flush=True)
 
 
 class History(Callback):
@@ -126,4 +127,5 @@ class LossScaleMonitor(Callback):
         self.overflows.append(overflow)
         n = self.per_print_times
         if n and (overflow or cb_params.cur_step_num % n == 0):
-            print(f"step {cb_params.cur_step_num}: loss scale {scale:g}, overflow: {overflow}", flush=True)
+            print(f"step {cb_params.cur_step_num}: loss scale {scale:g}, overflow: {overflow}",
+                  flush=True)

@@ -1,4 +1,4 @@
-"""The one place that finds, compiles and loads minigrad's raw kernels (``kernels/*.cu``).
+"""The one place that finds, compiles and loads minigrad's native kernels (``kernels/``).
 
 The same CUDA source runs on two targets:
 
@@ -10,12 +10,17 @@ The same CUDA source runs on two targets:
   moved into place atomically, so concurrent processes never load a half-written file. With no
   compiler (or ``MINIGRAD_NATIVE=0``) ``host_library()`` returns None and callers use NumPy.
   The same library also holds the host-only fp16<->fp32 conversion (``kernels/convert_host.cpp``,
-  used by ``minigrad._fastcast``) and the fused optimizer steps (``kernels/optim_host.cpp``, used
-  by ``minigrad.optim._fused``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
+  used by ``minigrad._fastcast``), the fused fp16 passes of the ops (``minigrad.ops.
+  _fp16_passes``) and the fused optimizer steps (``kernels/optim_host.cpp``, used by
+  ``minigrad.optim._fused``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
+
+The process loads it once, into one ``HostBuild`` record (``loaded()``) that every caller reads;
+building it prints one line to stderr, and so does falling back to NumPy.
 
 The sources ship as package data of ``minigrad.kernels`` (mapped from the top-level
 ``kernels/`` folder); a source checkout reads that folder directly.
 """
+import contextlib
 import ctypes
 import hashlib
 import importlib.resources
@@ -24,8 +29,12 @@ import pathlib
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+import time
+
+import numpy
 
 from minigrad import backend
 
@@ -48,7 +57,6 @@ _LAUNCH_ARGTYPES = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_uin
 _lock = threading.Lock()
 _cuda_modules = {}
 _cuda_functions = {}
-_host = {}
 
 
 def read_source(name):
@@ -56,7 +64,7 @@ def read_source(name):
     try:
         root = importlib.resources.files("minigrad.kernels")
     except ModuleNotFoundError:  # a source checkout: kernels/ sits beside minigrad/
-        root = pathlib.Path(__file__).resolve().parents[2] / "kernels"
+        root = pathlib.Path(__file__).resolve().parents[1] / "kernels"
     return root.joinpath(name).read_text()
 
 
@@ -74,24 +82,71 @@ def cuda_function(name, source=STATUS_SOURCE):
     return function
 
 
+class HostBuild:
+    """What the host build gives this process, loaded once (``loaded()``).
+
+    Attributes:
+        lib: the ``ctypes.CDLL``, or None (no compiler, every compile failed, or
+            ``MINIGRAD_NATIVE=0``).
+        error: why ``lib`` is None (a string), or None.
+        pid: the process that loaded it (OpenMP's pool does not survive a fork).
+        conversions: ``{(from, to): C function}`` for float16 <-> float32, or None when there is
+            no library or it has no vector conversion (a CPU without F16C).
+        fp16_passes: the library for the fused fp16 passes of ``minigrad._fp16_passes``, or None
+            (also whenever ``conversions`` is None).
+        optimizer_step: the fused optimizer update ``mg_fused_update``, or None.
+    """
+    __slots__ = ("lib", "error", "pid", "conversions", "fp16_passes", "optimizer_step")
+
+    def __init__(self, lib, error):
+        self.lib, self.error, self.pid = lib, error, os.getpid()
+        vector = lib is not None and bool(lib.mg_convert_vectorized())
+        self.conversions = {(_F16, _F32): lib.mg_half_to_float,
+                            (_F32, _F16): lib.mg_float_to_half} if vector else None
+        self.fp16_passes = lib if vector else None
+        self.optimizer_step = None if lib is None else lib.mg_fused_update
+
+
+_F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
+_host = None  # the process's HostBuild once loaded
+
+
+def loaded():
+    """The process's ``HostBuild``, loading (and if needed compiling) it on the first call.
+
+    The first call prints one line to stderr when it compiles the library (about 3 s, once per
+    source, flags and machine) or when the NumPy fallback is in use, saying why.
+    """
+    host = _host
+    if host is None:  # the lock only for the first call: later ones are on the step's hot path
+        host = _load_once()
+    return host
+
+
+def _load_once():
+    global _host
+    with _lock:
+        if _host is None:
+            lib, error = _load_host_library()
+            if lib is None:
+                print(f"minigrad: native host kernels unavailable ({error}); using the NumPy "
+                      f"fallback", file=sys.stderr)
+            _host = HostBuild(lib, error)
+    return _host
+
+
 def host_library():
-    """The float-status kernels compiled for this CPU (a ``ctypes.CDLL``), or None.
+    """The kernels compiled for this CPU (a ``ctypes.CDLL``), or None.
 
     None means no compiler was found, every compile failed, or ``MINIGRAD_NATIVE=0``;
     ``host_library_error()`` says which. The library exports ``launch_<kernel>`` for each name
     in ``STATUS_KERNELS`` (arguments: the number of blocks, then those of the CUDA kernel) and
     ``host_threads()``, the number of host threads a launch can use; and the conversions
     ``mg_half_to_float``, ``mg_float_to_half`` and ``mg_convert_vectorized`` (see
-    ``kernels/convert_host.cpp``) and ``mg_fused_update`` (``kernels/optim_host.cpp``): the C
-    functions of ``_HOST_FUNCTIONS``.
+    ``kernels/convert_host.cpp``), the fp16 passes and ``mg_fused_update``
+    (``kernels/optim_host.cpp``): the C functions of ``_HOST_FUNCTIONS``.
     """
-    if "lib" not in _host:  # the lock only for the first call: later ones are on the step's hot path
-        with _lock:
-            if "lib" not in _host:
-                lib, error = _load_host_library()
-                _host["pid"], _host["error"] = os.getpid(), error
-                _host["lib"] = lib  # last: a reader that sees it sees the rest
-    return _host["lib"]
+    return loaded().lib
 
 
 def host_threads():
@@ -100,16 +155,28 @@ def host_threads():
     1 in a process forked after the library was loaded: GNU OpenMP's thread pool does not
     survive a fork, and a parallel region in the child can hang.
     """
-    lib = host_library()
-    if lib is None or os.getpid() != _host["pid"]:
+    host = loaded()
+    if host.lib is None or os.getpid() != host.pid:
         return 1
-    return lib.host_threads()
+    return host.lib.host_threads()
 
 
 def host_library_error():
     """Why ``host_library()`` is None (a string), or None when it loaded."""
-    host_library()
-    return _host["error"]
+    return loaded().error
+
+
+@contextlib.contextmanager
+def numpy_fallback():
+    """Run the block as if there were no host library (every caller takes its NumPy path);
+    for comparing the two paths in one process."""
+    global _host
+    saved = loaded()
+    _host = HostBuild(None, "switched off by minigrad._native.numpy_fallback()")
+    try:
+        yield
+    finally:
+        _host = saved
 
 
 def cache_dir():
@@ -135,7 +202,11 @@ def _load_host_library():
         path = cache_dir() / f"float_status-{_build_key(compiler, flags, sources)}.so"
         try:
             if not path.exists():
+                started = time.perf_counter()
                 _compile(compiler, flags, sources, path)
+                print(f"minigrad: built the native host kernels in "
+                      f"{time.perf_counter() - started:.1f} s (cached in {path.parent})",
+                      file=sys.stderr)
             return _bind(ctypes.CDLL(str(path))), None
         except (OSError, subprocess.SubprocessError) as error:
             errors.append(f"{' '.join(extra) or 'plain'}: {error}")

@@ -1,0 +1,36 @@
+"""``ParameterTuple``: the tuple of Parameters optimizers hold; a Cell registers one assigned to
+an attribute."""
+from minigrad.parameter import Parameter
+from minigrad.tensor import Tensor
+
+
+class ParameterTuple(tuple):
+    """A tuple of Parameters (what optimizers hold); a Cell attribute of this type is registered.
+
+    Raises:
+        TypeError: if an element is not a Parameter.
+    """
+
+    def __new__(cls, iterable=()):
+        items = tuple(iterable)
+        for i, item in enumerate(items):
+            if not isinstance(item, Parameter):
+                raise TypeError(f"ParameterTuple element {i} must be a Parameter, got "
+                                f"{type(item).__name__}")
+        return super().__new__(cls, items)
+
+    def clone(self, prefix, init="same"):
+        """New Parameters shaped like these, named ``prefix + "." + name`` (e.g. optimizer moments).
+
+        ``init`` is ``"same"`` (copy the values) or anything ``nn.initializer`` accepts ("zeros").
+        """
+        from minigrad.nn.init import initializer
+        clones = []
+        for p in self:
+            if isinstance(init, str) and init == "same":
+                value = Tensor(p.data.copy())
+            else:
+                value = Tensor(initializer(init, p.shape, p.dtype), device=p.device)
+            clones.append(Parameter(value, name=f"{prefix}.{p.name}",
+                                    requires_grad=p.requires_grad))
+        return ParameterTuple(clones)

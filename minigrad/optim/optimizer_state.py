@@ -1,0 +1,91 @@
+"""An optimizer's ``state_dict`` and ``load_state_dict``: its step count, fixed learning rates,
+per-parameter state and fp16 masters as a plain dict of NumPy arrays and Python numbers."""
+import numbers
+
+import numpy
+
+from minigrad import backend
+from minigrad.optim.param_groups import preview
+from minigrad.tensor import Tensor
+
+
+def state_dict(optimizer):
+    """A plain dict of ``optimizer``'s state: NumPy arrays and Python numbers (copies).
+
+    Keys: ``"global_step"``; the name of each fixed learning rate's Parameter
+    (``"learning_rate"``, ``"learning_rate_group_<k>"``), a 0-d float32 array, so that a rate
+    changed with ``set_data`` survives a checkpoint as in MindSpore (and PyTorch's
+    ``param_groups``); ``"<state name>.<parameter name>"`` for each state array (e.g.
+    ``"moments.fc1.weight"``); ``"master.<parameter name>"`` for each fp16 master weight.
+    Unnamed parameters are called ``param<i>``. (Per-step lists and schedules follow
+    ``global_step``.)
+    """
+    result = {"global_step": optimizer.global_step}
+    for rate in optimizer._fixed_rates():
+        result[rate.name] = numpy.array(backend.as_numpy(rate.data))
+    result.update(optimizer.slots.items(optimizer._parameter_keys()))
+    return result
+
+
+def _global_step(state, owner):
+    if "global_step" not in state:
+        raise ValueError(f"For '{owner}.load_state_dict', the key 'global_step' is missing")
+    step = state["global_step"]
+    step = step.item() if isinstance(step, numpy.ndarray) and step.size == 1 else step
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+        raise TypeError(f"For '{owner}.load_state_dict', 'global_step' must be an int, got {step!r}")
+    if step < 0:
+        raise ValueError(f"For '{owner}.load_state_dict', 'global_step' must be >= 0, got {step}")
+    return int(step)
+
+
+def _rate(key, value, owner):
+    rate = numpy.asarray(value.asnumpy() if isinstance(value, Tensor) else value)
+    if rate.shape != () or rate.dtype.kind != "f" or not rate >= 0 or not numpy.isfinite(rate):
+        raise ValueError(f"For '{owner}.load_state_dict', {key!r} must be a finite float >= 0 "
+                         f"of shape (), got {rate!r}")
+    return numpy.float32(rate)
+
+
+def load_state_dict(optimizer, state):
+    """Restore what ``state_dict(optimizer)`` returned; everything is checked before anything
+    changes.
+
+    Parameters with no state in ``state`` start afresh (their state is made at their next
+    update, their master from the parameter); a fixed learning rate absent from it keeps its
+    value (dicts saved before rates were recorded).
+
+    Raises:
+        TypeError: ``state`` is not a dict, or ``global_step`` is not an int.
+        ValueError: a missing ``global_step``, an unknown key, a parameter with only part of its
+            state, or an array whose shape or dtype does not fit (naming key, both shapes/dtypes).
+    """
+    owner = type(optimizer).__name__
+    if not isinstance(state, dict):
+        raise TypeError(f"For '{owner}.load_state_dict', expected a dict, got "
+                        f"{type(state).__name__}")
+    step = _global_step(state, owner)
+    keys = optimizer._parameter_keys()
+    names = set(keys)
+    slots = set(optimizer.state_names) | {"master"}
+    rates = {rate.name: rate for rate in optimizer._fixed_rates()}
+    new_rates, entries = {}, {}
+    for key, value in state.items():
+        if key == "global_step":
+            continue
+        if key in rates:
+            new_rates[key] = _rate(key, value, owner)
+            continue
+        slot, _, name = key.partition(".")
+        if slot not in slots or name not in names:
+            raise ValueError(f"For '{owner}.load_state_dict', unknown key {key!r}: expected "
+                             f"'global_step', a learning rate in {sorted(rates)}, or "
+                             f"'<slot>.<parameter name>' with slot in {sorted(slots)} and a name "
+                             f"in {preview(keys)}")
+        entries[(slot, name)] = value
+    states, masters = optimizer.slots.checked(entries, keys, optimizer.state_names, owner)
+    # all checked: assign
+    optimizer.slots.load(states, masters)
+    for key, rate in new_rates.items():
+        rates[key].set_data(rate)
+    optimizer.global_step = step
