@@ -19,7 +19,6 @@ import numpy
 
 from minigrad import Tensor, backend, ops
 from minigrad.amp import float_status
-from minigrad import _native
 
 args = common.parse_args(__doc__)
 plt = common.pyplot()
@@ -86,7 +85,7 @@ print("then a check of data[1::3] (holds index 4):", float_status.get_status(sta
 
 # %%
 common.heading("the kernel source (kernels/float_status.cu)")
-source = _native.read_source("float_status.cu")
+source = float_status.kernel_source()
 struct = re.search(r"struct Fp16 \{.*?\n\};", source, re.DOTALL).group(0)
 fp32_masks = re.search(r"struct Fp32 \{.*?(static constexpr[^;]*;)", source, re.DOTALL).group(1)
 body = re.search(r"template <class F, bool UNSCALE, bool WIDEN>.*?\n\}", source, re.DOTALL).group(0)
@@ -147,9 +146,9 @@ common.save(fig, args.out, "float_status_bits.png")
 
 # %%
 common.heading("the same checks on every device")
-library = _native.host_library()
-print("CPU:", "the kernel source compiled for this CPU (native library loaded)" if library
-      else f"NumPy fallback ({_native.host_library_error()})")
+kind, reason = float_status.host_implementation()
+print("CPU:", "the kernel source compiled for this CPU (native library loaded)" if kind == "native"
+      else f"NumPy fallback ({reason})")
 devices = ["CPU"] + (["GPU"] if backend.CUDA_AVAILABLE else [])
 if not backend.CUDA_AVAILABLE:
     print(f"GPU: none here ({backend.CUPY_IMPORT_ERROR}); the GPU part of this lesson is skipped")

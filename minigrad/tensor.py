@@ -13,7 +13,8 @@ from copy import deepcopy as _deepcopy
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad._config import config
 

@@ -25,7 +25,7 @@ import numbers
 import numpy
 
 import minigrad.tensor as _tensor  # tensor.py imports the ops, which import this module
-from minigrad import backend
+from minigrad import _native, backend
 from minigrad._config import config
 from minigrad.amp import _status_launch
 
@@ -202,6 +202,22 @@ class NPUGetFloatStatus:
     def __call__(self, status):
         _status_array(status)
         return status
+
+
+def kernel_source():
+    """The CUDA source of the float-status kernels, ``kernels/float_status.cu`` (package data
+    ``minigrad.kernels``): the code every check runs, compiled by CuPy on a GPU and, through
+    ``kernels/host_shim.h``, by the system C++ compiler for the CPU."""
+    return _native.read_source(_native.STATUS_SOURCE)
+
+
+def host_implementation():
+    """How checks of NumPy arrays run in this process: ``("native", None)`` when the kernel
+    source is compiled for this CPU, else ``("numpy", reason)`` (no C++ compiler, a failed
+    build, or ``MINIGRAD_NATIVE=0``; the NumPy fallback gives the same answers)."""
+    if _native.host_library() is not None:
+        return "native", None
+    return "numpy", _native.host_library_error()
 
 
 def _array(x, name):

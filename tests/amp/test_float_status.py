@@ -15,6 +15,8 @@ from minigrad import _native
 from minigrad.tensor import Tensor
 from helpers import NO_GPU
 from helpers.bits import assert_same_values, from_bits, ref_unscale
+import numpy as np
+from minigrad.amp import float_status
 
 ENGINES = [pytest.param("host", id="host-kernels"),
            pytest.param("numpy", id="numpy-fallback"),
@@ -420,3 +422,55 @@ def test_float_status_all_finite_names_arrays_argument():
     with pytest.raises(TypeError, match=r"arrays\[0\] must have dtype"):
         fs.all_finite([numpy.ones(2, numpy.int32)])
     assert fs.all_finite([None, numpy.ones(2, numpy.float32)]) is True
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_every_nan_payload_and_both_infs_set_the_flag_and_nothing_else_does(native, monkeypatch):
+    # SPEC 4.1 / MindSpore FloatStatus: isinf or isnan, in fp16, fp32 and fp64; subnormals, -0 and
+    # the largest finite value are not overflow. The host kernels and the NumPy path agree.
+    if not native:
+        monkeypatch.setattr(_native, "host_library", lambda: None)
+    elif _native.host_library() is None:
+        pytest.skip("no host compiler")
+    rng = np.random.default_rng(3)
+    for dt, ut, exp_bits, mant in ((np.float16, np.uint16, 5, 10), (np.float32, np.uint32, 8, 23),
+                                   (np.float64, np.uint64, 11, 52)):
+        payloads = (np.arange(0, 1 << mant, dtype=np.uint64) if mant == 10 else
+                    np.concatenate([[0, 1, (1 << mant) - 1], rng.integers(1, 1 << mant, 40, dtype=np.uint64)]))
+        nb = 1 + exp_bits + mant
+        for sign in (0, 1):
+            top = (sign << (nb - 1)) | (((1 << exp_bits) - 1) << mant)
+            a = np.ones(len(payloads) * 3 + 5, dt)
+            for k, pay in enumerate(payloads):
+                a.view(ut)[3 * k + 2] = ut(top | int(pay))
+                status = float_status.alloc_status()
+                float_status.check_overflow(status, a[3 * k:3 * k + 5])
+                assert float_status.get_status(status), (dt, hex(top | int(pay)))
+        fi = np.finfo(dt)
+        for v in (fi.max, -fi.max, fi.tiny, fi.smallest_subnormal, -fi.smallest_subnormal, -0.0):
+            status = float_status.alloc_status()
+            float_status.check_overflow(status, np.full(37, v, dt), np.full(37, v, dt)[1::3])
+            assert not float_status.get_status(status), (dt, v)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_check_and_unscale_is_numpy_exact_on_strided_misaligned_and_mixed_arrays(native, monkeypatch):
+    if not native:
+        monkeypatch.setattr(_native, "host_library", lambda: None)
+    rng = np.random.default_rng(4)
+    inv = 1 / 3
+    arrays, want = [], []
+    for dt in (np.float16, np.float32, np.float64):
+        base = (rng.standard_normal(2003) * 300).astype(dt)
+        raw = np.zeros(1000 * np.dtype(dt).itemsize + 1, np.uint8)[1:].view(dt)  # misaligned
+        raw[...] = base[:1000]
+        for x in (base[:1001].copy(), base[::2], raw, base[:0]):
+            arrays.append(x)
+            with np.errstate(all="ignore"):
+                want.append(x * np.float64(inv) if dt == np.float64 else
+                            (x.astype(np.float32) * np.float32(inv)).astype(dt))
+    status = float_status.alloc_status()
+    float_status.check_and_unscale(status, arrays, inv)
+    assert not float_status.get_status(status)
+    for got, expected in zip(arrays, want):
+        assert got.dtype == expected.dtype and np.array_equal(got, expected)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from minigrad import Tensor, nn
 from minigrad.amp import GradScaler
+from minigrad import Parameter
 
 
 def test_grad_scaler_pickle_and_deepcopy_get_their_own_status():
@@ -30,3 +31,58 @@ def test_grad_scaler_pickle_and_deepcopy_get_their_own_status():
     scaler.unscale_(opt)
     with pytest.raises(RuntimeError, match="update"):
         pickle.dumps(scaler)
+
+
+@pytest.mark.parametrize("new_scale", [1e39, 1e-50, Tensor(np.array([1e-50]))])
+def test_update_new_scale_outside_float32_is_refused(new_scale):
+    """The scale is float32 (LS §1.1 "_scale (0-dim float32)"); minigrad refuses a scale that is
+    inf or 0 there (ScaleCore, session 2b) because no backoff or growth can leave it. The
+    ``update(new_scale)`` path bypassed that check: 1e39 became inf, 1e-50 became 0."""
+    gs = GradScaler(init_scale=8.0)
+    with pytest.raises(ValueError, match="new_scale"):
+        gs.update(new_scale)
+    assert gs.get_scale() == 8.0
+
+
+_GOOD = {"scale": 4.0, "growth_factor": 3.0, "backoff_factor": 0.25, "growth_interval": 5,
+         "_growth_tracker": 1}
+
+
+@pytest.mark.parametrize("key, value, error", [
+    ("backoff_factor", 2.0, ValueError),
+    ("scale", float("inf"), ValueError),
+    ("scale", 1e39, ValueError),
+    ("scale", "x", TypeError),
+    ("_growth_tracker", -3, ValueError),
+    ("_growth_tracker", 1.5, TypeError),
+    ("growth_interval", 0, ValueError),
+])
+def test_grad_scaler_load_state_dict_checks_every_value_and_never_half_loads(key, value, error):
+    """SPEC §7: "A corrupt or mismatched checkpoint gives a clear error and never half-loads."
+    GradScaler.load_state_dict set the scale and the growth factor before the backoff check
+    failed, and took an inf scale or a negative tracker without a word. PyTorch's five keys
+    (LS §1.7) are checked as the constructor checks them, naming the key."""
+    gs = GradScaler(init_scale=2.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=10)
+    before = gs.state_dict()
+    with pytest.raises(error, match=key):
+        gs.load_state_dict(dict(_GOOD, **{key: value}))
+    assert gs.state_dict() == before
+    gs.load_state_dict(_GOOD)
+    assert gs.state_dict() == _GOOD
+    with pytest.raises(TypeError, match="dict"):
+        gs.load_state_dict([("scale", 4.0)])
+
+
+def test_grad_scaler_last_report_describes_the_step_that_raised():
+    from minigrad.amp import GradScaler
+    p = Parameter(Tensor(np.ones(3, np.float32)), name="p")
+    opt = nn.SGD([p], 0.1)
+    scaler = GradScaler(init_scale=4.0, max_consecutive_skips=2)
+    p.grad = Tensor(np.array([np.inf, 1, 1], np.float32))
+    scaler.step(opt)
+    scaler.update()
+    p.grad = Tensor(np.array([np.inf, 1, 1], np.float32))
+    scaler.step(opt)
+    with pytest.raises(RuntimeError, match="max_consecutive_skips=2"):
+        scaler.update()
+    assert scaler.last_report.step == 2

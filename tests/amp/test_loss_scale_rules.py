@@ -13,6 +13,7 @@ from minigrad.amp import (ScaleCore, GradScaler, DynamicLossScaler, StaticLossSc
                           DynamicLossScaleManager, FixedLossScaleManager, all_finite)
 from minigrad.mixed_precision import DynamicLossScale, FixedLossScale
 from helpers.doubles import StepCountingOptimizer
+from minigrad import amp
 
 f32 = np.float32
 
@@ -278,3 +279,65 @@ def test_skip_guard_raises_with_the_cause():
 def test_bad_arguments_name_argument_and_value(make, match):
     with pytest.raises((TypeError, ValueError), match=match):
         make()
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: GradScaler(init_scale="big"), "'init_scale'"),
+    (lambda: GradScaler(init_scale=1e39), "'init_scale'"),
+    (lambda: DynamicLossScale(initial_loss_scale="x"), "'initial_loss_scale'"),
+    (lambda: DynamicLossScale(initial_loss_scale=1e-60), "'initial_loss_scale'"),
+    (lambda: DynamicLossScale(increment_period=0), "'increment_period'"),
+    (lambda: DynamicLossScale(increment_period=2.5), "'increment_period'"),
+    (lambda: FixedLossScale(1e39), "'loss_scale_value'"),
+    (lambda: amp.DynamicLossScaleManager(1e39), "'init_loss_scale'"),
+    (lambda: amp.FixedLossScaleManager(1e39), "'loss_scale'"),
+    (lambda: amp.StaticLossScaler(1e39), "'scale_value'"),
+    (lambda: DynamicLossScaler(1e39, 2, 10), "'scale_value' .* but got 1e\\+39"),
+])
+def test_errors_name_the_faces_own_argument(make, name):
+    """SPEC §7: errors name *the argument*. GradScaler's is ``init_scale`` (LS §1.1), TF's are
+    ``initial_loss_scale`` / ``increment_period`` (LS §2.1); the shared core called them
+    'scale' and 'growth_interval', names the user never wrote."""
+    with pytest.raises((TypeError, ValueError), match=name):
+        make()
+
+
+def test_non_power_of_two_backoff_divides_as_tf_and_mindspore_scaler():
+    """TF: ``maximum(current_loss_scale / multiplier, 1)`` (LS §2.1; tensorflow loss_scale.py
+    ``update_if_not_finite_grads``); MindSpore ``amp.DynamicLossScaler.adjust``:
+    ``maximum(one, scale_value / scale_factor)`` (MS §6.5). Both divide in float32; multiplying
+    by float32(1/m) differs by one ulp for about a third of the scales when m is 10."""
+    scale, m = f32(9.9318454e29), 10
+    expected = max(f32(scale / f32(m)), f32(1))
+    assert expected != f32(scale * f32(1 / m))       # the two roundings really differ here
+    ls = DynamicLossScale(float(scale), 10, float(m))
+    ls.update([Tensor(np.array([np.inf], np.float32))])
+    assert ls().data.item() == expected
+    scaler = DynamicLossScaler(float(scale), m, 10)
+    scaler.adjust(False)
+    assert scaler.scale_value.data.item() == expected
+    # PyTorch multiplies by backoff_factor (LS §1.6 "scale *= backoff_factor"): unchanged
+    p = Parameter(Tensor(np.zeros(1, np.float32)), name="w")
+    gs = GradScaler(float(scale), growth_factor=10.0, backoff_factor=1 / m)
+    p.grad = Tensor(np.array([np.inf], np.float32))
+    gs.step(StepCountingOptimizer([p]))
+    gs.update()
+    assert gs.get_scale() == float(f32(scale * f32(1 / m)))
+
+
+def test_tf_and_mindspore_scaler_trajectories_with_factor_three():
+    """The same division rule over a sequence with growth and backoff (LS §2.1, MS §6.5)."""
+    seq = [False, True, True, False, False, True, False, False, False, True, True]
+    s_tf = s_ms = f32(3.0 ** 9 + 1)
+    ls, sc = DynamicLossScale(float(s_tf), 2, 3.0), DynamicLossScaler(float(s_ms), 3, 2)
+    good = 0
+    for of in seq:
+        if of:
+            s_tf, good = max(f32(s_tf / f32(3)), f32(1)), 0
+        elif good + 1 >= 2:
+            s_tf, good = f32(s_tf * f32(3)), 0
+        else:
+            good += 1
+        ls.update([Tensor(np.array([np.inf if of else 1.0], np.float32))])
+        sc.adjust(not of)
+        assert ls().data.item() == s_tf == sc.scale_value.data.item()

@@ -10,6 +10,7 @@ from minigrad.amp import plots
 from minigrad.amp.step import StepReport
 from minigrad.train.callback import LossScaleMonitor
 import warnings
+import numpy as np
 
 F32 = numpy.float32
 
@@ -126,3 +127,10 @@ def test_no_gradients_at_all_names_the_argument(gradients):
 def test_a_scale_that_is_not_a_number_names_the_argument(scale):
     with pytest.raises(TypeError, match="'scale'"):
         plots.gradient_exponents(numpy.ones(3, F32), scale=scale)
+
+
+@pytest.mark.parametrize("scale", ["2", b"2"])
+def test_gradient_exponents_scale_must_be_a_number(scale):
+    # its docstring: TypeError when 'scale' is not a number (a string parsed by float() is not)
+    with pytest.raises(TypeError, match="scale"):
+        plots.gradient_exponents(np.ones(3), scale)

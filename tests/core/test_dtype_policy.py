@@ -6,6 +6,8 @@ import minigrad
 from minigrad import dtype as mstype, ops
 from minigrad import Tensor
 
+F16, F32, F64 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)
+
 
 def _fp16(values):
     return minigrad.Tensor(numpy.asarray(values, numpy.float16))
@@ -222,3 +224,18 @@ def test_bool_tensor_with_python_int_is_integer_arithmetic():
     assert both.dtype == mstype.bool_ and both.asnumpy().tolist() == [True, True]
     assert (flags + 2.5).dtype == mstype.float32
     assert mstype.weak_dtype(True, mstype.int32) == mstype.int32
+
+
+def test_a_list_of_floats_beside_an_int_tensor_gives_float32_as_an_array_does():
+    """minigrad.dtype's table: int tensor (op) Python float -> float32, and a non-tensor array is
+    weak like a scalar. A nested list of floats is such an array: it was read as integers and
+    truncated (int tensor [1, 2] + [0.5, 0.5] gave int64 [1, 2])."""
+    i = Tensor(numpy.array([1, 2], numpy.int64))
+    for other in ([0.5, 0.5], (0.5, 0.5), [[0.5], [1.5]]):
+        expected = (i + numpy.asarray(other, F32))
+        for result in (i + other, other + i, ops.add(i, other), ops.mul(other, i) * 1):
+            assert result.dtype == F32, other
+        numpy.testing.assert_array_equal((i + other).asnumpy(), expected.asnumpy())
+    assert (i + [1, 2]).dtype == numpy.int64           # integers stay the tensor's dtype
+    h = Tensor(numpy.array([1.0, 2.0], F16))
+    assert (h + [0.5, 0.25]).dtype == F16 and (h * [[2.0], [3.0]]).dtype == F16   # weak beside fp16

@@ -217,3 +217,53 @@ def test_convert_into_a_read_only_out_raises_like_numpy():
     with pytest.raises(ValueError, match="read-only"):
         convert(numpy.ones(5000, F32), F16, out=out)
     assert not out.any()
+
+
+def _layouts(x):
+    return [x, numpy.asfortranarray(x), x[:, ::2], x.T, x[::3], x[None], x[:0]]
+
+
+def _same(result, expected):
+    return (result.dtype == expected.dtype and result.shape == expected.shape
+            and result.strides == expected.strides
+            and result.tobytes(order="A") == expected.tobytes(order="A"))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_convert_gives_astypes_bits_and_memory_order(native, monkeypatch):
+    if not native:
+        monkeypatch.setattr(_native.loaded(), "conversions", None)
+    rng = numpy.random.default_rng(0)
+    x = (rng.standard_normal((120, 80)) * 1e4).astype(F32)   # finite in fp16: the native path runs
+    x.flat[:6] = [numpy.inf, -numpy.inf, numpy.nan, -0.0, 1e-8, 6e-5]
+    x.view(numpy.uint32).flat[6] = 0x7FC00123  # a NaN payload
+    for a in _layouts(x):
+        assert _same(_fastcast.convert(a, F16), a.astype(F16))
+    h = x.astype(F16)
+    for a in _layouts(h):
+        assert _same(_fastcast.convert(a, F32), a.astype(F32))
+    for a in (x, numpy.asfortranarray(x)):
+        out = numpy.empty_like(a, dtype=F16)
+        assert _fastcast.convert(a, F16, out=out) is out and out.tobytes("A") == a.astype(F16).tobytes("A")
+    out = numpy.empty(x.shape, F16, order="F")     # another order than x: still right
+    _fastcast.convert(x, F16, out=out)
+    numpy.testing.assert_array_equal(out.view(numpy.uint16), x.astype(F16).view(numpy.uint16))
+
+
+def test_convert_warns_and_raises_as_astype_under_errstate():
+    x = numpy.ones((100, 80), F32)
+    x[7, 7] = 1e6         # fp16 overflow
+    x[8, 8] = 1e-7        # an inexact fp16 subnormal: underflow
+    for setting in ("warn", "raise", "ignore"):
+        for key in ("over", "under"):
+            with numpy.errstate(**{key: setting}):
+                outcomes = []
+                for fn in (lambda: _fastcast.convert(x, F16), lambda: x.astype(F16)):
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        try:
+                            fn()
+                            outcomes.append(sorted(str(w.message) for w in caught))
+                        except FloatingPointError as e:
+                            outcomes.append(str(e))
+                assert outcomes[0] == outcomes[1], (key, setting)

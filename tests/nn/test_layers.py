@@ -8,6 +8,10 @@ import minigrad
 from minigrad import Tensor, nn
 from minigrad.testing import check_backward
 
+from helpers.fp16 import F16, F32, F64, assert_bits, nchw, ulps
+
+from helpers.fp16 import conv_by_hand
+
 RNG = numpy.random.RandomState(0)
 
 
@@ -385,3 +389,43 @@ def test_flatten_keeps_an_empty_batch():
 def test_dense_given_a_list_says_what_it_expected():
     with pytest.raises(TypeError, match="Tensor"):
         nn.Dense(4, 3)([[1.0, 2.0, 3.0, 4.0]])
+
+
+@pytest.mark.parametrize("pad_mode,stride", [("same", 1), ("same", 2), ("valid", 2), ("pad", 1)])
+def test_nn_conv2d_fp16_pad_modes(pad_mode, stride):
+    rng = numpy.random.default_rng(5)
+    layer = nn.Conv2d(4, 6, (3, 2), stride=stride, pad_mode=pad_mode, padding=1 if pad_mode == "pad" else 0,
+                      group=2, has_bias=True)
+    for name in ("weight", "bias"):
+        old = getattr(layer, name)
+        setattr(layer, name, minigrad.Parameter(nchw(rng, old.shape), name=old.name))
+    x = nchw(rng, (2, 4, 7, 5))
+    out = layer(Tensor(x)).asnumpy()
+    if pad_mode == "same":
+        assert out.shape[2:] == (-(-7 // stride), -(-5 // stride))
+        total = [max((-(-n // stride) - 1) * stride + k - n, 0) for n, k in ((7, 3), (5, 2))]
+        pad = (total[0] // 2, total[0] - total[0] // 2, total[1] // 2, total[1] - total[1] // 2)
+    else:
+        pad = (1,) * 4 if pad_mode == "pad" else (0,) * 4
+    exact = conv_by_hand(x, layer.weight.asnumpy(), layer.bias.asnumpy(), (stride, stride), pad, (1, 1), 2)
+    assert out.dtype == F16 and (ulps(out, exact.astype(F16)) <= 1).all()
+
+
+def test_nn_batchnorm_and_pools_fp16():
+    rng = numpy.random.default_rng(6)
+    bn = nn.BatchNorm2d(3, momentum=0.9).set_train()
+    x = nchw(rng, (4, 3, 3, 3), 100)
+    y = bn(Tensor(x))
+    assert y.dtype == F16 and bn.moving_mean.dtype == F32
+    numpy.testing.assert_allclose(bn.moving_mean.asnumpy(), 0.1 * x.astype(F64).mean((0, 2, 3)), rtol=1e-5)
+    y.sum().backward()
+    assert bn.gamma.grad.dtype == F32
+    pool = nn.AvgPool2d(3, 2, pad_mode="same")
+    out = pool(Tensor(x)).asnumpy()
+    # same (3 -> 2, one padding row/col each side): windows {0, 1} and {1, 2}, padding not counted
+    ref = numpy.stack([numpy.stack([x[:, :, r, :][..., c].astype(F64).mean((-1, -2))
+                                    for c in (slice(0, 2), slice(1, 3))], -1)
+                       for r in (slice(0, 2), slice(1, 3))], -2)
+    assert (ulps(out, ref.astype(F16)) <= 1).all()
+    mp = nn.MaxPool2d(2, 2, pad_mode="same")(Tensor(x)).asnumpy()
+    assert_bits(mp[:, :, 1, 1], x[:, :, 2, 2])

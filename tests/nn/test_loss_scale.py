@@ -1,11 +1,18 @@
 """nn.TrainOneStepWithLossScaleCell and the update cells (nn/loss_scale.py): the loss-scaled
 step's skip rule and report, its hand-over to the optimizer, and the scale update formulas."""
+import zlib
+
 import numpy
 import pytest
 import minigrad
 from minigrad import nn
+from helpers import native_unavailable_reason
+from helpers.faults import GradientInjector, snapshot
+from helpers.optim import numpy_path
 import numpy as np
 from minigrad import Tensor
+import warnings
+from minigrad import Parameter, ops
 
 F32 = numpy.dtype(numpy.float32)
 
@@ -49,3 +56,145 @@ def test_set_sense_scale_with_a_wrong_shape_names_sens():
                                             Tensor(np.ones((1,), np.float32)))
     with pytest.raises(ValueError, match=r"sens.*\(3,\).*\(1,\)"):
         cell.set_sense_scale(Tensor(np.ones((3,), np.float32)))
+
+
+@pytest.mark.parametrize("make", [lambda: nn.DynamicLossScaleUpdateCell(1e39, 2, 10),
+                                  lambda: nn.FixedLossScaleUpdateCell(1e39)])
+def test_update_cells_refuse_a_scale_that_is_inf_in_float32_naming_loss_scale_value(make):
+    """SPEC §7 (errors name the argument) and the float32 scale every face keeps: MindSpore's
+    argument is ``loss_scale_value`` (MS §2.1/§2.2). A 1e39 scale is inf in float32, where the
+    cells multiply (the dynamic cell's error said 'scale'; the fixed cell accepted it)."""
+    with pytest.raises(ValueError, match="'loss_scale_value'"):
+        make()
+
+
+class _Net(nn.Cell):
+    def __init__(self, dt=np.float32):
+        super().__init__()
+        rng = np.random.default_rng(0)
+        self.w1 = Parameter(Tensor((rng.standard_normal((8, 6)) * 0.3).astype(dt)), name="w1")
+        self.b1 = Parameter(Tensor(np.zeros(6, dt)), name="b1")
+        self.w2 = Parameter(Tensor((rng.standard_normal((6, 1)) * 0.3).astype(dt)), name="w2")
+
+    def construct(self, x):
+        return ops.matmul(ops.relu(ops.matmul(x, self.w1) + self.b1), self.w2)
+
+
+def _cell(net, opt, scale_sense, fused=True, **kw):
+    if not fused:  # the NumPy update path: the cell unscales before the optimizer
+        numpy_path(opt)
+    return nn.TrainOneStepWithLossScaleCell(nn.WithLossCell(net, nn.MSELoss()), opt, scale_sense, **kw)
+
+
+def _data(rng, dt=np.float32):
+    return Tensor(rng.standard_normal((4, 8)).astype(dt)), Tensor(rng.standard_normal((4, 1)).astype(dt))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_scale_below_one_a_gradient_that_overflows_when_unscaled_is_skipped(fused):
+    # MindSpore's construct checks the gradients AFTER the unscale (mindspore-loss-scale.md 1.2,
+    # steps 7-9), and SPEC 7: "a non-finite ... gradient never reaches the parameters". With a
+    # scale below 1 (a Tensor scale_sense of 0.25), 1/scale = 4 turns a finite 3e38 into inf.
+    net = _Net()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    cell = _cell(net, opt, Tensor(np.float32(0.25)), fused=fused)
+    GradientInjector(net.trainable_params()).faults = {0: (5, 3e38)}
+    before = snapshot(net, opt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the unfixed code warns from the optimizer
+        _, overflow, scale = cell(*_data(np.random.default_rng(0)))
+    assert bool(overflow.asnumpy())
+    assert float(scale.asnumpy()) == 0.25
+    assert snapshot(net, opt) == before
+    report = cell.last_report
+    assert report.skipped and report.reason == "gradient_overflow" and report.inf_params == ("w1",)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("opt_name", ["Momentum", "Adam"])
+@pytest.mark.parametrize("fused", [True, False])
+def test_fault_injection_skips_leave_parameters_and_optimizer_state_bit_identical(dt, opt_name, fused):
+    # SPEC 7: after a skipped step the parameters and optimizer state are bit-identical; the
+    # report names the parameters holding inf and NaN (SPEC 4.5); the flag is set exactly when
+    # a fault was injected.
+    rng = np.random.default_rng(zlib.crc32(f"{dt.__name__}-{opt_name}-{fused}".encode()))
+    net = _Net(dt)
+    lr = nn.exponential_decay_lr(0.01, 0.9, 40, 1, 2)
+    opt = (nn.Momentum(net.trainable_params(), learning_rate=lr, momentum=0.9) if opt_name == "Momentum"
+           else nn.Adam(net.trainable_params(), learning_rate=lr))
+    cell = _cell(net, opt, nn.DynamicLossScaleUpdateCell(2.0 ** 10, 2, 4), fused=fused)
+    injector = GradientInjector(net.trainable_params())
+    faults = injector.faults
+    names = [p.name for p in net.trainable_params()]
+    for _ in range(25):
+        faults.clear()
+        if rng.random() < 0.4:
+            for i in rng.choice(3, int(rng.integers(1, 3)), replace=False):
+                value = (np.inf, -np.inf, np.nan)[int(rng.integers(0, 3))]
+                faults[int(i)] = (int(rng.integers(0, net.trainable_params()[i].size)), value)
+        before = snapshot(net, opt)
+        scale = float(cell.scale_sense.data)
+        _, overflow, used = cell(*_data(rng, dt))
+        after = snapshot(net, opt)
+        report = cell.last_report
+        assert bool(overflow.asnumpy()) == bool(faults) == report.skipped
+        assert float(used.asnumpy()) == scale == report.scale_before
+        if faults:
+            assert after == before
+            assert report.reason == "gradient_overflow"
+            assert set(report.inf_params) == {names[i] for i, (_, v) in faults.items() if np.isinf(v)}
+            assert set(report.nan_params) == {names[i] for i, (_, v) in faults.items() if np.isnan(v)}
+        else:
+            assert after[1]["global_step"] == before[1]["global_step"] + 1
+            # the deferred unscale hands the scaled gradients to the fused native step
+            assert opt.last_step_fused is (fused and native_unavailable_reason() is None)
+
+
+def test_last_report_describes_the_step_that_raised_max_consecutive_skips():
+    # SPEC 4.5: the step report says what the last step did; the guard raises after K skips in a
+    # row and the report left behind must be that K-th step's, not the one before.
+    net = _Net()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    cell = _cell(net, opt, nn.DynamicLossScaleUpdateCell(2.0 ** 10, 2, 100), max_consecutive_skips=2)
+    x, y = _data(np.random.default_rng(1))
+    bad = Tensor(np.full((4, 8), np.nan, np.float32))
+    cell(bad, y)
+    cell(x, y)  # a clean step resets the count
+    cell(bad, y)
+    with pytest.raises(RuntimeError, match="skipped 2 steps in a row.*nonfinite_loss"):
+        cell(bad, y)
+    assert cell.last_report.step == 4 and cell.last_report.skipped
+    assert cell.last_report.reason == "nonfinite_loss"
+
+
+def test_track_underflow_of_fp32_gradients_beyond_fp16_range_counts_without_warnings():
+    # a scaled fp32 gradient above 65504 is ordinary (it is why the stats report max_abs); the
+    # statistics must not print NumPy's 'overflow encountered in cast' on every step
+    net = _Net()
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    cell = _cell(net, opt, Tensor(np.float32(1.0)), track_underflow=True)
+    GradientInjector(net.trainable_params()).faults = {0: (0, 7e4), 1: (0, 1e-9), 2: (0, 1e-6)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cell(*_data(np.random.default_rng(2)))
+    stats = cell.last_report.underflow
+    assert stats["w1"]["max_abs"] == np.inf
+    assert stats["b1"]["zero"] >= 1 / 6 and stats["w2"]["subnormal"] >= 1 / 6
+
+
+def test_dynamic_update_cell_matches_mindspores_select_formula():
+    # mindspore-loss-scale.md 2.1, run step by step (factor 3: the reciprocal rounds in float32)
+    cell = nn.DynamicLossScaleUpdateCell(2.0 ** 5, 3, 2)
+    scale = Parameter(Tensor(np.float32(2.0 ** 5)), name="s", requires_grad=False)
+    s, cur, last = np.float32(2.0 ** 5), 1, 0
+    for overflow in (False, False, True, True, False, True, False, False, False, True, True, True, True):
+        on_overflow = np.float32(s * np.reciprocal(np.float32(3))) if overflow else s
+        on_overflow = max(on_overflow, np.float32(1.0))
+        should_inc = 2 <= cur - last
+        if overflow or should_inc:
+            last = cur
+        s = np.float32(on_overflow * np.float32(3)) if (should_inc and not overflow) else on_overflow
+        cur += 1
+        assert cell(scale, overflow) is overflow
+        assert scale.data.tobytes() == np.float32(s).tobytes()
+        assert int(cell.cur_iter.data) == cur and int(cell.last_overflow_iter.data) == last

@@ -12,6 +12,8 @@ from minigrad.testing import assert_forward, check_backward, noncontiguous
 import warnings
 from minigrad import Tensor
 
+from helpers.fp16 import F16, F32, F64, FIXTURE_OK, assert_bits, grads, run, unary_case
+
 _erf_ref = numpy.vectorize(math.erf)
 
 
@@ -130,3 +132,49 @@ def test_softmax_along_an_empty_axis_is_empty(op):
         assert out.shape == (2, 0) and out.dtype == numpy.float32
         out.backward(numpy.zeros((2, 0), numpy.float32))
     assert x.grad.shape == (2, 0)
+
+
+@FIXTURE_OK
+@given(x=unary_case())
+def test_softmax_log_softmax_fp16_follow_the_fp32_rule(path, x):
+    if x.ndim == 0 or x.shape[-1] == 0:
+        return
+    x = x.copy()
+    x[numpy.isinf(x)] = F16.type(7)  # inf - inf has no softmax; NaN rows still propagate
+    def by_hand(log):
+        z = x.astype(F32) - x.astype(F32).max(axis=-1, keepdims=True)
+        e = numpy.exp(z)
+        return (z - numpy.log(e.sum(axis=-1, keepdims=True)) if log else e / e.sum(axis=-1, keepdims=True)).astype(F16)
+
+    for op, log in ((ops.softmax, False), (ops.log_softmax, True)):
+        got, k = run(lambda: op(Tensor(x)).asnumpy())
+        ref, ref_k = run(by_hand, log)
+        assert_bits(got, ref)
+        assert k == ref_k  # only the rounding of a log_softmax below -65504 may warn (overflow)
+
+
+@FIXTURE_OK
+@given(x=unary_case(), approximate=st.booleans())
+def test_gelu_fp16_matches_its_fp32_evaluation(path, x, approximate):
+    x = x.copy()
+    x[~numpy.isfinite(x)] = F16.type(-3)
+    got = ops.gelu(Tensor(x), approximate).asnumpy()
+    assert_bits(got, ops.gelu(Tensor(x.astype(F32)), approximate).asnumpy().astype(F16))
+
+
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 6), c=st.integers(1, 5))
+def test_softmax_sigmoid_tanh_gradients_match_float64(seed, n, c):
+    rng = numpy.random.default_rng(seed)
+    x = (rng.standard_normal((n, c)) * 4).astype(F16)
+    g = rng.standard_normal((n, c)).astype(F16)
+    x64, g64 = x.astype(F64), g.astype(F64)
+    (gx,) = grads(ops.softmax, [x], g)
+    y = numpy.exp(x64 - x64.max(-1, keepdims=True))
+    y /= y.sum(-1, keepdims=True)
+    exact = y * (g64 - (g64 * y).sum(-1, keepdims=True))
+    numpy.testing.assert_allclose(gx.astype(F64), exact, atol=2e-3, rtol=2e-3)
+    (gx,) = grads(ops.sigmoid, [x], g)
+    s = 1 / (1 + numpy.exp(-x64))
+    numpy.testing.assert_allclose(gx.astype(F64), g64 * s * (1 - s), atol=1e-3, rtol=4e-3)
+    (gx,) = grads(ops.tanh, [x], g)
+    numpy.testing.assert_allclose(gx.astype(F64), g64 * (1 - numpy.tanh(x64) ** 2), atol=1e-3, rtol=4e-3)

@@ -8,6 +8,10 @@ from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous
 from minigrad import Tensor
 
+from helpers.fp16 import F16, F32, FAST, assert_bits, grads, nchw, strided, ulps
+
+from helpers.fp16 import conv_by_hand
+
 
 def conv_reference(x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
     """Direct definition in float64: a sum over kernel taps of shifted, strided input slices."""
@@ -180,3 +184,74 @@ def test_window_sizes_that_are_not_ints_are_type_errors_naming_them(call, name):
     # minigrad._checks' rule: a float (or None) where an int belongs is a TypeError
     with pytest.raises(TypeError, match=name):
         call()
+
+
+@FAST
+@given(seed=st.integers(0, 2 ** 32 - 1), groups=st.sampled_from([1, 2]), stride=st.sampled_from([1, 2, (2, 1)]),
+       dilation=st.sampled_from([1, (1, 2)]), pad=st.sampled_from([0, 1, (1, 0, 2, 1)]),
+       bias=st.booleans(), noncontig=st.booleans())
+def test_conv2d_fp16_forward_is_the_fp32_sum_rounded_once(seed, groups, stride, dilation, pad, bias, noncontig):
+    rng = numpy.random.default_rng(seed)
+    x, w = nchw(rng, (2, 4, 6, 7)), nchw(rng, (4, 4 // groups, 3, 2))
+    b = nchw(rng, (4,)) if bias else None
+    got = ops.conv2d(Tensor(strided(x) if noncontig else x), Tensor(w), None if b is None else Tensor(b),
+                     stride=stride, padding=pad, dilation=dilation, groups=groups).asnumpy()
+    p4 = (pad,) * 4 if isinstance(pad, int) else pad
+    pair = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    exact = conv_by_hand(x, w, b, pair(stride), p4, pair(dilation), groups)
+    assert got.dtype == F16 and got.shape == exact.shape
+    assert (ulps(got, exact.astype(F16)) <= 1).all()
+
+
+def test_conv2d_fp16_sum_past_65504_in_between_stays_finite():
+    # 60000·1 + 60000·1 - 60000·1 = 60000: an fp16 running sum overflows, fp32 does not
+    x = numpy.array([60000, 60000, 60000], F16).reshape(1, 1, 1, 3)
+    w = numpy.array([1, 1, -1], F16).reshape(1, 1, 1, 3)
+    assert_bits(ops.conv2d(Tensor(x), Tensor(w)).asnumpy(), numpy.full((1, 1, 1, 1), 60000, F16))
+    # inf and NaN propagate; a subnormal product survives the fp32 accumulation
+    x = numpy.array([numpy.inf, 1, 2 ** -24, 2 ** -24], F16).reshape(1, 1, 1, 4)
+    w = numpy.array([1, 2 ** -1], F16).reshape(1, 1, 1, 2)
+    got = ops.conv2d(Tensor(x), Tensor(w)).asnumpy().ravel()
+    assert got[0] == numpy.inf and got[1] == F16.type(2 ** -24 * 0.5 + 1) and got[2] == F16.type(1.5 * 2 ** -24)
+
+
+@pytest.mark.parametrize("groups,stride,dilation,pad", [(1, 1, 1, 1), (2, 2, (1, 2), (1, 0, 2, 1)), (4, 1, 2, 2)])
+def test_conv2d_gradients_fp16_match_float64(groups, stride, dilation, pad):
+    rng = numpy.random.default_rng(3)
+    x, w, b = nchw(rng, (2, 4, 7, 6)), nchw(rng, (4, 4 // groups, 2, 3)), nchw(rng, (4,))
+    fn = lambda x, w, b: ops.conv2d(x, w, b, stride=stride, padding=pad, dilation=dilation, groups=groups)  # noqa: E731
+    check_backward(fn, [x, w, b])
+
+
+def test_conv2d_gradients_accumulate_in_fp32_and_round_once():
+    # every output reads x[0,0,0,2] (kernel 1x5, stride 1): its gradient Σ g·w passes 65504 half way
+    x = numpy.zeros((1, 1, 1, 5), F16)
+    w = numpy.ones((1, 1, 1, 3), F16)
+    g = numpy.array([40000, 40000, -40000], F16).reshape(1, 1, 1, 3)
+    gx, gw = grads(lambda x, w: ops.conv2d(x, w), [x, w], g)
+    # gx = [g0, g0+g1, g0+g1+g2, g1+g2, g2]: only the middle passes 65504 on the way
+    assert_bits(gx, numpy.array([40000, numpy.inf, 40000, 0, -40000], F16).reshape(1, 1, 1, 5))
+    # gw = Σ_positions g·x; gb = Σ g: 2048 + 1 + 1 is 2050 (fp16 running sums stall at 2048)
+    x = numpy.ones((1, 1, 1, 3), F16)
+    w = numpy.ones((1, 1, 1, 1), F16)
+    g = numpy.array([2048, 1, 1], F16).reshape(1, 1, 1, 3)
+    gx, gw, gb = grads(lambda x, w, b: ops.conv2d(x, w, b), [x, w, numpy.zeros(1, F16)], g)
+    assert_bits(gw, numpy.full((1, 1, 1, 1), 2050, F16))
+    assert_bits(gb, numpy.array([2050], F16))
+
+
+def test_conv2d_empty_batch_and_mixed_dtypes():
+    w = numpy.ones((3, 2, 3, 3), F16)
+    x = Tensor(numpy.zeros((0, 2, 5, 5), F16), requires_grad=True)
+    wt = Tensor(w, requires_grad=True)
+    out = ops.conv2d(x, wt, padding=1)
+    assert out.shape == (0, 3, 5, 5) and out.dtype == F16
+    out.sum().backward()
+    assert_bits(wt.grad.asnumpy(), numpy.zeros_like(w))
+    assert x.grad.shape == (0, 2, 5, 5)
+    # fp16 input with an fp32 weight promotes; the fp16 input's gradient is fp16
+    x = Tensor(numpy.ones((1, 2, 3, 3), F16), requires_grad=True)
+    out = ops.conv2d(x, Tensor(w.astype(F32)))
+    assert out.dtype == F32
+    out.sum().backward()
+    assert x.grad.dtype == F16

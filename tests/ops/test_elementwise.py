@@ -11,6 +11,12 @@ from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous, tolerance
 from helpers import DEVICES
 from minigrad import Tensor
+import warnings
+from hypothesis import given, strategies as st
+
+from helpers.fp16 import F16, F32, F64, FIXTURE_OK, assert_bits, assert_close_to_rounded, binary_case, fp16_values, grads, in_fp32, quiet, run, ulps, unary_case
+
+from minigrad import _native
 
 
 def _away_from_zero(shape, seed=0, low=0.1, high=2.0):
@@ -315,3 +321,159 @@ def test_clip_of_an_int_tensor_by_float_bounds_follows_the_dtype_policy():
     assert x.clip(min=0.5).asnumpy().tolist() == [0.5, 1.0, 3.0]
     ints = ops.clip(x, 1, 2)                      # int bounds keep the int dtype
     assert ints.dtype == numpy.int32 and ints.asnumpy().tolist() == [1, 1, 2]
+
+
+FP16_BINARY = {
+    "add": (ops.add, in_fp32(numpy.add), numpy.add),
+    "sub": (ops.sub, in_fp32(numpy.subtract), numpy.subtract),
+    "mul": (ops.mul, in_fp32(numpy.multiply), numpy.multiply),
+    "div": (ops.div, in_fp32(numpy.true_divide), numpy.true_divide),
+    # Pow documents out = a ** b: NumPy's fp16 loop (which differs from fp16(fp32 pow) only for
+    # signalling NaNs: sNaN ** 0 and 1 ** sNaN are NaN there, 1 after a widening astype)
+    "pow": (ops.pow, lambda a, b: quiet(numpy.power, a, b), numpy.power),
+    "maximum": (ops.maximum, lambda a, b: quiet(numpy.maximum, a, b), numpy.maximum),
+    "minimum": (ops.minimum, lambda a, b: quiet(numpy.minimum, a, b), numpy.minimum),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FP16_BINARY))
+@FIXTURE_OK
+@given(case=binary_case())
+def test_binary_forward_bits_and_warnings(path, name, case):
+    op, rule, numpy_fp16 = FP16_BINARY[name]
+    a, b = case
+    got, got_kinds = run(lambda: op(Tensor(a), Tensor(b)).asnumpy())
+    assert_bits(got, rule(a, b))
+    # the warnings of NumPy's own fp16 loop (which the docstring says minigrad's bits equal)
+    _, numpy_kinds = run(numpy_fp16, a, b)
+    assert got_kinds == numpy_kinds
+
+
+FP16_UNARY = {  # op, rule, NumPy's own fp16 function whose warnings the op should give (or None)
+    "neg": (ops.neg, numpy.negative, numpy.negative),
+    "abs": (ops.abs, numpy.abs, numpy.abs),
+    "exp": (ops.exp, in_fp32(numpy.exp), numpy.exp),
+    "log": (ops.log, in_fp32(numpy.log), numpy.log),
+    "sqrt": (ops.sqrt, in_fp32(numpy.sqrt), numpy.sqrt),
+    "tanh": (ops.tanh, in_fp32(numpy.tanh), numpy.tanh),
+    # ReLU documents +0 for every x <= 0 that is not NaN (-0 included), NaN passing unchanged
+    "relu": (ops.relu, lambda x: numpy.where((x > 0) | numpy.isnan(x), x, F16.type(0)), None),
+    "square": (ops.square, numpy.square, numpy.square),
+    "clip": (lambda t: ops.clip(t, -2.5, 300.0), lambda x: numpy.clip(x, F16.type(-2.5), F16.type(300)), None),
+    "leaky_relu": (lambda t: ops.leaky_relu(t, 0.2),
+                   lambda x: numpy.where(x > 0, x, x * F16.type(0.2)), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FP16_UNARY))
+@FIXTURE_OK
+@given(x=unary_case())
+def test_unary_forward_bits_and_warnings(path, name, x):
+    op, rule, numpy_fp16 = FP16_UNARY[name]
+    got, got_kinds = run(lambda: op(Tensor(x)).asnumpy())
+    with numpy.errstate(all="ignore"):
+        assert_bits(got, rule(x))
+    if numpy_fp16 is not None:
+        assert got_kinds == run(numpy_fp16, x)[1]
+    else:
+        assert not got_kinds  # a select: NumPy's maximum/clip/where are silent on NaN
+
+
+@FIXTURE_OK
+@given(x=unary_case())
+def test_sigmoid_fp16_is_the_rounded_logistic_and_silent(path, x):
+    got, got_kinds = run(lambda: ops.sigmoid(Tensor(x)).asnumpy())
+    with numpy.errstate(all="ignore"):
+        ref = (1 / (1 + numpy.exp(-x.astype(F64)))).astype(F16)
+    assert not got_kinds
+    assert numpy.array_equal(numpy.isnan(got), numpy.isnan(ref))
+    fin = ~numpy.isnan(ref)
+    assert (ulps(got[fin], ref[fin]) <= 1).all()
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_sigmoid_keeps_relative_accuracy_in_the_left_tail(dtype):
+    # the tanh form 0.5 + 0.5·tanh(x/2) cancels for x << 0: sigmoid(-15) in fp32 was 2.98e-7
+    # (true 3.06e-7) and sigmoid(-40) was 0 in fp32 and fp64 (true 4.2e-18)
+    x = numpy.array([-15.0, -17.0, -40.0, -80.0, -700.0, 3.0, 0.0, -0.0, 30.0], dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = ops.sigmoid(Tensor(x)).asnumpy()
+    ref = 1 / (1 + numpy.exp(-x.astype(numpy.longdouble)))
+    numpy.testing.assert_allclose(got, ref.astype(dtype), rtol=4 * numpy.finfo(dtype).eps, atol=0)
+
+
+@given(case=binary_case())
+def test_fp32_results_do_not_depend_on_the_host_library(case):
+    a, b = (v.astype(F32) for v in case)
+    fns = [lambda: ops.mul(Tensor(a), Tensor(b)), lambda: ops.div(Tensor(a), Tensor(b)),
+           lambda: ops.relu(Tensor(a)), lambda: ops.sum(Tensor(a)), lambda: ops.sigmoid(Tensor(a))]
+    with numpy.errstate(all="ignore"):
+        native = [f().asnumpy() for f in fns]
+        with _native.numpy_fallback():
+            plain = [f().asnumpy() for f in fns]
+    for n, p in zip(native, plain):
+        assert_bits(n, p)
+
+
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 40))
+def test_elementwise_gradients_match_float64(seed, n):
+    rng = numpy.random.default_rng(seed)
+    a = fp16_values(rng, (n,), finite=True, specials=0.3)
+    b = fp16_values(rng, (n,), finite=True, specials=0.3)
+    g = fp16_values(rng, (n,), finite=True, specials=0.3)
+    a64, b64, g64 = (v.astype(F64) for v in (a, b, g))
+    b = numpy.where(b == 0, F16.type(3), b)
+    b64 = b.astype(F64)
+    ga, gb = grads(ops.mul, [a, b], g)
+    assert_close_to_rounded(ga, g64 * b64, 0)
+    assert_close_to_rounded(gb, g64 * a64, 0)
+    ga, gb = grads(ops.div, [a, b], g)
+    assert_close_to_rounded(ga, g64 / b64, 0)
+    assert_close_to_rounded(gb, -g64 * a64 / (b64 * b64), 1)
+    (gx,) = grads(ops.square, [a], g)
+    assert_close_to_rounded(gx, 2 * a64 * g64, 0)
+    # pow on a > 0 and a moderate exponent (the function itself stays finite)
+    pa = numpy.abs(a).clip(F16.type(0.25), F16.type(4))
+    pb = (b % F16.type(6)).astype(F16)
+    ga, gb = grads(ops.pow, [pa, pb], g)
+    pa64, pb64 = pa.astype(F64), pb.astype(F64)
+    assert_close_to_rounded(ga, numpy.where(pb64 == 0, 0, g64 * pb64 * pa64 ** (pb64 - 1)), 2)
+
+
+def test_mul_broadcast_gradient_sums_before_rounding():
+    # da = Σ g·b over the broadcast axis: 2·60000 - 2·60000 = 0 (the products rounded to fp16
+    # first are inf and -inf, whose sum was NaN)
+    ga, gb = grads(ops.mul, [numpy.array([1.0], F16), numpy.array([60000, -60000], F16)],
+                   numpy.array([2, 2], F16))
+    assert_bits(ga, numpy.array([0.0], F16))
+    assert_bits(gb, numpy.array([2, 2], F16))
+
+
+def test_div_gradient_of_b_is_not_lost_to_an_fp16_intermediate():
+    # db = -g·a/b² = -100·1e-6/1e-6 ≈ -101 (g/b = 1e5 overflowed fp16 first: db was -inf)
+    a, b, g = numpy.array([1e-6], F16), numpy.array([1e-3], F16), numpy.array([100], F16)
+    ga, gb = grads(ops.div, [a, b], g)
+    assert_bits(ga, numpy.array([numpy.inf], F16))
+    exact = -g.astype(F64) * a.astype(F64) / b.astype(F64) ** 2
+    assert_close_to_rounded(gb, exact, 0)
+
+
+def test_div_broadcast_gradient_of_b_sums_before_rounding():
+    a = numpy.array([60000, -60000], F16)
+    ga, gb = grads(ops.div, [a, numpy.array([0.5], F16)], numpy.array([1, 1], F16))
+    assert_bits(gb, numpy.array([0.0], F16))
+
+
+def test_square_gradient_does_not_overflow_through_2x():
+    # dx = 2·x·g = 2·40000·0.001 ≈ 80 (2·x = 80000 overflowed fp16 first: dx was inf)
+    (gx,) = grads(ops.square, [numpy.array([40000.0, 2.0 ** -24], F16)], numpy.array([0.001, 0.5], F16))
+    exact = 2 * numpy.array([40000.0, 2.0 ** -24]) * numpy.array([0.001, 0.5], F16).astype(F64)
+    assert_close_to_rounded(gx, exact, 0)
+
+
+def test_pow_gradient_is_not_nan_through_an_fp16_intermediate():
+    # da = g·b·a^(b-1) = 1000·100·0.5^99 ≈ 1.6e-25 -> 0 (g·b overflowed to inf, a^(b-1) underflowed to 0)
+    ga, gb = grads(ops.pow, [numpy.array([0.5], F16), numpy.array([100.0], F16)], numpy.array([1000], F16))
+    assert_bits(ga, numpy.array([0.0], F16))
+    assert_bits(gb, numpy.array([-0.0], F16))  # db = g·out·log(0.5) ≈ -5e-28

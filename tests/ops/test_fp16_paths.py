@@ -64,7 +64,7 @@ def test_fp16_ops_forward_and_backward_match_the_plain_fp16_computation():
         out = fn(ta, tb)
         out.backward(Tensor(g))
         b2 = numpy.broadcast_to(b, a.shape)
-        # b's gradient: the fp32 products summed, then rounded once (tests/test_review_session3n.py)
+        # b's gradient: the fp32 products summed, then rounded once (as the fp16 gradient tests of tests/ops/test_elementwise.py check)
         want = {"add": (a + b, g, g), "sub": (a - b, g, -g), "mul": (a * b, g * b2, g.astype(F32) * a),
                 "div": (a / b, g / b2, -(g.astype(F32) / b2) * a / b2)}[name]
         assert_same_bits(out.asnumpy(), want[0])
@@ -163,7 +163,7 @@ def test_master_write_back_rounds_like_numpy():
 def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch):
     """Five O2 steps give the same losses and parameter bits whether ``_fastcast.convert`` runs its
     native conversion (counted, so the first run is known to take it) or NumPy's ``astype``."""
-    from minigrad import _fastcast, amp, nn
+    from minigrad import amp, nn
 
     def train():
         minigrad.set_seed(0)

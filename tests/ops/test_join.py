@@ -6,6 +6,9 @@ from hypothesis import given, strategies as st
 import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous
+from minigrad import Tensor
+
+from helpers.fp16 import F16, F32, assert_bits, nchw, strided
 
 
 def _inputs(shapes, dtype, seed=0):
@@ -106,3 +109,31 @@ def test_errors_name_the_problem():
         ops.split(a, 2, axis=1)
     with pytest.raises(ValueError, match="out of range"):
         ops.concat([a, a], axis=2)
+
+
+def test_join_and_shape_ops_are_exact_in_fp16():
+    rng = numpy.random.default_rng(4)
+    a, b = strided(nchw(rng, (2, 3, 4))), nchw(rng, (2, 3, 4))
+    a[0, 0, :3] = [2 ** -24, numpy.inf, numpy.nan]
+    assert_bits(ops.concat([Tensor(a), Tensor(b)], 1).asnumpy(), numpy.concatenate([a, b], 1))
+    assert_bits(ops.stack([Tensor(a), Tensor(b)], -1).asnumpy(), numpy.stack([a, b], -1))
+    pieces = ops.split(Tensor(a), [1, 1, 3], axis=2)
+    for got, ref in zip(pieces, numpy.split(a, [1, 1, 3], axis=2)):
+        assert_bits(got.asnumpy(), ref)
+    assert_bits(ops.transpose(Tensor(a), (2, 0, 1)).asnumpy(), a.transpose(2, 0, 1))
+    assert_bits(ops.squeeze(ops.reshape(Tensor(a), (1, 24, 1))).asnumpy(), a.reshape(24))
+    ta, tb = Tensor(a, requires_grad=True), Tensor(b.astype(F32), requires_grad=True)
+    out = ops.concat([ta, tb], 1)
+    assert out.dtype == F32
+    g = rng.standard_normal((2, 6, 4)).astype(F32)
+    out.backward(Tensor(g))
+    assert_bits(ta.grad.asnumpy(), g[:, :3].astype(F16))
+    assert_bits(tb.grad.asnumpy(), g[:, 3:])
+    # split: an unused piece's gradient is zero; stack/split gradients route each slice back
+    t = Tensor(a, requires_grad=True)
+    first, _, rest = ops.split(t, [1, 1], axis=2)
+    ops.concat([rest, first], 2).backward(Tensor(nchw(rng, (2, 3, 4))))
+    check_backward(lambda x: ops.split(x, 2, axis=2)[1] * 3, [nchw(rng, (2, 3, 4))])
+    check_backward(lambda x, y: ops.stack([x, y], 1), [nchw(rng, (2, 3)), nchw(rng, (2, 3))])
+    e = ops.concat([Tensor(numpy.zeros((0, 3), F16)), Tensor(numpy.ones((2, 3), F16))], 0)
+    assert e.shape == (2, 3) and e.dtype == F16

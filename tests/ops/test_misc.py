@@ -6,6 +6,9 @@ import minigrad
 from minigrad import ops
 from minigrad.random import get_rng
 from minigrad.testing import assert_forward, check_backward, noncontiguous
+from minigrad import Tensor, nn
+
+from helpers.fp16 import F16, F32, assert_bits, grads, nchw
 
 
 # ---- random and dropout -------------------------------------------------------------------------
@@ -205,3 +208,77 @@ def test_argument_of_the_wrong_type_is_a_type_error_naming_it(call, name):
     # "'float' object is not iterable" and a silent int(1.5) cut
     with pytest.raises(TypeError, match=rf"\b{name}\b.*got"):
         call()
+
+
+def dropout_pair(x, p, seed=7):
+    """The op's output on x and, under the same seed, the mask it drew (from an input of ones)."""
+    with numpy.errstate(over="ignore"):  # kept values beyond 65504 / scale are inf, as NumPy's fp16
+        minigrad.set_seed(seed)
+        out = ops.dropout(Tensor(x), p=p).asnumpy()
+        minigrad.set_seed(seed)
+        keep = ops.dropout(Tensor(numpy.ones_like(x)), p=p).asnumpy() != 0
+    return out, keep
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5, 0.75, 0.99999])
+def test_dropout_fp16_is_x_times_the_fp32_scale_rounded_once(p):
+    rng = numpy.random.default_rng(0)
+    x = nchw(rng, (50, 400))
+    x[0, :8] = [0, -0.0, 2 ** -24, 65504, -65504, 0.01, 1e-3, 0]
+    out, keep = dropout_pair(x, p)
+    scale = F32.type(1 / (1 - p))
+    with numpy.errstate(over="ignore"):
+        rule = (x.astype(F32) * numpy.where(keep, scale, F32.type(0))).astype(F16)  # -x dropped: -0
+    assert_bits(out, rule)
+    assert abs(keep.mean() - (1 - p)) < 0.02 + 4 * numpy.sqrt(p * (1 - p) / keep.size)
+    # the backward uses the same mask and the same rule
+    minigrad.set_seed(7)
+    t = Tensor(x, requires_grad=True)
+    with numpy.errstate(over="ignore"):
+        ops.dropout(t, p=p).backward(Tensor(x))
+    assert_bits(t.grad.asnumpy(), rule)
+
+
+def test_dropout_near_one_keeps_finite_values():
+    # p = 0.99999: kept values are x·1e5 (0.01 -> 1000); the fp16 scale 1e5 was inf (and 0·inf NaN)
+    x = numpy.full(200000, 0.01, F16)
+    x[::2] = 0
+    out, keep = dropout_pair(x, 0.99999, seed=3)
+    assert keep.any()
+    assert numpy.isfinite(out).all()
+    assert_bits(out[keep], (x[keep].astype(F32) * F32.type(1e5)).astype(F16))
+
+
+def test_dropout_layer_keep_prob_and_empty():
+    x = nchw(numpy.random.default_rng(1), (64, 64))
+    layer = nn.Dropout(keep_prob=0.9).set_train()
+    minigrad.set_seed(5)
+    got = layer(Tensor(x)).asnumpy()
+    minigrad.set_seed(5)
+    assert_bits(got, ops.dropout(Tensor(x), p=1 - 0.9).asnumpy())
+    keep = got != 0
+    assert_bits(got[keep], (x[keep].astype(F32) * F32.type(1 / 0.9)).astype(F16))
+    assert ops.dropout(Tensor(numpy.zeros((0, 3), F16)), 0.5).shape == (0, 3)
+
+
+def test_embedding_gradient_of_many_repeated_ids_accumulates_in_fp32():
+    # 70000 ids 0 with g = 2^-10: Σ = 68.359375 exactly (an fp16 running sum stalls at 64)
+    tab = numpy.zeros((3, 2), F16)
+    (gt,) = grads(lambda t: ops.embedding(numpy.zeros(70000, numpy.int64), t), [tab],
+                  numpy.full((70000, 2), 2 ** -10, F16))
+    assert_bits(gt, numpy.array([[70000 / 1024] * 2, [0, 0], [0, 0]], F16))
+    # 60000 + 60000 - 60000 and subnormals 3·2^-24 (no overflow, no flush)
+    ids = numpy.array([[0, 2], [0, 2], [0, 2]])
+    g = numpy.zeros((3, 2, 2), F16)
+    g[:, 0, 0] = [60000, 60000, -60000]
+    g[:, 1, 1] = 2 ** -24
+    (gt,) = grads(lambda t: ops.embedding(ids, t), [tab], g)
+    assert_bits(gt, numpy.array([[60000, 0], [0, 0], [0, 3 * 2 ** -24]], F16))
+    # nn.Embedding: gather and one-hot paths agree (the one-hot path through the matmul rule)
+    rng = numpy.random.default_rng(0)
+    ids = Tensor(rng.integers(0, 5, (4, 3)))
+    for one_hot in (False, True):
+        layer = nn.Embedding(5, 4, use_one_hot=one_hot)
+        layer.embedding_table.set_data(Tensor(nchw(rng, (5, 4))))
+        out = layer(ids).asnumpy()
+        assert_bits(out, layer.embedding_table.asnumpy()[ids.asnumpy()])

@@ -5,6 +5,9 @@ import pytest
 import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous
+from minigrad import Tensor
+
+from helpers.fp16 import F16, F32, F64, assert_close_to_rounded, grads, nchw, ulps
 
 
 def _normalize(x, axes, gamma, beta, eps, mean=None, var=None):
@@ -120,7 +123,7 @@ def test_bad_arguments():
         ops.batch_norm(minigrad.Tensor(numpy.zeros((1, 3), numpy.float32)), None, None, None, None, True)
     with pytest.raises(ValueError, match=r"running_mean must have shape \(3,\), got \(2,\)"):
         ops.batch_norm(x, None, None, numpy.zeros(2, numpy.float32), None, True)
-    with pytest.raises(ValueError, match="momentum must be in"):
+    with pytest.raises(ValueError, match=r"momentum must be a finite float in \[0, 1\], got 1.5"):
         ops.batch_norm(x, None, None, None, None, True, momentum=1.5)
     with pytest.raises(ValueError, match=r"layer_norm gamma must have shape \(3,\)"):
         ops.layer_norm(x, minigrad.Tensor(numpy.ones(4, numpy.float32)), None)
@@ -135,3 +138,74 @@ def _x(shape=(2, 3)):
 def test_layer_norm_non_int_axis_names_the_argument():
     with pytest.raises(TypeError, match="begin_norm_axis"):
         ops.layer_norm(_x(), None, None, begin_norm_axis=1.5)
+
+
+def norm_by_hand(x, gamma, beta, axes, eps, mean=None, var=None, dtype=F64):
+    """The documented rule; ``dtype=F32``: statistics and x̂ in fp32, as the docstring says for fp16."""
+    x = x.astype(dtype)
+    if mean is None:
+        mean = x.mean(axis=axes, keepdims=True, dtype=F64).astype(dtype)
+        var = ((x - mean) ** 2).mean(axis=axes, keepdims=True, dtype=F64).astype(dtype)
+    return ((x - mean) * (1 / numpy.sqrt(var + eps)) * gamma + beta).astype(dtype)
+
+
+@pytest.mark.parametrize("offset", [0.0, 30000.0])
+def test_batch_norm_fp16_train_and_eval_with_fp32_params_and_stats(offset):
+    rng = numpy.random.default_rng(0)
+    x = (rng.standard_normal((4, 3, 5, 2)) * 50 + offset).astype(F16)
+    gamma, beta = rng.standard_normal(3).astype(F32), rng.standard_normal(3).astype(F32)
+    rm, rv = numpy.zeros(3, F32), numpy.ones(3, F32)
+    gm, bt = gamma.reshape(1, 3, 1, 1).astype(F64), beta.reshape(1, 3, 1, 1).astype(F64)
+    y = ops.batch_norm(Tensor(x), Tensor(gamma), Tensor(beta), rm, rv, True, momentum=0.1)
+    assert y.dtype == F16 and rm.dtype == F32 and rv.dtype == F32
+    # statistics and x̂ in fp32 (at offset 30000 the fp32 x - μ alone is off by ~1e-3)
+    ref = norm_by_hand(x, gm.astype(F32), bt.astype(F32), (0, 2, 3), 1e-5, dtype=F32)
+    assert (ulps(y.asnumpy(), ref.astype(F16)) <= 1).all()
+    x64 = x.astype(F64)
+    numpy.testing.assert_allclose(rm, 0.1 * x64.mean((0, 2, 3)), rtol=1e-6)
+    numpy.testing.assert_allclose(rv, 0.9 + 0.1 * x64.var((0, 2, 3), ddof=1), rtol=1e-5)
+    y = ops.batch_norm(Tensor(x), Tensor(gamma), Tensor(beta), rm, rv, False)
+    ref = norm_by_hand(x, gm, bt, None, 1e-5, rm.astype(F64).reshape(1, 3, 1, 1), rv.astype(F64).reshape(1, 3, 1, 1))
+    with numpy.errstate(over="ignore"):
+        assert_close_to_rounded(y.asnumpy(), ref, 1)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_gradients_match_float64(training):
+    rng = numpy.random.default_rng(1)
+    x = nchw(rng, (4, 3, 2, 2))
+    gamma, beta = rng.standard_normal(3).astype(F32), rng.standard_normal(3).astype(F32)
+    rm, rv = rng.standard_normal(3).astype(F32), rng.random(3).astype(F32) + 0.5
+
+    def fn(x, gamma, beta):
+        return ops.batch_norm(x, gamma, beta, rm.copy(), rv.copy(), training)
+    check_backward(fn, [x, gamma, beta])
+    gx, gg, gb = grads(fn, [x, gamma, beta], nchw(rng, x.shape))
+    assert (gx.dtype, gg.dtype, gb.dtype) == (F16, F32, F32)
+
+
+def test_layer_norm_fp16_forward_and_gradients():
+    rng = numpy.random.default_rng(2)
+    x = (rng.standard_normal((3, 4, 5)) * 100 + 20000).astype(F16)
+    gamma, beta = rng.standard_normal((4, 5)).astype(F16), rng.standard_normal((4, 5)).astype(F16)
+    y = ops.layer_norm(Tensor(x), Tensor(gamma), Tensor(beta), begin_norm_axis=1, begin_params_axis=1)
+    assert y.dtype == F16
+    ref = norm_by_hand(x, gamma.astype(F32), beta.astype(F32), (1, 2), 1e-5, dtype=F32)
+    assert (ulps(y.asnumpy(), ref.astype(F16)) <= 1).all()
+    x = nchw(rng, (3, 4, 5))
+    check_backward(lambda x, g, b: ops.layer_norm(x, g, b, 1, 1), [x, gamma, beta])
+    check_backward(lambda x, g, b: ops.layer_norm(x, g, b, -1, -1), [x, gamma[0], beta[0]])
+
+
+def test_norms_propagate_nan_per_group_only():
+    x = numpy.ones((2, 3), F16)
+    x[0, 1] = numpy.nan
+    x[1] = [1, 2, 3]
+    with numpy.errstate(invalid="ignore"):  # NaN and inf - inf in the statistics, as NumPy warns
+        y = ops.layer_norm(Tensor(x), None, None).asnumpy()
+    assert numpy.isnan(y[0]).all() and numpy.isfinite(y[1]).all()
+    x = numpy.arange(12, dtype=F16).reshape(4, 3)
+    x[2, 0] = numpy.inf
+    with numpy.errstate(invalid="ignore"):
+        y = ops.batch_norm(Tensor(x), None, None, None, None, True).asnumpy()
+    assert numpy.isnan(y[:, 0]).all() and numpy.isfinite(y[:, 1:]).all()

@@ -6,6 +6,9 @@ from hypothesis import assume, given, strategies as st
 import minigrad
 from minigrad import ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous
+from minigrad import Tensor
+
+from helpers.fp16 import F16, F64, FAST, assert_bits, assert_close_to_rounded, grads, nchw, strided, ulps
 
 
 def pool_reference(x, kernel, stride, padding, reduce, fill):
@@ -114,3 +117,90 @@ def test_bad_arguments(op):
         op(x, 0)
     with pytest.raises(ValueError, match="smaller than the kernel 5x5"):
         op(x, 5)
+
+
+def pool_taps(shape, kernel, stride, pad):
+    """(i, j, rows, cols) of every tap on the padded input, as the docstrings define windows."""
+    (kh, kw), (sh, sw) = kernel, stride
+    hp, wp = shape[2] + pad[0] + pad[1], shape[3] + pad[2] + pad[3]
+    ho, wo = (hp - kh) // sh + 1, (wp - kw) // sw + 1
+    for i in range(kh):
+        for j in range(kw):
+            yield slice(i, i + sh * (ho - 1) + 1, sh), slice(j, j + sw * (wo - 1) + 1, sw)
+
+
+def pool_by_hand(x, g, kernel, stride, pad, op):
+    """Forward and the float64 backward of max/avg pooling (max: first maximum in tap order)."""
+    top, bottom, left, right = pad
+    fill = -numpy.inf if op == "max" else 0
+    xp = numpy.pad(x.astype(F64), ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
+    taps = list(pool_taps(x.shape, kernel, stride, pad))
+    stack = numpy.stack([xp[:, :, r, c] for r, c in taps])
+    dx = numpy.zeros(xp.shape)
+    if op == "max":
+        out = stack.max(0)
+        first = numpy.argmax(stack == out, axis=0)
+        for k, (r, c) in enumerate(taps):
+            dx[:, :, r, c] += numpy.where(first == k, g.astype(F64), 0)
+    else:
+        out = stack.sum(0) / len(taps)
+        for r, c in taps:
+            dx[:, :, r, c] += g.astype(F64) / len(taps)
+    return out, dx[:, :, top:top + x.shape[2], left:left + x.shape[3]]
+
+
+@FAST
+@given(seed=st.integers(0, 2 ** 32 - 1), kernel=st.sampled_from([(2, 2), (3, 3), (2, 3)]),
+       stride=st.sampled_from([(1, 1), (2, 1), (2, 2)]), pad=st.sampled_from([(0, 0, 0, 0), (1, 0, 1, 1)]),
+       noncontig=st.booleans())
+def test_pool_fp16_forward_and_backward_follow_the_rule(seed, kernel, stride, pad, noncontig):
+    rng = numpy.random.default_rng(seed)
+    x = nchw(rng, (2, 2, 7, 6), 1000)
+    x[rng.random(x.shape) < 0.1] = F16.type(2 ** -24)
+    x[rng.random(x.shape) < 0.2] = F16.type(7)  # ties: the first maximum takes the gradient
+    for op, fn in (("max", ops.max_pool2d), ("avg", ops.avg_pool2d)):
+        out_shape = pool_by_hand(x, numpy.zeros(1), kernel, stride, pad, op)[0].shape
+        g = nchw(rng, out_shape, 20000)
+        out, dx = pool_by_hand(x, g, kernel, stride, pad, op)
+        t = Tensor(strided(x) if noncontig else x, requires_grad=True)
+        y = fn(t, kernel, stride, pad)
+        with numpy.errstate(all="ignore"):
+            y.backward(Tensor(g))
+        if op == "max":
+            assert_bits(y.asnumpy(), out.astype(F16))
+        else:
+            assert (ulps(y.asnumpy(), out.astype(F16)) <= 1).all()
+        # the overlapping windows' gradients add up in fp32 and are rounded once
+        assert_close_to_rounded(t.grad.asnumpy(), dx, 1 if op == "avg" else 0)
+
+
+def test_max_pool_gradient_of_overlapping_windows_sums_in_fp32():
+    x = numpy.array([0, 5, 0], F16).reshape(1, 1, 1, 3)
+    for g, want in (([-40000, 40000, 40000], 40000), ([1, 1, 2048], 2050)):
+        (gx,) = grads(lambda t: ops.max_pool2d(t, (1, 3), 1, (0, 0, 1, 1)), [x],
+                      numpy.array(g, F16).reshape(1, 1, 1, 3))
+        assert_bits(gx, numpy.array([0, want, 0], F16).reshape(1, 1, 1, 3))
+
+
+def test_avg_pool_gradient_is_the_fp32_sum_of_the_shares_rounded_once():
+    # each x[1] gets g/3 from three windows: (1 + 1 + 1)/3 = 1 exactly; 3·fp16(1/3) = 0.99951
+    x = numpy.zeros((1, 1, 1, 3), F16)
+    (gx,) = grads(lambda t: ops.avg_pool2d(t, (1, 3), 1, (0, 0, 1, 1)), [x], numpy.ones((1, 1, 1, 3), F16))
+    assert_bits(gx, numpy.array([2 / 3, 1, 2 / 3]).astype(F16).reshape(1, 1, 1, 3))
+
+
+def test_pool_inf_nan_and_empty():
+    x = numpy.array([[1, numpy.nan], [numpy.inf, -numpy.inf]], F16).reshape(1, 1, 2, 2)
+    assert numpy.isnan(ops.max_pool2d(Tensor(x), (1, 2)).asnumpy()[0, 0, 0, 0])
+    assert ops.max_pool2d(Tensor(x), (1, 2)).asnumpy()[0, 0, 1, 0] == numpy.inf
+    with numpy.errstate(invalid="ignore"):  # inf + -inf: NaN, with NumPy's warning
+        assert numpy.isnan(ops.avg_pool2d(Tensor(x), (1, 2)).asnumpy()).all()
+    # fp16 avg of values near 65504 does not overflow in its fp32 sum
+    big = numpy.full((1, 1, 2, 2), 65504, F16)
+    assert_bits(ops.avg_pool2d(Tensor(big), 2).asnumpy(), numpy.full((1, 1, 1, 1), 65504, F16))
+    for fn in (ops.max_pool2d, ops.avg_pool2d):
+        t = Tensor(numpy.zeros((0, 3, 4, 4), F16), requires_grad=True)
+        y = fn(t, 2)
+        assert y.shape == (0, 3, 2, 2)
+        y.sum().backward()
+        assert t.grad.shape == (0, 3, 4, 4)

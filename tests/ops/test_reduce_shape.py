@@ -8,6 +8,8 @@ from minigrad.testing import assert_forward, check_backward, noncontiguous
 from hypothesis import given, settings, strategies as st
 from minigrad import Tensor
 
+from helpers.fp16 import F16, F32, F64, FIXTURE_OK, assert_bits, fp16_values, grads, run, unary_case
+
 
 def _distinct(shape, seed=0):
     """Values with no ties (a shuffled grid), so max/min have one winner per slice."""
@@ -328,3 +330,55 @@ def test_reduction_int_and_tuple_axes_still_work():
     numpy.testing.assert_array_equal(ops.sum(x, numpy.int64(1)).asnumpy(), [3, 12])
     numpy.testing.assert_array_equal(ops.sum(x, (0, -1)).asnumpy(), 15)
     numpy.testing.assert_array_equal(ops.max(x, [1]).asnumpy(), [2, 5])
+
+
+@FIXTURE_OK
+@given(x=unary_case(), axis=st.sampled_from([None, 0, -1]))
+def test_sum_mean_fp16_are_the_fp32_reduction_rounded(path, x, axis):
+    if axis is not None and x.ndim == 0:
+        axis = None
+    got_s, ks = run(lambda: ops.sum(Tensor(x), axis).asnumpy())
+    with numpy.errstate(all="ignore"):
+        assert_bits(got_s, numpy.asarray(x.astype(F32).sum(axis=axis)).astype(F16))
+    if x.size and (axis is None or x.shape[axis]):
+        got_m, km = run(lambda: ops.mean(Tensor(x), axis).asnumpy())
+        with numpy.errstate(all="ignore"):
+            assert_bits(got_m, numpy.asarray(x.astype(F32).mean(axis=axis)).astype(F16))
+
+
+@pytest.mark.parametrize("reduce", [ops.max, ops.min])
+def test_max_min_gradient_shared_by_more_than_65504_ties(reduce):
+    # dx = g / count at each of the 70000 tied extremes: 1/70000 ≈ 1.43e-5 (the count was an fp16
+    # 70000 = inf, and every share was 0)
+    (gx,) = grads(reduce, [numpy.zeros(70000, F16)], numpy.array(1.0, F16))
+    assert_bits(gx, numpy.full(70000, 1 / 70000, F64).astype(F16))
+
+
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 30), ties=st.booleans())
+def test_max_min_gradient_fp16_is_g_over_count(seed, n, ties):
+    rng = numpy.random.default_rng(seed)
+    x = fp16_values(rng, (n,), finite=True)
+    if ties:
+        x[rng.random(n) < 0.5] = x.max()
+    g = fp16_values(rng, (), finite=True)
+    for reduce, top in ((ops.max, x.max()), (ops.min, x.min())):
+        (gx,) = grads(reduce, [x], g)
+        count = (x == top).sum()
+        assert_bits(gx, (g.astype(F64) * (x == top) / count).astype(F16))
+
+
+def test_getitem_repeated_indices_and_broadcast_sum_in_fp32():
+    x = numpy.zeros((2, 3), F16)
+    g = numpy.array([[2048, 2048, 60000], [1, 2 ** -24, 60000], [1, 2 ** -24, -60000]], F16)
+    (gx,) = grads(lambda t: t[numpy.array([0, 0, 0]), :], [x], g)
+    assert_bits(gx, numpy.array([[2050, 2048, 60000], [0, 0, 0]], F16))
+    (gx,) = grads(lambda t: t[[1, 1, 1]], [x], g)
+    assert_bits(gx, numpy.array([[0, 0, 0], [2050, 2048, 60000]], F16))
+    (gx,) = grads(lambda t: ops.broadcast_to(t, (3, 3)), [numpy.zeros((1, 3), F16)], g)
+    assert_bits(gx, numpy.array([[2050, 2048, 60000]], F16))
+    # slices and bool masks select once: the gradient is g itself (subnormals, inf, -0 kept)
+    v = numpy.array([2 ** -24, numpy.inf, -0.0, 3], F16)
+    (gx,) = grads(lambda t: t[::2], [numpy.zeros(4, F16)], v[:2])
+    assert_bits(gx, numpy.array([2 ** -24, 0, numpy.inf, 0], F16))
+    (gx,) = grads(lambda t: t[numpy.array([True, False, True, True])], [numpy.zeros(4, F16)], v[1:])
+    assert_bits(gx, numpy.array([numpy.inf, 0, -0.0, 3], F16))
