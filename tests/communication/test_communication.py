@@ -4,9 +4,9 @@ import sys
 
 import numpy
 import pytest
-from helpers import DEVICES
 
 import minigrad
+from helpers import DEVICES
 from minigrad import backend, communication
 
 
