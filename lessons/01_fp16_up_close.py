@@ -7,6 +7,8 @@
 # why `1 + 1e-4` is `1` in fp16, and why small gradients vanish.
 #
 #     python lessons/01_fp16_up_close.py [--out FOLDER] [--quick]
+#
+# (It takes seconds either way: `--quick` changes nothing here.)
 
 # %%
 """Lesson 1: fp16 up close: range, subnormals, spacing, rounding, and vanishing gradients."""

@@ -60,6 +60,15 @@ def check_type(name, value, types, *, expected=None, owner=None):
     _fail(TypeError, name, expected, value, owner, True)
 
 
+def check_number(name, value, *, owner=None):
+    """``value`` if it is a real number or a bool (Python or NumPy): a value an array can be
+    filled with. None, strings and complex numbers raise TypeError (NumPy would turn None and
+    ``"nan"`` into NaN)."""
+    if isinstance(value, numbers.Real) or isinstance(value, _BOOLS):
+        return value
+    _fail(TypeError, name, "a number (int, float or bool)", value, owner, True)
+
+
 def check_bool(name, value, *, owner=None):
     """``value`` as a Python bool; only ``True``/``False`` (or NumPy's bools) pass: 0, 1, None
     and ``''`` raise TypeError (a truthy stand-in for a flag hides a misplaced argument)."""
@@ -97,7 +106,8 @@ def check_int(name, value, *, low=None, high=None, allow_none=False, owner=None)
     if (low is not None and value < low) or (high is not None and value > high):
         _fail(ValueError, name, words, value, owner, False)
     if not INT64_MIN <= value <= INT64_MAX:
-        _fail(ValueError, name, f"{words} that fits in int64 (|value| < 2**63)", value, owner, False)
+        _fail(ValueError, name, f"{words} that fits in int64 (|value| < 2**63)", value, owner,
+              False)
     return value
 
 

@@ -1,5 +1,6 @@
-"""MindSpore-style global context: ``set_context(device_target="CPU"|"GPU")``."""
+"""MindSpore-style global context: ``set_context(device_target="CPU"|"GPU", num_threads=N)``."""
 from minigrad import backend
+from minigrad._checks import check_positive_int
 from minigrad._config import config
 
 # MindSpore's other context keys: accepted by set_context and ignored, so scripts run unchanged.
@@ -22,31 +23,59 @@ GRAPH_MODE, PYNATIVE_MODE = 0, 1  # MindSpore's mode values; minigrad always run
 # what get_context gives for MindSpore keys never set (the values minigrad behaves as)
 _DEFAULTS = {"mode": PYNATIVE_MODE, "device_id": 0}
 _ignored = {}  # MindSpore keys given to set_context: kept for get_context, otherwise unused
+# the last num_threads given, and threadpoolctl's handle on the limits it set
+_threads = {"num_threads": None, "limiter": None}
 
 
-def set_context(device_target=None, **kwargs):
-    """Set where new tensors are created: ``"CPU"`` (NumPy) or ``"GPU"`` (CuPy).
+def set_context(device_target=None, num_threads=None, **kwargs):
+    """Set where new tensors are created, ``"CPU"`` (NumPy) or ``"GPU"`` (CuPy), and how many
+    threads the host's thread pools use.
+
+    ``num_threads`` (a positive int) caps every BLAS and OpenMP thread pool of the process
+    (OpenBLAS/MKL under NumPy's matmuls, the native kernels' OpenMP) through ``threadpoolctl``,
+    the optional extra ``minigrad[threads]``: on a machine shared with other busy processes,
+    BLAS threads that spin waiting for a core make training many times slower, and
+    ``num_threads=1`` avoids it.
 
     MindSpore's other context keys (``mode``, ``device_id``, ...; see ``MINDSPORE_KEYS``) are
     accepted and ignored, so MindSpore scripts run unchanged.
 
     Raises:
         ValueError: for a key that is not a context key (as MindSpore; a misspelt key is not
-            ignored silently), or an unknown device; nothing is changed then. RuntimeError for
-            ``"GPU"`` without CuPy or a GPU.
+            ignored silently), an unknown device or ``num_threads`` < 1; nothing is changed then.
+        TypeError: for a ``num_threads`` that is not an int.
+        ImportError: for ``num_threads`` without threadpoolctl (naming the extra to install).
+        RuntimeError: for ``"GPU"`` without CuPy or a GPU.
     """
     unknown = sorted(key for key in kwargs if key not in MINDSPORE_KEYS)
     if unknown:
-        raise ValueError(f"set_context: {', '.join(repr(k) for k in unknown)} is not a context key; "
-                         f"minigrad uses 'device_target' and accepts (and ignores) MindSpore's "
-                         f"other keys: {sorted(MINDSPORE_KEYS)}")
+        raise ValueError(f"set_context: {', '.join(repr(k) for k in unknown)} is not a context "
+                         f"key; "
+                         f"minigrad uses 'device_target' and 'num_threads' and accepts (and "
+                         f"ignores) MindSpore's other keys: {sorted(MINDSPORE_KEYS)}")
+    if num_threads is not None:
+        num_threads = check_positive_int("num_threads", num_threads)
+        limits = _threadpool_limits()
     if device_target is not None:
         config.device_target = backend.check_device(device_target)
+    if num_threads is not None:
+        _threads["limiter"] = limits(limits=num_threads)
+        _threads["num_threads"] = num_threads
     _ignored.update(kwargs)
 
 
+def _threadpool_limits():
+    try:
+        from threadpoolctl import threadpool_limits  # an optional extra, loaded only when asked
+    except ImportError:
+        raise ImportError("set_context(num_threads=...) needs threadpoolctl: pip install "
+                          "'minigrad[threads]' (or pip install threadpoolctl)") from None
+    return threadpool_limits
+
+
 def get_context(key):
-    """Read a context value: ``"device_target"``; a MindSpore key given to ``set_context``
+    """Read a context value: ``"device_target"``; ``"num_threads"`` (None until set); a
+    MindSpore key given to ``set_context``
     (its value, unused); ``"mode"`` (default ``PYNATIVE_MODE``: minigrad runs eagerly) and
     ``"device_id"`` (default 0) also when never set.
 
@@ -55,11 +84,15 @@ def get_context(key):
     """
     if key == "device_target":
         return config.device_target
+    if key == "num_threads":
+        return _threads["num_threads"]
     if key not in MINDSPORE_KEYS:
-        raise ValueError(f"unknown context key {key!r}; minigrad has 'device_target' and MindSpore's "
+        raise ValueError(f"unknown context key {key!r}; minigrad has 'device_target', "
+                         f"'num_threads' and MindSpore's "
                          f"other keys")
     if key in _ignored:
         return _ignored[key]
     if key in _DEFAULTS:
         return _DEFAULTS[key]
-    raise ValueError(f"context key {key!r} has no value: set_context accepts it, and minigrad ignores it")
+    raise ValueError(f"context key {key!r} has no value: set_context accepts it, and minigrad "
+                     f"ignores it")

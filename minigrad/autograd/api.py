@@ -4,10 +4,10 @@ These return gradients instead of writing ``.grad``: the positional inputs to di
 re-wrapped as fresh leaves, the weights (Parameters) are differentiated in place, and the output
 is seeded with ones — or with ``sens`` (this is how a loss scale enters backprop).
 """
-from minigrad.tensor import Tensor, make, seed_like
 from minigrad import backend
 from minigrad._config import config, enable_grad
 from minigrad.autograd import engine
+from minigrad.tensor import Tensor, make, seed_like
 
 
 def _positions(grad_position, n):

@@ -20,8 +20,8 @@ losses) take fp16 inputs in float32; unlabelled ops (None) run in their inputs' 
 are ``autocast_inputs``, which the ops install (it records ``ops.cast`` nodes, so gradients
 return in the inputs' dtypes).
 """
-from minigrad.tensor import make
 from minigrad._config import config
+from minigrad.tensor import make
 
 
 class Function:

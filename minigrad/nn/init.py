@@ -13,6 +13,7 @@ import numbers
 import numpy
 
 from minigrad import dtype as dtypes
+from minigrad._checks import check_float, check_in, check_int_tuple, check_non_negative
 from minigrad._config import config
 from minigrad.random import get_rng
 from minigrad.tensor import Tensor
@@ -35,9 +36,7 @@ def _gain(nonlinearity, negative_slope):
     """Recommended gain of He/Kaiming initialisation for a nonlinearity."""
     gains = {"linear": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
              "leaky_relu": math.sqrt(2.0 / (1 + negative_slope ** 2))}
-    if nonlinearity not in gains:
-        raise ValueError(f"nonlinearity must be one of {sorted(gains)}, got {nonlinearity!r}")
-    return gains[nonlinearity]
+    return gains[check_in("nonlinearity", nonlinearity, sorted(gains))]
 
 
 class Initializer:
@@ -83,9 +82,8 @@ class Normal(Initializer):
     """N(mean, sigma²). Default sigma 0.01 (MindSpore's ``"normal"``)."""
 
     def __init__(self, sigma=0.01, mean=0.0):
-        if sigma < 0:
-            raise ValueError(f"sigma must be >= 0, got {sigma}")
-        self.sigma, self.mean = sigma, mean
+        self.sigma = check_non_negative("sigma", sigma, owner="Normal")
+        self.mean = check_float("mean", mean, owner="Normal")
 
     def sample(self, shape):
         return _rng().normal(self.mean, self.sigma, shape)
@@ -95,9 +93,7 @@ class TruncatedNormal(Initializer):
     """N(0, sigma²) restricted to [-2 sigma, 2 sigma] (redrawn outside). Default sigma 0.01."""
 
     def __init__(self, sigma=0.01):
-        if sigma < 0:
-            raise ValueError(f"sigma must be >= 0, got {sigma}")
-        self.sigma = sigma
+        self.sigma = check_non_negative("sigma", sigma, owner="TruncatedNormal")
 
     def sample(self, shape):
         rng = _rng()
@@ -113,9 +109,7 @@ class Uniform(Initializer):
     """U(-scale, scale). Default scale 0.07."""
 
     def __init__(self, scale=0.07):
-        if scale < 0:
-            raise ValueError(f"scale must be >= 0, got {scale}")
-        self.scale = scale
+        self.scale = check_non_negative("scale", scale, owner="Uniform")
 
     def sample(self, shape):
         return _rng().uniform(-self.scale, self.scale, shape)
@@ -123,8 +117,7 @@ class Uniform(Initializer):
 
 class _He(Initializer):
     def __init__(self, negative_slope=0.0, mode="fan_in", nonlinearity="leaky_relu"):
-        if mode not in ("fan_in", "fan_out"):
-            raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+        check_in("mode", mode, ("fan_in", "fan_out"))
         _gain(nonlinearity, negative_slope)
         self.negative_slope, self.mode, self.nonlinearity = negative_slope, mode, nonlinearity
 
@@ -178,16 +171,13 @@ def initializer(init, shape, dtype=dtypes.float32):
         dtype: default float32.
 
     Raises:
-        ValueError: for an unknown name, a dimension that is not an int or is negative, or a
-            Tensor/array of another shape.
-        TypeError: for any other kind of ``init``.
+        ValueError: for an unknown name, a negative dimension, or a Tensor/array of another
+            shape.
+        TypeError: for any other kind of ``init``, or a dimension that is not an int (a float
+            is refused, never truncated).
     """
-    shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
-    if any(isinstance(n, bool) or not isinstance(n, (int, numpy.integer)) for n in shape):
-        raise ValueError(f"shape must hold ints, got {shape}")  # 2.5 was truncated to 2
-    shape = tuple(int(n) for n in shape)
-    if any(n < 0 for n in shape):
-        raise ValueError(f"shape must have non-negative dimensions, got {shape}")
+    # a float dimension is refused, never truncated (int(2.5) would be 2)
+    shape = check_int_tuple("shape", shape, low=0)
     dtype = dtypes.as_dtype(dtype)
     if isinstance(init, (Tensor, numpy.ndarray)):
         if tuple(init.shape) != shape:
@@ -195,10 +185,7 @@ def initializer(init, shape, dtype=dtypes.float32):
         # a copy: a new Parameter must not share memory with the tensor it was initialised from
         return Tensor(init.data.copy() if isinstance(init, Tensor) else init.copy(), dtype=dtype)
     if isinstance(init, str):
-        key = init.lower().replace("_", "")
-        if key not in _BY_NAME:
-            raise ValueError(f"init must be one of {sorted(_BY_NAME)}, got {init!r}")
-        init = _BY_NAME[key]()
+        init = _BY_NAME[check_in("init", init.lower().replace("_", ""), sorted(_BY_NAME))]()
     elif isinstance(init, numbers.Real) and not isinstance(init, (bool, numpy.bool_)):
         init = Constant(float(init))  # Python and NumPy numbers alike (MindSpore: numbers.Number)
     elif not isinstance(init, Initializer):

@@ -2,8 +2,13 @@
 import numpy
 
 import minigrad.tensor as _tensor  # a cycle: tensor.py imports the ops
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._checks import is_int
 from minigrad._fastcast import convert
+
+_NUMBERS = (int, float, numpy.number, numpy.bool_)  # bool is an int
+_NOT_NUMERIC = numpy.dtype(object)
 
 
 def tensor_class():
@@ -27,6 +32,10 @@ def as_tensor(value, like=None):
         # nested Python data is weak as a whole, like the array it makes: [0.5, 1.5] beside an
         # int tensor is float (weak_dtype reads only a scalar's or an array's kind)
         value = numpy.asarray(value)
+    if not isinstance(value, _NUMBERS) and getattr(value, "dtype", _NOT_NUMERIC).kind not in "biuf":
+        # None or "nan" would become NaN in asarray(value, dtype=float)
+        raise TypeError(f"an operand beside a Tensor must be a Tensor, a number or an array of "
+                        f"numbers, got {value!r:.60} ({type(value).__name__})")
     dtype = dtypes.weak_dtype(value, like.data.dtype)
     return leaf(xp.asarray(value, dtype=dtype))
 
@@ -70,11 +79,6 @@ def unbroadcast(grad, shape):
     return sum_acc(grad, axes, keepdims=False).reshape(shape)
 
 
-def widen(x):
-    """fp16 as fp32 (other dtypes as they are): the dtype fp16 ops compute in and round once
-    from (tensor-core numerics; NumPy has no fp16 BLAS, and fp16 intermediates overflow)."""
-    return convert(x, dtypes.float32) if x.dtype == dtypes.float16 else x
-
 
 def sum_acc(x, axis, keepdims):
     """Sum with fp32 accumulation for fp16, returned in ``x``'s dtype.
@@ -113,6 +117,19 @@ def normalize_axis(axis, ndim, name="axis"):
     return tuple(sorted(set(out)))
 
 
-def check_float(t, op):
+def one_axis(axis, ndim, name="axis"):
+    """``axis`` (one int, negative counting from the end) as a non-negative int below ``ndim``.
+
+    Raises:
+        TypeError: naming ``name`` for an axis that is not an int (a list, a float, None).
+        ValueError: naming ``name`` for an axis out of range.
+    """
+    if not is_int(axis):
+        raise TypeError(f"{name} must be an int, got {axis!r} ({type(axis).__name__})")
+    return normalize_axis(axis, ndim, name)[0]
+
+
+def check_float_tensor(t, op):
     if t.data.dtype.kind != "f":
-        raise TypeError(f"{op} expects a float tensor (float16/float32/float64), got {t.data.dtype}")
+        raise TypeError(f"{op} expects a float tensor (float16/float32/float64), got "
+                        f"{t.data.dtype}")

@@ -9,9 +9,11 @@ import numbers
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad._checks import check_bool
+from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float, normalize_axis
+from minigrad.ops._util import as_tensor, check_float_tensor, one_axis
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715
@@ -72,8 +74,8 @@ class GeLU(Function):
     """
     def forward(self, x, approximate):
         self.x, self.approximate = x, approximate
-        x32 = x.astype(dtypes.acc_dtype(x.dtype), copy=False)
-        return (x32 * self.cdf(x32)).astype(x.dtype, copy=False)
+        x32 = widen(x)
+        return store(x32 * self.cdf(x32), x.dtype)
 
     def cdf(self, x):
         xp = backend.get_array_module(x)
@@ -84,14 +86,14 @@ class GeLU(Function):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        x = self.x.astype(dtypes.acc_dtype(self.x.dtype), copy=False)
+        x = widen(self.x)
         if self.approximate:
             t = self.t
             slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (
                 1 + 3 * _GELU_CUBIC * x * x)
         else:
             slope = self.cdf(x) + x * xp.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
-        return (g * slope).astype(g.dtype, copy=False)
+        return store(g * slope, g.dtype)
 
 
 class LeakyReLU(Function):
@@ -119,8 +121,8 @@ def gelu(x, approximate=True):
         TypeError: for a non-float tensor.
     """
     x = as_tensor(x)
-    check_float(x, "gelu")
-    return GeLU.apply(x, approximate=bool(approximate))
+    check_float_tensor(x, "gelu")
+    return GeLU.apply(x, approximate=check_bool("approximate", approximate))
 
 
 def leaky_relu(x, alpha=0.2):
@@ -130,7 +132,7 @@ def leaky_relu(x, alpha=0.2):
         TypeError: for a non-float tensor, or an ``alpha`` that is not a real number.
     """
     x = as_tensor(x)
-    check_float(x, "leaky_relu")
+    check_float_tensor(x, "leaky_relu")
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(f"leaky_relu alpha must be a float, got {alpha!r} ({type(alpha).__name__})")
     return LeakyReLU.apply(x, alpha=float(alpha))
@@ -140,7 +142,7 @@ def leaky_relu(x, alpha=0.2):
 
 def _shifted(x, axis):
     """x - max(x) along ``axis`` in the accumulation dtype (fp32 for fp16)."""
-    x = x.astype(dtypes.acc_dtype(x.dtype), copy=False)
+    x = widen(x)
     if x.shape[axis] == 0:  # nothing to shift (and max has no identity)
         return x
     return x - x.max(axis=axis, keepdims=True)
@@ -154,12 +156,12 @@ class Softmax(Function):
         xp = backend.get_array_module(x)
         e = xp.exp(_shifted(x, axis))
         self.out, self.axis = e / e.sum(axis=axis, keepdims=True), axis
-        return self.out.astype(x.dtype, copy=False)
+        return store(self.out, x.dtype)
 
     def backward(self, g):
         y = self.out
         g32 = g.astype(y.dtype, copy=False)
-        return (y * (g32 - (g32 * y).sum(axis=self.axis, keepdims=True))).astype(g.dtype, copy=False)
+        return store(y * (g32 - (g32 * y).sum(axis=self.axis, keepdims=True)), g.dtype)
 
 
 class LogSoftmax(Function):
@@ -172,22 +174,22 @@ class LogSoftmax(Function):
         self.axis = axis
         # log Σ eᶻ >= 0 (the maximum contributes e⁰); an empty axis has no sum to take the log of
         self.out = z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True)) if z.size else z
-        return self.out.astype(x.dtype, copy=False)
+        return store(self.out, x.dtype)
 
     def backward(self, g):
         xp = backend.get_array_module(g)
         g32 = g.astype(self.out.dtype, copy=False)
         dx = g32 - xp.exp(self.out) * g32.sum(axis=self.axis, keepdims=True)
-        return dx.astype(g.dtype, copy=False)
+        return store(dx, g.dtype)
 
 
 def _along_axis(cls, name, formula):
     def op(x, axis=-1):
         x = as_tensor(x)
-        check_float(x, name)
+        check_float_tensor(x, name)
         if not isinstance(axis, (int, numpy.integer)):
             raise TypeError(f"{name} axis must be an int, got {axis!r}")
-        return cls.apply(x, axis=normalize_axis(axis, x.ndim)[0])
+        return cls.apply(x, axis=one_axis(axis, x.ndim))
     op.__name__ = name
     op.__doc__ = (f"{formula} along ``axis`` (default -1).\n\n"
                   f"    The maximum is subtracted first (no overflow); fp16 is computed in fp32 and\n"

@@ -8,11 +8,12 @@ import operator
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._config import config
-from minigrad._fastcast import MIN_SIZE, convert
+from minigrad._fastcast import MIN_SIZE, convert, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import binary_operands, leaf, unbroadcast, widen
+from minigrad.ops._util import binary_operands, leaf, unbroadcast
 
 
 def _arith(op, a, b):

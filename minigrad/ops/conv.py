@@ -18,11 +18,12 @@ import math
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_int_tuple, check_positive_int
+from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, cast, check_float
-
+from minigrad.ops._util import as_tensor, cast, check_float_tensor
 
 # ---- geometry helpers (shared with pooling) ---------------------------------------------------
 
@@ -154,7 +155,7 @@ class Conv2d(Function):
         # cols (G, N·Ho·Wo, kh·kw·Cg): one copy, contiguous rows per group
         # explicit sizes, not -1: an empty batch (n = 0) leaves nothing to infer them from
         self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo, cg * kh * kw)
-        self.w2 = w.astype(acc, copy=False).reshape(groups, o // groups, cg, kh, kw).transpose(
+        self.w2 = widen(w).reshape(groups, o // groups, cg, kh, kw).transpose(
             0, 1, 3, 4, 2).reshape(groups, o // groups, -1)
         out = _grouped_mm(self.cols, self.w2.transpose(0, 2, 1))           # (G, N·Ho·Wo, O/G)
         out = out.reshape(groups, n, ho, wo, o // groups).transpose(1, 0, 4, 2, 3)  # (N, G, O/G, Ho, Wo)
@@ -163,23 +164,24 @@ class Conv2d(Function):
         if b is None:
             y[...] = out
         else:
-            backend.get_array_module(x).add(out, b.astype(acc, copy=False).reshape(
+            backend.get_array_module(x).add(out, widen(b).reshape(
                 1, groups, -1, 1, 1), out=y)
         return y.reshape(n, o, ho, wo)
 
     def backward(self, gy):
+        xp = backend.get_array_module(gy)
         n, c, h, width = self.x_shape
         groups, og, _ = self.w2.shape
         (ho, wo), acc = self.out_hw, self.w2.dtype
-        g = gy.astype(acc, copy=False).reshape(n, groups, og, ho, wo).transpose(
+        g = widen(gy).reshape(n, groups, og, ho, wo).transpose(
             1, 0, 3, 4, 2).reshape(groups, n * ho * wo, og)
         gx = gw = gb = None
         if self.needs_grad[0]:
             gx = self._col2im(_grouped_mm(g, self.w2))
         if self.needs_grad[1]:
             stride, dilation, (kh, kw) = self.geometry
-            gw = _grouped_mm(g.transpose(0, 2, 1), self.cols).reshape(groups * og, kh, kw, -1).transpose(
-                0, 3, 1, 2).astype(self.w_dtype)
+            gw = _grouped_mm(g.transpose(0, 2, 1), self.cols).reshape(groups * og, kh, kw, -1)
+            gw = store(xp.ascontiguousarray(gw.transpose(0, 3, 1, 2)), self.w_dtype)
         if len(self.needs_grad) > 2 and self.needs_grad[2]:
             gb = gy.sum(axis=(0, 2, 3), dtype=acc).astype(gy.dtype, copy=False)
         return gx, gw, gb
@@ -198,7 +200,9 @@ class Conv2d(Function):
             dpad[:, rows, cols] += dcols[:, :, :, :, i, j].transpose(1, 2, 3, 0, 4)
         top, _, left, _ = self.padding
         dx = dpad[:, top:top + h, left:left + width].reshape(n, h, width, c).transpose(0, 3, 1, 2)
-        return dx.astype(self.x_dtype, order="C")
+        # a C-ordered copy in the compute dtype, then one fast rounding (NumPy's own fp32 -> fp16
+        # cast of the transposed view was the slowest step of an fp16 conv backward)
+        return store(xp.ascontiguousarray(dx), self.x_dtype)
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -222,7 +226,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     x, weight = as_tensor(x), as_tensor(weight)
     tensors = [x, weight] + ([] if bias is None else [as_tensor(bias)])
     for name, t in zip(("x", "weight", "bias"), tensors):
-        check_float(t, f"conv2d {name}")
+        check_float_tensor(t, f"conv2d {name}")
     if x.ndim != 4 or weight.ndim != 4:
         raise ValueError(f"conv2d expects x of shape (N, C, H, W) and weight of shape "
                          f"(O, C/groups, kh, kw), got x {x.shape} and weight {weight.shape}")

@@ -5,11 +5,13 @@ functions follow their argument's device. Created tensors are leaves without gra
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._checks import check_int_tuple, check_number, is_int
 from minigrad._config import config
-from minigrad._fastcast import convert
+from minigrad._fastcast import convert, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, leaf, widen
+from minigrad.ops._util import as_tensor, leaf
 
 
 def _module(device):
@@ -18,11 +20,9 @@ def _module(device):
 
 
 def _shape(shape):
-    shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
-    if not all(isinstance(n, (int, numpy.integer)) and not isinstance(n, bool) and n >= 0
-               for n in shape):
-        raise ValueError(f"shape must be a tuple of non-negative ints, got {shape}")
-    return tuple(int(n) for n in shape)
+    if is_int(shape):
+        shape = (shape,)
+    return check_int_tuple("shape", shape, None, low=0)
 
 
 def full(shape, value, dtype=None, device=None):
@@ -31,9 +31,11 @@ def full(shape, value, dtype=None, device=None):
     ``dtype`` defaults to float32 for a float value, int64 for an int, bool for a bool.
 
     Raises:
-        ValueError: for a shape that is not a tuple of non-negative ints.
-        TypeError: for an unsupported dtype.
+        TypeError: for a shape that is not an int or a tuple/list of ints, a value that is not a
+            number (None, a str: NumPy would fill NaN), or an unsupported dtype.
+        ValueError: for a negative size.
     """
+    check_number("value", value)
     dtype = dtypes.default_dtype(value) if dtype is None else dtypes.as_dtype(dtype)
     return leaf(_module(device).full(_shape(shape), value, dtype))
 
@@ -51,6 +53,7 @@ def ones(shape, dtype=dtypes.float32, device=None):
 def full_like(x, value, dtype=None):
     """A tensor with ``x``'s shape and device (and dtype unless given) filled with ``value``."""
     x = as_tensor(x)
+    check_number("value", value)
     xp = backend.get_array_module(x.data)
     dtype = x.dtype if dtype is None else dtypes.as_dtype(dtype)
     return leaf(xp.full(x.shape, value, dtype))

@@ -3,9 +3,11 @@ import numbers
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._checks import check_bool
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float
+from minigrad.ops._util import as_tensor, check_float_tensor
 from minigrad.random import get_rng
 
 
@@ -46,12 +48,13 @@ def dropout(x, p=0.5, training=True):
         TypeError: for a non-float tensor, or a ``p`` that is not a real number.
     """
     x = as_tensor(x)
-    check_float(x, "dropout")
+    check_float_tensor(x, "dropout")
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
         raise TypeError(f"dropout probability p must be a float in [0, 1), got {p!r} "
                         f"({type(p).__name__})")
     if not 0 <= p < 1:
         raise ValueError(f"dropout probability p must be in [0, 1), got {p!r}")
+    training = check_bool("training", training)
     if not training or p == 0:
         return x
     return Dropout.apply(x, p=float(p))

@@ -9,7 +9,8 @@ import numbers
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad.tensor import Tensor
 
 

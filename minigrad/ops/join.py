@@ -1,9 +1,10 @@
 """Joining and splitting: concat, stack, split."""
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, cast, normalize_axis
+from minigrad.ops._util import as_tensor, cast, one_axis
 
 
 class Concat(Function):
@@ -55,7 +56,7 @@ def concat(tensors, axis=0):
     """
     tensors = _same_dtype(tensors, "concat")
     first = tensors[0]
-    ax = normalize_axis(axis, first.ndim)[0]
+    ax = one_axis(axis, first.ndim)
     for i, t in enumerate(tensors):
         if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape))
                                        if k != ax):
@@ -76,7 +77,7 @@ def stack(tensors, axis=0):
         if t.shape != first.shape:
             raise ValueError(f"stack needs tensors of one shape: tensor {i} has shape {t.shape}, "
                              f"tensor 0 has {first.shape}")
-    ax = normalize_axis(axis, first.ndim + 1)[0]
+    ax = one_axis(axis, first.ndim + 1)
     return Stack.apply(*tensors, axis=ax)
 
 
@@ -91,7 +92,7 @@ def split(x, sections_or_indices, axis=0):
         TypeError: if ``sections_or_indices`` is neither an int nor a list/tuple of ints.
     """
     x = as_tensor(x)
-    ax = normalize_axis(axis, x.ndim)[0]
+    ax = one_axis(axis, x.ndim)
     length = x.shape[ax]
     if isinstance(sections_or_indices, (int, numpy.integer)):
         n = int(sections_or_indices)

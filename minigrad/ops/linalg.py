@@ -1,10 +1,9 @@
 """Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16."""
 from minigrad import dtype as dtypes
-
-from minigrad._fastcast import convert
-from minigrad.ops import _fp16_passes
+from minigrad._fastcast import convert, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import binary_operands, unbroadcast, widen
+from minigrad.ops import _fp16_passes
+from minigrad.ops._util import binary_operands, unbroadcast
 
 
 def _narrow(x, dtype):

@@ -5,12 +5,18 @@ fp16 loops are slow, and ``log`` near 1 needs the extra precision.
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._fastcast import convert
-from minigrad.ops import _fp16_passes
 from minigrad.autograd.function import Function
+from minigrad.ops import _fp16_passes
+from minigrad.ops._util import (
+    as_tensor,
+    binary_operands,
+    check_float_tensor,
+    unbroadcast,
+)
 from minigrad.ops.arithmetic import cast
-from minigrad.ops._util import as_tensor, binary_operands, check_float, unbroadcast
 
 
 def _via_f32(fn, x):
@@ -177,7 +183,7 @@ def abs(x):
 def _float_unary(cls, doc):
     def op(x):
         x = as_tensor(x)
-        check_float(x, op.__name__)
+        check_float_tensor(x, op.__name__)
         return cls.apply(x)
     op.__name__ = cls.__name__.lower()
     op.__doc__ = doc + "\n\n    Raises:\n        TypeError: for an integer or bool tensor."

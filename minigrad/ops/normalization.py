@@ -4,14 +4,17 @@ Both compute y = γ·x̂ + β with x̂ = (x - μ) / √(σ² + ε). Batch norm t
 (N, H, W); layer norm per sample over the trailing axes. Statistics and x̂ are kept in fp32 for
 fp16 input (the dtype policy for fragile reductions); y is returned in x's dtype.
 """
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._checks import check_bool, check_float
+from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float, leaf, normalize_axis, tensor_class
+from minigrad.ops._util import as_tensor, check_float_tensor, leaf, one_axis, tensor_class
 
 
 def _moments(x, axes):
     """Mean and biased variance over ``axes`` (keepdims), two-pass, in the accumulation dtype."""
-    x = x.astype(dtypes.acc_dtype(x.dtype), copy=False)
+    x = widen(x)
     mean = x.mean(axis=axes, keepdims=True)
     centred = x - mean
     return mean, (centred * centred).mean(axis=axes, keepdims=True)
@@ -27,27 +30,26 @@ class Normalize(Function):
     autocast = "fp32"
 
     def forward(self, x, gamma, beta, axes, param_shape, eps, stats, through_stats):
-        acc = dtypes.acc_dtype(x.dtype)
         mean, var = stats
         self.axes, self.through_stats = axes, through_stats
         self.rstd = 1 / backend.get_array_module(x).sqrt(var + eps)
-        self.xhat = (x.astype(acc, copy=False) - mean) * self.rstd
-        self.gamma = gamma.astype(acc, copy=False).reshape(param_shape)
+        self.xhat = (widen(x) - mean) * self.rstd
+        self.gamma = widen(gamma).reshape(param_shape)
         self.param_axes = tuple(i for i, n in enumerate(param_shape) if n == 1)
         self.x_dtype = x.dtype
         self.params = (gamma.shape, gamma.dtype), (beta.shape, beta.dtype)
-        out = self.xhat * self.gamma + beta.astype(acc, copy=False).reshape(param_shape)
-        return out.astype(x.dtype, copy=False)
+        out = self.xhat * self.gamma + widen(beta).reshape(param_shape)
+        return store(out, x.dtype)
 
     def backward(self, g):
-        g = g.astype(self.xhat.dtype, copy=False)
+        g = widen(g)  # fp16 O3 steps: the fast conversion, both ways (a NumPy cast is ~5x slower)
         gx = ggamma = gbeta = None
         if self.needs_grad[0]:
             dxhat = g * self.gamma
             if self.through_stats:
                 dxhat = (dxhat - dxhat.mean(axis=self.axes, keepdims=True)
                          - self.xhat * (dxhat * self.xhat).mean(axis=self.axes, keepdims=True))
-            gx = (dxhat * self.rstd).astype(self.x_dtype, copy=False)
+            gx = store(dxhat * self.rstd, self.x_dtype)
         if self.needs_grad[1]:
             ggamma = self._param_grad(g * self.xhat, self.params[0])
         if self.needs_grad[2]:
@@ -56,7 +58,7 @@ class Normalize(Function):
 
     def _param_grad(self, g, like):
         shape, dtype = like
-        return g.sum(axis=self.param_axes, keepdims=True).reshape(shape).astype(dtype, copy=False)
+        return store(g.sum(axis=self.param_axes, keepdims=True).reshape(shape), dtype)
 
 
 def _array(stat):
@@ -74,7 +76,7 @@ def _params(gamma, beta, shape, x, op):
         if value.shape != shape:
             raise ValueError(f"{op} {name} must have shape {shape} for x of shape {x.shape}, "
                              f"got {value.shape}")
-        check_float(value, f"{op} {name}")
+        check_float_tensor(value, f"{op} {name}")
         out.append(value)
     return out
 
@@ -105,15 +107,17 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
     Raises:
         ValueError: for x with fewer than 2 dims, parameters or running statistics not of shape
             (C,), missing running statistics in evaluation, a single value per channel in
-            training, or momentum outside [0, 1].
-        TypeError: for non-float tensors.
+            training, momentum outside [0, 1], or eps <= 0.
+        TypeError: for non-float tensors, a ``training`` that is not a bool, or a ``momentum`` or
+            ``eps`` that is not a number.
     """
     x = as_tensor(x)
-    check_float(x, "batch_norm")
+    check_float_tensor(x, "batch_norm")
+    training = check_bool("training", training)
     if x.ndim < 2:
         raise ValueError(f"batch_norm expects x of shape (N, C) or (N, C, H, W), got {x.shape}")
-    if not 0 <= momentum <= 1:
-        raise ValueError(f"batch_norm momentum must be in [0, 1], got {momentum}")
+    momentum = check_float("batch_norm momentum", momentum, low=0, high=1)
+    eps = check_float("batch_norm eps", eps, low=0, low_open=True)
     c = x.shape[1]
     axes = (0,) + tuple(range(2, x.ndim))
     param_shape = (1, c) + (1,) * (x.ndim - 2)
@@ -136,8 +140,8 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
             raise ValueError(f"batch_norm running_mean/running_var must have shape ({c},), got "
                              f"{mean.shape} and {var.shape}")
         mean, var = mean.reshape(param_shape), var.reshape(param_shape)
-    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=float(eps),
-                           stats=(mean, var), through_stats=bool(training))
+    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=eps,
+                           stats=(mean, var), through_stats=training)
 
 
 def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-5):
@@ -151,9 +155,9 @@ def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-
         TypeError: for non-float tensors.
     """
     x = as_tensor(x)
-    check_float(x, "layer_norm")
-    norm_axis = normalize_axis(begin_norm_axis, x.ndim, "begin_norm_axis")[0]
-    params_axis = normalize_axis(begin_params_axis, x.ndim, "begin_params_axis")[0]
+    check_float_tensor(x, "layer_norm")
+    norm_axis = one_axis(begin_norm_axis, x.ndim, "begin_norm_axis")
+    params_axis = one_axis(begin_params_axis, x.ndim, "begin_params_axis")
     axes = tuple(range(norm_axis, x.ndim))
     gamma, beta = _params(gamma, beta, x.shape[params_axis:], x, "layer_norm")
     param_shape = (1,) * params_axis + x.shape[params_axis:]

@@ -6,10 +6,13 @@ window and the loop is short.
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._checks import check_bool
+from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float
-from minigrad.ops.conv import output_hw, pair, padding4, window_slices
+from minigrad.ops._util import as_tensor, check_float_tensor
+from minigrad.ops.conv import output_hw, padding4, pair, window_slices
 
 _NO_DILATION = (1, 1)
 
@@ -42,7 +45,7 @@ class _Pool2d(Function):
         for k, (_, _, rows, cols) in enumerate(self.taps):
             dx[:, :, rows, cols] += contribution(k)
         dx = dx[:, :, top:top + h, left:left + w] if any(self.padding) else dx
-        return dx.astype(dtype, copy=False)
+        return store(dx, dtype)
 
 
 class MaxPool2d(_Pool2d):
@@ -69,7 +72,7 @@ class MaxPool2d(_Pool2d):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        wide = g.astype(dtypes.acc_dtype(g.dtype), copy=False)
+        wide = widen(g)
         zero = wide.dtype.type(0)
         return self.scatter(lambda k: xp.where(self.argmax == k, wide, zero), g.dtype)
 
@@ -89,7 +92,7 @@ class AvgPool2d(_Pool2d):
                 total += part
         self.count = self._count(kernel, stride, padding, count_include_pad, acc,
                                  backend.get_array_module(x))
-        return (total / self.count).astype(x.dtype, copy=False)
+        return store(total / self.count, x.dtype)
 
     def _count(self, kernel, stride, padding, include_pad, dtype, xp):
         if include_pad or not any(padding):
@@ -109,7 +112,7 @@ class AvgPool2d(_Pool2d):
 
 def _pool_arguments(x, kernel_size, stride, padding, op):
     x = as_tensor(x)
-    check_float(x, op)
+    check_float_tensor(x, op)
     if x.ndim != 4:
         raise ValueError(f"{op} expects x of shape (N, C, H, W), got shape {x.shape}")
     kernel = pair("kernel_size", kernel_size)
@@ -150,4 +153,4 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
     """
     x, kernel, stride, padding = _pool_arguments(x, kernel_size, stride, padding, "avg_pool2d")
     return AvgPool2d.apply(x, kernel=kernel, stride=stride, padding=padding,
-                           count_include_pad=bool(count_include_pad))
+                           count_include_pad=check_bool("count_include_pad", count_include_pad))

@@ -1,11 +1,30 @@
 """MindSpore primitive classes: ``ops.MatMul()(a, b)``, ``ops.ReduceSum(keep_dims=True)(x, 1)``, ...
 
-Each is a thin callable over a lowercase op: the constructor takes the primitive's attributes,
-``__call__`` its inputs. Argument-free primitives are made by one factory, ``_primitive``.
+Each is a thin callable over a lowercase op: the constructor takes the primitive's attributes
+(checked there), ``__call__`` its inputs. Argument-free primitives are made by one factory,
+``_primitive``.
+
+Names: a primitive and the autograd ``Function`` that computes it often share MindSpore's name,
+but they are different objects. ``ops.Exp`` (this module) is the primitive user code calls;
+``ops.math.Exp`` is the graph node that ``ops.exp`` applies, reached only through its module.
+``SAME_NAMED_FUNCTIONS`` is the one mapping from each such primitive name to its Function class.
 """
-from minigrad import backend, dtype as dtypes
-from minigrad.ops import activation, arithmetic, conv, creation, join, linalg, math, pooling, \
-    reduction, shape
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._checks import (check_bool, check_in, check_int, check_positive_int,
+                              check_type)
+from minigrad.ops import (
+    activation,
+    arithmetic,
+    conv,
+    creation,
+    join,
+    linalg,
+    math,
+    pooling,
+    reduction,
+    shape,
+)
 from minigrad.ops._util import as_tensor, leaf
 
 
@@ -80,7 +99,8 @@ Gather = _primitive("Gather", lambda params, indices, axis=0: shape.getitem(
 class MatMul(Primitive):
     """a @ b for 2-D a, b, each optionally transposed first: ``MatMul(transpose_b=True)(a, b)``."""
     def __init__(self, transpose_a=False, transpose_b=False):
-        self.transpose_a, self.transpose_b = bool(transpose_a), bool(transpose_b)
+        self.transpose_a = check_bool("transpose_a", transpose_a)
+        self.transpose_b = check_bool("transpose_b", transpose_b)
 
     def __call__(self, a, b):
         a, b = as_tensor(a), as_tensor(b)
@@ -96,7 +116,8 @@ class BatchMatMul(MatMul):
 class Argmax(Primitive):
     """Index of the maximum along ``axis`` (not differentiable): ``Argmax(axis=-1)(x)``."""
     def __init__(self, axis=-1, output_type=dtypes.int32):
-        self.axis, self.output_type = axis, dtypes.as_dtype(output_type, "output_type")
+        self.axis = check_int("axis", axis)
+        self.output_type = dtypes.as_dtype(output_type, "output_type")
 
     def __call__(self, x):
         x = as_tensor(x)
@@ -126,7 +147,7 @@ class _Reduce(Primitive):
     reduce = None
 
     def __init__(self, keep_dims=False):
-        self.keep_dims = bool(keep_dims)
+        self.keep_dims = check_bool("keep_dims", keep_dims)
 
     def __call__(self, x, axis=()):
         # MindSpore: axis=() reduces every axis
@@ -198,15 +219,22 @@ class Stack(Concat):
 class Split(Primitive):
     """Cut x into ``output_num`` equal pieces along ``axis``: ``Split(axis=0, output_num=1)(x)``."""
     def __init__(self, axis=0, output_num=1):
-        self.axis, self.output_num = axis, output_num
+        self.axis = check_int("axis", axis)
+        self.output_num = check_positive_int("output_num", output_num)
 
     def __call__(self, x):
         return join.split(x, self.output_num, self.axis)
 
 
+def _check_pad_mode(pad_mode):
+    """MindSpore's ``pad_mode`` in lower case, checked when the primitive is made."""
+    check_type("pad_mode", pad_mode, str, expected="one of ['valid', 'same', 'pad']")
+    return check_in("pad_mode", pad_mode.lower(), ("valid", "same", "pad"))
+
+
 def _pad_mode_padding(pad_mode, pad, in_hw, kernel, stride, dilation):
     """MindSpore's pad_mode ('valid', 'same', 'pad') as conv2d/pooling padding."""
-    mode = str(pad_mode).lower()
+    mode = pad_mode
     if mode == "valid":
         return 0
     if mode == "same":
@@ -224,12 +252,12 @@ class Conv2D(Primitive):
     """
     def __init__(self, out_channel, kernel_size, mode=1, pad_mode="valid", pad=0, stride=1,
                  dilation=1, group=1):
-        if mode != 1:
-            raise ValueError(f"Conv2D supports mode=1 (cross-correlation) only, got mode={mode}")
-        self.out_channel, self.kernel_size = out_channel, conv.pair("kernel_size", kernel_size)
-        self.pad_mode, self.pad = pad_mode, pad
+        check_in("mode", mode, (1,))  # 1: cross-correlation, the only mode
+        self.out_channel = check_positive_int("out_channel", out_channel)
+        self.kernel_size = conv.pair("kernel_size", kernel_size)
+        self.pad_mode, self.pad = _check_pad_mode(pad_mode), conv.padding4(pad, "pad")
         self.stride, self.dilation = conv.pair("stride", stride), conv.pair("dilation", dilation)
-        self.group = group
+        self.group = check_positive_int("group", group)
 
     def __call__(self, x, weight):
         x, weight = as_tensor(x), as_tensor(weight)
@@ -246,7 +274,7 @@ class _Pool(Primitive):
     def __init__(self, kernel_size=1, strides=1, pad_mode="valid"):
         self.kernel_size = conv.pair("kernel_size", kernel_size)
         self.strides = conv.pair("strides", strides)
-        self.pad_mode = pad_mode
+        self.pad_mode = _check_pad_mode(pad_mode)
 
     def padding(self, x):
         return _pad_mode_padding(self.pad_mode, 0, as_tensor(x).shape[2:], self.kernel_size,
@@ -264,3 +292,16 @@ class AvgPool(_Pool):
     def __call__(self, x):
         return pooling.avg_pool2d(x, self.kernel_size, self.strides, self.padding(x),
                                   count_include_pad=False)
+
+
+# primitive name -> the Function class of the same name that computes it (see the docstring)
+SAME_NAMED_FUNCTIONS = {
+    "Abs": math.Abs, "Exp": math.Exp, "Log": math.Log, "Neg": math.Neg, "ReLU": math.ReLU,
+    "Sigmoid": math.Sigmoid, "Sqrt": math.Sqrt, "Tanh": math.Tanh,
+    "Add": arithmetic.Add, "Sub": arithmetic.Sub, "Mul": arithmetic.Mul, "Div": arithmetic.Div,
+    "Pow": arithmetic.Pow, "Maximum": arithmetic.Maximum, "Minimum": arithmetic.Minimum,
+    "Cast": arithmetic.Cast, "Concat": join.Concat, "Stack": join.Stack, "Split": join.Split,
+    "GeLU": activation.GeLU, "Softmax": activation.Softmax, "LogSoftmax": activation.LogSoftmax,
+    "MatMul": linalg.MatMul, "Reshape": shape.Reshape, "Transpose": shape.Transpose,
+    "Square": creation.Square,
+}

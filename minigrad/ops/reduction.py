@@ -1,5 +1,7 @@
 """Reductions: sum, mean, max, min (axis, keepdims). fp16 accumulates in fp32."""
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._checks import check_bool
 from minigrad._fastcast import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, normalize_axis, sum_acc
@@ -89,7 +91,9 @@ _RAISES = """
 def _reducer(cls, doc):
     def reduce(x, axis=None, keepdims=False):
         x = as_tensor(x)
-        return cls.apply(x, axes=normalize_axis(axis, x.ndim), keepdims=bool(keepdims))
+        if keepdims is not False and keepdims is not True:  # the check only off the usual path
+            keepdims = check_bool("keepdims", keepdims)
+        return cls.apply(x, axes=normalize_axis(axis, x.ndim), keepdims=keepdims)
     reduce.__name__ = cls.__name__.lower()
     reduce.__doc__ = doc + _RAISES.format(", or an empty tensor" if cls in (Max, Min) else "")
     return reduce

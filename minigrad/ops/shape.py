@@ -1,9 +1,11 @@
 """Shape ops: reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to, getitem."""
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._fastcast import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, normalize_axis, unbroadcast
+from minigrad.ops._util import as_tensor, normalize_axis, unbroadcast, one_axis
 from minigrad.tensor import _unwrap_index
 
 
@@ -60,8 +62,8 @@ class GetItem(Function):
             return dx
         acc = dtypes.acc_dtype(g.dtype)
         dx = xp.zeros(self.shape, acc)
-        xp.add.at(dx, self.index, g.astype(acc, copy=False))
-        return dx.astype(g.dtype, copy=False)
+        xp.add.at(dx, self.index, widen(g))
+        return store(dx, g.dtype)
 
 
 def _may_repeat(index):
@@ -95,7 +97,7 @@ def swapaxes(x, axis1, axis2):
     """Exchange two axes."""
     x = as_tensor(x)
     axes = list(range(x.ndim))
-    a, b = normalize_axis(axis1, x.ndim)[0], normalize_axis(axis2, x.ndim)[0]
+    a, b = one_axis(axis1, x.ndim), one_axis(axis2, x.ndim)
     axes[a], axes[b] = axes[b], axes[a]
     return Transpose.apply(x, axes=tuple(axes))
 
@@ -103,10 +105,9 @@ def swapaxes(x, axis1, axis2):
 def expand_dims(x, axis):
     """Insert a size-1 axis at ``axis``."""
     x = as_tensor(x)
-    if not -x.ndim - 1 <= axis <= x.ndim:
-        raise ValueError(f"axis={axis} is out of range for expand_dims of a tensor of shape {x.shape}")
+    axis = one_axis(axis, x.ndim + 1)
     shape = list(x.shape)
-    shape.insert(axis % (x.ndim + 1), 1)
+    shape.insert(axis, 1)
     return Reshape.apply(x, shape=tuple(shape))
 
 

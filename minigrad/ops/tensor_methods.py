@@ -11,7 +11,8 @@ Besides minigrad's own methods, the class gets the MindSpore 2.x Tensor spelling
 name (``t.cuda()``, ``t.clone()``, ...) raises an AttributeError naming the minigrad
 equivalent (``Tensor.__getattr__`` reads ``PYTORCH_ONLY``).
 """
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad.autograd import engine
 from minigrad.ops import arithmetic, creation, linalg, math, reduction, shape

@@ -156,6 +156,9 @@ class Model:
             initial_epoch: epochs already done (for resuming); the epoch counter starts after it.
 
         Raises:
+            TypeError: for an ``epoch``/``initial_epoch`` that is not an int, a non-bool
+                ``dataset_sink_mode``, or a ``train_dataset`` that is not a dataset (one batch
+                ``(x, y)`` given in place of a dataset says how to make one).
             ValueError: for ``epoch`` < 1, ``initial_epoch`` outside ``[0, epoch)``, or a dataset
                 that yields no batch.
         """

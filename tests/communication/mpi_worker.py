@@ -139,17 +139,27 @@ def run_tf_overflow(rank, size, batch, poison_rank):
 
 
 def run_thor(rank, size, batch):
-    """THOR (refreshing its factors every 2 steps) in a TrainOneStepCell; None without nn.thor."""
+    """THOR (refreshing its factors every 2 steps, one all-reduce group per layer) in a
+    TrainOneStepCell, with the Allreduce calls of each step; None without nn.thor."""
     if not hasattr(nn, "thor"):
         return None
     minigrad.set_seed(SEED + rank)
     net = MLP()
     opt = nn.thor(net, Tensor(numpy.float32(0.05)), Tensor(numpy.float32(0.01)), 0.9,
-                  frequency=2, batch_size=batch)
+                  frequency=2, batch_size=batch, split_indices=[0, 1])  # a group per layer
     train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn()), opt)
+    group = communication.management.current()
+    counter = None if group is None else CountingComm(group.comm)
+    if counter is not None:
+        group.comm = counter
+    per_step = []
     for x, y in batches(rank, size, batch):
+        before = counter.allreduce if counter else 0
         train(x, y)
-    return {"params": params(net)}
+        per_step.append(counter.allreduce - before if counter else 0)
+    if counter is not None:
+        group.comm = counter.comm
+    return {"params": params(net), "allreduce_per_step": per_step}
 
 
 class CountingComm:

@@ -105,6 +105,9 @@ def test_thor_bit_identical_and_matches_one_process(ranks, reference):
         pytest.skip("nn.thor is not in this minigrad")
     assert_bit_identical(ranks[0]["thor"]["params"], ranks[1]["thor"]["params"])
     assert_close(ranks[0]["thor"]["params"], reference["thor"]["params"], 1e-5, 1e-6)
+    # the gradients' one bucket every step; on the refresh steps (1 and 3, frequency 2) one
+    # all-reduce more per split_indices group of factors ([0, 1]: a group per layer)
+    assert ranks[0]["thor"]["allreduce_per_step"] == [1 + 2, 1, 1 + 2, 1]
 
 
 @pytest.mark.parametrize("face", FACES)

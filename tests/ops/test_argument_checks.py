@@ -58,3 +58,185 @@ def test_pooling_refuses_float_sizes(op):
 def test_conv2d_still_takes_numpy_ints_and_pairs():
     out = ops.conv2d(X, W, stride=numpy.int64(1), padding=(numpy.int32(1), 1), groups=numpy.int8(1))
     assert out.shape == (1, 4, 6, 6)
+
+
+# ---- None and strings are not numbers ---------------------------------------------------------
+
+@pytest.mark.parametrize("value", [None, "nan", "1", b"1", {}, object(), 1j, [None], ["a"]])
+@pytest.mark.parametrize("op", [ops.add, ops.sub, ops.mul, ops.div, ops.pow, ops.maximum])
+def test_operands_that_are_not_numbers_are_refused(op, value):
+    x = Tensor(numpy.ones(2, numpy.float32))
+    with pytest.raises(TypeError, match="must be a Tensor, a number or an array of numbers"):
+        op(x, value)
+    with pytest.raises(TypeError, match="must be a Tensor, a number or an array of numbers"):
+        op(value, x)
+
+
+def test_operators_refuse_none_and_strings():
+    x = Tensor(numpy.ones(2, numpy.float32))
+    for bad in (lambda: x + None, lambda: x * "nan", lambda: None - x, lambda: x / "2",
+                lambda: x == None):  # noqa: E711
+        with pytest.raises(TypeError, match="got (None|'nan'|'2') \\("):
+            bad()
+
+
+@pytest.mark.parametrize("value", [None, "nan", "0", 1j, [1.0]])
+def test_full_refuses_values_that_are_not_numbers(value):
+    with pytest.raises(TypeError, match=r"^value must be a number \(int, float or bool\), got "):
+        ops.full((2,), value)
+    with pytest.raises(TypeError, match=r"^value must be a number"):
+        ops.full_like(Tensor(numpy.ones(2, numpy.float32)), value)
+
+
+def test_numbers_and_arrays_still_work_beside_tensors():
+    x = Tensor(numpy.ones(2, numpy.float16))
+    for other in (2, 2.5, True, numpy.float32(2), numpy.int8(2), [1, 2], numpy.ones(2)):
+        assert (x * other).dtype == numpy.float16
+    assert ops.full((2,), numpy.float16(1.5)).asnumpy().tolist() == [1.5, 1.5]
+
+
+@pytest.mark.parametrize("shape", [(2.0,), 2.0, (2, None), "2"])
+def test_creation_shapes_that_are_not_ints_are_type_errors(shape):
+    with pytest.raises(TypeError, match="^shape must be a non-negative int"):
+        ops.zeros(shape)
+    with pytest.raises(ValueError, match="^shape must be a non-negative int"):
+        ops.ones((2, -1))
+
+
+# ---- bool flags are real bools ----------------------------------------------------------------
+
+STAND_INS = [0, 1, None, "", "True", 1.0]
+
+
+@pytest.mark.parametrize("value", STAND_INS)
+def test_op_flags_must_be_bools(value):
+    x = Tensor(numpy.ones((2, 3), numpy.float32))
+    x4 = Tensor(numpy.ones((1, 1, 4, 4), numpy.float32))
+    calls = {
+        "keepdims": [
+            lambda: ops.sum(x, 1, keepdims=value),
+            lambda: ops.mean(x, keepdims=value),
+            lambda: ops.max(x, keepdims=value),
+            lambda: x.sum(keepdims=value),
+            lambda: x.argmax(keepdims=value),
+        ],
+        "training": [
+            lambda: ops.batch_norm(x, None, None, None, None, value),
+            lambda: ops.dropout(x, 0.5, training=value),
+        ],
+        "approximate": [lambda: ops.gelu(x, approximate=value)],
+        "count_include_pad": [lambda: ops.avg_pool2d(x4, 2, count_include_pad=value)],
+        "transpose_b": [lambda: ops.MatMul(transpose_b=value)],
+        "keep_dims": [lambda: ops.ReduceSum(keep_dims=value)],
+        "retain_graph": [
+            lambda: ops.sum(Tensor([1.0], requires_grad=True)).backward(retain_graph=value)
+        ],
+    }
+    for name, fns in calls.items():
+        for fn in fns:
+            with pytest.raises(TypeError, match=f"{name} must be a bool, got "):
+                fn()
+
+
+def test_op_flags_take_numpy_bools():
+    x = Tensor(numpy.ones((2, 3), numpy.float32))
+    assert ops.sum(x, 1, keepdims=numpy.bool_(True)).shape == (2, 1)
+    assert ops.dropout(x, 0.5, training=numpy.bool_(False)) is x
+
+
+@pytest.mark.parametrize("kwargs", [dict(momentum=None), dict(momentum="0.1"), dict(eps=None)])
+def test_batch_norm_numbers_are_type_errors(kwargs):
+    x = Tensor(numpy.ones((2, 3), numpy.float32))
+    with pytest.raises(TypeError, match="batch_norm (momentum|eps) must be a finite float"):
+        ops.batch_norm(x, None, None, None, None, True, **kwargs)
+
+
+# ---- axis and sizes: clear errors naming the argument, not IndexError/OverflowError -----------
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda x: ops.swapaxes(x, [], 1), "axis"),
+        (lambda x: ops.concat([x, x], []), "axis"),
+        (lambda x: ops.split(x, 1, []), "axis"),
+        (lambda x: ops.stack([x, x], []), "axis"),
+        (lambda x: ops.expand_dims(x, []), "axis"),
+        (lambda x: ops.expand_dims(x, 1.0), "axis"),
+        (lambda x: ops.layer_norm(x, None, None, []), "begin_norm_axis"),
+        (lambda x: ops.softmax(x, []), "axis"),
+    ],
+)
+def test_an_axis_that_is_not_an_int_is_a_type_error(call, name):
+    x = Tensor(numpy.ones((2, 3), numpy.float32))
+    with pytest.raises(TypeError, match=f"{name} must be an int"):
+        call(x)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: ops.expand_dims(x, 2**70),
+        lambda x: ops.swapaxes(x, 0, 2**70),
+        lambda x: ops.concat([x, x], -3),
+    ],
+)
+def test_an_axis_out_of_range_is_a_value_error(call):
+    with pytest.raises(ValueError, match="axis=.* is out of range"):
+        call(Tensor(numpy.ones((2, 3), numpy.float32)))
+
+
+@pytest.mark.parametrize(
+    "make, error, name",
+    [
+        (lambda: ops.Conv2D(4, 3, pad_mode=Tensor([1.0])), TypeError, "pad_mode"),
+        (lambda: ops.Conv2D(4, 3, pad_mode="full"), ValueError, "pad_mode"),
+        (lambda: ops.Conv2D(4.0, 3), TypeError, "out_channel"),
+        (lambda: ops.Conv2D(4, 3, group=0), ValueError, "group"),
+        (lambda: ops.Conv2D(4, 3, stride=2**70), ValueError, "stride"),
+        (lambda: ops.Conv2D(4, 3, mode=2), ValueError, "mode"),
+        (lambda: ops.MaxPool(2, pad_mode=None), TypeError, "pad_mode"),
+        (lambda: ops.AvgPool(2, strides=1.5), TypeError, "strides"),
+        (lambda: ops.Argmax(axis=[]), TypeError, "axis"),
+        (lambda: ops.Split(axis=0, output_num=0), ValueError, "output_num"),
+    ],
+)
+def test_primitives_check_their_attributes_when_made(make, error, name):
+    with pytest.raises(error, match=f"^{name} must be "):
+        make()
+
+
+def test_primitives_with_valid_attributes_still_run():
+    x = Tensor(numpy.ones((1, 2, 6, 6), numpy.float32))
+    w = Tensor(numpy.ones((4, 2, 3, 3), numpy.float32))
+    assert ops.Conv2D(4, 3, pad_mode="SAME")(x, w).shape == (1, 4, 6, 6)
+    assert ops.Conv2D(4, 3, pad_mode="pad", pad=1)(x, w).shape == (1, 4, 6, 6)
+    assert ops.MaxPool(2, 2, pad_mode="valid")(x).shape == (1, 2, 3, 3)
+
+
+def test_same_named_primitives_and_functions_are_mapped_in_one_place():
+    import importlib
+    import inspect
+    import pkgutil
+
+    from minigrad.autograd.function import Function
+    from minigrad.ops import primitives
+
+    functions = {}
+    for info in pkgutil.iter_modules(ops.__path__):
+        module = importlib.import_module(f"minigrad.ops.{info.name}")
+        for name, obj in vars(module).items():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, Function)
+                and obj.__module__ == module.__name__
+            ):
+                functions[name] = obj
+    same = {
+        name
+        for name, obj in vars(ops).items()
+        if inspect.isclass(obj) and issubclass(obj, ops.Primitive) and name in functions
+    }
+    assert set(primitives.SAME_NAMED_FUNCTIONS) == same
+    for name, fn in primitives.SAME_NAMED_FUNCTIONS.items():
+        assert fn is functions[name] and getattr(ops, name) is not fn
