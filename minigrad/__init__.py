@@ -5,14 +5,16 @@ cycles, checked by the test suite). From the bottom up:
 
 1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fastcast``, ``context``,
    ``random``: array dispatch, dtypes and the fp16 compute rule, global modes, argument checks,
-   the native kernel loader, fp16 <-> fp32 conversion, the seeded RNG.
+   the native kernel loader, fp16 <-> fp32 conversion, the seeded RNG; ``communication`` (MPI
+   group, collectives over arrays, parallel context: it imports only ``backend`` and
+   ``_checks``, so the amp core, ``optim`` and ``nn`` can reduce across ranks).
 2. ``tensor``, ``parameter``: the user handle; ``linalg`` (batched SPD inverse).
 3. ``autograd``: Function nodes, the engine, ``grad``/``value_and_grad``/``GradOperation``.
 4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods.
 5. ``amp`` core: the loss-scale rule, the overflow status, the step report (arrays only).
 6. ``optim``, then ``nn``.
 7. ``amp`` faces (managers, build, grad_scaler, autocast, plots), ``mixed_precision``.
-8. ``train``, ``dataset``, ``communication``, ``testing``.
+8. ``train``, ``dataset``, ``testing``.
 
 ``import minigrad`` loads layers 1-4. The subpackages above them (``minigrad.nn``,
 ``minigrad.amp``, ``minigrad.mixed_precision``, ...) and the names taken from them

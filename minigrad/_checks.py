@@ -106,7 +106,8 @@ def check_int(name, value, *, low=None, high=None, allow_none=False, owner=None)
     if (low is not None and value < low) or (high is not None and value > high):
         _fail(ValueError, name, words, value, owner, False)
     if not INT64_MIN <= value <= INT64_MAX:
-        _fail(ValueError, name, f"{words} that fits in int64 (|value| < 2**63)", value, owner, False)
+        _fail(ValueError, name, f"{words} that fits in int64 (|value| < 2**63)", value, owner,
+              False)
     return value
 
 

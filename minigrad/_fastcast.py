@@ -68,9 +68,11 @@ def convert(x, dtype, out=None):
             result = numpy.empty(x.shape, dtype, order="C" if c_order else "F")
             if not fn(data_address(x), data_address(result), x.size):
                 return result
-        elif (out is not None and type(out) is numpy.ndarray and out.dtype == dtype and out.shape == x.shape
-              and x.flags.aligned and out.flags.aligned and out.flags.writeable
-              and (c_order and out.flags.c_contiguous or x.flags.f_contiguous and out.flags.f_contiguous)):
+        elif (out is not None and type(out) is numpy.ndarray and out.dtype == dtype
+              and out.shape == x.shape and x.flags.aligned and out.flags.aligned
+              and out.flags.writeable
+              and (c_order and out.flags.c_contiguous
+                   or x.flags.f_contiguous and out.flags.f_contiguous)):
             if not fn(data_address(x), data_address(out), x.size):
                 return out
         # else (a view, a mismatched ``out``), or an fp16 overflow: NumPy, for its warning

@@ -23,7 +23,8 @@ GRAPH_MODE, PYNATIVE_MODE = 0, 1  # MindSpore's mode values; minigrad always run
 # what get_context gives for MindSpore keys never set (the values minigrad behaves as)
 _DEFAULTS = {"mode": PYNATIVE_MODE, "device_id": 0}
 _ignored = {}  # MindSpore keys given to set_context: kept for get_context, otherwise unused
-_threads = {"num_threads": None, "limiter": None}  # the last num_threads and its threadpoolctl handle
+# the last num_threads given, and threadpoolctl's handle on the limits it set
+_threads = {"num_threads": None, "limiter": None}
 
 
 def set_context(device_target=None, num_threads=None, **kwargs):
@@ -48,7 +49,8 @@ def set_context(device_target=None, num_threads=None, **kwargs):
     """
     unknown = sorted(key for key in kwargs if key not in MINDSPORE_KEYS)
     if unknown:
-        raise ValueError(f"set_context: {', '.join(repr(k) for k in unknown)} is not a context key; "
+        raise ValueError(f"set_context: {', '.join(repr(k) for k in unknown)} is not a context "
+                         f"key; "
                          f"minigrad uses 'device_target' and 'num_threads' and accepts (and "
                          f"ignores) MindSpore's other keys: {sorted(MINDSPORE_KEYS)}")
     if num_threads is not None:
@@ -72,7 +74,8 @@ def _threadpool_limits():
 
 
 def get_context(key):
-    """Read a context value: ``"device_target"``; ``"num_threads"`` (None until set); a MindSpore key given to ``set_context``
+    """Read a context value: ``"device_target"``; ``"num_threads"`` (None until set); a
+    MindSpore key given to ``set_context``
     (its value, unused); ``"mode"`` (default ``PYNATIVE_MODE``: minigrad runs eagerly) and
     ``"device_id"`` (default 0) also when never set.
 
@@ -84,10 +87,12 @@ def get_context(key):
     if key == "num_threads":
         return _threads["num_threads"]
     if key not in MINDSPORE_KEYS:
-        raise ValueError(f"unknown context key {key!r}; minigrad has 'device_target' and MindSpore's "
+        raise ValueError(f"unknown context key {key!r}; minigrad has 'device_target', "
+                         f"'num_threads' and MindSpore's "
                          f"other keys")
     if key in _ignored:
         return _ignored[key]
     if key in _DEFAULTS:
         return _DEFAULTS[key]
-    raise ValueError(f"context key {key!r} has no value: set_context accepts it, and minigrad ignores it")
+    raise ValueError(f"context key {key!r} has no value: set_context accepts it, and minigrad "
+                     f"ignores it")

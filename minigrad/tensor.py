@@ -84,7 +84,8 @@ class Tensor:
         return (self[i] for i in range(len(self.data)))
 
     def __contains__(self, element):
-        """``element in t``: whether any element equals it (NumPy and PyTorch: ``(t == element).any()``)."""
+        """``element in t``: whether any element equals it (NumPy and PyTorch:
+        ``(t == element).any()``)."""
         other = element.data if isinstance(element, Tensor) else element
         return bool((self.data == other).any())
 
@@ -104,14 +105,16 @@ class Tensor:
         return self.data.tolist()
 
     def __array__(self, dtype=None, copy=None):
-        """NumPy's conversion protocol: ``numpy.array(t)`` copies (``copy=True``), ``numpy.asarray(t)``
-        shares a CPU tensor's memory when no cast is needed, and ``copy=False`` raises ValueError
-        when a copy cannot be avoided (a cast, or a GPU tensor)."""
+        """NumPy's conversion protocol: ``numpy.array(t)`` copies (``copy=True``),
+        ``numpy.asarray(t)`` shares a CPU tensor's memory when no cast is needed, and
+        ``copy=False`` raises ValueError when a copy cannot be avoided (a cast, or a GPU
+        tensor)."""
         array = self.asnumpy()
         shared = array is self.data
         if dtype is not None and numpy.dtype(dtype) != array.dtype:
             if copy is False:
-                raise ValueError(f"numpy copy=False: converting a {array.dtype} Tensor to {numpy.dtype(dtype)} needs a copy")
+                raise ValueError(f"numpy copy=False: converting a {array.dtype} Tensor to "
+                                 f"{numpy.dtype(dtype)} needs a copy")
             return array.astype(dtype)
         if copy is False and not shared:
             raise ValueError("numpy copy=False: a GPU Tensor is copied to the host")
@@ -139,7 +142,8 @@ class Tensor:
         integer array is (PyTorch also takes shape (1,); NumPy would then read ``array[t]`` as a
         scalar index instead of an index array, so minigrad does not)."""
         if self.data.dtype.kind not in "biu" or self.data.ndim != 0:
-            raise TypeError(f"only a 0-d integer Tensor is an index, got shape {self.shape} and dtype {self.dtype}")
+            raise TypeError(f"only a 0-d integer Tensor is an index, got shape {self.shape} and "
+                            f"dtype {self.dtype}")
         return int(self.data.item())
 
     def __bool__(self):
@@ -172,7 +176,8 @@ class Tensor:
                 leaving their ``.grad`` unset). Deep-copy ``t.detach()`` instead.
         """
         if self._ctx is not None:
-            raise RuntimeError("only graph leaves support deepcopy: this tensor was computed from others "
+            raise RuntimeError("only graph leaves support deepcopy: this tensor was computed from "
+                               "others "
                                "(deep-copy t.detach() for its value)")
         cls = type(self)
         new = _new(cls)
@@ -218,7 +223,8 @@ class Tensor:
             raise TypeError(f"hook must be callable, got {type(hook).__name__}")
         if not self.requires_grad:
             raise RuntimeError("register_hook on a tensor that does not require grad: no gradient "
-                               "reaches it (set requires_grad, or hook a tensor computed from one that has it)")
+                               "reaches it (set requires_grad, or hook a tensor computed from one "
+                               "that has it)")
         if self._ctx is None:
             self._hooks = (self._hooks or []) + [hook]
         else:
@@ -258,7 +264,8 @@ def seed_like(tensor, gradient):
                                f"argument (implicit ones only for one-element tensors)")
         return xp.ones(tensor.shape, tensor.dtype)
     g = gradient.data if isinstance(gradient, Tensor) else gradient
-    g = backend.to_device(g, tensor.device).astype(tensor.dtype, copy=False)  # sens may live elsewhere
+    # the seed (sens) may live on another device or in another dtype
+    g = backend.to_device(g, tensor.device).astype(tensor.dtype, copy=False)
     if g.shape != tensor.shape:
         try:
             g = xp.broadcast_to(g, tensor.shape)
@@ -291,9 +298,11 @@ def _python_numbers(data):
     try:
         array = numpy.asarray(data)
     except ValueError as error:  # ragged nested lists
-        raise ValueError(f"Tensor data must be a number or nested lists of equal lengths: {error}") from None
+        raise ValueError(f"Tensor data must be a number or nested lists of equal lengths: "
+                         f"{error}") from None
     if array.dtype.kind not in "biuf":
-        raise TypeError(f"Tensor data must be a number, nested lists of numbers, an array or a Tensor, "
+        raise TypeError(f"Tensor data must be a number, nested lists of numbers, an array or a "
+                        f"Tensor, "
                         f"got {type(data).__name__} {data!r:.60}")
     return array
 

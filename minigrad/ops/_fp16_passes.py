@@ -45,7 +45,8 @@ def relu_half(x):
 def relu_half_backward(g, mask):
     """``g`` where ``mask`` else +0, for an fp16 ``g`` and the boolean mask of ``relu_half``, in
     one pass. None where it does not apply."""
-    lib = _library() if _host(g, _F16) and _host(mask, numpy.bool_) and mask.shape == g.shape else None
+    fits = _host(g, _F16) and _host(mask, numpy.bool_) and mask.shape == g.shape
+    lib = _library() if fits else None
     if lib is None:
         return None
     out = numpy.empty(g.shape, _F16)
@@ -58,12 +59,14 @@ def add_bias_to_half(y, b):
     (cols,) ``b``, in one pass (``y`` is not written): Dense's fp16 epilogue. None where it does
     not apply (also while NumPy does not ignore underflow), and where a result is inf or NaN: the
     caller's NumPy code then computes it, with NumPy's warnings."""
-    lib = (_library() if y.ndim == 2 and _host(y, _F32) and _host(b, _F16) and b.shape == y.shape[1:]
+    lib = (_library() if y.ndim == 2 and _host(y, _F32) and _host(b, _F16)
+           and b.shape == y.shape[1:]
            and underflow_ignored() else None)
     if lib is None:
         return None
     out = numpy.empty(y.shape, _F16)
-    if lib.mg_add_bias_to_half(data_address(y), data_address(b), data_address(out), y.shape[0], y.shape[1]):
+    if lib.mg_add_bias_to_half(data_address(y), data_address(b), data_address(out), y.shape[0],
+                               y.shape[1]):
         return None
     return out
 
@@ -80,6 +83,7 @@ def widen_sum_rows(g):
     if lib is None:
         return None
     g32, gb = numpy.empty(g.shape, _F32), numpy.empty(g.shape[1], _F16)
-    if lib.mg_half_to_float_colsum(data_address(g), data_address(g32), data_address(gb), g.shape[0], g.shape[1]):
+    if lib.mg_half_to_float_colsum(data_address(g), data_address(g32), data_address(gb),
+                                   g.shape[0], g.shape[1]):
         return None
     return g32, gb

@@ -131,4 +131,5 @@ def one_axis(axis, ndim, name="axis"):
 
 def check_float_tensor(t, op):
     if t.data.dtype.kind != "f":
-        raise TypeError(f"{op} expects a float tensor (float16/float32/float64), got {t.data.dtype}")
+        raise TypeError(f"{op} expects a float tensor (float16/float32/float64), got "
+                        f"{t.data.dtype}")

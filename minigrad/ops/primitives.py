@@ -1,7 +1,13 @@
 """MindSpore primitive classes: ``ops.MatMul()(a, b)``, ``ops.ReduceSum(keep_dims=True)(x, 1)``, ...
 
-Each is a thin callable over a lowercase op: the constructor takes the primitive's attributes,
-``__call__`` its inputs. Argument-free primitives are made by one factory, ``_primitive``.
+Each is a thin callable over a lowercase op: the constructor takes the primitive's attributes
+(checked there), ``__call__`` its inputs. Argument-free primitives are made by one factory,
+``_primitive``.
+
+Names: a primitive and the autograd ``Function`` that computes it often share MindSpore's name,
+but they are different objects. ``ops.Exp`` (this module) is the primitive user code calls;
+``ops.math.Exp`` is the graph node that ``ops.exp`` applies, reached only through its module.
+``SAME_NAMED_FUNCTIONS`` is the one mapping from each such primitive name to its Function class.
 """
 from minigrad import backend
 from minigrad import dtype as dtypes
@@ -286,3 +292,16 @@ class AvgPool(_Pool):
     def __call__(self, x):
         return pooling.avg_pool2d(x, self.kernel_size, self.strides, self.padding(x),
                                   count_include_pad=False)
+
+
+# primitive name -> the Function class of the same name that computes it (see the docstring)
+SAME_NAMED_FUNCTIONS = {
+    "Abs": math.Abs, "Exp": math.Exp, "Log": math.Log, "Neg": math.Neg, "ReLU": math.ReLU,
+    "Sigmoid": math.Sigmoid, "Sqrt": math.Sqrt, "Tanh": math.Tanh,
+    "Add": arithmetic.Add, "Sub": arithmetic.Sub, "Mul": arithmetic.Mul, "Div": arithmetic.Div,
+    "Pow": arithmetic.Pow, "Maximum": arithmetic.Maximum, "Minimum": arithmetic.Minimum,
+    "Cast": arithmetic.Cast, "Concat": join.Concat, "Stack": join.Stack, "Split": join.Split,
+    "GeLU": activation.GeLU, "Softmax": activation.Softmax, "LogSoftmax": activation.LogSoftmax,
+    "MatMul": linalg.MatMul, "Reshape": shape.Reshape, "Transpose": shape.Transpose,
+    "Square": creation.Square,
+}

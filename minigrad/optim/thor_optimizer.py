@@ -29,20 +29,16 @@ import numpy
 from minigrad import backend, communication
 from minigrad._checks import (
     check_bool,
-    check_callable,
     check_float,
-    check_int,
     check_positive_int,
-    check_type,
 )
-from minigrad.optim.lr_schedule import LearningRateSchedule
 from minigrad.optim.momentum import Momentum
 from minigrad.optim.optimizer import Optimizer, _divide, _inverse_scale
+from minigrad.optim.thor_args import check_seed_arguments, check_split_indices
 from minigrad.optim.thor_blocks import CurvatureBlock, invert_together
 from minigrad.optim.thor_report import LayerReport, ThorReport
 from minigrad.optim.thor_schedule import RefreshRule, StepValue
 from minigrad.optim.thor_state import load_thor_state, thor_state
-from minigrad.tensor import Tensor
 
 KINDS = ("dense", "conv", "embedding")
 
@@ -117,7 +113,7 @@ class THOR(Optimizer):
         self.kl_clip = check_float("kl_clip", kl_clip, low=0.0, low_open=True, allow_none=True,
                                    owner=owner)
         self.blocks, self._roles = _find_blocks(net, self.parameters, self.split_dim, owner)
-        self.split_indices = _split_indices(split_indices, len(self.blocks), owner)
+        self.split_indices = check_split_indices(split_indices, len(self.blocks), owner)
         self.last_report = None
         self._backward_scale = None
         self._plan(0)
@@ -369,45 +365,6 @@ def register_converter(convert):
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-def check_seed_arguments(net, learning_rate, momentum, weight_decay, loss_scale, use_nesterov,
-                         decay_filter, frequency, owner="thor"):
-    """MindSpore's checks of ``nn.thor``'s arguments, in its order; returns the learning rate
-    (a schedule for a callable) and ``loss_scale`` (an int converted to float)."""
-    if not hasattr(net, "cells_and_names") or not hasattr(net, "trainable_params"):
-        raise TypeError(f"{owner}: net must be a Cell, got {type(net).__name__}")
-    learning_rate = _learning_rate(learning_rate, owner)
-    if isinstance(loss_scale, int) and not isinstance(loss_scale, bool):
-        loss_scale = float(loss_scale)
-    check_type("loss_scale", loss_scale, float, expected="a float > 0.0", owner=owner)
-    check_float("loss_scale", loss_scale, low=0.0, low_open=True, owner=owner)
-    check_type("momentum", momentum, float, expected="a float >= 0.0", owner=owner)
-    check_float("momentum", momentum, low=0.0, owner=owner)
-    check_type("weight_decay", weight_decay, (int, float), expected="an int or a float >= 0.0",
-               owner=owner)
-    check_float("weight_decay", weight_decay, low=0.0, owner=owner)
-    check_bool("use_nesterov", use_nesterov, owner=owner)
-    check_callable("decay_filter", decay_filter, owner=owner)
-    check_int("frequency", frequency, low=2, owner=owner)
-    return learning_rate, loss_scale
-
-
-class _CallableLR(LearningRateSchedule):
-    def __init__(self, fn):
-        self.fn = fn
-
-    def construct(self, global_step):
-        return self.fn(global_step)
-
-
-def _learning_rate(value, owner):
-    if isinstance(value, (Tensor, LearningRateSchedule)):
-        return value
-    if callable(value):
-        return _CallableLR(value)
-    raise TypeError(f"{owner}: learning_rate must be a Tensor (0-d, or 1-D with one value per "
-                    f"step) or a schedule, got {value!r} ({type(value).__name__})")
-
-
 def _find_blocks(net, params, split_dim, owner):
     """The curvature block of each THOR layer, and each parameter's role: a block, "diagonal"
     (LayerNorm's gamma/beta, tagged ``thor_diagonal`` by the converter) or None (plain)."""
@@ -431,14 +388,3 @@ def _find_blocks(net, params, split_dim, owner):
                          f"with nn.ConvertNetUtils().convert_to_thor_net, or build it with "
                          f"nn.thor)")
     return blocks, roles
-
-
-def _split_indices(value, count, owner):
-    if value is None:
-        return [count - 1]
-    if not isinstance(value, (list, tuple)):
-        raise TypeError(f"{owner}: split_indices must be a list of ints or None, got {value!r}")
-    out = [check_int("split_indices", v, low=0, high=count - 1, owner=owner) for v in value]
-    if out != sorted(set(out)):
-        raise ValueError(f"{owner}: split_indices must be strictly increasing, got {value!r}")
-    return out

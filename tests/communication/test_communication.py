@@ -1,10 +1,11 @@
 """``minigrad.communication`` in one process (no ``init``, or ``init`` refused): a group of one,
 the collectives' checks, the parallel context, and ``init`` without mpi4py."""
+import ast
 import sys
 
 import numpy
 import pytest
-from helpers import DEVICES
+from helpers import DEVICES, REPO_ROOT
 
 import minigrad
 from minigrad import backend, communication
@@ -121,3 +122,17 @@ def test_reduce_flag_in_one_process():
     assert communication.reduce_flag(numpy.True_) is True
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel")
     assert communication.reduce_flag(0) is False
+
+
+def test_the_package_imports_only_layer_one():
+    """communication sits in layer 1 (the amp core, optim and nn import it): its modules import
+    no minigrad module but ``backend``, ``_checks`` and each other (read from the source)."""
+    allowed = {"minigrad.backend", "minigrad._checks"}
+    for path in (REPO_ROOT / "minigrad" / "communication").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) and node.module else [])
+            for name in names:
+                if name.startswith("minigrad.") and not name.startswith("minigrad.communication"):
+                    assert name in allowed, f"{path.name} imports {name}"

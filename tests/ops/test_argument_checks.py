@@ -173,3 +173,23 @@ def test_primitives_with_valid_attributes_still_run():
     assert ops.Conv2D(4, 3, pad_mode="SAME")(x, w).shape == (1, 4, 6, 6)
     assert ops.Conv2D(4, 3, pad_mode="pad", pad=1)(x, w).shape == (1, 4, 6, 6)
     assert ops.MaxPool(2, 2, pad_mode="valid")(x).shape == (1, 2, 3, 3)
+
+
+def test_same_named_primitives_and_functions_are_mapped_in_one_place():
+    import importlib
+    import inspect
+    import pkgutil
+
+    from minigrad.autograd.function import Function
+    from minigrad.ops import primitives
+    functions = {}
+    for info in pkgutil.iter_modules(ops.__path__):
+        module = importlib.import_module(f"minigrad.ops.{info.name}")
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and issubclass(obj, Function) and obj.__module__ == module.__name__:
+                functions[name] = obj
+    same = {name for name, obj in vars(ops).items()
+            if inspect.isclass(obj) and issubclass(obj, ops.Primitive) and name in functions}
+    assert set(primitives.SAME_NAMED_FUNCTIONS) == same
+    for name, fn in primitives.SAME_NAMED_FUNCTIONS.items():
+        assert fn is functions[name] and getattr(ops, name) is not fn
