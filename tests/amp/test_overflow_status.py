@@ -1,6 +1,9 @@
-"""The float status object of one step (``amp.float_status.OverflowStatus``) copies itself."""
+"""minigrad.amp.float_status: the shared unscale-and-check of every face and the overflow
+status it fills (copies check into their own buffer)."""
 import copy
+
 import numpy as np
+
 from minigrad.amp import float_status
 
 
@@ -25,5 +28,7 @@ def test_unscale_and_check_flags_values_that_overflow_once_unscaled():
     assert overflow and np.isinf(out[0][1:]).all()
     out, overflow = float_status.unscale_and_check([None, g16], 1e-36)
     assert overflow and out[0] is None and out[1].dtype == np.float32 and np.isinf(out[1][0])
-    out, overflow = float_status.unscale_and_check([np.array([3e38], np.float32)], 1.0)  # no change at >= 1
+    out, overflow = float_status.unscale_and_check(
+        [np.array([3e38], np.float32)], 1.0
+    )  # no change at >= 1
     assert not overflow
