@@ -4,10 +4,10 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import amp
-from minigrad.amp import _status_launch, step as amp_step
-from minigrad import _native
 from helpers.doubles import StepCountingOptimizer
+from minigrad import _native, amp
+from minigrad.amp import _status_launch
+from minigrad.amp import step as amp_step
 
 needs_host = pytest.mark.skipif(_native.host_library() is None,
                                 reason="no host build of the kernels")
@@ -32,7 +32,9 @@ def test_table_is_cached_and_rebuilt_when_an_address_or_size_changes():
     assert [int(r[1]) for r in rows] == [1000, 3000] and [int(r[2]) for r in rows] == [0, 1]
     c = numpy.empty_like(b)  # another address, same size
     moved = _rows(_status_launch.host_plan([a, c]))
-    assert int(moved[1][0]) != int(rows[1][0]) and int(moved[1][0]) == c.__array_interface__["data"][0]
+    assert (
+        int(moved[1][0]) != int(rows[1][0]) and int(moved[1][0]) == c.__array_interface__["data"][0]
+    )
     shorter = _rows(_status_launch.host_plan([a, b[:2000]]))  # same address, another size
     assert int(shorter[1][0]) == int(rows[1][0]) and int(shorter[1][1]) == 2000
 
@@ -40,8 +42,8 @@ def test_table_is_cached_and_rebuilt_when_an_address_or_size_changes():
 @needs_host
 def test_lean_unscale_matches_reference_and_flags():
     grads = _grads(5, 700, 1)
-    expected = [g * amp_step.inverse(2.0 ** 10) for g in grads]
-    out, overflow = amp_step.unscale_and_check(grads, 2.0 ** 10)
+    expected = [g * amp_step.inverse(2.0**10) for g in grads]
+    out, overflow = amp_step.unscale_and_check(grads, 2.0**10)
     assert not overflow and all(o is g for o, g in zip(out, grads))
     for o, e in zip(out, expected):
         numpy.testing.assert_array_equal(o, e)
@@ -49,12 +51,15 @@ def test_lean_unscale_matches_reference_and_flags():
     assert amp_step.unscale_and_check(grads, 4.0)[1]
 
 
-@pytest.mark.parametrize("make", [
-    lambda g: g.reshape(10, 10).T,                              # not C-contiguous
-    lambda g: g.astype(numpy.float64),                          # not float32
-    lambda g: g.astype(numpy.float16),                          # widened into new fp32 arrays
-    lambda g: numpy.ones(_status_launch.HOST_PARALLEL_MIN, numpy.float32),  # a parallel launch
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda g: g.reshape(10, 10).T,  # not C-contiguous
+        lambda g: g.astype(numpy.float64),  # not float32
+        lambda g: g.astype(numpy.float16),  # widened into new fp32 arrays
+        lambda g: numpy.ones(_status_launch.HOST_PARALLEL_MIN, numpy.float32),  # a parallel launch
+    ],
+)
 def test_arrays_the_plan_declines_take_the_checked_path(make):
     x = make(_grads(100)[0])
     assert _status_launch.host_plan([x]) is None
@@ -142,8 +147,12 @@ def test_grad_scaler_reports_an_overflow_after_clean_steps_and_recovers():
     p = minigrad.Parameter(minigrad.Tensor(numpy.zeros(4, numpy.float32)), name="w")
     q = minigrad.Parameter(minigrad.Tensor(numpy.zeros(2, numpy.float32)), name="b")
     opt, scaler = StepCountingOptimizer([p, q]), amp.GradScaler(init_scale=8.0)
-    for values, applied in [([1.0, 2.0], True), ([numpy.inf, 2.0], False), ([1.0, numpy.nan], False),
-                            ([1.0, 2.0], True)]:
+    for values, applied in [
+        ([1.0, 2.0], True),
+        ([numpy.inf, 2.0], False),
+        ([1.0, numpy.nan], False),
+        ([1.0, 2.0], True),
+    ]:
         p.grad = minigrad.Tensor(numpy.full(4, values[0], numpy.float32))
         q.grad = minigrad.Tensor(numpy.full(2, values[1], numpy.float32))
         scale = scaler.get_scale()
@@ -163,7 +172,11 @@ def test_grad_scaler_two_optimizers_share_one_status_correctly():
     q = minigrad.Parameter(minigrad.Tensor(numpy.zeros(2, numpy.float32)), name="q")
     p.grad = minigrad.Tensor(numpy.array([numpy.inf, 1.0], numpy.float32))
     q.grad = minigrad.Tensor(numpy.ones(2, numpy.float32))
-    first, second, scaler = StepCountingOptimizer([p]), StepCountingOptimizer([q]), amp.GradScaler(init_scale=4.0)
+    first, second, scaler = (
+        StepCountingOptimizer([p]),
+        StepCountingOptimizer([q]),
+        amp.GradScaler(init_scale=4.0),
+    )
     assert scaler.step(first) is False and scaler.step(second) is True  # q is judged on its own
     scaler.update()
     assert scaler.last_report.skipped and scaler.last_report.inf_params == ("p",)

@@ -1,6 +1,9 @@
-"""TODO docstring"""
+"""minigrad.amp.step: the shared unscale-and-check of every face and the overflow status it
+fills (copies check into their own buffer)."""
 import copy
+
 import numpy as np
+
 from minigrad.amp import step as amp_step
 
 
@@ -25,5 +28,7 @@ def test_unscale_and_check_flags_values_that_overflow_once_unscaled():
     assert overflow and np.isinf(out[0][1:]).all()
     out, overflow = amp_step.unscale_and_check([None, g16], 1e-36)
     assert overflow and out[0] is None and out[1].dtype == np.float32 and np.isinf(out[1][0])
-    out, overflow = amp_step.unscale_and_check([np.array([3e38], np.float32)], 1.0)  # no change at >= 1
+    out, overflow = amp_step.unscale_and_check(
+        [np.array([3e38], np.float32)], 1.0
+    )  # no change at >= 1
     assert not overflow

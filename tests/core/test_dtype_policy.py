@@ -3,8 +3,8 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import dtype as mstype, ops
-from minigrad import Tensor
+from minigrad import Tensor, ops
+from minigrad import dtype as mstype
 
 F16, F32, F64 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)
 
@@ -165,7 +165,8 @@ def test_fp16_log_near_one_is_rounded_once():
     x = numpy.float16(1.0) + numpy.arange(1, 20, dtype=numpy.float16) * numpy.float16(2 ** -10)
     out = ops.log(minigrad.Tensor(x))
     assert out.dtype == mstype.float16
-    numpy.testing.assert_array_equal(out.asnumpy(), numpy.log(x.astype(numpy.float32)).astype(numpy.float16))
+    expected = numpy.log(x.astype(numpy.float32)).astype(numpy.float16)
+    numpy.testing.assert_array_equal(out.asnumpy(), expected)
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
@@ -178,7 +179,9 @@ def test_fp16_softmax_family_is_fp16_and_accurate(name):
     shifted = x64 - x64.max(axis=-1, keepdims=True)
     log_sm = shifted - numpy.log(numpy.exp(shifted).sum(axis=-1, keepdims=True))
     expected = numpy.exp(log_sm) if name == "softmax" else log_sm
-    numpy.testing.assert_allclose(out.asnumpy().astype(numpy.float64), expected, rtol=2e-3, atol=1e-4)
+    numpy.testing.assert_allclose(
+        out.asnumpy().astype(numpy.float64), expected, rtol=2e-3, atol=1e-4
+    )
 
 
 # row: gradient of a tensor -> always that tensor's dtype
@@ -232,10 +235,10 @@ def test_a_list_of_floats_beside_an_int_tensor_gives_float32_as_an_array_does():
     truncated (int tensor [1, 2] + [0.5, 0.5] gave int64 [1, 2])."""
     i = Tensor(numpy.array([1, 2], numpy.int64))
     for other in ([0.5, 0.5], (0.5, 0.5), [[0.5], [1.5]]):
-        expected = (i + numpy.asarray(other, F32))
+        expected = i + numpy.asarray(other, F32)
         for result in (i + other, other + i, ops.add(i, other), ops.mul(other, i) * 1):
             assert result.dtype == F32, other
         numpy.testing.assert_array_equal((i + other).asnumpy(), expected.asnumpy())
-    assert (i + [1, 2]).dtype == numpy.int64           # integers stay the tensor's dtype
+    assert (i + [1, 2]).dtype == numpy.int64  # integers stay the tensor's dtype
     h = Tensor(numpy.array([1.0, 2.0], F16))
-    assert (h + [0.5, 0.25]).dtype == F16 and (h * [[2.0], [3.0]]).dtype == F16   # weak beside fp16
+    assert (h + [0.5, 0.25]).dtype == F16 and (h * [[2.0], [3.0]]).dtype == F16  # weak beside fp16

@@ -1,4 +1,5 @@
-"""TODO docstring"""
+"""minigrad.dataset.load_digits: splits that leave a side empty, dtypes, bad arguments and the
+install hint without scikit-learn."""
 import numpy
 import pytest
 
@@ -24,6 +25,7 @@ def test_load_digits_refuses_a_split_that_leaves_a_side_empty():
 
 def test_load_digits_missing_scikit_learn_is_an_import_error_with_the_install_hint(monkeypatch):
     import importlib.util
+
     from minigrad.dataset import digits
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -1,6 +1,8 @@
-"""TODO docstring"""
+"""minigrad.train.metrics against MindSpore's documented behaviour: Accuracy (classification
+and multilabel, label shapes), TopKCategoricalAccuracy and the metric names."""
 import numpy
 import pytest
+
 from minigrad import Tensor
 from minigrad.train.metrics import Accuracy, get_metric_fn
 
@@ -27,9 +29,11 @@ def test_accuracy_multilabel_counts_samples_whose_every_label_matches():
 def test_top_k_categorical_accuracy_as_mindspore_documents():
     # MindSpore's TopKCategoricalAccuracy(k) (TypeError for a non-int k, ValueError for k < 1),
     # Top5CategoricalAccuracy and the metric name 'top_5_accuracy' were missing.
-    from minigrad.train.metrics import TopKCategoricalAccuracy, Top5CategoricalAccuracy
-    x = numpy.array([[0.2, 0.5, 0.3, 0.6, 0.2], [0.1, 0.35, 0.5, 0.2, 0.], [0.9, 0.6, 0.2, 0.01, 0.3]],
-                    numpy.float32)
+    from minigrad.train.metrics import Top5CategoricalAccuracy, TopKCategoricalAccuracy
+    x = numpy.array(
+        [[0.2, 0.5, 0.3, 0.6, 0.2], [0.1, 0.35, 0.5, 0.2, 0.0], [0.9, 0.6, 0.2, 0.01, 0.3]],
+        numpy.float32,
+    )
     y = numpy.array([2, 0, 1], numpy.float32)
     topk = TopKCategoricalAccuracy(3)
     topk.update(Tensor(x), Tensor(y))
