@@ -29,14 +29,20 @@ and broadcasts rank 0's parameters) and the overflow flag, so every rank clips, 
 with the same gradients and scale.
 """
 import enum
-
 import numbers
 
 from minigrad import communication
-from minigrad.amp import float_status, report as amp_report
+from minigrad.amp import float_status
+from minigrad.amp import report as amp_report
 from minigrad.amp.autocast import check_device
-from minigrad.amp.core import (ScaleCore, as_number, check_backoff_factor, check_bool,
-                               check_positive, float32_scale)
+from minigrad.amp.core import (
+    ScaleCore,
+    as_number,
+    check_backoff_factor,
+    check_bool,
+    check_positive,
+    float32_scale,
+)
 from minigrad.nn import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
