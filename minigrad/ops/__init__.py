@@ -23,7 +23,8 @@ from minigrad.ops.normalization import batch_norm, layer_norm
 from minigrad.ops.dropout import dropout
 from minigrad.ops.embedding import embedding
 from minigrad.ops.global_norm import clip_by_global_norm
-from minigrad.ops.creation import zeros, ones, full, zeros_like, ones_like, full_like, arange, square
+from minigrad.ops.creation import (zeros, ones, full, zeros_like, ones_like, full_like, arange,
+                                   square)
 from minigrad.ops.primitives import (Primitive, MatMul, BatchMatMul, Cast, ReduceSum, ReduceMean,
                                      ReduceMax, ReduceMin, Reshape, Transpose, ExpandDims, Squeeze,
                                      Concat, Stack, Split, Softmax, LogSoftmax, ReLU, Sigmoid, Tanh,
