@@ -32,7 +32,7 @@ import enum
 import numbers
 
 from minigrad import communication
-from minigrad.amp import step as amp_step
+from minigrad.amp import float_status, report as amp_report
 from minigrad.amp.autocast import check_device
 from minigrad.amp.core import (ScaleCore, as_number, check_backoff_factor, check_bool,
                                check_positive, float32_scale)
@@ -131,7 +131,7 @@ class GradScaler:
         self.last_report = None
         self._per_optimizer = {}
         self._loss = None
-        self._status = amp_step.OverflowStatus()  # cleared for each unscale_, not reallocated
+        self._status = float_status.OverflowStatus()  # cleared for each unscale_, not reallocated
         self._reducers = {}  # data parallel: id(optimizer) -> (optimizer, DistributedGradReducer)
 
     # ---- the training-loop calls -------------------------------------------------------------
@@ -184,8 +184,8 @@ class GradScaler:
                 params.append(p)
                 scaled.append(g.data)
         if self.track_underflow:  # of the gradients as backprop made them, before the unscale
-            underflow = amp_step.underflow_stats([p.name for p in params], scaled)
-        status = self._status  # amp_step.unscale_and_check, on this scaler's status
+            underflow = amp_report.underflow_stats([p.name for p in params], scaled)
+        status = self._status  # float_status.unscale_and_check, on this scaler's status
         status.clear()
         arrays = status.unscale_and_check(scaled, self.core.scale)
         if communication.is_data_parallel():
@@ -270,7 +270,7 @@ class GradScaler:
             underflow = ({k: v for s in checked for k, v in s.get("underflow", {}).items()}
                          if self.track_underflow else None)
             # owner=self: the step that trips max_consecutive_skips still leaves its own report
-            amp_step.make_report(self.core, before, overflow, self._loss, names, arrays,
+            amp_report.make_report(self.core, before, overflow, self._loss, names, arrays,
                                  underflow=underflow, owner=self)
         self._per_optimizer.clear()
         self._loss = None

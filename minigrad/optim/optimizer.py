@@ -361,7 +361,7 @@ class Optimizer:
 
 
 def _inverse_scale(scale, owner):
-    """``float(fp32(1 / scale))``, 1/scale computed in float64 as ``amp.step.inverse`` does."""
+    """``float(fp32(1 / scale))``, 1/scale computed in float64 as ``amp.float_status.inverse`` does."""
     if isinstance(scale, Tensor):
         scale = scale.item()
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):

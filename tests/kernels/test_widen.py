@@ -2,7 +2,7 @@
 
 Run through the same four host builds of ``kernels/float_status.cu`` as the other kernels
 (the ``host_lib`` fixture of ``tests/kernels/conftest.py``), with misaligned starts and tiny chunks,
-and through ``amp.step``, where O2's fp16 gradients take this path.
+and through ``amp.float_status.OverflowStatus``, where O2's fp16 gradients take this path.
 """
 import numpy
 import pytest
@@ -10,7 +10,7 @@ import pytest
 from helpers.bits import assert_same_values
 from helpers.kernel_builds import SPECIALS, make_array
 from minigrad.amp import _status_launch
-from minigrad.amp import step as amp_step
+from minigrad.amp import float_status
 
 F16 = numpy.dtype(numpy.float16)
 
@@ -64,8 +64,8 @@ def test_step_unscales_fp16_into_fp32_bits(layout):
     base = (numpy.random.default_rng(5).standard_normal((300, 70)) * 3000).astype(numpy.float16)
     x = {"C": base, "F": numpy.asfortranarray(base), "strided": base[::2, 1::3]}[layout]
     kept = x.copy()
-    inv = amp_step.inverse(2.0**13)
-    (out, none, wide), overflow = amp_step.unscale_and_check(
+    inv = float_status.inverse(2.0**13)
+    (out, none, wide), overflow = float_status.unscale_and_check(
         [x, None, numpy.ones(3, numpy.float32)], 2.0**13
     )
     assert not overflow and none is None and out.dtype == numpy.float32 and out.shape == x.shape
@@ -79,7 +79,7 @@ def test_step_unscales_fp16_into_fp32_bits(layout):
 def test_step_flags_nonfinite_fp16():
     x = numpy.ones(10000, numpy.float16)
     x[9999] = numpy.float16(numpy.inf)
-    _, overflow = amp_step.unscale_and_check([numpy.ones(5, numpy.float16), x], 4.0)
+    _, overflow = float_status.unscale_and_check([numpy.ones(5, numpy.float16), x], 4.0)
     assert overflow
 
 
