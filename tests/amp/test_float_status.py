@@ -251,7 +251,7 @@ def test_check_and_unscale_many_arrays_mixed_dtypes(engine, inv_scale):
 
 
 def test_overflow_flag_is_computed_before_the_multiplication(engine):
-    # 60000 * 2 overflows fp16, but the gradient itself was finite: no flag (PyTorch semantics).
+    # 60000 * 2 overflows fp16, but the gradient itself is finite: no flag (PyTorch semantics).
     x = engine.put(numpy.full(33, 60000, numpy.float16))
     status = engine.status()
     fs.check_and_unscale(status, [x], 2.0)

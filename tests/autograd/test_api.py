@@ -265,7 +265,8 @@ def _product(x, y):
 
 
 def test_a_repeated_grad_position_gets_the_gradient_each_time():
-    # the input was re-wrapped once per entry: the first leaf went unused and its gradient was 0
+    # one leaf per input, whatever the number of entries naming it: re-wrapping the input once
+    # per entry would leave the first leaf unused, with a gradient of 0
     a = Tensor(numpy.array([1.0, 2.0], numpy.float32))
     b = Tensor(numpy.array([3.0, 4.0], numpy.float32))
     ga, ga_again, gb = minigrad.grad(_product, (0, 0, 1))(a, b)
@@ -280,8 +281,8 @@ def test_a_repeated_grad_position_gets_the_gradient_each_time():
 
 @pytest.mark.parametrize("position", ["0", 1.0, (0, "1"), [0.0]])
 def test_a_grad_position_of_the_wrong_type_is_a_type_error_naming_it(position):
-    # MindSpore: TypeError, 'grad_position' must be an int or a tuple of ints; it was
-    # "grad_position='0' is out of range" or "'float' object is not iterable"
+    # MindSpore: TypeError, 'grad_position' must be an int or a tuple of ints (not
+    # "grad_position='0' is out of range" or "'float' object is not iterable")
     a = Tensor(numpy.ones(2, numpy.float32))
     with pytest.raises(TypeError, match=r"grad_position.*int or a tuple of ints.*got"):
         minigrad.grad(_product, position)(a, a)

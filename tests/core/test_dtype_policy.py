@@ -216,7 +216,8 @@ def test_as_dtype_refuses_none_instead_of_returning_float64():
 def test_bool_tensor_with_python_int_is_integer_arithmetic():
     # MindSpore's implicit conversion rules: "when Tensor is bool data type and the scalar is int
     # or float, both ... are converted to the Tensor with the data type of int32 or float32".
-    # Tensor([True, False]) + 2 was bool [True, True] (2 cast to bool, added as a logical or).
+    # Tensor([True, False]) + 2 is int32 [3, 2], not bool [True, True] (2 cast to bool, a
+    # logical or).
     flags = Tensor(numpy.array([True, False]))
     for value in (2, numpy.int64(2)):
         out = flags + value
@@ -231,8 +232,8 @@ def test_bool_tensor_with_python_int_is_integer_arithmetic():
 
 def test_a_list_of_floats_beside_an_int_tensor_gives_float32_as_an_array_does():
     """minigrad.dtype's table: int tensor (op) Python float -> float32, and a non-tensor array is
-    weak like a scalar. A nested list of floats is such an array: it was read as integers and
-    truncated (int tensor [1, 2] + [0.5, 0.5] gave int64 [1, 2])."""
+    weak like a scalar. A nested list of floats is such an array, not integers to truncate
+    (int tensor [1, 2] + [0.5, 0.5] is float32 [1.5, 2.5], not int64 [1, 2])."""
     i = Tensor(numpy.array([1, 2], numpy.int64))
     for other in ([0.5, 0.5], (0.5, 0.5), [[0.5], [1.5]]):
         expected = i + numpy.asarray(other, F32)

@@ -25,7 +25,7 @@ def test_parameter_set_data_takes_python_numbers():
 
 def test_parameter_requires_grad_must_be_bool():
     """mindspore.Parameter: requires_grad (bool); MindSpore's setter raises TypeError for another
-    type. requires_grad='no' was read as True (a non-empty string)."""
+    type: requires_grad='no' is not read as True (a non-empty string)."""
     with pytest.raises(TypeError, match="requires_grad must be a bool, got 'no'"):
         Parameter(Tensor(numpy.ones(1, numpy.float32)), requires_grad="no")
     assert (

@@ -295,7 +295,7 @@ def test_iter_over_0d_tensor_raises():
 
 
 def test_in_is_elementwise_any():
-    # NumPy / PyTorch: ``x in t`` is (t == x).any() (it raised "truth value ... ambiguous")
+    # NumPy / PyTorch: ``x in t`` is (t == x).any() (not "truth value ... ambiguous")
     t = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert 3.0 in t
     assert 30.0 not in t

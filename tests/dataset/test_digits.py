@@ -41,6 +41,6 @@ def test_load_digits_refuses_a_non_float_dtype_and_names_bad_arguments():
     with pytest.raises(TypeError, match="dtype"):
         load_digits(dtype=numpy.int32)
     with pytest.raises(TypeError, match="split"):
-        load_digits(split="0.2")  # was "'<' not supported between instances of 'int' and 'str'"
+        load_digits(split="0.2")  # not "'<' not supported between 'int' and 'str'"
     (x, _), _ = load_digits(dtype="float16")
     assert x.dtype == numpy.float16

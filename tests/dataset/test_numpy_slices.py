@@ -283,7 +283,7 @@ def test_map_output_columns_rename_and_change_the_column_count():
 
 def test_create_dict_iterator_takes_do_copy_like_create_tuple_iterator():
     # MindSpore: create_dict_iterator(num_epochs=-1, output_numpy=False, do_copy=True); the
-    # keyword was a TypeError here while create_tuple_iterator accepted it
+    # keyword is accepted as create_tuple_iterator accepts it
     ds = NumpySlicesDataset({"v": np.arange(3.0)}, shuffle=False)
     it = ds.create_dict_iterator(num_epochs=1, output_numpy=True, do_copy=False)
     assert [float(r["v"]) for r in it] == [0.0, 1.0, 2.0]

@@ -13,7 +13,7 @@ f32 = np.float32
 
 def test_tf_loss_scale_update_report_names_the_gradients():
     # mixed_precision/loss_scale.py LossScale.update: StepReport.inf_params / nan_params are
-    # "names of the parameters"; update(grads) gave (None,) (printed "NaN in [None]")
+    # "names of the parameters"; not (None,), which would print "NaN in [None]"
     from minigrad import mixed_precision
     scale = mixed_precision.DynamicLossScale(8.0)
     grads = [Tensor(numpy.ones(2, numpy.float32)), None,

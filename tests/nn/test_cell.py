@@ -381,9 +381,9 @@ def test_insert_child_to_cell_refuses_a_name_in_use():
 
 def test_insert_param_to_cell_refuses_a_method_name():
     """mindspore.nn.Cell.insert_param_to_cell: a name that is already an attribute of the cell and
-    not one of its parameters is a KeyError ('Duplicated parameter name'). Only the instance
-    __dict__ was looked at, so 'construct' (a method) was shadowed by the Parameter and calling
-    the cell failed with 'Parameter object is not callable'."""
+    not one of its parameters is a KeyError ('Duplicated parameter name'), methods included: a
+    Parameter named 'construct' would shadow the method and calling the cell would fail with
+    'Parameter object is not callable'."""
     dense = nn.Dense(2, 2)
     with pytest.raises(KeyError, match="'construct'"):
         dense.insert_param_to_cell("construct", Parameter(Tensor(numpy.ones(1, numpy.float32))))
@@ -470,14 +470,13 @@ class _Net(nn.Cell):
 
 def test_parameter_added_to_an_attached_sub_cell_is_named_by_its_path():
     """nn/cell.py module docstring: "names follow attribute paths" and ``insert_param_to_cell``
-    names an unnamed parameter after where it goes. A parameter (or a sub-cell) added to
-    ``net.fc`` after ``fc`` was attached got no "fc." prefix: ``net.fc.w`` was named "w", the
-    same name as ``net.w``, and ``net.parameters_and_names()`` then raised ValueError for the
-    whole network."""
+    names an unnamed parameter after where it goes: a parameter (or a sub-cell) added to
+    ``net.fc`` after ``fc`` is attached gets the "fc." prefix, so ``net.fc.w`` is "fc.w", not
+    the "w" of ``net.w`` (two parameters of one name make ``parameters_and_names()`` raise)."""
     net = _Net()
     net.fc.insert_param_to_cell("w", _scalar_param(2.0))
     net.fc.deep = nn.Dense(1, 1)
-    pairs = list(net.parameters_and_names())  # raised ValueError: two parameters named 'w'
+    pairs = list(net.parameters_and_names())  # one name per parameter
     assert [(path, p.name) for path, p in pairs] == [(path, path) for path, _ in pairs]
     assert net.fc.w.name == "fc.w"
     assert [p.name for p in net.fc.deep.get_parameters()] == ["fc.deep.weight", "fc.deep.bias"]

@@ -108,8 +108,8 @@ def test_bad_initializer_arguments(call, error, match):
 
 def test_initializer_takes_numpy_numbers():
     """mindspore.common.initializer.initializer: init (Union[Tensor, str, Initializer,
-    numbers.Number]). A NumPy scalar (numpy.float32(0.5), numpy.int64(2)) is a numbers.Number but
-    was refused with TypeError."""
+    numbers.Number]). A NumPy scalar (numpy.float32(0.5), numpy.int64(2)) is a numbers.Number,
+    so it is accepted."""
     numpy.testing.assert_array_equal(
         init.initializer(numpy.float32(0.5), (2,)).asnumpy(), [0.5, 0.5]
     )

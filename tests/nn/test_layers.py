@@ -473,8 +473,8 @@ def test_2d_layers_take_data_format_nchw(make):
 
 def test_embedding_padding_idx_must_be_in_0_vocab():
     """mindspore.nn.Embedding, Raises: 'ValueError - If padding_idx is an int not in
-    [0, vocab_size)'. A negative padding_idx was accepted (and zeroed a row counted from the end),
-    True was taken as 1, and a NumPy integer was refused."""
+    [0, vocab_size)'. A negative padding_idx (which would zero a row counted from the end) and
+    True (not the int 1) are refused; a NumPy integer is an int."""
     with pytest.raises(ValueError, match=r"padding_idx must be None or an int in \[0, 5\), got -1"):
         nn.Embedding(5, 3, padding_idx=-1)
     with pytest.raises(TypeError, match="padding_idx.*True"):

@@ -134,7 +134,7 @@ def test_softmax_axis_errors():
 
 @pytest.mark.parametrize("op", [ops.softmax, ops.log_softmax])
 def test_softmax_along_an_empty_axis_is_empty(op):
-    # PyTorch: softmax of a (2, 0) tensor along dim 1 is a (2, 0) tensor; it raised NumPy's
+    # PyTorch: softmax of a (2, 0) tensor along dim 1 is a (2, 0) tensor, not NumPy's
     # 'zero-size array to reduction operation maximum which has no identity'
     x = Tensor(numpy.zeros((2, 0), numpy.float32), requires_grad=True)
     with warnings.catch_warnings():

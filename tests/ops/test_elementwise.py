@@ -354,7 +354,7 @@ def test_operands_on_two_devices_name_both():
 
 @pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32, numpy.float64])
 def test_pow_gradient_of_a_zero_exponent_is_zero_at_zero(dtype):
-    # PyTorch's pow_backward masks exponent == 0 to a zero gradient; 0 * 0**-1 gave nan
+    # PyTorch's pow_backward masks exponent == 0 to a zero gradient; 0 * 0**-1 would give nan
     x = Tensor(numpy.array([0.0, 2.0, -1.0], dtype), requires_grad=True)
     (x**0).sum().backward()
     numpy.testing.assert_array_equal(x.grad.asnumpy(), [0.0, 0.0, 0.0])
@@ -366,7 +366,7 @@ def test_pow_gradient_of_a_zero_exponent_is_zero_at_zero(dtype):
 
 def test_clip_of_an_int_tensor_by_float_bounds_follows_the_dtype_policy():
     # dtype policy: int tensor (op) Python float -> float32 (NumPy and PyTorch promote too);
-    # the bounds were truncated to ints, so clip([0, 3], 0.5, 2.5) returned [0, 2]
+    # bounds truncated to ints would make clip([0, 3], 0.5, 2.5) return [0, 2]
     x = Tensor(numpy.array([0, 1, 3], numpy.int32))
     out = ops.clip(x, 0.5, 2.5)
     assert out.dtype == minigrad.float32
@@ -453,8 +453,8 @@ def test_sigmoid_fp16_is_the_rounded_logistic_and_silent(path, x):
 
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_sigmoid_keeps_relative_accuracy_in_the_left_tail(dtype):
-    # the tanh form 0.5 + 0.5·tanh(x/2) cancels for x << 0: sigmoid(-15) in fp32 was 2.98e-7
-    # (true 3.06e-7) and sigmoid(-40) was 0 in fp32 and fp64 (true 4.2e-18)
+    # the tanh form 0.5 + 0.5·tanh(x/2) cancels for x << 0: sigmoid(-15) in fp32 is 2.98e-7
+    # (true 3.06e-7) and sigmoid(-40) 0 in fp32 and fp64 (true 4.2e-18)
     x = numpy.array([-15.0, -17.0, -40.0, -80.0, -700.0, 3.0, 0.0, -0.0, 30.0], dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -508,7 +508,7 @@ def test_elementwise_gradients_match_float64(seed, n):
 
 def test_mul_broadcast_gradient_sums_before_rounding():
     # da = Σ g·b over the broadcast axis: 2·60000 - 2·60000 = 0 (the products rounded to fp16
-    # first are inf and -inf, whose sum was NaN)
+    # first are inf and -inf, whose sum is NaN)
     ga, gb = grads(
         ops.mul,
         [numpy.array([1.0], F16), numpy.array([60000, -60000], F16)],
@@ -519,7 +519,7 @@ def test_mul_broadcast_gradient_sums_before_rounding():
 
 
 def test_div_gradient_of_b_is_not_lost_to_an_fp16_intermediate():
-    # db = -g·a/b² = -100·1e-6/1e-6 ≈ -101 (g/b = 1e5 overflowed fp16 first: db was -inf)
+    # db = -g·a/b² = -100·1e-6/1e-6 ≈ -101 (g/b = 1e5 overflows fp16: through it db would be -inf)
     a, b, g = numpy.array([1e-6], F16), numpy.array([1e-3], F16), numpy.array([100], F16)
     ga, gb = grads(ops.div, [a, b], g)
     assert_bits(ga, numpy.array([numpy.inf], F16))
@@ -534,7 +534,7 @@ def test_div_broadcast_gradient_of_b_sums_before_rounding():
 
 
 def test_square_gradient_does_not_overflow_through_2x():
-    # dx = 2·x·g = 2·40000·0.001 ≈ 80 (2·x = 80000 overflowed fp16 first: dx was inf)
+    # dx = 2·x·g = 2·40000·0.001 ≈ 80 (2·x = 80000 overflows fp16: through it dx would be inf)
     (gx,) = grads(
         ops.square, [numpy.array([40000.0, 2.0**-24], F16)], numpy.array([0.001, 0.5], F16)
     )

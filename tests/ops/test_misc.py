@@ -230,8 +230,8 @@ def _x(shape=(2, 3)):
     ],
 )
 def test_argument_of_the_wrong_type_is_a_type_error_naming_it(call, name):
-    # were "'<=' not supported between 'int' and 'str'", "could not convert string to float",
-    # "'float' object is not iterable" and a silent int(1.5) cut
+    # not "'<=' not supported between 'int' and 'str'", "could not convert string to float",
+    # "'float' object is not iterable" or a silent int(1.5) cut
     with pytest.raises(TypeError, match=rf"\b{name}\b.*got"):
         call()
 
@@ -266,7 +266,8 @@ def test_dropout_fp16_is_x_times_the_fp32_scale_rounded_once(p):
 
 
 def test_dropout_near_one_keeps_finite_values():
-    # p = 0.99999: kept values are x·1e5 (0.01 -> 1000); the fp16 scale 1e5 was inf (and 0·inf NaN)
+    # p = 0.99999: kept values are x·1e5 (0.01 -> 1000); the scale 1e5 in fp16 is inf
+    # (and 0·inf NaN)
     x = numpy.full(200000, 0.01, F16)
     x[::2] = 0
     out, keep = dropout_pair(x, 0.99999, seed=3)

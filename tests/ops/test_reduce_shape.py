@@ -373,7 +373,7 @@ def _x(shape=(2, 3)):
 @pytest.mark.parametrize("op", [ops.sum, ops.mean, ops.max, ops.min])
 @pytest.mark.parametrize("axis", [0.5, (0.5,), (0, 1.0), "0"])
 def test_reduction_non_int_axis_is_a_type_error_naming_axis(op, axis):
-    # (0.5,) summed axis 0 silently (int(0.5)); 0.5 gave "'float' object is not iterable"
+    # not int(0.5), which would sum axis 0 without a word, nor "'float' object is not iterable"
     with pytest.raises(TypeError, match=r"axis.*int.*got"):
         op(_x(), axis)
 
@@ -401,8 +401,8 @@ def test_sum_mean_fp16_are_the_fp32_reduction_rounded(path, x, axis):
 
 @pytest.mark.parametrize("reduce", [ops.max, ops.min])
 def test_max_min_gradient_shared_by_more_than_65504_ties(reduce):
-    # dx = g / count at each of the 70000 tied extremes: 1/70000 ≈ 1.43e-5 (the count was an fp16
-    # 70000 = inf, and every share was 0)
+    # dx = g / count at each of the 70000 tied extremes: 1/70000 ≈ 1.43e-5 (the count as an fp16
+    # 70000 is inf, and every share would be 0)
     (gx,) = grads(reduce, [numpy.zeros(70000, F16)], numpy.array(1.0, F16))
     assert_bits(gx, numpy.full(70000, 1 / 70000, F64).astype(F16))
 

@@ -528,7 +528,7 @@ def _param():
 )
 def test_optimizer_rejects_inf_learning_rate_array(rate):
     # optim/optimizer.py Optimizer: learning_rate must be finite (a float or a list with inf is
-    # refused); a Tensor/array holding inf was accepted and made every step inf/NaN
+    # refused); a Tensor/array holding inf too, which would make every step inf/NaN
     with pytest.raises(ValueError, match="learning_rate.*inf"):
         SGD([_param()], learning_rate=rate)
 

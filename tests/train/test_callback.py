@@ -134,9 +134,9 @@ def _ds(batch=5):
 
 def test_reused_modelcheckpoint_saves_the_final_step_of_every_train_call(tmp_path):
     # the docstring: a final checkpoint is written at the end of training unless the last step
-    # was just saved. A callback reused for a second train() of the same length used to remember
-    # the first run's last saved step number and skip the second run's final save, leaving the
-    # first run's weights in the file.
+    # was just saved. A callback reused for a second train() of the same length starts counting
+    # afresh: remembering the first run's last saved step number would skip the second run's
+    # final save and leave the first run's weights in the file.
     net, _, model = _dense_model()
     ckpt = ModelCheckpoint("A", str(tmp_path), CheckpointConfig(save_checkpoint_steps=100))
     model.train(1, _ds(), callbacks=[ckpt])
