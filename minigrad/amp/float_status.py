@@ -37,7 +37,8 @@ import ctypes
 import numpy
 
 import minigrad.tensor as _tensor
-from minigrad import _native, backend, communication, dtype as dtypes
+from minigrad import _native, backend, communication
+from minigrad import dtype as dtypes
 from minigrad._config import config
 from minigrad.amp import _status_args, _status_launch
 

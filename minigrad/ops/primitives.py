@@ -11,8 +11,7 @@ but they are different objects. ``ops.Exp`` (this module) is the primitive user 
 """
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import (check_bool, check_in, check_int, check_positive_int,
-                              check_type)
+from minigrad._checks import check_bool, check_in, check_int, check_positive_int, check_type
 from minigrad.ops import (
     activation,
     arithmetic,

@@ -12,7 +12,8 @@ One direction per input costs two extra forward passes, whatever the input's siz
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._config import enable_grad, no_grad
 from minigrad.autograd import engine
 from minigrad.autograd.function import Function
