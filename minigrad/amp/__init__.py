@@ -20,18 +20,29 @@ Layers: the amp core (``core.py``: the scale rule; ``float_status.py`` with ``_s
 and sits below ``optim``; the faces (``managers``, ``build``, ``grad_scaler``, ``autocast``,
 ``functional``, ``plots``) sit above ``nn``.
 """
-from minigrad.amp.core import ScaleCore
 from minigrad.amp import float_status
-from minigrad.amp.float_status import (alloc_status, clear_status, check_overflow,
-                                       check_and_unscale, check_and_unscale_to_fp32, get_status,
-                                       OverflowStatus)
-from minigrad.amp.report import StepReport, underflow_stats
-from minigrad.amp.functional import (init_status, all_finite, LossScaler, StaticLossScaler,
-                                     DynamicLossScaler)
-from minigrad.amp.grad_scaler import GradScaler, OptState
 from minigrad.amp.autocast import autocast
-from minigrad.amp.managers import LossScaleManager, FixedLossScaleManager, DynamicLossScaleManager
 from minigrad.amp.build import build_train_network, cast_network
+from minigrad.amp.core import ScaleCore
+from minigrad.amp.float_status import (
+                                       OverflowStatus,
+                                       alloc_status,
+                                       check_and_unscale,
+                                       check_and_unscale_to_fp32,
+                                       check_overflow,
+                                       clear_status,
+                                       get_status,
+)
+from minigrad.amp.functional import (
+                                       DynamicLossScaler,
+                                       LossScaler,
+                                       StaticLossScaler,
+                                       all_finite,
+                                       init_status,
+)
+from minigrad.amp.grad_scaler import GradScaler, OptState
+from minigrad.amp.managers import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
+from minigrad.amp.report import StepReport, underflow_stats
 
 __all__ = ["ScaleCore", "float_status", "alloc_status", "clear_status", "check_overflow",
            "check_and_unscale", "check_and_unscale_to_fp32", "get_status", "OverflowStatus",

@@ -17,9 +17,8 @@ import ctypes
 
 import numpy
 
-from minigrad import backend
+from minigrad import _native, backend
 from minigrad.amp import _status_numpy
-from minigrad import _native
 
 _KERNEL_DTYPES = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 CHUNK = 1 << 16           # elements per chunk: a GPU block's unit of work

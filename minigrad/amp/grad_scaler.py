@@ -13,11 +13,12 @@
         print(scaler.last_report)     # skipped or not, why, scale before/after, inf/NaN names
 
 Per optimizer the calls follow PyTorch's protocol (READY -> UNSCALED -> STEPPED, reset by
-``update``) with PyTorch's errors. The update rule is PyTorch's (no floor unless ``floor=`` is
-given; growth only if the grown scale is finite), with one deliberate difference: growth fires
-when the clean-step counter *reaches or passes* ``growth_interval`` (PyTorch tests ``==``, so
-lowering the interval below the counter with ``set_growth_interval`` stops growth until the
-next overflow).
+``update``) with PyTorch's errors. The update rule is PyTorch's (growth only if the grown
+scale is finite), with two deliberate differences: growth fires when the clean-step counter
+*reaches or passes* ``growth_interval`` (PyTorch tests ``==``, so lowering the interval below
+the counter with ``set_growth_interval`` stops growth until the next overflow); and without a
+``floor=`` the scale backs off to float32's smallest normal value at least (PyTorch's reaches
+0, where unscaling divides by zero), still skipping every overflowing step as PyTorch does.
 
 Gradients of fp16 parameters are unscaled into float32 gradients (PyTorch refuses them with
 "Attempting to unscale FP16 gradients."): the optimizer's fp32 master weights take them as is.
@@ -28,14 +29,20 @@ and broadcasts rank 0's parameters) and the overflow flag, so every rank clips, 
 with the same gradients and scale.
 """
 import enum
-
 import numbers
 
 from minigrad import communication
-from minigrad.amp import float_status, report as amp_report
+from minigrad.amp import float_status
+from minigrad.amp import report as amp_report
 from minigrad.amp.autocast import check_device
-from minigrad.amp.core import (ScaleCore, as_number, check_backoff_factor, check_bool,
-                               check_positive, float32_scale)
+from minigrad.amp.core import (
+    ScaleCore,
+    as_number,
+    check_backoff_factor,
+    check_bool,
+    check_positive,
+    float32_scale,
+)
 from minigrad.nn import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor

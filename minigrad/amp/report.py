@@ -10,7 +10,8 @@ import dataclasses
 
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 
 
 @dataclasses.dataclass

@@ -12,7 +12,8 @@ import numbers
 
 import numpy
 
-from minigrad.amp import float_status, report as amp_report
+from minigrad.amp import float_status
+from minigrad.amp import report as amp_report
 from minigrad.amp.core import ScaleCore, check_positive
 from minigrad.tensor import Tensor
 

@@ -17,7 +17,8 @@ so every rank applies or skips the same step and reports the same parameters.
 """
 import numpy
 
-from minigrad import communication, dtype as dtypes
+from minigrad import communication
+from minigrad import dtype as dtypes
 from minigrad.amp import float_status
 from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, LossScale, get
 from minigrad.nn import running_stats

@@ -33,7 +33,8 @@ checkpoint saves and restores it through them).
 import numpy
 
 from minigrad import backend
-from minigrad.amp import float_status, report as amp_report
+from minigrad.amp import float_status
+from minigrad.amp import report as amp_report
 from minigrad.amp.core import ScaleCore, check_bool, check_positive, float32_scale
 from minigrad.nn import running_stats
 from minigrad.nn.cell import Cell

@@ -6,8 +6,7 @@ import pytest
 import minigrad
 from helpers.doubles import StepCountingOptimizer
 from minigrad import _native, amp
-from minigrad.amp import _status_launch
-from minigrad.amp import float_status
+from minigrad.amp import _status_launch, float_status
 
 needs_host = pytest.mark.skipif(_native.host_library() is None,
                                 reason="no host build of the kernels")

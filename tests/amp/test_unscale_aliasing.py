@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from minigrad import Tensor
-from minigrad.amp import float_status as fs
 from minigrad.amp import float_status
+from minigrad.amp import float_status as fs
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
