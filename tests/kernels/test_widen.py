@@ -9,8 +9,7 @@ import pytest
 
 from helpers.bits import assert_same_values
 from helpers.kernel_builds import SPECIALS, make_array
-from minigrad.amp import _status_launch
-from minigrad.amp import float_status
+from minigrad.amp import _status_launch, float_status
 
 F16 = numpy.dtype(numpy.float16)
 
