@@ -45,7 +45,8 @@ class ThorReport:
         layers: ``{name: LayerReport}`` for every THOR layer.
         learning_rate, damping: the step's values.
         kl_scale: the KL clip's factor ν (1.0 when off or not binding).
-        seconds: wall time per phase: "factors", "inverses", "precondition", "update".
+        seconds: wall time per phase: "factors", "inverses", "precondition", "update", and
+            with ``fisher="mc"`` "sampling" (the sampled pass, run inside the forward pass).
     """
     step: int
     applied: bool = True

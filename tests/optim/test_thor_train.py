@@ -37,7 +37,7 @@ def snapshot(net, opt):
     state = opt.state_dict()
     arrays = {f"param.{p.name}": p.asnumpy().copy() for p in net.trainable_params()}
     for key, value in state.items():
-        if key != "thor":
+        if key != "thor":  # the rest, with fisher="mc" the sampling seed
             arrays[key] = numpy.array(value)
     for layer, fields in state["thor"].items():
         for key, value in fields.items():
@@ -101,8 +101,8 @@ def test_fixed_scale_overflow_is_reported_by_thor():
     assert not opt.last_report.applied and "non-finite" in opt.last_report.reason
 
 
-@pytest.mark.parametrize("options", [{}, {"refresh": "trace"}, {"factor_decay": 0.5}],
-                         ids=["frequency", "trace", "ema"])
+@pytest.mark.parametrize("options", [{}, {"refresh": "trace"}, {"factor_decay": 0.5},
+                                     {"fisher": "mc"}], ids=["frequency", "trace", "ema", "mc"])
 def test_checkpoint_resume_is_bit_identical(tmp_path, options):
     net, opt = make(**options)
     train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt)
