@@ -8,11 +8,16 @@ from helpers import REPO_ROOT
 pytest.importorskip("sklearn")
 
 
-def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
-    path = REPO_ROOT / "benchmarks" / "thor.py"
-    spec = importlib.util.spec_from_file_location("thor_benchmark", path)
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("thor_benchmark",
+                                                  REPO_ROOT / "benchmarks" / "thor.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
+    module = load_benchmark()
     path = tmp_path / "thor.json"
     module.main(["--quick", "--tasks", "autoencoder,mlp", "--json", str(path)])
     payload = json.loads(path.read_text())
@@ -33,10 +38,7 @@ def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
 
 
 def test_quick_linear_regression_compares_both_fishers(tmp_path):
-    path = REPO_ROOT / "benchmarks" / "thor.py"
-    spec = importlib.util.spec_from_file_location("thor_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark()
     path = tmp_path / "thor.json"
     module.main(["--quick", "--tasks", "linreg", "--json", str(path)])
     linreg = json.loads(path.read_text())["tasks"]["linreg"]
