@@ -150,3 +150,37 @@ def test_model_with_callbacks_and_convert_to_thor_model(capsys):
     model.train(2, ds, callbacks=[LossMonitor(1), ProgressBar()])
     assert opt.global_step == 8 and opt.refresh_counts()["0.weight"] == 2
     assert "loss" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("use_tqdm", [False, True], ids=["lines", "tqdm"])
+def test_progress_bar_and_loss_monitor_show_the_refresh_cost(capsys, use_tqdm):
+    if use_tqdm:
+        pytest.importorskip("tqdm")
+    import io
+    net, opt = make()   # frequency 3: steps 0 and 3 refresh
+    x, y = batch(n=64)
+    ds = NumpySlicesDataset((x.asnumpy(), y.asnumpy()), shuffle=False).batch(8)
+    stream = io.StringIO()
+    Model(net, nn.MSELoss(), opt).train(1, ds, callbacks=[
+        LossMonitor(1), ProgressBar(use_tqdm=use_tqdm, lines_per_epoch=8, file=stream)])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 8
+    refresh = [k for k, line in enumerate(lines) if "; refresh 2/2 layers, factors " in line]
+    assert refresh == [0, 3, 6]
+    assert all("inverses" in lines[k] and lines[k].endswith(" ms") for k in refresh)
+    assert all(lines[k].endswith("; reuse") for k in (1, 2, 4, 5, 7))
+    bar = stream.getvalue()
+    assert "refreshes" in bar and "refresh 2/2 layers, factors" in bar and "inverses" in bar
+    if not use_tqdm:
+        assert bar.splitlines()[-1].endswith("3 refreshes")
+
+
+def test_monitors_without_a_reporting_optimizer_print_as_before(capsys):
+    minigrad.set_seed(0)
+    net = nn.Dense(6, 3)
+    x, y = batch(n=16)
+    ds = NumpySlicesDataset((x.asnumpy(), y.asnumpy()), shuffle=False).batch(8)
+    Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.1, 0.9)).train(
+        1, ds, callbacks=[LossMonitor(1)])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(";" not in line for line in lines)
