@@ -27,6 +27,8 @@ Protocol (written into the JSON as well):
 Run (8 minutes on 2 cores shared with other work, load ~4; ``--quick``: seconds, for CI):
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/thor.py --json out.json
+
+(``--tasks linreg``: the regression alone, both Fishers, ~10 s.)
 """
 import argparse
 import itertools
