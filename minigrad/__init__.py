@@ -23,16 +23,26 @@ cycles, checked by the test suite). From the bottom up:
 """
 import importlib
 
-from minigrad import dtype
-from minigrad.dtype import (float16, float32, float64, int8, int32, int64, uint8, bool_, half,
-                            float_, double)
-from minigrad._config import no_grad, enable_grad, is_grad_enabled
-from minigrad.context import set_context, get_context, GRAPH_MODE, PYNATIVE_MODE
-from minigrad.tensor import Tensor, from_dlpack
+from minigrad import dtype, ops
+from minigrad._config import enable_grad, is_grad_enabled, no_grad
+from minigrad.autograd import GradOperation, grad, value_and_grad
+from minigrad.context import GRAPH_MODE, PYNATIVE_MODE, get_context, set_context
+from minigrad.dtype import (
+    bool_,
+    double,
+    float16,
+    float32,
+    float64,
+    float_,
+    half,
+    int8,
+    int32,
+    int64,
+    uint8,
+)
 from minigrad.parameter import Parameter
-from minigrad.autograd import grad, value_and_grad, GradOperation
-from minigrad import ops
-from minigrad.random import set_seed, get_seed
+from minigrad.random import get_seed, set_seed
+from minigrad.tensor import Tensor, from_dlpack
 
 __version__ = "0.1.0"
 

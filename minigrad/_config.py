@@ -32,7 +32,8 @@ def using_config(**settings):
 
 
 def no_grad():
-    """Context manager: ops inside record no graph (``Tensor.requires_grad`` is False on outputs)."""
+    """Context manager: ops inside record no graph (``Tensor.requires_grad`` is False on
+    outputs)."""
     return using_config(grad_enabled=False)
 
 

@@ -53,7 +53,8 @@ def data_address(array):
 
 
 def check_device(device):
-    """Normalise a device name (``"CPU"``, ``"GPU"``, any case, or ``"cuda"``) to ``"CPU"``/``"GPU"``.
+    """Normalise a device name (``"CPU"``, ``"GPU"``, any case, or ``"cuda"``) to ``"CPU"`` or
+    ``"GPU"``.
 
     Raises:
         ValueError: for another name.

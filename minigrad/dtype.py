@@ -53,7 +53,8 @@ def as_dtype(dtype, name="dtype"):
     try:
         result = numpy.dtype(dtype)
     except TypeError:
-        raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got {dtype!r}") from None
+        raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got "
+                        f"{dtype!r}") from None
     if result not in SUPPORTED:
         raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got {result}")
     return result
@@ -71,7 +72,8 @@ def acc_dtype(dtype):
 
 def default_dtype(value):
     """Dtype of a tensor built from Python data (a scalar or nested lists): float32 for floats,
-    int64 for ints, bool for bools. The data is read as a whole, as NumPy does ([1, 2.5] is float)."""
+    int64 for ints, bool for bools. The data is read as a whole, as NumPy does ([1, 2.5] is
+    float)."""
     kind = numpy.asarray(value).dtype.kind
     return {"b": bool_, "i": int64, "u": int64}.get(kind, float32)
 

@@ -52,8 +52,8 @@ class Parameter(Tensor):
         elif hasattr(data, "shape") and hasattr(data, "dtype"):
             array = data
         else:
-            raise TypeError(f"set_data for parameter {self.name!r}: data must be a Tensor, an array or "
-                            f"a number, got {type(data).__name__}")
+            raise TypeError(f"set_data for parameter {self.name!r}: data must be a Tensor, an "
+                            f"array or a number, got {type(data).__name__}")
         shape = tuple(getattr(array, "shape", ()))
         if shape != self.shape:
             raise ValueError(f"set_data for parameter {self.name!r}: shape {shape} "
@@ -81,4 +81,5 @@ class Parameter(Tensor):
     def __itruediv__(self, other): return self._inplace(operator.truediv, other)
 
     def __repr__(self):
-        return f"Parameter(name={self.name!r}, shape={list(self.shape)}, dtype={self.dtype}, requires_grad={self.requires_grad})"
+        return (f"Parameter(name={self.name!r}, shape={list(self.shape)}, dtype={self.dtype}, "
+                f"requires_grad={self.requires_grad})")

@@ -13,8 +13,8 @@ import numpy
 import pytest
 from hypothesis import settings
 
-from minigrad._config import config
 from helpers import DEVICES, FLOAT_DTYPES, native_unavailable_reason
+from minigrad._config import config
 
 settings.register_profile("ci", deadline=None, max_examples=25, derandomize=True)
 settings.register_profile("thorough", deadline=None, max_examples=300)

@@ -3,9 +3,9 @@
 * CuPy float16/float32 arrays: the CUDA kernels of ``kernels/float_status.cu``, one launch per
   dtype for the whole list, driven by a table of (address, length, first chunk) rows.
 * NumPy float16/float32 arrays: the same kernels compiled for the host (``_native.host_library``).
-  ``host_plan`` is the training step's lean form of it: float32 (or, for a check alone, float16)
-  gradients that are already C-contiguous, aligned and writable go to one launch with no copies
-  and no NumPy calls.
+  ``host_plan`` and ``launch_plan`` are the training step's lean form of it (``float_status.
+  OverflowStatus`` takes it): float32 (or, for a check alone, float16) gradients that are
+  already C-contiguous, aligned and writable go to one launch with no copies and no NumPy calls.
 * float64, or no host compiler: ``_status_numpy`` (the same semantics with array operations).
 
 The kernels walk each array as one run of elements in memory; an array that is not (C or F)
@@ -17,9 +17,8 @@ import ctypes
 
 import numpy
 
-from minigrad import backend
+from minigrad import _native, backend
 from minigrad.amp import _status_numpy
-from minigrad import _native
 
 _KERNEL_DTYPES = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 CHUNK = 1 << 16           # elements per chunk: a GPU block's unit of work
@@ -194,6 +193,19 @@ def host_plan(arrays, halves=False):
             return None  # repeated or overlapping arrays: ``run`` drops repeats or refuses
         entry = _new_host_table(key, total)
     return lib, dtype, entry
+
+
+def launch_plan(plan, inv_scale, status_address):
+    """Run ``host_plan``'s launch: the check of its arrays (``inv_scale`` None; float32 or
+    float16) or their check and unscale in place (float32), in one thread, setting element 0 of
+    the float[8] status at ``status_address`` on inf/NaN. ``inv_scale`` is rounded to float32."""
+    lib, dtype, (_, table, n_arrays, n_chunks, chunk) = plan
+    if inv_scale is not None:
+        lib.launch_check_unscale_fp32(1, table, n_arrays, n_chunks, chunk, inv_scale,
+                                      status_address)
+    else:
+        launch = lib.launch_check_fp32 if dtype is _FP32 else lib.launch_check_fp16
+        launch(1, table, n_arrays, n_chunks, chunk, 1.0, status_address)
 
 
 def _disjoint(key, itemsize):

@@ -16,7 +16,8 @@ differentiable ``ops.cast`` nodes, so gradients return to fp32 parameters in fp3
 import functools
 import importlib
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._config import config, using_config
 
 # (module, Function class) pairs; each must exist (labelled_ops raises ImportError otherwise)

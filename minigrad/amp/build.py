@@ -15,7 +15,8 @@ O3     everything fp16, BatchNorm included                 inputs cast to fp32  
 Keyword arguments override a level's defaults: ``cast_model_type`` (float16/float32),
 ``keep_batchnorm_fp32`` (bool), ``loss_scale_manager`` (a ``LossScaleManager`` or None).
 """
-from minigrad import dtype as dtypes, ops
+from minigrad import dtype as dtypes
+from minigrad import ops
 from minigrad.amp.autocast import labelled_ops
 from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
 from minigrad.nn.cell import Cell

@@ -36,7 +36,6 @@ import math
 
 import numpy
 
-
 _NUMPY_KINDS = {int: numpy.integer, float: numpy.floating}  # the NumPy scalars each kind accepts
 # the smallest scale a backoff leaves: float32's smallest normal value, whose inverse (8.5e37)
 # is still finite in float32, so unscaling by it never divides by zero or multiplies by inf

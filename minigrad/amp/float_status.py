@@ -11,7 +11,20 @@ the status is a buffer in memory that check kernels set and only a clear resets:
     if get_status(status): ...           # True: overflow since the last clear
 
 ``check_and_unscale(status, grads, 1 / scale)`` does the check and the division by the loss
-scale in one pass over the gradients. ``all_finite(grads)`` is the one-call form.
+scale in one pass over the gradients. ``all_finite(grads)`` is the one-call form: a Python
+bool, True when no value is inf or NaN (the MindSpore face's ``amp.all_finite`` gives the same
+answer as a bool Tensor, as MindSpore does).
+
+The faces' training steps use ``OverflowStatus``, one step's status object over the same
+functions: ``unscale_and_check(arrays, scale)``, ``check(arrays)`` and ``overflow()``. On the
+host it keeps its flag in a small ctypes buffer and hands dense float32 gradients (or float16
+ones for a check) straight to one kernel launch (``_status_launch.host_plan``/``launch_plan``);
+everything else takes the checked functions above. Every overflow decision passes through
+``_reduce_overflow`` (in data parallel, an all-reduce: one rank's inf makes every rank skip).
+
+fp16 gradients are unscaled into new float32 arrays: ``g * S`` fits fp16, but the true ``g`` is
+often below fp16's smallest subnormal (6e-8), so unscaling in fp16 would flush it to zero and
+undo the point of loss scaling. fp32/fp64 gradients are unscaled in place.
 
 Accepted arrays: Tensors or NumPy/CuPy arrays of float16 or float32 (raw CUDA kernels on GPU,
 the same kernels compiled for the CPU, or NumPy when no compiler is present) and float64
@@ -19,19 +32,21 @@ the same kernels compiled for the CPU, or NumPy when no compiler is present) and
 (or array) of shape (8,) and dtype float32 on the same device as the arrays. Its sum is 0 when
 no overflow was seen and > 0 otherwise (MindSpore's convention); checks only write element 0.
 """
-import math
-import numbers
+import ctypes
 
 import numpy
 
-import minigrad.tensor as _tensor  # tensor.py imports the ops, which import this module
-from minigrad import _native, backend
+import minigrad.tensor as _tensor
+from minigrad import _native, backend, communication
+from minigrad import dtype as dtypes
 from minigrad._config import config
-from minigrad.amp import _status_launch
+from minigrad.amp import _status_args, _status_launch
 
-CHECKED_DTYPES = (numpy.dtype(numpy.float16), numpy.dtype(numpy.float32),
-                  numpy.dtype(numpy.float64))
-STATUS_SHAPE = (8,)
+CHECKED_DTYPES, STATUS_SHAPE = _status_args.CHECKED_DTYPES, _status_args.STATUS_SHAPE
+STATUS_SIZE = STATUS_SHAPE[0]
+_array, _status_array = _status_args.array, _status_args.status_array
+_checked_arrays, _as_sequence = _status_args.checked_arrays, _status_args.as_sequence
+_inv_scale = _status_args.inv_scale
 
 
 def alloc_status(like=None):
@@ -220,62 +235,186 @@ def host_implementation():
     return "numpy", _native.host_library_error()
 
 
-def _array(x, name):
-    data = x.data if isinstance(x, _tensor.Tensor) else x
-    if not isinstance(data, numpy.ndarray) and not (
-            backend.cupy is not None and isinstance(data, backend.cupy.ndarray)):
-        raise TypeError(f"{name} must be a Tensor or a NumPy/CuPy array, "
-                        f"got {type(x).__name__}")
-    return data
+def inverse(scale):
+    """1/scale as float32, computed in float64 (an fp32 division can be off by one ulp)."""
+    return numpy.float32(1.0 / float(scale))  # Python floats are float64 (and faster than NumPy's)
 
 
-def _status_array(status):
-    data = _array(status, "status")
-    if data.dtype != numpy.float32:
-        raise TypeError(f"status must have dtype float32, got {data.dtype}")
-    if data.shape != STATUS_SHAPE:
-        raise ValueError(f"status must have shape {STATUS_SHAPE}, got {data.shape}")
-    return data
+class OverflowStatus:
+    """The float status of one step (``minigrad.amp.float_status``): checks only ever set it.
+
+    Arrays that went through ``unscale_and_check`` are remembered, so a later ``check`` of the
+    same gradients (MindSpore's ``get_overflow_status`` after the unscale) does not read them a
+    second time. ``clear()`` starts a new step with the same object.
+
+    ``buffer`` is the status Tensor (float32, shape (8,)), None before the first check. On the
+    host it lives in a ctypes array: gradients that need no copy (float32, or float16 for a
+    check alone; see ``_status_launch.host_plan``) go straight to the kernel, and ``overflow``
+    reads the flag (element 0, the one every check writes) without a NumPy call. Every other
+    case takes the checked ``float_status`` functions.
+    """
+
+    def __init__(self):
+        self._buffer = None   # the status Tensor, once made
+        self._host = None     # ctypes float[8] behind a host status (None: none yet, or on GPU)
+        self._spare = None    # the last host array made: cleared and reused while no view exists
+        self._host_address = 0  # its address
+        self._seen = []       # the array lists checked so far (kept alive: their ids stay theirs)
+
+    @classmethod
+    def wrap(cls, buffer):
+        """A status whose flag lives in ``buffer``, a float32 Tensor or array of shape (8,)
+        (``alloc_status()``, ``ops.NPUAllocFloatStatus()()``): checks set it there.
+
+        Raises:
+            TypeError / ValueError: ``buffer`` is not such a buffer (``float_status``'s checks).
+        """
+        status = cls()
+        get_status(buffer)  # validates it
+        status.buffer = buffer
+        return status
+
+    def __getstate__(self):
+        # a host status is ctypes memory known by its address: a copy (deepcopy, pickle) gets an
+        # array of its own holding the same flag, never the original's address
+        state = dict(self.__dict__, _spare=None, _host_address=0)
+        if self._host is not None:
+            state.update(_host=float(self._host[0]), _buffer=None)
+        return state
+
+    def __setstate__(self, state):
+        flag = state.pop("_host")
+        self.__dict__.update(state, _host=None)
+        if flag is not None:
+            self._host = self._new_host()
+            self._host[0] = flag
+
+    @property
+    def buffer(self):
+        if self._buffer is None and self._host is not None:
+            self._buffer = _tensor.make(numpy.frombuffer(self._host, numpy.float32), None, 0)
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, status):
+        self._buffer, self._host, self._spare = status, None, None
+
+    def clear(self):
+        """Forget the flag and the arrays seen: the next check starts a new step, on whichever
+        device its arrays are (a host buffer is zeroed and reused, not reallocated)."""
+        if self._host is not None:
+            if self._buffer is None:  # no view of it was handed out: reuse it
+                self._host[0] = 0.0   # the only element a check writes
+            else:  # the view keeps its values; the next step gets a new array
+                self._spare = None
+        self._host = self._buffer = None
+        self._seen = []
+
+    def unscale_and_check(self, arrays, scale):
+        """Check ``arrays`` and multiply them by 1/scale in one pass (None kept; fp16 arrays are
+        read once and unscaled into new fp32 arrays, see the module docstring); return the list
+        of unscaled arrays.
+
+        The flag covers the unscaled values too, as MindSpore checks after unscaling: with a
+        scale below 1, ``1/scale > 1`` can turn a finite gradient into inf, so the results are
+        then checked again (one more pass, only for such scales).
+        """
+        arrays = list(arrays)
+        inv = 1.0 / float(scale)  # as inverse(scale): the host launch rounds it to float32
+        if not self._lean(arrays, inv):
+            arrays = self._unscale_checked(arrays, numpy.float32(inv))
+        if inv > 1.0:  # (a Python float: when it is <= 1, so is its float32 rounding)
+            self._recheck([a for a in arrays if a is not None])
+        return arrays
+
+    def _recheck(self, arrays):
+        # a check of arrays this status has already seen (the unscaled results); checked public
+        # path, never the lean one (which would record them again)
+        if arrays:
+            check_overflow(self._status(arrays[0]), *arrays)
+
+    def _unscale_checked(self, arrays, inv):
+        present = [a for a in arrays if a is not None]
+        if not present:
+            return arrays
+        status = self._status(present[0])
+        halves, wide = [], []
+        for a in present:
+            (halves if a.dtype == dtypes.float16 else wide).append(a)
+        if wide:
+            check_and_unscale(status, wide, inv)
+        if halves:
+            widened = iter(check_and_unscale_to_fp32(status, halves, inv))
+            arrays = [a if a is None or a.dtype != dtypes.float16 else next(widened) for a in arrays]
+        self._seen.append(tuple(arrays))
+        return arrays
+
+    def check(self, arrays):
+        """Check the arrays (None skipped) that this status has not seen yet."""
+        seen = {id(a) for group in self._seen for a in group}
+        fresh = [a for a in arrays if a is not None and id(a) not in seen]
+        if fresh and not self._lean(fresh, None):
+            check_overflow(self._status(fresh[0]), *fresh)
+            self._seen.append(tuple(fresh))
+
+    def overflow(self):
+        """The status as a Python bool (one read of the buffer), through ``_reduce_overflow``."""
+        if self._host is not None:
+            return _reduce_overflow(self._host[0] > 0)
+        return _reduce_overflow(self._buffer is not None and get_status(self._buffer))
+
+    def _lean(self, arrays, inv):
+        """Run the check (and the unscale, with ``inv``) as one host launch when the arrays allow
+        it and this status is (or can become) a host one; False when nothing was done."""
+        if self._host is None and self._buffer is not None:
+            return False  # a GPU status (or one set from outside): the checked path
+        plan = _status_launch.host_plan(arrays, halves=inv is None)  # fp16 unscales widen
+        if plan is None:
+            return False
+        if plan[2][2]:  # some array is not empty
+            if self._host is None:
+                self._host = self._spare if self._spare is not None else self._new_host()
+            _status_launch.launch_plan(plan, inv, self._host_address)
+        self._seen.append(tuple(arrays))
+        return True
+
+    def _new_host(self):
+        host = self._spare = (ctypes.c_float * STATUS_SIZE)()  # zeroed
+        self._host_address = ctypes.addressof(host)
+        return host
+
+    def _status(self, like):
+        if self._buffer is None and self._host is None:
+            if isinstance(like, numpy.ndarray):
+                self._host = self._spare if self._spare is not None else self._new_host()
+            else:
+                self._buffer = alloc_status(like)
+        return self.buffer
 
 
-def _checked_arrays(buffer, arrays, name):
-    device = backend.device_of(buffer)
-    out = []
-    on_host = device == "CPU"
-    for i, x in enumerate(arrays):
-        if x is None:
-            continue
-        data = x.data if isinstance(x, _tensor.Tensor) else x
-        # the common case, a NumPy array with a host status, needs only the dtype check
-        fast = on_host and type(data) is numpy.ndarray
-        if not fast:
-            data = _array(x, f"{name}[{i}]")
-        if data.dtype not in CHECKED_DTYPES:
-            raise TypeError(f"{name}[{i}] must have dtype float16, float32 or float64, "
-                            f"got {data.dtype}")
-        if not fast and backend.device_of(data) != device:
-            raise ValueError(f"{name}[{i}] is on {backend.device_of(data)} but status is on "
-                             f"{device}")
-        out.append(data)
-    return out
+def unscale_and_check(arrays, scale):
+    """Return ``(unscaled_arrays, overflow)`` for the gradient arrays (None entries kept).
+
+    fp32/fp64 arrays are scaled in place and returned; fp16 arrays give new fp32 arrays.
+    ``overflow`` is a Python bool, already passed through ``_reduce_overflow``.
+    """
+    status = OverflowStatus()
+    out = status.unscale_and_check(arrays, scale)
+    return out, status.overflow()
 
 
-def _as_sequence(arrays):
-    return arrays if isinstance(arrays, (list, tuple)) else (arrays,)
+def check(arrays):
+    """Overflow flag (Python bool, reduced) of arrays that are already unscaled."""
+    status = OverflowStatus()
+    status.check(arrays)
+    return status.overflow()
 
 
-def _inv_scale(inv_scale):
-    if isinstance(inv_scale, numbers.Real):
-        value = float(inv_scale)
-    else:
-        try:
-            data = _array(inv_scale, "inv_scale")
-        except TypeError:
-            raise TypeError(f"inv_scale must be a real number or a one-element Tensor/array, "
-                            f"got {type(inv_scale).__name__}") from None
-        if data.size != 1:
-            raise ValueError(f"inv_scale must hold one number, got shape {data.shape}")
-        value = float(data.reshape(-1)[0])
-    if not math.isfinite(value):
-        raise ValueError(f"inv_scale must be finite, got {value}")
-    return value
+def _reduce_overflow(flag):
+    """The single point every overflow decision passes through.
+
+    Standalone it returns ``bool(flag)``. In data-parallel mode the flag is all-reduced (max)
+    across the ranks (``communication.reduce_flag``), so that one rank's inf makes every rank
+    skip and every rank's scale follows the same trajectory.
+    """
+    return communication.reduce_flag(flag)

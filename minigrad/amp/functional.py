@@ -19,30 +19,38 @@ import abc
 
 import numpy
 
-from minigrad.amp import step as amp_step
+from minigrad.amp import float_status
 from minigrad.amp.core import ScaleCore, check_positive, float32_scale
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
 
 def init_status():
-    """The 8-element float32 status buffer, zeroed (MindSpore's ``init_status``).
-
-    On CPU/GPU overflow is detected from the gradients themselves, so ``all_finite`` does not
-    need it; it exists so that code written for Ascend runs unchanged.
-    """
-    return Tensor(numpy.zeros(8, numpy.float32))
+    """The 8-element float32 status buffer, zeroed (MindSpore's ``init_status``): the status
+    ``float_status.alloc_status()`` makes, on the context's device."""
+    return float_status.alloc_status()
 
 
 def all_finite(inputs, status=None):
-    """True (a bool Tensor of shape ``()``) when no tensor in ``inputs`` holds inf or NaN.
+    """MindSpore's ``amp.all_finite``: True, as a bool Tensor of shape ``()``, when no tensor in
+    ``inputs`` holds inf or NaN (``float_status.all_finite`` gives the same answer as a Python
+    bool, for arrays).
 
     Args:
         inputs: a Tensor or a tuple/list of Tensors (None entries are ignored).
-        status: accepted for MindSpore compatibility (see ``init_status``); unused.
+        status: a status buffer from ``init_status`` (or None). The check also sets its sticky
+            flag, as MindSpore's Ascend status records an overflow; the answer covers
+            ``inputs`` only, not what the buffer held before.
+
+    Raises:
+        TypeError: ``inputs`` holds something that is not a Tensor; ``status`` is not a status
+            buffer. ValueError: as ``float_status.check_overflow``.
     """
     tensors = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
-    overflow = amp_step.check([_array(t, "inputs") for t in tensors])
+    arrays = [_array(t, "inputs") for t in tensors]
+    overflow = float_status.check(arrays)
+    if status is not None:
+        float_status.check_overflow(status, *arrays)
     return Tensor(numpy.array(not overflow))
 
 
@@ -76,7 +84,7 @@ class LossScaler(abc.ABC):
 
     def unscale(self, inputs):
         """``inputs * (1 / scale_value)`` in each input's dtype (as MindSpore: fp16 stays fp16)."""
-        inv = amp_step.inverse(self.scale_value.data)
+        inv = float_status.inverse(self.scale_value.data)
         return _map(lambda x: x * inv.astype(x.dtype), inputs)
 
     def __repr__(self):

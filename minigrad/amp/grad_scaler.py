@@ -13,11 +13,12 @@
         print(scaler.last_report)     # skipped or not, why, scale before/after, inf/NaN names
 
 Per optimizer the calls follow PyTorch's protocol (READY -> UNSCALED -> STEPPED, reset by
-``update``) with PyTorch's errors. The update rule is PyTorch's (no floor unless ``floor=`` is
-given; growth only if the grown scale is finite), with one deliberate difference: growth fires
-when the clean-step counter *reaches or passes* ``growth_interval`` (PyTorch tests ``==``, so
-lowering the interval below the counter with ``set_growth_interval`` stops growth until the
-next overflow).
+``update``) with PyTorch's errors. The update rule is PyTorch's (growth only if the grown
+scale is finite), with two deliberate differences: growth fires when the clean-step counter
+*reaches or passes* ``growth_interval`` (PyTorch tests ``==``, so lowering the interval below
+the counter with ``set_growth_interval`` stops growth until the next overflow); and without a
+``floor=`` the scale backs off to float32's smallest normal value at least (PyTorch's reaches
+0, where unscaling divides by zero), still skipping every overflowing step as PyTorch does.
 
 Gradients of fp16 parameters are unscaled into float32 gradients (PyTorch refuses them with
 "Attempting to unscale FP16 gradients."): the optimizer's fp32 master weights take them as is.
@@ -28,14 +29,20 @@ and broadcasts rank 0's parameters) and the overflow flag, so every rank clips, 
 with the same gradients and scale.
 """
 import enum
-
 import numbers
 
 from minigrad import communication
-from minigrad.amp import step as amp_step
+from minigrad.amp import float_status
+from minigrad.amp import report as amp_report
 from minigrad.amp.autocast import check_device
-from minigrad.amp.core import (ScaleCore, as_number, check_backoff_factor, check_bool,
-                               check_positive, float32_scale)
+from minigrad.amp.core import (
+    ScaleCore,
+    as_number,
+    check_backoff_factor,
+    check_bool,
+    check_positive,
+    float32_scale,
+)
 from minigrad.nn import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
@@ -131,7 +138,7 @@ class GradScaler:
         self.last_report = None
         self._per_optimizer = {}
         self._loss = None
-        self._status = amp_step.OverflowStatus()  # cleared for each unscale_, not reallocated
+        self._status = float_status.OverflowStatus()  # cleared for each unscale_, not reallocated
         self._reducers = {}  # data parallel: id(optimizer) -> (optimizer, DistributedGradReducer)
 
     # ---- the training-loop calls -------------------------------------------------------------
@@ -184,8 +191,8 @@ class GradScaler:
                 params.append(p)
                 scaled.append(g.data)
         if self.track_underflow:  # of the gradients as backprop made them, before the unscale
-            underflow = amp_step.underflow_stats([p.name for p in params], scaled)
-        status = self._status  # amp_step.unscale_and_check, on this scaler's status
+            underflow = amp_report.underflow_stats([p.name for p in params], scaled)
+        status = self._status  # float_status.unscale_and_check, on this scaler's status
         status.clear()
         arrays = status.unscale_and_check(scaled, self.core.scale)
         if communication.is_data_parallel():
@@ -270,7 +277,7 @@ class GradScaler:
             underflow = ({k: v for s in checked for k, v in s.get("underflow", {}).items()}
                          if self.track_underflow else None)
             # owner=self: the step that trips max_consecutive_skips still leaves its own report
-            amp_step.make_report(self.core, before, overflow, self._loss, names, arrays,
+            amp_report.make_report(self.core, before, overflow, self._loss, names, arrays,
                                  underflow=underflow, owner=self)
         self._per_optimizer.clear()
         self._loss = None

@@ -1,3 +1,3 @@
 """Reverse-mode automatic differentiation: Function nodes, the engine, functional APIs."""
-from minigrad.autograd.function import Function
 from minigrad.autograd.api import GradOperation, grad, value_and_grad
+from minigrad.autograd.function import Function

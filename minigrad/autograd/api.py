@@ -31,7 +31,8 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
     unique = list(dict.fromkeys(positions))  # a position asked for twice is one input
     for p in unique:
         if not isinstance(args[p], Tensor):
-            raise TypeError(f"input {p} to differentiate must be a Tensor, got {type(args[p]).__name__}")
+            raise TypeError(f"input {p} to differentiate must be a Tensor, got "
+                            f"{type(args[p]).__name__}")
         args[p] = make(args[p].data, None, 0).requires_grad_()
     leaves = [args[p] for p in positions]
     weights = [weights] if isinstance(weights, Tensor) else list(weights or ())  # one Parameter
@@ -104,7 +105,8 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
         raise ValueError("grad_position and weights cannot both be None")
 
     def wrapped(*args):
-        positions, single = ((), False) if grad_position is None else _positions(grad_position, len(args))
+        positions, single = ((), False) if grad_position is None else _positions(grad_position,
+                                                                                 len(args))
         out, input_grads, weight_grads = _differentiate(fn, args, positions, weights, has_aux, None)
         out = _detached(out)
         if grad_position is None:
@@ -115,7 +117,8 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
 
 
 def grad(fn, grad_position=0, weights=None, has_aux=False):
-    """Like ``value_and_grad`` but returns only the gradients (with ``has_aux``: ``(grads, aux)``)."""
+    """Like ``value_and_grad`` but returns only the gradients (with ``has_aux``:
+    ``(grads, aux)``)."""
     vag = value_and_grad(fn, grad_position, weights, has_aux)
 
     def wrapped(*args):
@@ -125,7 +128,8 @@ def grad(fn, grad_position=0, weights=None, has_aux=False):
 
 
 class GradOperation:
-    """MindSpore's higher-order gradient: ``GradOperation(get_all, get_by_list, sens_param)(net, weights)``.
+    """MindSpore's higher-order gradient:
+    ``GradOperation(get_all, get_by_list, sens_param)(net, weights)``.
 
     Args:
         get_all: gradients of all positional inputs (a tuple) instead of only the first.
@@ -140,7 +144,8 @@ class GradOperation:
     """
 
     def __init__(self, get_all=False, get_by_list=False, sens_param=False):
-        for name, value in (("get_all", get_all), ("get_by_list", get_by_list), ("sens_param", sens_param)):
+        for name, value in (("get_all", get_all), ("get_by_list", get_by_list),
+                            ("sens_param", sens_param)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be a bool, got {value!r}")
         self.get_all, self.get_by_list, self.sens_param = get_all, get_by_list, sens_param

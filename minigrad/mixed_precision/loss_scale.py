@@ -12,7 +12,8 @@ import numbers
 
 import numpy
 
-from minigrad.amp import step as amp_step
+from minigrad.amp import float_status
+from minigrad.amp import report as amp_report
 from minigrad.amp.core import ScaleCore, check_positive
 from minigrad.tensor import Tensor
 
@@ -45,7 +46,7 @@ class LossScale(abc.ABC):
             the position in the flattened ``grads``).
         """
         arrays = _arrays(grads)
-        overflow = amp_step.check(arrays)
+        overflow = float_status.check(arrays)
         # no parameters here: a gradient is named by its position in the flattened ``grads``
         names = [f"grads[{i}]" for i in range(len(arrays))]
         return None, self._decide(overflow, None, names, arrays)
@@ -53,7 +54,7 @@ class LossScale(abc.ABC):
     def _decide(self, overflow, loss, names, arrays):
         before = self.core.scale
         self.core.update(overflow)
-        amp_step.make_report(self.core, before, overflow, loss, names, arrays, owner=self)
+        amp_report.make_report(self.core, before, overflow, loss, names, arrays, owner=self)
         return not overflow
 
     @abc.abstractmethod

@@ -17,8 +17,9 @@ so every rank applies or skips the same step and reports the same parameters.
 """
 import numpy
 
-from minigrad import communication, dtype as dtypes
-from minigrad.amp import step as amp_step
+from minigrad import communication
+from minigrad import dtype as dtypes
+from minigrad.amp import float_status
 from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, LossScale, get
 from minigrad.nn import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
@@ -134,7 +135,7 @@ class LossScaleOptimizer:
         # its gradients) and returns fp16 ones as new fp32 arrays (no copy needed)
         arrays = [None if g is None else g.data if g.dtype == dtypes.float16 else g.data.copy()
                   for g in grads]
-        arrays, overflow = amp_step.unscale_and_check(arrays, self.loss_scale.core.scale)
+        arrays, overflow = float_status.unscale_and_check(arrays, self.loss_scale.core.scale)
         self._checked = ([id(a) for a in arrays if a is not None], overflow)
         return [None if a is None else Tensor(a) for a in arrays]
 
@@ -157,7 +158,7 @@ class LossScaleOptimizer:
         if checked is not None and checked[0] == [id(a) for a in arrays]:
             overflow = checked[1]
         else:
-            overflow = amp_step.check(arrays)
+            overflow = float_status.check(arrays)
         self._checked = None
         if self._reducer is not None:  # every rank, every step: the report names agree too
             grads = self._reducer(grads)

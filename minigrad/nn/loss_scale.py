@@ -5,7 +5,7 @@ One call of ``TrainOneStepWithLossScaleCell(net_with_loss, optimizer, scale_sens
 1. ``loss = network(*inputs)`` (returned unscaled);
 2. backprop seeded with the scale ``S`` (``GradOperation(sens_param=True)``): grads = S·dL/dw;
 3. grads × 1/S, fused with the inf/NaN check into a sticky status (``start_overflow_check`` /
-   ``get_overflow_status``; fp16 gradients come out float32, see ``minigrad.amp.step``);
+   ``get_overflow_status``; fp16 gradients come out float32, see ``minigrad.amp.float_status``);
 4. ``process_loss_scale(overflow)``: the update cell adjusts S in place;
 5. the optimizer runs only if there was no overflow; a skipped step also restores the running
    statistics its forward pass wrote (BatchNorm's, see ``minigrad.nn.running_stats``).
@@ -33,7 +33,8 @@ checkpoint saves and restores it through them).
 import numpy
 
 from minigrad import backend
-from minigrad.amp import step as amp_step
+from minigrad.amp import float_status
+from minigrad.amp import report as amp_report
 from minigrad.amp.core import ScaleCore, check_bool, check_positive, float32_scale
 from minigrad.nn import running_stats
 from minigrad.nn.cell import Cell
@@ -240,7 +241,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         status, grads = self.start_overflow_check(loss, grads)
         underflow = None
         if self.track_underflow:
-            underflow = amp_step.underflow_stats([p.name for p in weights], [g.data for g in grads])
+            underflow = amp_report.underflow_stats([p.name for p in weights], [g.data for g in grads])
         unscale_in_optimizer = self._optimizer_unscales(grads, scale_before)
         if not unscale_in_optimizer:
             grads = self.grad_reducer(self._unscale(status, grads, scale_before))
@@ -256,7 +257,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
             running_stats.rollback()
         # the parameters' names and gradients only matter to a report of an overflow
         names, arrays = ([p.name for p in weights], [g.data for g in grads]) if overflow else ((), ())
-        amp_step.make_report(core, scale_before, bool(overflow), loss, names, arrays,
+        amp_report.make_report(core, scale_before, bool(overflow), loss, names, arrays,
                              scale_after=float(core.scale), underflow=underflow,
                              owner=self)  # sets last_report, even when the skip guard raises
         # the scale this step used, beside this step's loss and flag (see the module docstring)
@@ -324,7 +325,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         Returns:
             ``(status, compute_input)``; pass ``status`` to ``get_overflow_status``.
         """
-        return amp_step.OverflowStatus(), compute_input
+        return float_status.OverflowStatus(), compute_input
 
     def get_overflow_status(self, status, compute_output):
         """Whether the checked computation overflowed: a Python bool.
@@ -342,8 +343,8 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
             TypeError / ValueError: a ``status`` that is neither (``amp.float_status``'s checks).
         """
         outputs = compute_output if isinstance(compute_output, (tuple, list)) else (compute_output,)
-        if not isinstance(status, amp_step.OverflowStatus):
-            status = amp_step.OverflowStatus.wrap(status)
+        if not isinstance(status, float_status.OverflowStatus):
+            status = float_status.OverflowStatus.wrap(status)
         status.check([None if g is None else g.data for g in outputs])
         return status.overflow()
 

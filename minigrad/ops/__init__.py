@@ -7,33 +7,115 @@ MindSpore's float-status primitives (``ops.NPUAllocFloatStatus`` and its two sib
 to the loss-scaling layer above the ops (``minigrad.amp.float_status``); they are looked up
 there on first use.
 """
-from minigrad.ops.arithmetic import (add, sub, mul, div, pow, maximum, minimum, cast, to_device,
-                                     equal, not_equal, less, less_equal, greater, greater_equal)
-from minigrad.ops.math import neg, abs, exp, log, sqrt, tanh, sigmoid, relu, clip, where
-from minigrad.ops.reduction import sum, mean, max, min
-from minigrad.ops.shape import (reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to,
-                                getitem)
-from minigrad.ops.linalg import matmul, dense
 from minigrad.autograd.api import GradOperation  # MindSpore spells it ops.GradOperation
-from minigrad.ops.activation import gelu, leaky_relu, softmax, log_softmax
-from minigrad.ops.join import concat, stack, split
+from minigrad.autograd.function import Function as _Function
+from minigrad.ops import arithmetic as _arithmetic
+from minigrad.ops import tensor_methods as _tensor_methods
+from minigrad.ops.activation import gelu, leaky_relu, log_softmax, softmax
+from minigrad.ops.arithmetic import (
+    add,
+    cast,
+    div,
+    equal,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    maximum,
+    minimum,
+    mul,
+    not_equal,
+    pow,
+    sub,
+    to_device,
+)
 from minigrad.ops.conv import conv2d, im2col, same_padding
-from minigrad.ops.pooling import max_pool2d, avg_pool2d
-from minigrad.ops.normalization import batch_norm, layer_norm
+from minigrad.ops.creation import (
+    arange,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    square,
+    zeros,
+    zeros_like,
+)
 from minigrad.ops.dropout import dropout
 from minigrad.ops.embedding import embedding
 from minigrad.ops.global_norm import clip_by_global_norm
-from minigrad.ops.creation import zeros, ones, full, zeros_like, ones_like, full_like, arange, square
-from minigrad.ops.primitives import (Primitive, MatMul, BatchMatMul, Cast, ReduceSum, ReduceMean,
-                                     ReduceMax, ReduceMin, Reshape, Transpose, ExpandDims, Squeeze,
-                                     Concat, Stack, Split, Softmax, LogSoftmax, ReLU, Sigmoid, Tanh,
-                                     GeLU, Exp, Log, Sqrt, Square, Abs, Neg, Add, Sub, Mul, RealDiv,
-                                     Div, Pow, Maximum, Minimum, Select, OnesLike, ZerosLike, Fill,
-                                     Ones, Zeros, Conv2D, MaxPool, AvgPool, Gather, Shape, DType,
-                                     Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual,
-                                     Flatten, Argmax, OneHot)
-from minigrad.autograd.function import Function as _Function
-from minigrad.ops import arithmetic as _arithmetic, tensor_methods as _tensor_methods
+from minigrad.ops.join import concat, split, stack
+from minigrad.ops.linalg import dense, matmul
+from minigrad.ops.math import abs, clip, exp, log, neg, relu, sigmoid, sqrt, tanh, where
+from minigrad.ops.normalization import batch_norm, layer_norm
+from minigrad.ops.pooling import avg_pool2d, max_pool2d
+from minigrad.ops.primitives import (
+    Abs,
+    Add,
+    Argmax,
+    AvgPool,
+    BatchMatMul,
+    Cast,
+    Concat,
+    Conv2D,
+    Div,
+    DType,
+    Equal,
+    Exp,
+    ExpandDims,
+    Fill,
+    Flatten,
+    Gather,
+    GeLU,
+    Greater,
+    GreaterEqual,
+    Less,
+    LessEqual,
+    Log,
+    LogSoftmax,
+    MatMul,
+    Maximum,
+    MaxPool,
+    Minimum,
+    Mul,
+    Neg,
+    NotEqual,
+    OneHot,
+    Ones,
+    OnesLike,
+    Pow,
+    Primitive,
+    RealDiv,
+    ReduceMax,
+    ReduceMean,
+    ReduceMin,
+    ReduceSum,
+    ReLU,
+    Reshape,
+    Select,
+    Shape,
+    Sigmoid,
+    Softmax,
+    Split,
+    Sqrt,
+    Square,
+    Squeeze,
+    Stack,
+    Sub,
+    Tanh,
+    Transpose,
+    Zeros,
+    ZerosLike,
+)
+from minigrad.ops.reduction import max, mean, min, sum
+from minigrad.ops.shape import (
+    broadcast_to,
+    expand_dims,
+    getitem,
+    reshape,
+    squeeze,
+    swapaxes,
+    transpose,
+)
 
 _tensor_methods.install()
 _Function.autocast_inputs = staticmethod(_arithmetic.autocast_inputs)

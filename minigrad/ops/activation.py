@@ -46,7 +46,8 @@ def _clenshaw(coefficients, t, dtype):
     """Σ c_k T_k(t) for t in [-1, 1], dropping the tail below ``dtype``'s epsilon."""
     eps = numpy.finfo(dtype).eps / 4
     # Python floats: a NumPy float64 scalar would promote a float32 array to float64
-    used = [float(c) for c in coefficients[: numpy.nonzero(numpy.abs(coefficients) > eps)[0].max() + 1]]
+    last = numpy.nonzero(numpy.abs(coefficients) > eps)[0].max()
+    used = [float(c) for c in coefficients[:last + 1]]
     b1 = b2 = 0.0
     for c in used[:0:-1]:
         b1, b2 = c + 2 * t * b1 - b2, b1
@@ -192,8 +193,8 @@ def _along_axis(cls, name, formula):
         return cls.apply(x, axis=one_axis(axis, x.ndim))
     op.__name__ = name
     op.__doc__ = (f"{formula} along ``axis`` (default -1).\n\n"
-                  f"    The maximum is subtracted first (no overflow); fp16 is computed in fp32 and\n"
-                  f"    returned in fp16.\n\n"
+                  f"    The maximum is subtracted first (no overflow); fp16 is computed in fp32\n"
+                  f"    and returned in fp16.\n\n"
                   f"    Raises:\n"
                   f"        TypeError: for a non-float tensor or a non-int axis.\n"
                   f"        ValueError: for an axis out of range.\n")

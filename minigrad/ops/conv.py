@@ -151,14 +151,16 @@ class Conv2d(Function):
         padded = _pad_channels_last(x, padding, acc)
         self.padded_shape = padded.shape
         windows = _windows(padded.reshape(*padded.shape[:3], groups, cg),
-                           (kh, kw), stride, dilation, self.out_hw)      # (N, Ho, Wo, G, Cg, kh, kw)
+                           (kh, kw), stride, dilation, self.out_hw)  # (N, Ho, Wo, G, Cg, kh, kw)
         # cols (G, N·Ho·Wo, kh·kw·Cg): one copy, contiguous rows per group
         # explicit sizes, not -1: an empty batch (n = 0) leaves nothing to infer them from
-        self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo, cg * kh * kw)
+        self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo,
+                                                                   cg * kh * kw)
         self.w2 = widen(w).reshape(groups, o // groups, cg, kh, kw).transpose(
             0, 1, 3, 4, 2).reshape(groups, o // groups, -1)
         out = _grouped_mm(self.cols, self.w2.transpose(0, 2, 1))           # (G, N·Ho·Wo, O/G)
-        out = out.reshape(groups, n, ho, wo, o // groups).transpose(1, 0, 4, 2, 3)  # (N, G, O/G, Ho, Wo)
+        # (N, G, O/G, Ho, Wo)
+        out = out.reshape(groups, n, ho, wo, o // groups).transpose(1, 0, 4, 2, 3)
         # one pass to NCHW order, adding the bias and rounding to x's dtype on the way
         y = backend.get_array_module(x).empty(out.shape, x.dtype)
         if b is None:

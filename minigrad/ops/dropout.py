@@ -1,4 +1,5 @@
-"""Inverted dropout, drawing its masks from ``minigrad.random`` (reproducible after ``set_seed``)."""
+"""Inverted dropout, drawing its masks from ``minigrad.random`` (reproducible after
+``set_seed``)."""
 import numbers
 
 import numpy
@@ -31,7 +32,8 @@ class Dropout(Function):
     def _apply(self, a):
         if a.dtype == self.scale.dtype:
             return a * self.scale
-        return backend.get_array_module(a).multiply(a, self.scale, dtype=self.scale.dtype).astype(a.dtype)
+        xp = backend.get_array_module(a)
+        return xp.multiply(a, self.scale, dtype=self.scale.dtype).astype(a.dtype)
 
     def backward(self, g):
         return self._apply(g)

@@ -28,5 +28,6 @@ def embedding(ids, table):
         if low < 0 or high >= table.shape[0]:
             bad = low if low < 0 else high
             raise IndexError(f"embedding id {bad} is out of range for a table of {table.shape[0]} "
-                             f"rows: ids must be in [0, {table.shape[0]}), got min {low}, max {high}")
+                             f"rows: ids must be in [0, {table.shape[0]}), got min {low}, "
+                             f"max {high}")
     return GetItem.apply(table, index=ids)

@@ -29,7 +29,8 @@ class Stack(Function):
 
 
 class Split(Function):
-    """out = the pieces of x along axis;  dx = the piece gradients joined (zeros for unused pieces)."""
+    """out = the pieces of x along axis;  dx = the piece gradients joined (zeros for unused
+    pieces)."""
     def forward(self, x, bounds, axis):
         self.axis = axis
         return tuple(backend.get_array_module(x).split(x, bounds, axis=axis))
@@ -49,7 +50,8 @@ def _same_dtype(tensors, op):
 
 
 def concat(tensors, axis=0):
-    """Join tensors along an existing ``axis`` (default 0); mixed dtypes promote (fp16+fp32 -> fp32).
+    """Join tensors along an existing ``axis`` (default 0); mixed dtypes promote (fp16 + fp32:
+    fp32).
 
     Raises:
         ValueError: for an empty list, an axis out of range, or shapes that differ off ``axis``.
@@ -60,8 +62,8 @@ def concat(tensors, axis=0):
     for i, t in enumerate(tensors):
         if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape))
                                        if k != ax):
-            raise ValueError(f"concat along axis {axis}: tensor {i} has shape {t.shape}, which does "
-                             f"not match tensor 0's shape {first.shape} off that axis")
+            raise ValueError(f"concat along axis {axis}: tensor {i} has shape {t.shape}, which "
+                             f"does not match tensor 0's shape {first.shape} off that axis")
     return Concat.apply(*tensors, axis=ax)
 
 
@@ -101,7 +103,8 @@ def split(x, sections_or_indices, axis=0):
                              f"length {length} of axis {axis} (shape {x.shape})")
         bounds = [length // n * i for i in range(1, n)]
     elif isinstance(sections_or_indices, (tuple, list, range, numpy.ndarray)) and all(
-            isinstance(i, (int, numpy.integer)) and not isinstance(i, bool) for i in sections_or_indices):
+            isinstance(i, (int, numpy.integer)) and not isinstance(i, bool)
+            for i in sections_or_indices):
         bounds = [int(i) for i in sections_or_indices]
     else:  # a float was "not iterable"; a float index was truncated by int()
         raise TypeError(f"split: sections_or_indices must be an int or a list/tuple of ints, got "

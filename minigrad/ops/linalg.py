@@ -75,7 +75,8 @@ class MatMul(Function):
             ga = _narrow(ga, self.dtype).reshape(self.a_shape)
         if self.needs_grad[1]:
             if self.transpose_b:  # d(bᵀ) computed directly as gᵀ @ a: C-ordered like b itself
-                gb = unbroadcast(g.swapaxes(-1, -2) @ self.a, self.b.shape[:-2] + self.b.shape[:-3:-1])
+                gb = unbroadcast(g.swapaxes(-1, -2) @ self.a,
+                                 self.b.shape[:-2] + self.b.shape[:-3:-1])
                 gb = _narrow(gb, self.dtype)
             else:
                 gb = unbroadcast(self.a.swapaxes(-1, -2) @ g, self.b.shape)
@@ -92,14 +93,16 @@ def matmul(a, b, transpose_b=False):
     """
     a, b = binary_operands(a, b)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {a.shape} and {b.shape}")
+        raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {a.shape} "
+                         f"and {b.shape}")
     ka = a.shape[-1]
     if transpose_b and b.ndim < 2:
-        raise ValueError(f"matmul(transpose_b=True) needs b of at least 2 dimensions, got shape {b.shape}")
+        raise ValueError(f"matmul(transpose_b=True) needs b of at least 2 dimensions, got shape "
+                         f"{b.shape}")
     kb = b.shape[-1] if transpose_b else b.shape[-2] if b.ndim > 1 else b.shape[0]
     if ka != kb:
-        raise ValueError(f"matmul shape mismatch: {a.shape} @ {b.shape}{'ᵀ' if transpose_b else ''} "
-                         f"(inner dimensions {ka} != {kb})")
+        raise ValueError(f"matmul shape mismatch: {a.shape} @ "
+                         f"{b.shape}{'ᵀ' if transpose_b else ''} (inner dimensions {ka} != {kb})")
     return MatMul.apply(a, b, transpose_b=transpose_b)
 
 

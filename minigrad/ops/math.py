@@ -135,7 +135,9 @@ class ReLU(Function):
     def backward(self, g):
         if g.dtype == dtypes.float16:
             native = _fp16_passes.relu_half_backward(g, self.mask)
-            return native if native is not None else (g.view(numpy.int16) * self.mask).view(numpy.float16)
+            if native is not None:
+                return native
+            return (g.view(numpy.int16) * self.mask).view(numpy.float16)
         return g * self.mask
 
 
@@ -155,7 +157,8 @@ class Clip(Function):
 
 
 class Where(Function):
-    """out = x where cond else y;  dx = g where cond, dy = g elsewhere (cond is not differentiated)."""
+    """out = x where cond else y;  dx = g where cond, dy = g elsewhere (cond is not
+    differentiated)."""
     def forward(self, x, y, cond):
         xp = backend.get_array_module(x)
         self.cond, self.shapes = cond, (x.shape, y.shape)
@@ -194,7 +197,8 @@ exp = _float_unary(Exp, "eˣ elementwise (fp16 computed in fp32).")
 log = _float_unary(Log, "Natural logarithm elementwise (fp16 computed in fp32).")
 sqrt = _float_unary(Sqrt, "√x elementwise (fp16 computed in fp32).")
 tanh = _float_unary(Tanh, "Hyperbolic tangent elementwise (fp16 computed in fp32).")
-sigmoid = _float_unary(Sigmoid, "Logistic sigmoid 1 / (1 + e⁻ˣ) elementwise (fp16 computed in fp32).")
+sigmoid = _float_unary(Sigmoid,
+                       "Logistic sigmoid 1 / (1 + e⁻ˣ) elementwise (fp16 computed in fp32).")
 
 
 def relu(x):
@@ -216,7 +220,8 @@ def clip(x, min=None, max=None):
         raise ValueError("clip needs at least one of min and max, got both None")
     for bound in (min, max):
         if bound is not None:
-            x = cast(x, dtypes.weak_dtype(bound, x.data.dtype))  # a no-op unless the policy widens x
+            # a no-op unless the policy widens x
+            x = cast(x, dtypes.weak_dtype(bound, x.data.dtype))
     t = x.data.dtype.type
     return Clip.apply(x, lo=None if min is None else t(min), hi=None if max is None else t(max))
 

@@ -129,7 +129,8 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
                              f"got x of shape {x.shape}")
         mean, var = _moments(x.data, axes)
         _update_running(running_mean, mean.reshape(c), momentum, "running_mean")
-        _update_running(running_var, var.reshape(c) * (count / (count - 1)), momentum, "running_var")
+        _update_running(running_var, var.reshape(c) * (count / (count - 1)), momentum,
+                        "running_var")
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm in evaluation (training=False) needs running_mean and "

@@ -106,7 +106,7 @@ class AvgPool2d(_Pool2d):
         return xp.asarray(numpy.outer(*inside), dtype=dtype)
 
     def backward(self, g):
-        share = g.astype(self.count.dtype, copy=False) / self.count   # fp32 for fp16: not rounded yet
+        share = widen(g) / self.count   # fp32 for fp16: not rounded yet
         return self.scatter(lambda k: share, g.dtype)
 
 

@@ -11,8 +11,7 @@ but they are different objects. ``ops.Exp`` (this module) is the primitive user 
 """
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import (check_bool, check_in, check_int, check_positive_int,
-                              check_type)
+from minigrad._checks import check_bool, check_in, check_int, check_positive_int, check_type
 from minigrad.ops import (
     activation,
     arithmetic,
@@ -55,7 +54,8 @@ Neg = _primitive("Neg", math.neg, "-x elementwise: ``Neg()(x)``.")
 ReLU = _primitive("ReLU", math.relu, "max(x, 0): ``ReLU()(x)``.")
 Sigmoid = _primitive("Sigmoid", math.sigmoid, "1 / (1 + e⁻ˣ): ``Sigmoid()(x)``.")
 Tanh = _primitive("Tanh", math.tanh, "tanh x: ``Tanh()(x)``.")
-GeLU = _primitive("GeLU", activation.gelu, "GeLU, tanh form (as MindSpore's kernel): ``GeLU()(x)``.")
+GeLU = _primitive("GeLU", activation.gelu,
+                  "GeLU, tanh form (as MindSpore's kernel): ``GeLU()(x)``.")
 Add = _primitive("Add", arithmetic.add, "a + b with broadcasting: ``Add()(a, b)``.")
 Sub = _primitive("Sub", arithmetic.sub, "a - b with broadcasting: ``Sub()(a, b)``.")
 Mul = _primitive("Mul", arithmetic.mul, "a * b with broadcasting: ``Mul()(a, b)``.")
@@ -69,7 +69,8 @@ Cast = _primitive("Cast", lambda x, dtype: arithmetic.cast(as_tensor(x), dtype),
                   "Convert dtype: ``Cast()(x, mstype.float16)``.")
 Reshape = _primitive("Reshape", shape.reshape, "New shape: ``Reshape()(x, (2, -1))``.")
 Transpose = _primitive("Transpose", shape.transpose, "Permute axes: ``Transpose()(x, (1, 0))``.")
-ExpandDims = _primitive("ExpandDims", shape.expand_dims, "Insert a size-1 axis: ``ExpandDims()(x, 0)``.")
+ExpandDims = _primitive("ExpandDims", shape.expand_dims,
+                        "Insert a size-1 axis: ``ExpandDims()(x, 0)``.")
 OnesLike = _primitive("OnesLike", creation.ones_like, "Ones shaped like x: ``OnesLike()(x)``.")
 ZerosLike = _primitive("ZerosLike", creation.zeros_like, "Zeros shaped like x: ``ZerosLike()(x)``.")
 Fill = _primitive("Fill", lambda dtype, shape_, value: creation.full(shape_, value, dtype),
@@ -79,7 +80,8 @@ Ones = _primitive("Ones", lambda shape_, dtype=dtypes.float32: creation.ones(sha
 Zeros = _primitive("Zeros", lambda shape_, dtype=dtypes.float32: creation.zeros(shape_, dtype),
                    "Zeros: ``Zeros()((2, 3), mstype.float32)``.")
 Equal = _primitive("Equal", arithmetic.equal, "a == b as a bool tensor: ``Equal()(a, b)``.")
-NotEqual = _primitive("NotEqual", arithmetic.not_equal, "a != b as a bool tensor: ``NotEqual()(a, b)``.")
+NotEqual = _primitive("NotEqual", arithmetic.not_equal,
+                      "a != b as a bool tensor: ``NotEqual()(a, b)``.")
 Less = _primitive("Less", arithmetic.less, "a < b as a bool tensor: ``Less()(a, b)``.")
 LessEqual = _primitive("LessEqual", arithmetic.less_equal,
                        "a <= b as a bool tensor: ``LessEqual()(a, b)``.")
@@ -125,7 +127,8 @@ class Argmax(Primitive):
 
 
 class OneHot(Primitive):
-    """One-hot encoding along a new ``axis``: ``OneHot(axis=-1)(indices, depth, on_value, off_value)``.
+    """One-hot encoding along a new ``axis``:
+    ``OneHot(axis=-1)(indices, depth, on_value, off_value)``.
 
     The result takes the dtype of ``on_value`` (a float32 Tensor or a Python float).
     """
@@ -245,7 +248,8 @@ def _pad_mode_padding(pad_mode, pad, in_hw, kernel, stride, dilation):
 
 
 class Conv2D(Primitive):
-    """2-D convolution of x (N, C, H, W) by weight (out_channel, C/group, kh, kw): ``Conv2D(...)(x, w)``.
+    """2-D convolution of x (N, C, H, W) by weight (out_channel, C/group, kh, kw):
+    ``Conv2D(...)(x, w)``.
 
     ``pad_mode``: 'valid' (no padding), 'same' (output ceil(H / stride)) or 'pad' (``pad``: an
     int or (top, bottom, left, right)). ``mode`` must be 1 (cross-correlation).
@@ -263,7 +267,8 @@ class Conv2D(Primitive):
         x, weight = as_tensor(x), as_tensor(weight)
         if weight.ndim != 4 or weight.shape[0] != self.out_channel or \
                 tuple(weight.shape[2:]) != self.kernel_size:
-            raise ValueError(f"Conv2D(out_channel={self.out_channel}, kernel_size={self.kernel_size}) "
+            raise ValueError(f"Conv2D(out_channel={self.out_channel}, "
+                             f"kernel_size={self.kernel_size}) "
                              f"got a weight of shape {weight.shape}")
         padding = _pad_mode_padding(self.pad_mode, self.pad, x.shape[2:], self.kernel_size,
                                     self.stride, self.dilation)

@@ -8,7 +8,8 @@ from minigrad.ops._util import as_tensor, normalize_axis, sum_acc
 
 
 def _expand(g, shape, axes, keepdims):
-    """Put back the reduced axes of ``g`` (as size 1) and broadcast it to ``shape`` (a new array)."""
+    """Put back the reduced axes of ``g`` (as size 1) and broadcast it to ``shape`` (a new
+    array)."""
     if not keepdims:
         g = g.reshape([1 if i in axes else n for i, n in enumerate(shape)])
     out = backend.get_array_module(g).empty(shape, g.dtype)
@@ -100,6 +101,7 @@ def _reducer(cls, doc):
 
 
 sum = _reducer(Sum, "Sum over ``axis`` (None: all axes; int or tuple), fp32-accumulated for fp16.")
-mean = _reducer(Mean, "Mean over ``axis`` (None: all axes; int or tuple), fp32-accumulated for fp16.")
+mean = _reducer(Mean,
+                "Mean over ``axis`` (None: all axes; int or tuple), fp32-accumulated for fp16.")
 max = _reducer(Max, "Maximum over ``axis``; the gradient is shared evenly among tied maxima.")
 min = _reducer(Min, "Minimum over ``axis``; the gradient is shared evenly among tied minima.")

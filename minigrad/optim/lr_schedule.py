@@ -16,8 +16,13 @@ import numbers
 
 import numpy
 
-from minigrad.optim._checks import (check_bool, check_float, check_non_negative_float,
-                                    check_positive_float, check_positive_int)
+from minigrad.optim._checks import (
+    check_bool,
+    check_float,
+    check_non_negative_float,
+    check_positive_float,
+    check_positive_int,
+)
 
 
 class LearningRateSchedule:

@@ -30,14 +30,14 @@ import warnings
 
 import numpy
 
-from minigrad import backend, communication, dtype as dtypes
+from minigrad import backend, communication
+from minigrad import dtype as dtypes
 from minigrad._config import enable_grad
 from minigrad._fastcast import convert
 from minigrad.optim import _fused, optimizer_state
 from minigrad.optim._checks import check_non_negative_float, check_positive_float
 from minigrad.optim.learning_rate import FixedLR, LearningRate
-from minigrad.optim.param_groups import (default_decay_filter, describe, label,
-                                         parse_parameters)
+from minigrad.optim.param_groups import default_decay_filter, describe, label, parse_parameters
 from minigrad.optim.slots import ParameterSlots
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -361,7 +361,7 @@ class Optimizer:
 
 
 def _inverse_scale(scale, owner):
-    """``float(fp32(1 / scale))``, 1/scale computed in float64 as ``amp.step.inverse`` does."""
+    """``float(fp32(1 / scale))``, 1/scale computed in float64 as ``amp.float_status.inverse`` does."""
     if isinstance(scale, Tensor):
         scale = scale.item()
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):

@@ -11,7 +11,8 @@ it a new array; it is kept if it still rounds to the parameter (a checkpoint loa
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._fastcast import convert
 from minigrad.tensor import Tensor
 

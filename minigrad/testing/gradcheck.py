@@ -12,7 +12,8 @@ One direction per input costs two extra forward passes, whatever the input's siz
 """
 import numpy
 
-from minigrad import backend, dtype as dtypes
+from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._config import enable_grad, no_grad
 from minigrad.autograd import engine
 from minigrad.autograd.function import Function
@@ -78,7 +79,8 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
     """
     name = getattr(fn, "__name__", repr(fn))
     rng = numpy.random.RandomState(seed)
-    arrays = [_as_array(x, dtype) for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
+    inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    arrays = [_as_array(x, dtype) for x in inputs]
     skip = set(no_grads or ())
     diff = [i for i, a in enumerate(arrays) if a.dtype.kind == "f" and i not in skip]
     if not diff:
@@ -104,7 +106,8 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
         v = xp.asarray(v)
         got = float((g.astype(numpy.float64) * v).sum())
         expected = _directional(fn, arrays, i, v, seeds, eps)
-        if not numpy.isfinite([got, expected]).all() or abs(got - expected) > atol + rtol * abs(expected):
+        off = abs(got - expected) > atol + rtol * abs(expected)
+        if not numpy.isfinite([got, expected]).all() or off:
             raise AssertionError(
                 f"{where} is wrong: directional derivative along a random unit vector: "
                 f"backward gives {got:.6g}, float64 central difference gives {expected:.6g} "
@@ -159,7 +162,8 @@ def _outputs(out, name):
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     for o in outs:
         if not isinstance(o, Tensor):
-            raise TypeError(f"check_backward({name}): fn must return Tensors, got {type(o).__name__}")
+            raise TypeError(f"check_backward({name}): fn must return Tensors, got "
+                            f"{type(o).__name__}")
     return outs
 
 
@@ -177,7 +181,8 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
     else:
         given = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
         if len(given) != len(outs):
-            raise ValueError(f"check_backward({name}): {len(given)} grad_outputs for {len(outs)} outputs")
+            raise ValueError(f"check_backward({name}): {len(given)} grad_outputs for "
+                             f"{len(outs)} outputs")
     roots, seeds, seeds64 = [], [], []
     for o, gy in zip(outs, given):
         xp = backend.get_array_module(o.data)
@@ -195,7 +200,8 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
         seeds64.append(gy.astype(numpy.float64))
     if roots:
         engine.run_backward(roots, seeds, targets=[leaves[i] for i in diff])
-    grads = [box[0] if box else backend.get_array_module(a).zeros(a.shape, a.dtype) if i in diff else None
+    grads = [box[0] if box else
+             backend.get_array_module(a).zeros(a.shape, a.dtype) if i in diff else None
              for i, (box, a) in enumerate(zip(boxes, arrays))]
     return grads, seeds64
 

@@ -36,7 +36,8 @@ def assert_forward(actual, expected, dtype=None):
     array = backend.as_numpy(actual.data if isinstance(actual, Tensor) else actual)
     expected = numpy.asarray(expected)
     if dtype is not None:
-        assert array.dtype == numpy.dtype(dtype), f"result dtype {array.dtype}, expected {numpy.dtype(dtype)}"
+        assert array.dtype == numpy.dtype(dtype), (f"result dtype {array.dtype}, expected "
+                                                   f"{numpy.dtype(dtype)}")
     assert array.shape == expected.shape, f"result shape {array.shape}, expected {expected.shape}"
     atol, rtol = _FORWARD_TOLERANCES.get(array.dtype, (0, 0))
     numpy.testing.assert_allclose(array.astype(numpy.float64), expected, atol=atol, rtol=rtol)

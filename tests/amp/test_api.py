@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import minigrad
-from minigrad import Tensor, Parameter, nn, ops, Model
-from minigrad import amp, mixed_precision as mp
+from minigrad import Model, Parameter, Tensor, amp, nn, ops
+from minigrad import mixed_precision as mp
 from minigrad.amp import GradScaler, autocast
 
 
@@ -132,7 +132,8 @@ def test_tf_loss_scale_get_config_and_optimizer():
     assert float(half[0].asnumpy()[0, 0]) == 256.0 and half[0].dtype == np.float16
     grads = [Tensor(np.full(p.shape, 256.0, np.float32)) for p in lso.parameters]
     unscaled = lso.get_unscaled_gradients(grads)
-    assert all(float(g.asnumpy().max()) == 1.0 for g in unscaled) and float(grads[0].asnumpy()[0, 0]) == 256.0
+    assert all(float(g.asnumpy().max()) == 1.0 for g in unscaled)
+    assert float(grads[0].asnumpy()[0, 0]) == 256.0
     assert lso.apply_gradients(unscaled) is True
     bad = [Tensor(np.full(p.shape, np.nan, np.float32)) for p in lso.parameters]
     before = [p.asnumpy().copy() for p in lso.parameters]
@@ -156,12 +157,17 @@ def test_grad_scaler_protocol_errors_like_pytorch():
     scaler = GradScaler()
     scaler.scale(ops.sum(net(x))).backward()
     scaler.unscale_(opt)
-    with pytest.raises(RuntimeError, match=r"unscale_\(\) has already been called on this optimizer since the last update\(\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"unscale_\(\) has already been called on this optimizer since the last update\(\)",
+    ):
         scaler.unscale_(opt)
     assert scaler.step(opt) is True
     with pytest.raises(RuntimeError, match=r"unscale_\(\) is being called after step\(\)"):
         scaler.unscale_(opt)
-    with pytest.raises(RuntimeError, match=r"step\(\) has already been called since the last update\(\)"):
+    with pytest.raises(
+        RuntimeError, match=r"step\(\) has already been called since the last update\(\)"
+    ):
         scaler.step(opt)
     scaler.update()
     with pytest.raises(AssertionError, match="No inf checks were recorded prior to update"):
@@ -180,13 +186,18 @@ def test_grad_scaler_unscale_then_clip_state_dict_and_disabled():
     scaler = GradScaler(init_scale=8.0, growth_interval=1)
     scaler.scale(ops.sum(net(x))).backward()
     scaler.unscale_(opt)
-    np.testing.assert_allclose(net.bias.grad.asnumpy(), [3.0, 3.0])    # true gradient, clippable
+    np.testing.assert_allclose(net.bias.grad.asnumpy(), [3.0, 3.0])  # true gradient, clippable
     scaler.step(opt)
     scaler.update()
     assert scaler.get_scale() == 16.0
     sd = scaler.state_dict()
-    assert sd == {"scale": 16.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 1,
-                  "_growth_tracker": 0}
+    assert sd == {
+        "scale": 16.0,
+        "growth_factor": 2.0,
+        "backoff_factor": 0.5,
+        "growth_interval": 1,
+        "_growth_tracker": 0,
+    }
     other = GradScaler()
     other.load_state_dict(sd)
     assert other.state_dict() == sd
@@ -195,7 +206,11 @@ def test_grad_scaler_unscale_then_clip_state_dict_and_disabled():
     other.set_growth_factor(3.0)
     other.set_backoff_factor(0.25)
     other.set_growth_interval(7)
-    assert (other.get_growth_factor(), other.get_backoff_factor(), other.get_growth_interval()) == (3.0, 0.25, 7)
+    assert (other.get_growth_factor(), other.get_backoff_factor(), other.get_growth_interval()) == (
+        3.0,
+        0.25,
+        7,
+    )
     scaler.update(new_scale=4.0)
     assert scaler.get_scale() == 4.0
     off = GradScaler(enabled=False)
@@ -208,9 +223,9 @@ def test_grad_scaler_fp16_parameters_unscale_into_fp32():
     """Beyond PyTorch (which refuses fp16 gradients): a tiny true gradient survives the unscale."""
     w = Parameter(Tensor(np.ones(4, np.float16)), name="w")
     opt = nn.SGD([w], 1.0)
-    scaler = GradScaler(init_scale=2.0 ** 16)
+    scaler = GradScaler(init_scale=2.0**16)
     b = Tensor(np.full(4, 1e-4, np.float16))
-    loss = ops.sum((w * b).astype(np.float32)) * 1e-4      # true gradient 1e-8: below fp16's 6e-8
+    loss = ops.sum((w * b).astype(np.float32)) * 1e-4  # true gradient 1e-8: below fp16's 6e-8
     scaler.scale(loss).backward()
     scaler.step(opt)
     assert w.grad.dtype == np.float32
@@ -228,7 +243,9 @@ def test_report_distinguishes_nonfinite_loss_and_tracks_underflow():
     assert scaler.step(opt) is False
     scaler.update()
     r = scaler.last_report
-    assert r.skipped and r.reason == "nonfinite_loss" and (r.scale_before, r.scale_after) == (4.0, 2.0)
+    assert (
+        r.skipped and r.reason == "nonfinite_loss" and (r.scale_before, r.scale_after) == (4.0, 2.0)
+    )
     assert set(r.inf_params) | set(r.nan_params) == {"weight", "bias"}
     assert set(r.underflow) == {"weight", "bias"} and "skipped (nonfinite_loss)" in str(r)
     stats = amp.underflow_stats(["g"], [np.array([0.0, 1e-6, 1e-3, 5e-8, 1e-9], np.float32)])["g"]

@@ -1,11 +1,13 @@
-"""TODO docstring"""
+"""minigrad.amp.autocast: the op lists (fp16, fp32, follow the input), float64 left alone,
+differentiable casts, nesting, re-entry and argument checks."""
 import numpy
-import pytest
-import minigrad
-from minigrad import Tensor, Parameter, ops
-from minigrad.amp import autocast
-from minigrad.ops.linalg import matmul, dense
 import numpy as np
+import pytest
+
+import minigrad
+from minigrad import Parameter, Tensor, ops
+from minigrad.amp import autocast
+from minigrad.ops.linalg import dense, matmul
 
 F16, F32, F64 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)
 
@@ -29,7 +31,13 @@ def test_autocast_lists_and_gradients_in_the_inputs_dtypes():
     assert (s.dtype, e.dtype, lg.dtype, total.dtype) == (F32, F32, F32, F32)
     assert q.dtype == F64
     (total + ops.sum(q)).backward()
-    assert (x.grad.dtype, w.grad.dtype, b.grad.dtype, h.grad.dtype, d.grad.dtype) == (F32, F32, F32, F16, F64)
+    assert (x.grad.dtype, w.grad.dtype, b.grad.dtype, h.grad.dtype, d.grad.dtype) == (
+        F32,
+        F32,
+        F32,
+        F16,
+        F64,
+    )
     # the casts are differentiated: the same graph without autocast, with the casts written out
     x2, w2, b2 = (Tensor(t.asnumpy(), requires_grad=True) for t in (x, w, b))
     y2 = dense(ops.cast(x2, F16), ops.cast(w2, F16), ops.cast(b2, F16))
@@ -50,14 +58,14 @@ def test_autocast_nesting_reentry_and_arguments():
             with autocast(dtype="float16"):
                 assert cfg.autocast_dtype == F16
             assert cfg.autocast_dtype is None
-        with outer:                                # the same object entered twice
+        with outer:  # the same object entered twice
             assert cfg.autocast_dtype == F16
         assert cfg.autocast_dtype == F16
     assert cfg.autocast_dtype is None
     with pytest.raises(ValueError):
         with autocast():
             raise ValueError("inside")
-    assert cfg.autocast_dtype is None              # restored on an exception
+    assert cfg.autocast_dtype is None  # restored on an exception
     for bad in (numpy.float32, numpy.float64, "int32"):
         with pytest.raises(TypeError, match="'dtype' must be float16"):
             autocast(dtype=bad)

@@ -1,10 +1,10 @@
-"""TODO docstring"""
+"""minigrad.amp.build_train_network: its keyword checks and the O1 level, which casts the
+network itself so that eval and predict run at the level too."""
 import numpy as np
 import pytest
-from minigrad import nn
-from minigrad import amp
+
 import minigrad
-from minigrad import Tensor, Model
+from minigrad import Model, Tensor, amp, nn
 from minigrad.train.metrics import Accuracy
 
 
@@ -27,10 +27,10 @@ class _BNNet(nn.Cell):
     (dict(cast_model_type=None), "cast_model_type"),
 ])
 def test_build_train_network_checks_the_kwargs_types(kwargs, name):
-    """MS §3.4: "Allowed kwargs: cast_model_type (float16/float32), keep_batchnorm_fp32 (bool),
-    loss_scale_manager (LossScaleManager ...)" (MindSpore checks them with check_type_name /
-    check_value_type: TypeError). A truthy string kept BatchNorm in fp32; float64 or int32 was
-    silently read as 'no cast'."""
+    """MindSpore's ``amp.build_train_network`` documents the kwargs "cast_model_type
+    (float16/float32), keep_batchnorm_fp32 (bool), loss_scale_manager (LossScaleManager)" and
+    checks their types (TypeError): a truthy string is not a bool, float64 or int32 not a
+    cast type, and nothing is cast before the error."""
     net = _BNNet()
     with pytest.raises(TypeError, match=name):
         amp.build_train_network(net, nn.SGD(net.trainable_params(), 0.1), nn.MSELoss(), level="O2",

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 import minigrad
+from helpers.faults import GradientInjector, snapshot
 from minigrad import Model, Tensor, amp, nn, value_and_grad
 from minigrad.amp import GradScaler
 from minigrad.mixed_precision import DynamicLossScale, LossScaleOptimizer
-from helpers.faults import GradientInjector, snapshot
 
 
 class MLP(nn.Cell):
@@ -60,7 +60,9 @@ def _run_tensorflow(data, plan, s0, window):
     inj = GradientInjector(net.trainable_params(), _faults(plan))
     lso = LossScaleOptimizer(opt, DynamicLossScale(s0, window, 2.0))
     loss_fn = nn.MSELoss()
-    grad_fn = value_and_grad(lambda x, y: lso.get_scaled_loss(loss_fn(net(x), y)), None, lso.parameters)
+    grad_fn = value_and_grad(
+        lambda x, y: lso.get_scaled_loss(loss_fn(net(x), y)), None, lso.parameters
+    )
     scales, skipped = [], []
     for step, (x, y) in enumerate(data):
         inj.at(step)
@@ -116,13 +118,18 @@ def _overflowing_batches():
     return net, batches
 
 
-def _o2_faces(init=2.0 ** 12, window=2):
+def _o2_faces(init=2.0**12, window=2):
     """The three faces on one O2 classifier (an fp16 network, fp32 loss): the MindSpore
     ``Model`` with a dynamic manager, PyTorch-style GradScaler, TensorFlow-style
     LossScaleOptimizer. Each gives (scale used per step, skipped per step, parameter bits)."""
     net, batches = _overflowing_batches()
-    model = Model(net, _cross_entropy(), nn.Momentum(net.trainable_params(), 0.01, 0.9),
-                  amp_level="O2", loss_scale_manager=amp.DynamicLossScaleManager(init, 2, window))
+    model = Model(
+        net,
+        _cross_entropy(),
+        nn.Momentum(net.trainable_params(), 0.01, 0.9),
+        amp_level="O2",
+        loss_scale_manager=amp.DynamicLossScaleManager(init, 2, window),
+    )
     ms = [model.train_network(x, y) for x, y in batches]
     results = [([float(s) for _, _, s in ms], [bool(o) for _, o, _ in ms], _bits(net))]
 
@@ -141,8 +148,9 @@ def _o2_faces(init=2.0 ** 12, window=2):
 
     net, batches = _overflowing_batches()
     amp.cast_network(net, np.float16, True)
-    lso = LossScaleOptimizer(nn.Momentum(net.trainable_params(), 0.01, 0.9),
-                             DynamicLossScale(init, window, 2.0))
+    lso = LossScaleOptimizer(
+        nn.Momentum(net.trainable_params(), 0.01, 0.9), DynamicLossScale(init, window, 2.0)
+    )
     params = list(lso.parameters)
     scales, skipped = [], []
     for x, y in batches:
@@ -162,14 +170,21 @@ def _fp32_injected_faces():
     """The three faces on an fp32 MLP with inf/NaN written into chosen gradients at chosen steps;
     each gives (scale after each step, skipped per step, parameter bits)."""
     data = _batches(24)
-    plan = {2: (0, np.inf, 3), 5: (3, np.nan, 1), 6: (1, -np.inf, 0), 15: (2, np.nan, 7),
-            16: (0, np.inf, 5)}
-    results = [run(data, plan, 2.0 ** 10, 3) for run in (_run_mindspore, _run_tensorflow, _run_torch)]
+    plan = {
+        2: (0, np.inf, 3),
+        5: (3, np.nan, 1),
+        6: (1, -np.inf, 0),
+        15: (2, np.nan, 7),
+        16: (0, np.inf, 5),
+    }
+    results = [run(data, plan, 2.0**10, 3) for run in (_run_mindspore, _run_tensorflow, _run_torch)]
     results = [(scales, skipped, _bits(net)) for scales, skipped, net in results]
     return results, sorted(plan), [1024, 1024, 512, 512, 512, 256, 128, 128]
 
 
-@pytest.mark.parametrize("faces", [_fp32_injected_faces, _o2_faces], ids=["fp32-injected", "o2-fp16"])
+@pytest.mark.parametrize(
+    "faces", [_fp32_injected_faces, _o2_faces], ids=["fp32-injected", "o2-fp16"]
+)
 def test_three_faces_same_scales_skips_and_parameter_bits(faces):
     """MindSpore's cell (or Model), PyTorch's GradScaler and TensorFlow's LossScaleOptimizer over
     one core: the same skipped steps (exactly the faulty ones), the same scale trajectory and
@@ -178,7 +193,7 @@ def test_three_faces_same_scales_skips_and_parameter_bits(faces):
     (scales, skipped, params), others = results[0], results[1:]
     assert [i for i, s in enumerate(skipped) if s] == faulty
     if first_scales is not None:
-        assert scales[:len(first_scales)] == first_scales
+        assert scales[: len(first_scales)] == first_scales
     for other_scales, other_skipped, other_params in others:
         assert other_scales == scales
         assert other_skipped == skipped
@@ -190,17 +205,23 @@ def test_fault_injection_skipped_steps_are_bit_identical_and_training_converges(
     steps = 1000
     rng = np.random.default_rng(11)
     data = _batches(20, seed=1) * (steps // 20)
-    plan = {int(s): (int(rng.integers(4)), [np.inf, -np.inf, np.nan][int(rng.integers(3))],
-                     int(rng.integers(1000)))
-            for s in rng.choice(steps, size=steps // 8, replace=False)}
+    plan = {
+        int(s): (
+            int(rng.integers(4)),
+            [np.inf, -np.inf, np.nan][int(rng.integers(3))],
+            int(rng.integers(1000)),
+        )
+        for s in rng.choice(steps, size=steps // 8, replace=False)
+    }
     net, opt = _fresh()
     inj = GradientInjector(net.trainable_params(), _faults(plan))
     loss_fn = nn.MSELoss()
     if face == "mindspore":
-        cell = nn.TrainOneStepWithLossScaleCell(nn.WithLossCell(net, loss_fn), opt,
-                                                nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 50))
+        cell = nn.TrainOneStepWithLossScaleCell(
+            nn.WithLossCell(net, loss_fn), opt, nn.DynamicLossScaleUpdateCell(2.0**12, 2, 50)
+        )
     else:
-        scaler = GradScaler(2.0 ** 12, 2.0, 0.5, 50)
+        scaler = GradScaler(2.0**12, 2.0, 0.5, 50)
     losses, skipped = [], 0
     for step, (x, y) in enumerate(data):
         inj.at(step)
@@ -227,5 +248,3 @@ def test_fault_injection_skipped_steps_are_bit_identical_and_training_converges(
         losses.append(float(loss))
     assert skipped == len(plan)
     assert np.mean(losses[-20:]) < 0.05 * np.mean(losses[:20])
-
-

@@ -6,17 +6,17 @@ the first, middle and last element, the finite extremes (max, -0.0, subnormals),
 0/1/7/2^20+3, misaligned and strided views, many arrays and mixed dtypes in one call.
 """
 import numpy
+import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from minigrad import backend
-from minigrad.amp import float_status as fs
-from minigrad import _native
-from minigrad.tensor import Tensor
 from helpers import NO_GPU
 from helpers.bits import assert_same_values, from_bits, ref_unscale
-import numpy as np
+from minigrad import _native, backend
 from minigrad.amp import float_status
+from minigrad.amp import float_status as fs
+from minigrad.tensor import Tensor
 
 ENGINES = [pytest.param("host", id="host-kernels"),
            pytest.param("numpy", id="numpy-fallback"),
@@ -166,14 +166,21 @@ def test_flag_is_sticky_until_cleared(engine, dtype):
     assert fs.get_status(status)
 
 
-# ---- memory layouts -------------------------------------------------------------------------------
+# ---- memory layouts ------------------------------------------------------------------------------
+
 
 def _views(base):
     """(name, view) pairs of ``base`` (1-D, length 6000) that a kernel cannot read as given."""
     grid = base[:5994].reshape(999, 6)
-    return [("offset 1", base[1:]), ("offset 3, short tail", base[3:-2]), ("every 2nd", base[::2]),
-            ("reversed", base[::-1]), ("transposed", grid.T), ("column slice", grid[:, 1::3]),
-            ("one element", base[4001:4002])]
+    return [
+        ("offset 1", base[1:]),
+        ("offset 3, short tail", base[3:-2]),
+        ("every 2nd", base[::2]),
+        ("reversed", base[::-1]),
+        ("transposed", grid.T),
+        ("column slice", grid[:, 1::3]),
+        ("one element", base[4001:4002]),
+    ]
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
@@ -222,13 +229,16 @@ def test_byte_misaligned_arrays_cpu(engine):
         assert overflowed(engine, x)
 
 
-# ---- many arrays, unscale --------------------------------------------------------------------------
+# ---- many arrays, unscale ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("inv_scale", [1.0, 0.5, 2.0 ** -16, 1 / 3, 3.0])
+
+@pytest.mark.parametrize("inv_scale", [1.0, 0.5, 2.0**-16, 1 / 3, 3.0])
 def test_check_and_unscale_many_arrays_mixed_dtypes(engine, inv_scale):
     rng = numpy.random.default_rng(3)
-    host = [random_values(rng, int(n), ALL_DTYPES[i % 3])
-            for i, n in enumerate(rng.integers(0, 3000, size=40))]
+    host = [
+        random_values(rng, int(n), ALL_DTYPES[i % 3])
+        for i, n in enumerate(rng.integers(0, 3000, size=40))
+    ]
     arrays = [engine.put(a) for a in host]
     status = engine.status()
     fs.check_and_unscale(status, arrays, inv_scale)
@@ -241,7 +251,7 @@ def test_check_and_unscale_many_arrays_mixed_dtypes(engine, inv_scale):
 
 
 def test_overflow_flag_is_computed_before_the_multiplication(engine):
-    # 60000 * 2 overflows fp16, but the gradient itself was finite: no flag (PyTorch semantics).
+    # 60000 * 2 overflows fp16, but the gradient itself is finite: no flag (PyTorch semantics).
     x = engine.put(numpy.full(33, 60000, numpy.float16))
     status = engine.status()
     fs.check_and_unscale(status, [x], 2.0)
@@ -265,7 +275,8 @@ def test_tensors_and_arrays_mix(engine):
     assert_same_values(grad.data, numpy.array([1.0, 2.0], numpy.float32))
 
 
-# ---- property test ---------------------------------------------------------------------------------
+# ---- property test -------------------------------------------------------------------------------
+
 
 @st.composite
 def float_arrays(draw):
@@ -273,10 +284,14 @@ def float_arrays(draw):
     dtype = draw(st.sampled_from(ALL_DTYPES))
     n = draw(st.integers(0, 300))
     offset = draw(st.integers(0, 9))
-    seed = draw(st.integers(0, 2 ** 32 - 1))
+    seed = draw(st.integers(0, 2**32 - 1))
     specials = NONFINITE_BITS[dtype] + FINITE_EDGE_BITS[dtype]
-    injected = draw(st.lists(st.tuples(st.integers(0, max(n - 1, 0)), st.sampled_from(specials)),
-                             max_size=3 if n else 0))
+    injected = draw(
+        st.lists(
+            st.tuples(st.integers(0, max(n - 1, 0)), st.sampled_from(specials)),
+            max_size=3 if n else 0,
+        )
+    )
     x = random_values(numpy.random.default_rng(seed), n + offset, dtype)[offset:]
     for position, bits in injected:
         x[position] = from_bits([bits], dtype)[0]
@@ -284,8 +299,10 @@ def float_arrays(draw):
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(arrays=st.lists(float_arrays(), max_size=6),
-       inv_scale=st.sampled_from([1.0, 0.5, 2.0 ** -10, 0.3]))
+@given(
+    arrays=st.lists(float_arrays(), max_size=6),
+    inv_scale=st.sampled_from([1.0, 0.5, 2.0**-10, 0.3]),
+)
 def test_property_matches_numpy_reference(engine, arrays, inv_scale):
     assert overflowed(engine, *[engine.put(a) for a in arrays]) == ref_overflow(*arrays)
     device_arrays = [engine.put(a) for a in arrays]
@@ -296,7 +313,8 @@ def test_property_matches_numpy_reference(engine, arrays, inv_scale):
         assert_same_values(got, ref_unscale(want, inv_scale))
 
 
-# ---- bad input -------------------------------------------------------------------------------------
+# ---- bad input -----------------------------------------------------------------------------------
+
 
 def test_bad_status():
     x = numpy.ones(3, numpy.float32)
@@ -312,11 +330,17 @@ def test_bad_status():
 
 def test_bad_arrays():
     status = fs.alloc_status()
-    with pytest.raises(TypeError, match=r"arrays\[1\] must have dtype float16, float32 or float64, "
-                                        r"got int32"):
+    with pytest.raises(
+        TypeError,
+        match=r"arrays\[1\] must have dtype float16, float32 or float64, "
+        r"got int32",
+    ):
         fs.check_overflow(status, numpy.ones(2), numpy.ones(2, numpy.int32))
-    with pytest.raises(TypeError, match=r"arrays\[0\] must be a Tensor or a NumPy/CuPy array, got "
-                                        r"float"):
+    with pytest.raises(
+        TypeError,
+        match=r"arrays\[0\] must be a Tensor or a NumPy/CuPy array, got "
+        r"float",
+    ):
         fs.check_and_unscale(status, [1.5], 0.5)
     frozen = numpy.ones(4, numpy.float16)
     frozen.flags.writeable = False
@@ -329,8 +353,9 @@ def test_bad_inv_scale():
     status, x = fs.alloc_status(), numpy.ones(2, numpy.float32)
     with pytest.raises(ValueError, match="inv_scale must be finite, got inf"):
         fs.check_and_unscale(status, [x], float("inf"))
-    with pytest.raises(TypeError, match="inv_scale must be a real number or a one-element "
-                                        "Tensor/array, got str"):
+    with pytest.raises(
+        TypeError, match="inv_scale must be a real number or a one-element Tensor/array, got str"
+    ):
         fs.check_and_unscale(status, [x], "0.5")
     with pytest.raises(ValueError, match=r"inv_scale must hold one number, got shape \(2,\)"):
         fs.check_and_unscale(status, [x], numpy.ones(2))
@@ -344,7 +369,8 @@ def test_device_mismatch():
         fs.check_overflow(status, numpy.ones(2, numpy.float32))
 
 
-# ---- one launch per dtype ----------------------------------------------------------------------------
+# ---- one launch per dtype ------------------------------------------------------------------------
+
 
 class _CountingLaunches:
     """Stands in for the host library or a CUDA kernel and counts the launches it forwards."""
@@ -360,6 +386,7 @@ class _CountingLaunches:
         def launch(*args):
             self.launches.append(name)
             return attribute(*args)
+
         return launch
 
     def __call__(self, *args):  # CUDA kernel
@@ -386,6 +413,7 @@ def test_one_cuda_launch_per_dtype(monkeypatch):
     def counting_function(name, *args):
         counters.append(_CountingLaunches(real_function(name, *args)))
         return counters[-1]
+
     real_function = _native.cuda_function
     monkeypatch.setattr(_native, "cuda_function", counting_function)
     arrays = [backend.cupy.ones(n, KERNEL_DTYPES[n % 2]) for n in range(1, 41)]
@@ -397,14 +425,16 @@ def test_one_cuda_launch_per_dtype(monkeypatch):
 def test_check_and_unscale_to_fp32_widens_and_flags(engine):
     """fp16 in, new fp32 out (on the inputs' device): values below fp16's subnormals survive the
     unscale; inputs untouched. On a GPU this is the kernel an fp16 loss-scaled step runs."""
-    halves = [engine.put(numpy.array([1.0, 2.0, 3.0], numpy.float16)),
-              engine.put(numpy.array([6e-5, 65504.0], numpy.float16))]
+    halves = [
+        engine.put(numpy.array([1.0, 2.0, 3.0], numpy.float16)),
+        engine.put(numpy.array([6e-5, 65504.0], numpy.float16)),
+    ]
     before = [backend.as_numpy(h).copy() for h in halves]
     status = engine.status()
-    out = fs.check_and_unscale_to_fp32(status, halves, 2.0 ** -20)
+    out = fs.check_and_unscale_to_fp32(status, halves, 2.0**-20)
     assert [o.dtype for o in out] == [numpy.float32, numpy.float32]
     assert all(backend.device_of(o) == engine.device for o in out)
-    assert_same_values(out[1], before[1].astype(numpy.float32) * numpy.float32(2.0 ** -20))
+    assert_same_values(out[1], before[1].astype(numpy.float32) * numpy.float32(2.0**-20))
     assert backend.as_numpy(out[1])[0] > 0  # 6e-5 / 2**20 is far below fp16's smallest subnormal
     assert not fs.get_status(status)
     assert all(numpy.array_equal(backend.as_numpy(h), b) for h, b in zip(halves, before))
@@ -426,17 +456,25 @@ def test_float_status_all_finite_names_arrays_argument():
 
 @pytest.mark.parametrize("native", [True, False])
 def test_every_nan_payload_and_both_infs_set_the_flag_and_nothing_else_does(native, monkeypatch):
-    # SPEC 4.1 / MindSpore FloatStatus: isinf or isnan, in fp16, fp32 and fp64; subnormals, -0 and
-    # the largest finite value are not overflow. The host kernels and the NumPy path agree.
+    # MindSpore's FloatStatus: the flag is isinf or isnan, in fp16, fp32 and fp64; subnormals,
+    # -0 and the largest finite value are not overflow. The host kernels and the NumPy path agree.
     if not native:
         monkeypatch.setattr(_native, "host_library", lambda: None)
     elif _native.host_library() is None:
         pytest.skip("no host compiler")
     rng = np.random.default_rng(3)
-    for dt, ut, exp_bits, mant in ((np.float16, np.uint16, 5, 10), (np.float32, np.uint32, 8, 23),
-                                   (np.float64, np.uint64, 11, 52)):
-        payloads = (np.arange(0, 1 << mant, dtype=np.uint64) if mant == 10 else
-                    np.concatenate([[0, 1, (1 << mant) - 1], rng.integers(1, 1 << mant, 40, dtype=np.uint64)]))
+    for dt, ut, exp_bits, mant in (
+        (np.float16, np.uint16, 5, 10),
+        (np.float32, np.uint32, 8, 23),
+        (np.float64, np.uint64, 11, 52),
+    ):
+        payloads = (
+            np.arange(0, 1 << mant, dtype=np.uint64)
+            if mant == 10
+            else np.concatenate(
+                [[0, 1, (1 << mant) - 1], rng.integers(1, 1 << mant, 40, dtype=np.uint64)]
+            )
+        )
         nb = 1 + exp_bits + mant
         for sign in (0, 1):
             top = (sign << (nb - 1)) | (((1 << exp_bits) - 1) << mant)
@@ -444,7 +482,7 @@ def test_every_nan_payload_and_both_infs_set_the_flag_and_nothing_else_does(nati
             for k, pay in enumerate(payloads):
                 a.view(ut)[3 * k + 2] = ut(top | int(pay))
                 status = float_status.alloc_status()
-                float_status.check_overflow(status, a[3 * k:3 * k + 5])
+                float_status.check_overflow(status, a[3 * k : 3 * k + 5])
                 assert float_status.get_status(status), (dt, hex(top | int(pay)))
         fi = np.finfo(dt)
         for v in (fi.max, -fi.max, fi.tiny, fi.smallest_subnormal, -fi.smallest_subnormal, -0.0):
@@ -454,7 +492,9 @@ def test_every_nan_payload_and_both_infs_set_the_flag_and_nothing_else_does(nati
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_check_and_unscale_is_numpy_exact_on_strided_misaligned_and_mixed_arrays(native, monkeypatch):
+def test_check_and_unscale_is_numpy_exact_on_strided_misaligned_and_mixed_arrays(
+    native, monkeypatch
+):
     if not native:
         monkeypatch.setattr(_native, "host_library", lambda: None)
     rng = np.random.default_rng(4)
@@ -467,8 +507,11 @@ def test_check_and_unscale_is_numpy_exact_on_strided_misaligned_and_mixed_arrays
         for x in (base[:1001].copy(), base[::2], raw, base[:0]):
             arrays.append(x)
             with np.errstate(all="ignore"):
-                want.append(x * np.float64(inv) if dt == np.float64 else
-                            (x.astype(np.float32) * np.float32(inv)).astype(dt))
+                want.append(
+                    x * np.float64(inv)
+                    if dt == np.float64
+                    else (x.astype(np.float32) * np.float32(inv)).astype(dt)
+                )
     status = float_status.alloc_status()
     float_status.check_and_unscale(status, arrays, inv)
     assert not float_status.get_status(status)

@@ -1,6 +1,5 @@
 """The public view of the float-status kernels: their source, and how this process runs them."""
 from helpers import REPO_ROOT, native_unavailable_reason
-
 from minigrad.amp import float_status
 
 

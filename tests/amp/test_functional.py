@@ -1,14 +1,16 @@
-"""TODO docstring"""
+"""minigrad.amp.functional: MindSpore's LossScaler classes (StaticLossScaler,
+DynamicLossScaler) and their Parameters."""
 import numpy as np
-from minigrad.amp import DynamicLossScaler
 import pytest
+
+from minigrad.amp import DynamicLossScaler
 
 
 def test_dynamic_loss_scaler_reads_its_counter_parameter():
-    """MS §6.5: ``adjust`` reads the ``counter`` Parameter (``select(counter == scale_window - 1,
-    ...)``, then ``counter = ((counter + 1) % scale_window) * grads_finite``), as it reads
-    ``scale_value``. A counter restored into the Parameter (a checkpoint, ``set_data``) was
-    ignored: the scaler kept its own hidden count."""
+    """MindSpore's ``amp.DynamicLossScaler.adjust`` reads the ``counter`` Parameter
+    (``select(counter == scale_window - 1, ...)``, then ``counter = ((counter + 1) %
+    scale_window) * grads_finite``), as it reads ``scale_value``: a counter restored into the
+    Parameter (a checkpoint, ``set_data``) is the one the next step counts from."""
     sc = DynamicLossScaler(8, 2, 3)
     sc.counter.set_data(np.int32(2))
     assert sc.adjust(True) is True

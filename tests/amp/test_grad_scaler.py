@@ -1,11 +1,13 @@
-"""TODO docstring"""
+"""minigrad.amp.GradScaler, PyTorch's face: state_dict checks, explicit scales, pickling and
+copies, and the report of the step that raised."""
 import copy
 import pickle
+
 import numpy as np
 import pytest
-from minigrad import Tensor, nn
+
+from minigrad import Parameter, Tensor, nn
 from minigrad.amp import GradScaler
-from minigrad import Parameter
 
 
 def test_grad_scaler_pickle_and_deepcopy_get_their_own_status():
@@ -35,9 +37,9 @@ def test_grad_scaler_pickle_and_deepcopy_get_their_own_status():
 
 @pytest.mark.parametrize("new_scale", [1e39, 1e-50, Tensor(np.array([1e-50]))])
 def test_update_new_scale_outside_float32_is_refused(new_scale):
-    """The scale is float32 (LS §1.1 "_scale (0-dim float32)"); minigrad refuses a scale that is
-    inf or 0 there (ScaleCore, session 2b) because no backoff or growth can leave it. The
-    ``update(new_scale)`` path bypassed that check: 1e39 became inf, 1e-50 became 0."""
+    """PyTorch keeps the scale as a 0-dim float32 tensor; minigrad refuses a scale that is inf
+    or 0 in float32 (as ``ScaleCore`` does) because no backoff or growth can leave it, on the
+    ``update(new_scale)`` path too: 1e39 would be inf, 1e-50 would be 0."""
     gs = GradScaler(init_scale=8.0)
     with pytest.raises(ValueError, match="new_scale"):
         gs.update(new_scale)
@@ -58,10 +60,10 @@ _GOOD = {"scale": 4.0, "growth_factor": 3.0, "backoff_factor": 0.25, "growth_int
     ("growth_interval", 0, ValueError),
 ])
 def test_grad_scaler_load_state_dict_checks_every_value_and_never_half_loads(key, value, error):
-    """SPEC §7: "A corrupt or mismatched checkpoint gives a clear error and never half-loads."
-    GradScaler.load_state_dict set the scale and the growth factor before the backoff check
-    failed, and took an inf scale or a negative tracker without a word. PyTorch's five keys
-    (LS §1.7) are checked as the constructor checks them, naming the key."""
+    """A corrupt or mismatched checkpoint gives a clear error and never half-loads: every one of
+    PyTorch's five keys (``torch.amp.GradScaler.state_dict``: scale, growth_factor,
+    backoff_factor, growth_interval, _growth_tracker) is checked as the constructor checks it,
+    naming the key, before anything is set."""
     gs = GradScaler(init_scale=2.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=10)
     before = gs.state_dict()
     with pytest.raises(error, match=key):

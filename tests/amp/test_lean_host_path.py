@@ -4,10 +4,9 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import amp
-from minigrad.amp import _status_launch, step as amp_step
-from minigrad import _native
 from helpers.doubles import StepCountingOptimizer
+from minigrad import _native, amp
+from minigrad.amp import _status_launch, float_status
 
 needs_host = pytest.mark.skipif(_native.host_library() is None,
                                 reason="no host build of the kernels")
@@ -32,7 +31,9 @@ def test_table_is_cached_and_rebuilt_when_an_address_or_size_changes():
     assert [int(r[1]) for r in rows] == [1000, 3000] and [int(r[2]) for r in rows] == [0, 1]
     c = numpy.empty_like(b)  # another address, same size
     moved = _rows(_status_launch.host_plan([a, c]))
-    assert int(moved[1][0]) != int(rows[1][0]) and int(moved[1][0]) == c.__array_interface__["data"][0]
+    assert (
+        int(moved[1][0]) != int(rows[1][0]) and int(moved[1][0]) == c.__array_interface__["data"][0]
+    )
     shorter = _rows(_status_launch.host_plan([a, b[:2000]]))  # same address, another size
     assert int(shorter[1][0]) == int(rows[1][0]) and int(shorter[1][1]) == 2000
 
@@ -40,26 +41,29 @@ def test_table_is_cached_and_rebuilt_when_an_address_or_size_changes():
 @needs_host
 def test_lean_unscale_matches_reference_and_flags():
     grads = _grads(5, 700, 1)
-    expected = [g * amp_step.inverse(2.0 ** 10) for g in grads]
-    out, overflow = amp_step.unscale_and_check(grads, 2.0 ** 10)
+    expected = [g * float_status.inverse(2.0**10) for g in grads]
+    out, overflow = float_status.unscale_and_check(grads, 2.0**10)
     assert not overflow and all(o is g for o, g in zip(out, grads))
     for o, e in zip(out, expected):
         numpy.testing.assert_array_equal(o, e)
     grads[1][3] = numpy.nan
-    assert amp_step.unscale_and_check(grads, 4.0)[1]
+    assert float_status.unscale_and_check(grads, 4.0)[1]
 
 
-@pytest.mark.parametrize("make", [
-    lambda g: g.reshape(10, 10).T,                              # not C-contiguous
-    lambda g: g.astype(numpy.float64),                          # not float32
-    lambda g: g.astype(numpy.float16),                          # widened into new fp32 arrays
-    lambda g: numpy.ones(_status_launch.HOST_PARALLEL_MIN, numpy.float32),  # a parallel launch
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda g: g.reshape(10, 10).T,  # not C-contiguous
+        lambda g: g.astype(numpy.float64),  # not float32
+        lambda g: g.astype(numpy.float16),  # widened into new fp32 arrays
+        lambda g: numpy.ones(_status_launch.HOST_PARALLEL_MIN, numpy.float32),  # a parallel launch
+    ],
+)
 def test_arrays_the_plan_declines_take_the_checked_path(make):
     x = make(_grads(100)[0])
     assert _status_launch.host_plan([x]) is None
     before = x.astype(numpy.float64)
-    (out,), overflow = amp_step.unscale_and_check([x], 8.0)
+    (out,), overflow = float_status.unscale_and_check([x], 8.0)
     assert not overflow
     numpy.testing.assert_array_equal(out, (before / 8.0).astype(out.dtype))
 
@@ -68,25 +72,25 @@ def test_unaligned_and_read_only_arrays():
     raw = numpy.zeros(4 * 16 + 1, numpy.uint8)[1:].view(numpy.float32)  # not aligned to 4 bytes
     raw[...] = 2.0
     assert _status_launch.host_plan([raw]) is None
-    (out,), overflow = amp_step.unscale_and_check([raw], 2.0)
+    (out,), overflow = float_status.unscale_and_check([raw], 2.0)
     assert not overflow and (out == 1.0).all()
     frozen = numpy.ones(4, numpy.float32)
     frozen.flags.writeable = False
     assert _status_launch.host_plan([frozen]) is None
     with pytest.raises(ValueError, match="read-only"):
-        amp_step.unscale_and_check([frozen], 2.0)
-    assert not amp_step.check([frozen])  # a check alone may read it
+        float_status.unscale_and_check([frozen], 2.0)
+    assert not float_status.check([frozen])  # a check alone may read it
 
 
 def test_plan_respects_a_missing_host_build(monkeypatch):
     monkeypatch.setattr(_native, "host_library", lambda: None)
     x = numpy.array([1.0, numpy.inf], numpy.float32)
     assert _status_launch.host_plan([x]) is None
-    assert amp_step.unscale_and_check([x], 2.0)[1]
+    assert float_status.unscale_and_check([x], 2.0)[1]
 
 
 def test_none_and_empty_entries():
-    status = amp_step.OverflowStatus()
+    status = float_status.OverflowStatus()
     assert status.unscale_and_check([None, None], 2.0) == [None, None]
     assert not status.overflow()
     empty = numpy.zeros(0, numpy.float32)
@@ -95,7 +99,7 @@ def test_none_and_empty_entries():
 
 
 def test_reused_status_is_cleared_between_steps_and_stays_sticky_within_one():
-    status = amp_step.OverflowStatus()
+    status = float_status.OverflowStatus()
     bad = numpy.array([1.0, numpy.inf], numpy.float32)
     good = numpy.ones(3, numpy.float32)
     status.unscale_and_check([bad], 2.0)
@@ -112,7 +116,7 @@ def test_reused_status_is_cleared_between_steps_and_stays_sticky_within_one():
 
 
 def test_clear_keeps_a_handed_out_buffer_intact():
-    status = amp_step.OverflowStatus()
+    status = float_status.OverflowStatus()
     status.unscale_and_check([numpy.array([numpy.inf], numpy.float32)], 2.0)
     view = status.buffer
     status.clear()
@@ -121,7 +125,7 @@ def test_clear_keeps_a_handed_out_buffer_intact():
 
 
 def test_check_skips_what_unscale_saw_and_checks_the_rest():
-    status = amp_step.OverflowStatus()
+    status = float_status.OverflowStatus()
     a = numpy.ones(4, numpy.float32)
     status.unscale_and_check([a], 2.0)
     a[0] = numpy.inf  # not read again: the unscale already checked it
@@ -132,7 +136,7 @@ def test_check_skips_what_unscale_saw_and_checks_the_rest():
 
 
 def test_a_status_set_from_outside_takes_the_checked_path():
-    status = amp_step.OverflowStatus()
+    status = float_status.OverflowStatus()
     status.buffer = minigrad.amp.float_status.alloc_status()  # set from outside: the checked path
     status.unscale_and_check([numpy.array([numpy.inf], numpy.float32)], 2.0)
     assert status.overflow()
@@ -142,8 +146,12 @@ def test_grad_scaler_reports_an_overflow_after_clean_steps_and_recovers():
     p = minigrad.Parameter(minigrad.Tensor(numpy.zeros(4, numpy.float32)), name="w")
     q = minigrad.Parameter(minigrad.Tensor(numpy.zeros(2, numpy.float32)), name="b")
     opt, scaler = StepCountingOptimizer([p, q]), amp.GradScaler(init_scale=8.0)
-    for values, applied in [([1.0, 2.0], True), ([numpy.inf, 2.0], False), ([1.0, numpy.nan], False),
-                            ([1.0, 2.0], True)]:
+    for values, applied in [
+        ([1.0, 2.0], True),
+        ([numpy.inf, 2.0], False),
+        ([1.0, numpy.nan], False),
+        ([1.0, 2.0], True),
+    ]:
         p.grad = minigrad.Tensor(numpy.full(4, values[0], numpy.float32))
         q.grad = minigrad.Tensor(numpy.full(2, values[1], numpy.float32))
         scale = scaler.get_scale()
@@ -163,7 +171,11 @@ def test_grad_scaler_two_optimizers_share_one_status_correctly():
     q = minigrad.Parameter(minigrad.Tensor(numpy.zeros(2, numpy.float32)), name="q")
     p.grad = minigrad.Tensor(numpy.array([numpy.inf, 1.0], numpy.float32))
     q.grad = minigrad.Tensor(numpy.ones(2, numpy.float32))
-    first, second, scaler = StepCountingOptimizer([p]), StepCountingOptimizer([q]), amp.GradScaler(init_scale=4.0)
+    first, second, scaler = (
+        StepCountingOptimizer([p]),
+        StepCountingOptimizer([q]),
+        amp.GradScaler(init_scale=4.0),
+    )
     assert scaler.step(first) is False and scaler.step(second) is True  # q is judged on its own
     scaler.update()
     assert scaler.last_report.skipped and scaler.last_report.inf_params == ("p",)
@@ -172,7 +184,7 @@ def test_grad_scaler_two_optimizers_share_one_status_correctly():
 
 def test_a_scale_changed_in_place_is_read_again():
     scale = numpy.array(4.0)  # mutable: each unscale must read its current value
-    status = amp_step.OverflowStatus()
+    status = float_status.OverflowStatus()
     assert status.unscale_and_check([numpy.full(2, 8.0, numpy.float32)], scale)[0][0] == 2.0
     scale[...] = 2.0
     assert status.unscale_and_check([numpy.full(2, 8.0, numpy.float32)], scale)[0][0] == 4.0
@@ -187,11 +199,11 @@ def test_a_check_alone_takes_float16_arrays_too():
     assert _status_launch.host_plan(halves, halves=True)[1] == numpy.float16
     assert _status_launch.host_plan(halves) is None  # an unscale widens them instead
     assert _status_launch.host_plan([halves[0], numpy.ones(2, numpy.float32)], halves=True) is None
-    status = amp_step.OverflowStatus()
+    status = float_status.OverflowStatus()
     status.check(halves)
     assert not status.overflow()
     halves[1][-1] = numpy.inf
     status.check([halves[1].copy()])
     assert status.overflow()
     mixed = [numpy.ones(2, numpy.float32), numpy.array([numpy.nan], numpy.float16)]
-    assert amp_step.check(mixed) and not amp_step.check([mixed[0]])
+    assert float_status.check(mixed) and not float_status.check([mixed[0]])

@@ -1,4 +1,4 @@
-"""TODO docstring"""
+"""minigrad.amp's loss-scale managers and scalers: what their reprs say they hold."""
 
 
 def test_loss_scale_managers_and_scalers_say_what_they_hold():

@@ -1,35 +1,44 @@
 """minigrad.amp.plots: the numbers behind the pictures, exactly; the pictures drawn when
 matplotlib is there, a clear ImportError when it is not."""
 import sys
+import warnings
 
 import numpy
+import numpy as np
 import pytest
 
 import minigrad
 from minigrad.amp import plots
-from minigrad.amp.step import StepReport
+from minigrad.amp.report import StepReport
 from minigrad.train.callback import LossScaleMonitor
-import warnings
-import numpy as np
 
 F32 = numpy.float32
 
 
 def test_gradient_exponents_counts_and_fp16_verdicts():
-    values = numpy.array([0.0, 2.0**-30, 3 * 2.0**-20, 1.0, 1.5, 70000.0, numpy.inf, numpy.nan], numpy.float32)
+    values = numpy.array(
+        [0.0, 2.0**-30, 3 * 2.0**-20, 1.0, 1.5, 70000.0, numpy.inf, numpy.nan], numpy.float32
+    )
     h = plots.gradient_exponents(values)
     assert h["exponents"].tolist() == [-30, -19, 0, 16]
     assert h["counts"].tolist() == [1, 1, 2, 1]
     assert (h["total"], h["zero"], h["nonfinite"]) == (8, 1, 2)
-    assert h["fp16"] == pytest.approx({"flushed": 1 / 8, "subnormal": 1 / 8, "overflow": 1 / 8, "normal": 3 / 8})
+    assert h["fp16"] == pytest.approx(
+        {"flushed": 1 / 8, "subnormal": 1 / 8, "overflow": 1 / 8, "normal": 3 / 8}
+    )
 
     shifted = plots.gradient_exponents(values, scale=2.0**16)  # every exponent moves up by 16
     assert shifted["exponents"].tolist() == [-14, -3, 16, 32]
-    assert shifted["fp16"] == pytest.approx({"flushed": 0, "subnormal": 0, "overflow": 3 / 8, "normal": 3 / 8})
+    assert shifted["fp16"] == pytest.approx(
+        {"flushed": 0, "subnormal": 0, "overflow": 3 / 8, "normal": 3 / 8}
+    )
 
 
 def test_gradient_exponents_takes_tensors_lists_and_dicts_and_checks_input():
-    a, b = minigrad.Tensor(numpy.full(3, 2.0**-26, numpy.float32)), numpy.full(5, 0.25, numpy.float16)
+    a, b = (
+        minigrad.Tensor(numpy.full(3, 2.0**-26, numpy.float32)),
+        numpy.full(5, 0.25, numpy.float16),
+    )
     for grads in ([a, b], {"w": a, "b": b}, (a, b)):
         h = plots.gradient_exponents(grads)
         assert dict(zip(h["exponents"].tolist(), h["counts"].tolist())) == {-26: 3, -2: 5}
@@ -43,15 +52,31 @@ def test_gradient_exponents_takes_tensors_lists_and_dicts_and_checks_input():
 
 
 def _report(step, scale, skipped):
-    return StepReport(step, skipped, "gradient_overflow" if skipped else None, scale, scale / 2 if skipped else scale)
+    return StepReport(
+        step,
+        skipped,
+        "gradient_overflow" if skipped else None,
+        scale,
+        scale / 2 if skipped else scale,
+    )
 
 
 def test_scale_trajectory_from_reports_and_from_a_monitor():
-    steps, scales, skipped = plots.scale_trajectory([_report(1, 1024.0, True), _report(2, 512.0, False)])
-    assert steps.tolist() == [1, 2] and scales.tolist() == [1024.0, 512.0] and skipped.tolist() == [True, False]
+    steps, scales, skipped = plots.scale_trajectory(
+        [_report(1, 1024.0, True), _report(2, 512.0, False)]
+    )
+    assert (
+        steps.tolist() == [1, 2]
+        and scales.tolist() == [1024.0, 512.0]
+        and skipped.tolist() == [True, False]
+    )
 
     monitor = LossScaleMonitor()
-    monitor.steps, monitor.scales, monitor.overflows = [1, 2, 3], [8.0, 8.0, 4.0], [False, True, False]
+    monitor.steps, monitor.scales, monitor.overflows = (
+        [1, 2, 3],
+        [8.0, 8.0, 4.0],
+        [False, True, False],
+    )
     assert plots.scale_trajectory(monitor)[2].tolist() == [False, True, False]
     with pytest.raises(TypeError, match="'source'"):
         plots.scale_trajectory(42)
@@ -79,9 +104,10 @@ def test_the_pictures_are_drawn(tmp_path):
     labels = [t.get_text() for t in top.get_legend().get_texts()]
     assert len(labels) == 2 and "flush to 0" in labels[0]
     assert sum(len(c.patches) for c in top.containers) == sum(
-        plots.gradient_exponents(grads, s)["exponents"].size for s in (1.0, 2.0**16))
+        plots.gradient_exponents(grads, s)["exponents"].size for s in (1.0, 2.0**16)
+    )
 
-    reports = [_report(i + 1, 2.0**(10 - (i > 3)), i == 3) for i in range(8)]
+    reports = [_report(i + 1, 2.0 ** (10 - (i > 3)), i == 3) for i in range(8)]
     assert plots.plot_scale_trajectory(reports, ax=bottom) is bottom
     assert bottom.get_yscale() == "log"
     assert "skipped (1 of 8 steps)" in [t.get_text() for t in bottom.get_legend().get_texts()]
@@ -90,14 +116,19 @@ def test_the_pictures_are_drawn(tmp_path):
     assert (tmp_path / "plots.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("value,verdict", [
-    (2.0**-25, "flushed"),                               # the tie with 0 rounds to even: 0
-    (2.0**-25 + 2.0**-60, "subnormal"),                  # above the tie (float64: no detour via fp32)
-    (float(numpy.nextafter(2.0**-24, 0)), "subnormal"),  # rounds to 2**-24
-    (float(numpy.nextafter(2.0**-14, 0)), "normal"),     # rounds up to the smallest normal
-    (65504.0, "normal"), (65519.99, "normal"), (float(numpy.nextafter(65520.0, 0)), "normal"),
-    (65520.0, "overflow"),
-])
+@pytest.mark.parametrize(
+    "value,verdict",
+    [
+        (2.0**-25, "flushed"),  # the tie with 0 rounds to even: 0
+        (2.0**-25 + 2.0**-60, "subnormal"),  # above the tie (float64: no detour via fp32)
+        (float(numpy.nextafter(2.0**-24, 0)), "subnormal"),  # rounds to 2**-24
+        (float(numpy.nextafter(2.0**-14, 0)), "normal"),  # rounds up to the smallest normal
+        (65504.0, "normal"),
+        (65519.99, "normal"),
+        (float(numpy.nextafter(65520.0, 0)), "normal"),
+        (65520.0, "overflow"),
+    ],
+)
 def test_fp16_verdicts_at_the_boundaries(value, verdict):
     for sign in (1.0, -1.0):
         shares = plots.gradient_exponents(numpy.array([sign * value]))["fp16"]
@@ -111,10 +142,14 @@ def test_float64_values_that_overflow_or_vanish_only_once_scaled():
         warnings.simplefilter("error")
         h = plots.gradient_exponents(numpy.array([1e300, numpy.inf, numpy.nan, 1.0]), scale=1e10)
         assert (h["total"], h["zero"], h["nonfinite"]) == (4, 0, 2)
-        assert h["fp16"] == pytest.approx({"flushed": 0.0, "subnormal": 0.0, "overflow": 0.5, "normal": 0.0})
+        assert h["fp16"] == pytest.approx(
+            {"flushed": 0.0, "subnormal": 0.0, "overflow": 0.5, "normal": 0.0}
+        )
         tiny = plots.gradient_exponents(numpy.array([1e-300, 0.0]), scale=1e-300)
         assert (tiny["zero"], tiny["nonfinite"]) == (1, 0)
-        assert tiny["fp16"] == pytest.approx({"flushed": 0.5, "subnormal": 0.0, "overflow": 0.0, "normal": 0.5})
+        assert tiny["fp16"] == pytest.approx(
+            {"flushed": 0.5, "subnormal": 0.0, "overflow": 0.0, "normal": 0.5}
+        )
 
 
 @pytest.mark.parametrize("gradients", [[], {}, ()])

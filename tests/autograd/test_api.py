@@ -3,8 +3,7 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import ops
-from minigrad import Tensor
+from minigrad import Tensor, ops
 
 
 def _t(values, dtype=numpy.float32):
@@ -28,7 +27,9 @@ def test_grad_position_tuple_and_negative():
     gx, gy = minigrad.grad(_f, grad_position=(0, 1))(_t(X), _t(Y))
     numpy.testing.assert_array_equal(gx.asnumpy(), [6.0, 16.0])
     numpy.testing.assert_array_equal(gy.asnumpy(), [1.0, 4.0])
-    numpy.testing.assert_array_equal(minigrad.grad(_f, grad_position=-1)(_t(X), _t(Y)).asnumpy(), [1.0, 4.0])
+    numpy.testing.assert_array_equal(
+        minigrad.grad(_f, grad_position=-1)(_t(X), _t(Y)).asnumpy(), [1.0, 4.0]
+    )
     (only,) = minigrad.grad(_f, grad_position=(1,))(_t(X), _t(Y))
     numpy.testing.assert_array_equal(only.asnumpy(), [1.0, 4.0])
 
@@ -51,6 +52,7 @@ def test_weights_only_and_inputs_with_weights():
 
     def fn(x):
         return ((x * w).sum() + b) * 2
+
     value, (gw, gb) = minigrad.value_and_grad(fn, grad_position=None, weights=[w, b])(_t(X))
     assert value.item() == ((1 - 2) + 0.5) * 2
     numpy.testing.assert_array_equal(gw.asnumpy(), [2.0, 4.0])
@@ -77,6 +79,7 @@ def test_unused_weight_gets_zeros_in_its_dtype():
 def test_has_aux_differentiates_only_the_first_output():
     def fn(x):
         return (x * x).sum(), x * 100, "label"
+
     (value, aux, label), g = minigrad.value_and_grad(fn, has_aux=True)(_t(X))
     assert value.item() == 5.0 and label == "label"
     numpy.testing.assert_array_equal(aux.asnumpy(), [100.0, 200.0])
@@ -111,11 +114,14 @@ def test_gradient_dtype_equals_input_dtype():
     assert g.dtype == numpy.float16
 
 
-@pytest.mark.parametrize("kwargs,exc,message", [
-    (dict(grad_position=None), ValueError, "cannot both be None"),
-    (dict(grad_position=2), ValueError, r"grad_position=2 is out of range for 2 inputs"),
-    (dict(grad_position=(0, 5)), ValueError, r"out of range"),
-])
+@pytest.mark.parametrize(
+    "kwargs,exc,message",
+    [
+        (dict(grad_position=None), ValueError, "cannot both be None"),
+        (dict(grad_position=2), ValueError, r"grad_position=2 is out of range for 2 inputs"),
+        (dict(grad_position=(0, 5)), ValueError, r"out of range"),
+    ],
+)
 def test_grad_argument_errors(kwargs, exc, message):
     with pytest.raises(exc, match=message):
         minigrad.grad(_f, **kwargs)(_t(X), _t(Y))
@@ -133,6 +139,7 @@ def test_inner_hooks_run_under_functional_grad():
         h = x * 3
         h.register_hook(lambda g: seen.append(g.asnumpy().copy()) or g * 2)
         return (h * h).sum()
+
     g = minigrad.grad(fn)(_t(X))
     numpy.testing.assert_array_equal(seen[0], [6.0, 12.0])
     numpy.testing.assert_array_equal(g.asnumpy(), [36.0, 72.0])
@@ -147,8 +154,10 @@ def test_weight_hooks_run_under_functional_grad():
 
 # ---- GradOperation ------------------------------------------------------------------------
 
+
 class Net:
     """A tiny callable "cell": out = x @ w + b."""
+
     def __init__(self):
         self.w = minigrad.Parameter(_t([[1.0], [2.0]]), name="w")
         self.b = minigrad.Parameter(_t([0.5]), name="b")
@@ -165,7 +174,9 @@ def test_grad_operation_default_first_input():
 
 def test_grad_operation_get_all_skips_non_tensors():
     net, x = Net(), _t([[1.0, 1.0]])
-    grads = minigrad.GradOperation(get_all=True)(lambda x, y, s: (net(x) * y) * s)(x, _t([[3.0]]), 2.0)
+    grads = minigrad.GradOperation(get_all=True)(lambda x, y, s: (net(x) * y) * s)(
+        x, _t([[3.0]]), 2.0
+    )
     assert isinstance(grads, tuple) and len(grads) == 2
     numpy.testing.assert_array_equal(grads[0].asnumpy(), [[6.0, 12.0]])
     numpy.testing.assert_array_equal(grads[1].asnumpy(), [[7.0]])  # 2 * (1 + 2 + 0.5)
@@ -217,7 +228,9 @@ def test_values_come_back_without_a_graph():
     """MindSpore returns plain Tensors: the value (and aux) of value_and_grad, and the loss of a
     train cell, carry no freed graph, so accumulating them in a loop builds nothing."""
     import numpy
+
     from minigrad import nn, ops
+
     x = minigrad.Tensor(numpy.array([1.0, 2.0], numpy.float32))
     value, g = minigrad.value_and_grad(lambda t: (ops.sum(t * t), t * 2), has_aux=True)(x)
     assert all(v._ctx is None and not v.requires_grad for v in value)
@@ -227,13 +240,19 @@ def test_values_come_back_without_a_graph():
         total = total + loss
     assert total._ctx is None and float(total.asnumpy()) == 15.0
     net = nn.Dense(2, 1)
-    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1))
-    loss = step(minigrad.Tensor(numpy.ones((4, 2), numpy.float32)), minigrad.Tensor(numpy.zeros((4, 1), numpy.float32)))
+    step = nn.TrainOneStepCell(
+        nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1)
+    )
+    loss = step(
+        minigrad.Tensor(numpy.ones((4, 2), numpy.float32)),
+        minigrad.Tensor(numpy.zeros((4, 1), numpy.float32)),
+    )
     assert loss._ctx is None and not loss.requires_grad
 
 
 def test_register_hook_refuses_what_no_gradient_reaches():
     import numpy
+
     plain = minigrad.Tensor(numpy.ones(2, numpy.float32))
     with pytest.raises(RuntimeError, match="does not require grad"):
         plain.register_hook(lambda g: None)
@@ -246,14 +265,15 @@ def _product(x, y):
 
 
 def test_a_repeated_grad_position_gets_the_gradient_each_time():
-    # the input was re-wrapped once per entry: the first leaf went unused and its gradient was 0
+    # one leaf per input, whatever the number of entries naming it: re-wrapping the input once
+    # per entry would leave the first leaf unused, with a gradient of 0
     a = Tensor(numpy.array([1.0, 2.0], numpy.float32))
     b = Tensor(numpy.array([3.0, 4.0], numpy.float32))
     ga, ga_again, gb = minigrad.grad(_product, (0, 0, 1))(a, b)
     numpy.testing.assert_array_equal(ga.asnumpy(), [3.0, 4.0])
     numpy.testing.assert_array_equal(ga_again.asnumpy(), [3.0, 4.0])
     numpy.testing.assert_array_equal(gb.asnumpy(), [1.0, 2.0])
-    assert ga.data is not ga_again.data                     # each one fresh and writable
+    assert ga.data is not ga_again.data  # each one fresh and writable
     _, (g0, g1) = minigrad.value_and_grad(_product, (1, -1))(a, b)
     numpy.testing.assert_array_equal(g0.asnumpy(), [1.0, 2.0])
     numpy.testing.assert_array_equal(g1.asnumpy(), [1.0, 2.0])
@@ -261,8 +281,8 @@ def test_a_repeated_grad_position_gets_the_gradient_each_time():
 
 @pytest.mark.parametrize("position", ["0", 1.0, (0, "1"), [0.0]])
 def test_a_grad_position_of_the_wrong_type_is_a_type_error_naming_it(position):
-    # MindSpore: TypeError, 'grad_position' must be an int or a tuple of ints; it was
-    # "grad_position='0' is out of range" or "'float' object is not iterable"
+    # MindSpore: TypeError, 'grad_position' must be an int or a tuple of ints (not
+    # "grad_position='0' is out of range" or "'float' object is not iterable")
     a = Tensor(numpy.ones(2, numpy.float32))
     with pytest.raises(TypeError, match=r"grad_position.*int or a tuple of ints.*got"):
         minigrad.grad(_product, position)(a, a)

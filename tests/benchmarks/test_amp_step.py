@@ -24,7 +24,9 @@ def test_phases_time_every_phase_and_restore_the_cell(small, level):
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     cell = amp.build_train_network(net, nn.SGD(net.trainable_params(), 0.01), loss, level=level)
     medians = amp_step.phases(cell, x, y, repeat=3)
-    expected = {"step", "forward_backward", "optimizer", "rest"} | ({"overflow_check"} if level == "O2" else set())
+    expected = {"step", "forward_backward", "optimizer", "rest"} | (
+        {"overflow_check"} if level == "O2" else set()
+    )
     assert set(medians) == expected | {"cpu_per_wall_second"}
     assert medians.pop("cpu_per_wall_second") > 0
     assert all(medians[k] > 0 for k in expected - {"rest"})

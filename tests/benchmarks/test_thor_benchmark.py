@@ -3,6 +3,7 @@ import importlib.util
 import json
 
 import pytest
+
 from helpers import REPO_ROOT
 
 pytest.importorskip("sklearn")

@@ -5,9 +5,9 @@ import sys
 
 import numpy
 import pytest
-from helpers import DEVICES, REPO_ROOT
 
 import minigrad
+from helpers import DEVICES, REPO_ROOT
 from minigrad import backend, communication
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy
 import pytest
-from helpers import NO_GPU
-from helpers.mpi import launch
 
 import minigrad
+from helpers import NO_GPU
+from helpers.mpi import launch
 from minigrad import backend
 
 WORKER = Path(__file__).with_name("mpi_worker.py")

@@ -36,18 +36,22 @@ def test_check_int_range(value, a, b):
     if inside:
         assert c.check_int("n", value, low=low, high=high) == value
     else:
-        with pytest.raises(ValueError, match=rf"^n must be an int in \[{low}, {high}\].*got {value}"):
+        with pytest.raises(
+            ValueError, match=rf"^n must be an int in \[{low}, {high}\].*got {value}"
+        ):
             c.check_int("n", value, low=low, high=high)
 
 
-@pytest.mark.parametrize("value", [2 ** 63, -2 ** 63 - 1, 2 ** 70])
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 2**70])
 def test_check_int_refuses_ints_beyond_int64_without_bounds(value):
     with pytest.raises(ValueError, match=rf"stride must be an int that fits in int64.*got {value}"):
         c.check_int("stride", value)
 
 
-@pytest.mark.parametrize("low, words", [(None, "an int"), (1, "a positive int"),
-                                        (0, "a non-negative int"), (3, "an int >= 3")])
+@pytest.mark.parametrize(
+    "low, words",
+    [(None, "an int"), (1, "a positive int"), (0, "a non-negative int"), (3, "an int >= 3")],
+)
 def test_int_messages_say_what_was_expected(low, words):
     with pytest.raises(TypeError, match=f"^k must be {words}, got 'x' \\(str\\)$"):
         c.check_int("k", "x", low=low)
@@ -66,7 +70,8 @@ def test_allow_none_and_owner():
 
 # ---- floats -------------------------------------------------------------------------------------
 
-@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-2 ** 60, 2 ** 60))
+
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**60), 2**60))
 def test_check_float_takes_ints_and_floats(value):
     out = c.check_float("x", value)
     assert out == float(value) and type(out) is float
@@ -96,8 +101,10 @@ def test_check_float_interval_ends(value, low_open, high_open):
     ok = (value > -1 if low_open else value >= -1) and (value < 1 if high_open else value <= 1)
     interval = ("(" if low_open else "[") + "-1, 1" + (")" if high_open else "]")
     if ok:
-        assert c.check_float("p", value, low=-1, high=1, low_open=low_open,
-                             high_open=high_open) == value
+        assert (
+            c.check_float("p", value, low=-1, high=1, low_open=low_open, high_open=high_open)
+            == value
+        )
     else:
         with pytest.raises(ValueError, match="p must be a finite float in " + re.escape(interval)):
             c.check_float("p", value, low=-1, high=1, low_open=low_open, high_open=high_open)
@@ -113,6 +120,7 @@ def test_positive_and_non_negative():
 
 
 # ---- bools, choices, types ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("value", BOOLS)
 def test_check_bool_takes_bools(value):
@@ -156,6 +164,7 @@ def test_long_values_are_shortened_in_messages():
 
 # ---- int tuples ---------------------------------------------------------------------------------
 
+
 @given(st.integers(1, 100), st.integers(1, 100))
 def test_check_int_tuple(a, b):
     assert c.check_int_tuple("stride", a, 2, low=1) == (a, a)
@@ -163,11 +172,22 @@ def test_check_int_tuple(a, b):
     assert c.check_int_tuple("axes", (a, b)) == (a, b)
 
 
-@pytest.mark.parametrize("value, error", [
-    (1.5, TypeError), ((1, 1.5), TypeError), ((1, True), TypeError), (None, TypeError),
-    ((1, 2, 3), ValueError), ((0, 1), ValueError), ((1, 2 ** 70), ValueError),
-])
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        (1.5, TypeError),
+        ((1, 1.5), TypeError),
+        ((1, True), TypeError),
+        (None, TypeError),
+        ((1, 2, 3), ValueError),
+        ((0, 1), ValueError),
+        ((1, 2**70), ValueError),
+    ],
+)
 def test_check_int_tuple_refuses(value, error):
-    with pytest.raises(error, match=r"^stride must be a positive int or a 2-tuple of positive "
-                                    r"ints( that fit in int64)?, got "):
+    with pytest.raises(
+        error,
+        match=r"^stride must be a positive int or a 2-tuple of positive "
+        r"ints( that fit in int64)?, got ",
+    ):
         c.check_int_tuple("stride", value, 2, low=1)

@@ -1,5 +1,6 @@
-"""TODO docstring"""
+"""minigrad.set_context / get_context: MindSpore's keys accepted, an unknown key refused."""
 import pytest
+
 import minigrad
 
 

@@ -3,8 +3,8 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import dtype as mstype, ops
-from minigrad import Tensor
+from minigrad import Tensor, ops
+from minigrad import dtype as mstype
 
 F16, F32, F64 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)
 
@@ -165,7 +165,8 @@ def test_fp16_log_near_one_is_rounded_once():
     x = numpy.float16(1.0) + numpy.arange(1, 20, dtype=numpy.float16) * numpy.float16(2 ** -10)
     out = ops.log(minigrad.Tensor(x))
     assert out.dtype == mstype.float16
-    numpy.testing.assert_array_equal(out.asnumpy(), numpy.log(x.astype(numpy.float32)).astype(numpy.float16))
+    expected = numpy.log(x.astype(numpy.float32)).astype(numpy.float16)
+    numpy.testing.assert_array_equal(out.asnumpy(), expected)
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
@@ -178,7 +179,9 @@ def test_fp16_softmax_family_is_fp16_and_accurate(name):
     shifted = x64 - x64.max(axis=-1, keepdims=True)
     log_sm = shifted - numpy.log(numpy.exp(shifted).sum(axis=-1, keepdims=True))
     expected = numpy.exp(log_sm) if name == "softmax" else log_sm
-    numpy.testing.assert_allclose(out.asnumpy().astype(numpy.float64), expected, rtol=2e-3, atol=1e-4)
+    numpy.testing.assert_allclose(
+        out.asnumpy().astype(numpy.float64), expected, rtol=2e-3, atol=1e-4
+    )
 
 
 # row: gradient of a tensor -> always that tensor's dtype
@@ -213,7 +216,8 @@ def test_as_dtype_refuses_none_instead_of_returning_float64():
 def test_bool_tensor_with_python_int_is_integer_arithmetic():
     # MindSpore's implicit conversion rules: "when Tensor is bool data type and the scalar is int
     # or float, both ... are converted to the Tensor with the data type of int32 or float32".
-    # Tensor([True, False]) + 2 was bool [True, True] (2 cast to bool, added as a logical or).
+    # Tensor([True, False]) + 2 is int32 [3, 2], not bool [True, True] (2 cast to bool, a
+    # logical or).
     flags = Tensor(numpy.array([True, False]))
     for value in (2, numpy.int64(2)):
         out = flags + value
@@ -228,14 +232,14 @@ def test_bool_tensor_with_python_int_is_integer_arithmetic():
 
 def test_a_list_of_floats_beside_an_int_tensor_gives_float32_as_an_array_does():
     """minigrad.dtype's table: int tensor (op) Python float -> float32, and a non-tensor array is
-    weak like a scalar. A nested list of floats is such an array: it was read as integers and
-    truncated (int tensor [1, 2] + [0.5, 0.5] gave int64 [1, 2])."""
+    weak like a scalar. A nested list of floats is such an array, not integers to truncate
+    (int tensor [1, 2] + [0.5, 0.5] is float32 [1.5, 2.5], not int64 [1, 2])."""
     i = Tensor(numpy.array([1, 2], numpy.int64))
     for other in ([0.5, 0.5], (0.5, 0.5), [[0.5], [1.5]]):
-        expected = (i + numpy.asarray(other, F32))
+        expected = i + numpy.asarray(other, F32)
         for result in (i + other, other + i, ops.add(i, other), ops.mul(other, i) * 1):
             assert result.dtype == F32, other
         numpy.testing.assert_array_equal((i + other).asnumpy(), expected.asnumpy())
-    assert (i + [1, 2]).dtype == numpy.int64           # integers stay the tensor's dtype
+    assert (i + [1, 2]).dtype == numpy.int64  # integers stay the tensor's dtype
     h = Tensor(numpy.array([1.0, 2.0], F16))
-    assert (h + [0.5, 0.25]).dtype == F16 and (h * [[2.0], [3.0]]).dtype == F16   # weak beside fp16
+    assert (h + [0.5, 0.25]).dtype == F16 and (h * [[2.0], [3.0]]).dtype == F16  # weak beside fp16

@@ -10,8 +10,7 @@ import warnings
 import numpy
 import pytest
 
-from minigrad import _fastcast
-from minigrad import _native
+from minigrad import _fastcast, _native
 from minigrad._fastcast import convert
 
 F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
@@ -42,8 +41,10 @@ def adversarial_floats():
     parts.append(numpy.arange(0x32F00000, 0x38900000, 61))          # below 2^-25 .. above 2^-14
     parts.append(numpy.arange(0x477FE000 - 64, 0x47800000 + 64))    # 65504 .. 65536, ties at 65520
     parts.append(numpy.arange(0x7F800000, 0x7F800000 + 70000))      # inf, signalling NaNs
-    parts.append(numpy.arange(0x7FC00000 - 300, 0x7FC00000 + 300))  # quiet NaNs around the quiet bit
-    parts.append(numpy.arange(0x7FFFE000, 0x80000000))              # NaNs with the top payload bits
+    parts.append(
+        numpy.arange(0x7FC00000 - 300, 0x7FC00000 + 300)
+    )  # quiet NaNs around the quiet bit
+    parts.append(numpy.arange(0x7FFFE000, 0x80000000))  # NaNs with the top payload bits
     parts.append(numpy.random.default_rng(0).integers(0, 1 << 31, 400_000))
     u = numpy.concatenate(parts) % (1 << 31)
     return numpy.concatenate([u, u | (1 << 31)]).astype(numpy.uint32).view(numpy.float32)
@@ -118,14 +119,18 @@ def test_overflow_warns_and_raises_like_numpy():
         _fastcast.convert(x, F16, out=out)
 
 
-@pytest.mark.parametrize("make", [
-    lambda a: a,                                  # dense, C order
-    lambda a: numpy.asfortranarray(a),            # dense, F order: astype keeps it
-    lambda a: a[:, ::2],                          # strided view
-    lambda a: a.T,                                # transposed view (F order)
-    lambda a: a[:3, :5],                          # small
-    lambda a: a.reshape(-1)[1:-1],                # 1-D, offset
-], ids=["c", "f", "strided", "transposed", "small", "offset"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a: a,  # dense, C order
+        lambda a: numpy.asfortranarray(a),  # dense, F order: astype keeps it
+        lambda a: a[:, ::2],  # strided view
+        lambda a: a.T,  # transposed view (F order)
+        lambda a: a[:3, :5],  # small
+        lambda a: a.reshape(-1)[1:-1],  # 1-D, offset
+    ],
+    ids=["c", "f", "strided", "transposed", "small", "offset"],
+)
 @pytest.mark.parametrize("pair", [(F16, F32), (F32, F16)], ids=["to_fp32", "to_fp16"])
 def test_layouts_match_astype(make, pair):
     src, dst = pair
@@ -156,7 +161,9 @@ def test_native_path_is_used_for_large_dense_arrays(monkeypatch):
         def call(*args):
             calls.append(key)
             return fns[key](*args)
+
         return call
+
     monkeypatch.setattr(_native.loaded(), "conversions", {key: recording(key) for key in fns})
     x = numpy.ones(_fastcast.MIN_SIZE, F32)
     _fastcast.convert(_fastcast.convert(x, F16), F32)
@@ -224,9 +231,12 @@ def _layouts(x):
 
 
 def _same(result, expected):
-    return (result.dtype == expected.dtype and result.shape == expected.shape
-            and result.strides == expected.strides
-            and result.tobytes(order="A") == expected.tobytes(order="A"))
+    return (
+        result.dtype == expected.dtype
+        and result.shape == expected.shape
+        and result.strides == expected.strides
+        and result.tobytes(order="A") == expected.tobytes(order="A")
+    )
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -234,7 +244,7 @@ def test_convert_gives_astypes_bits_and_memory_order(native, monkeypatch):
     if not native:
         monkeypatch.setattr(_native.loaded(), "conversions", None)
     rng = numpy.random.default_rng(0)
-    x = (rng.standard_normal((120, 80)) * 1e4).astype(F32)   # finite in fp16: the native path runs
+    x = (rng.standard_normal((120, 80)) * 1e4).astype(F32)  # finite in fp16: the native path runs
     x.flat[:6] = [numpy.inf, -numpy.inf, numpy.nan, -0.0, 1e-8, 6e-5]
     x.view(numpy.uint32).flat[6] = 0x7FC00123  # a NaN payload
     for a in _layouts(x):
@@ -244,16 +254,18 @@ def test_convert_gives_astypes_bits_and_memory_order(native, monkeypatch):
         assert _same(_fastcast.convert(a, F32), a.astype(F32))
     for a in (x, numpy.asfortranarray(x)):
         out = numpy.empty_like(a, dtype=F16)
-        assert _fastcast.convert(a, F16, out=out) is out and out.tobytes("A") == a.astype(F16).tobytes("A")
-    out = numpy.empty(x.shape, F16, order="F")     # another order than x: still right
+        assert _fastcast.convert(a, F16, out=out) is out and out.tobytes("A") == a.astype(
+            F16
+        ).tobytes("A")
+    out = numpy.empty(x.shape, F16, order="F")  # another order than x: still right
     _fastcast.convert(x, F16, out=out)
     numpy.testing.assert_array_equal(out.view(numpy.uint16), x.astype(F16).view(numpy.uint16))
 
 
 def test_convert_warns_and_raises_as_astype_under_errstate():
     x = numpy.ones((100, 80), F32)
-    x[7, 7] = 1e6         # fp16 overflow
-    x[8, 8] = 1e-7        # an inexact fp16 subnormal: underflow
+    x[7, 7] = 1e6  # fp16 overflow
+    x[8, 8] = 1e-7  # an inexact fp16 subnormal: underflow
     for setting in ("warn", "raise", "ignore"):
         for key in ("over", "under"):
             with numpy.errstate(**{key: setting}):

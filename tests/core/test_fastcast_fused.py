@@ -1,24 +1,45 @@
-"""The fused fp16 host passes of ``minigrad.ops._fp16_passes`` give the bits of the NumPy code they replace.
+"""The fused fp16 host passes of ``minigrad.ops._fp16_passes`` give the bits of the NumPy code
+they replace.
 
 ReLU forward/backward (every fp16 bit pattern), Dense's bias epilogue ``fp16(y + fp32(b))`` and
 its bias gradient ``fp16(Σ_rows fp32(g))`` (ties at fp16 rounding boundaries, subnormals, ±0,
 ±inf, NaN payloads, overflow), NumPy's warnings where a result is inf or NaN, the ops with and
 without the native passes, and the cases the native passes leave to NumPy.
 """
+
 import warnings
 
 import numpy
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from minigrad import Tensor
-from minigrad import _native
-from minigrad.ops import linalg, math as ops_math
-from minigrad.ops import _fp16_passes
+from minigrad import Tensor, _native
+from minigrad.ops import _fp16_passes, linalg
+from minigrad.ops import math as ops_math
 
 F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
-SPECIAL_HALVES = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00,
-                  0x7C01, 0xFC01, 0x7E00, 0xFE00, 0x7FFF, 0xFFFF, 0x3C00, 0xBC00]
+SPECIAL_HALVES = [
+    0x0000,
+    0x8000,
+    0x0001,
+    0x8001,
+    0x03FF,
+    0x83FF,
+    0x0400,
+    0x7BFF,
+    0xFBFF,
+    0x7C00,
+    0xFC00,
+    0x7C01,
+    0xFC01,
+    0x7E00,
+    0xFE00,
+    0x7FFF,
+    0xFFFF,
+    0x3C00,
+    0xBC00,
+]
 
 
 @pytest.fixture(autouse=True)
@@ -30,8 +51,10 @@ def native():
 @pytest.fixture
 def numpy_only(monkeypatch):
     """Run the ops' NumPy code: the fused passes off (the conversions stay native)."""
+
     def off():
         monkeypatch.setattr(_native.loaded(), "fp16_passes", None)
+
     return off
 
 
@@ -67,15 +90,19 @@ def halves(shape, seed, special_share=0.05):
 
 
 def floats_near_half_boundaries(n, seed, scale=1.0):
-    """fp32 values on, beside and half-way between fp16 values (rounding ties), subnormals included."""
+    """fp32 values on, beside and half-way between fp16 values (rounding ties), subnormals
+    included."""
     rng = numpy.random.default_rng(seed)
     h = rng.integers(0, 0x7C00, n).astype(numpy.uint16).view(F16).astype(F32) * F32.type(scale)
-    u = h.view(numpy.uint32).astype(numpy.int64) + rng.choice([-1, 0, 1, 1 << 12, 1 << 13, (1 << 13) + 1], n)
+    u = h.view(numpy.uint32).astype(numpy.int64) + rng.choice(
+        [-1, 0, 1, 1 << 12, 1 << 13, (1 << 13) + 1], n
+    )
     u |= rng.integers(0, 2, n) << 31
     return (u % (1 << 32)).astype(numpy.uint32).view(F32)
 
 
-# ---- ReLU ------------------------------------------------------------------------------------------
+# ---- ReLU ----------------------------------------------------------------------------------------
+
 
 def relu_numpy(x):
     fn = ops_math.ReLU()
@@ -116,6 +143,7 @@ def test_relu_op_matches_numpy(shape, seed):
 
 # ---- Dense's bias epilogue ----------------------------------------------------------------------
 
+
 def add_bias_numpy(y, b):
     return (y + b.astype(F32)).astype(F16)
 
@@ -126,8 +154,12 @@ def add_bias_op(y, b):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 40), st.integers(1, 1100), st.integers(0, 2**32 - 1),
-       st.sampled_from([1e-6, 1.0, 300.0, 6e4]))
+@given(
+    st.integers(1, 40),
+    st.integers(1, 1100),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([1e-6, 1.0, 300.0, 6e4]),
+)
 def test_add_bias_to_half_matches_numpy(rows, cols, seed, scale):
     y = floats_near_half_boundaries(rows * cols, seed, scale).reshape(rows, cols)
     b = halves(cols, seed + 1, special_share=0)
@@ -141,17 +173,20 @@ def test_add_bias_to_half_matches_numpy(rows, cols, seed, scale):
     assert got_warnings == want_warnings
 
 
-@pytest.mark.parametrize("y_value, b_value, warning", [
-    (65519.0, 0.0, None),            # the largest value that still rounds to 65504
-    (65519.0, 1.0, "overflow"),      # 65520: rounds to inf
-    (-7e4, 0.0, "overflow"),
-    (numpy.inf, 1.0, None),          # inf stays inf, no warning
-    (numpy.inf, -numpy.inf, "invalid"),
-    (numpy.nan, 1.0, None),
-    (-0.0, -0.0, None),
-    (5.96e-8, 0.0, None),            # the smallest fp16 subnormal
-    (2.98e-8, 0.0, None),            # half of it: a tie, to +0
-])
+@pytest.mark.parametrize(
+    "y_value, b_value, warning",
+    [
+        (65519.0, 0.0, None),  # the largest value that still rounds to 65504
+        (65519.0, 1.0, "overflow"),  # 65520: rounds to inf
+        (-7e4, 0.0, "overflow"),
+        (numpy.inf, 1.0, None),  # inf stays inf, no warning
+        (numpy.inf, -numpy.inf, "invalid"),
+        (numpy.nan, 1.0, None),
+        (-0.0, -0.0, None),
+        (5.96e-8, 0.0, None),  # the smallest fp16 subnormal
+        (2.98e-8, 0.0, None),  # half of it: a tie, to +0
+    ],
+)
 def test_add_bias_special_values(y_value, b_value, warning):
     y = numpy.random.default_rng(3).standard_normal((9, 21)).astype(F32)
     b = numpy.random.default_rng(4).standard_normal(21).astype(F16)
@@ -172,13 +207,15 @@ def test_add_bias_special_values(y_value, b_value, warning):
 
 # ---- Dense's bias gradient ----------------------------------------------------------------------
 
+
 def sum_rows_numpy(g):
     g32 = g.astype(F32)
     return g32, g32.sum(axis=0).astype(F16)
 
 
 def sum_rows_op(g):
-    """Dense's bias gradient as the op runs it: the native pass, or (inf/NaN sums) its NumPy code."""
+    """Dense's bias gradient as the op runs it: the native pass, or (inf/NaN sums) its NumPy
+    code."""
     return linalg._widen_sum_rows(g, F16)
 
 
@@ -200,12 +237,12 @@ def test_widen_sum_rows_matches_numpy(rows, cols, seed, specials):
 
 def test_widen_sum_rows_finite_special_columns():
     g = numpy.zeros((200, 5), F16)
-    g[:, 0] = -0.0                        # -0 everywhere: sums to +0, as NumPy's (from +0) does
-    g[:, 1] = F16.type(6e-8)              # subnormals summed
+    g[:, 0] = -0.0  # -0 everywhere: sums to +0, as NumPy's (from +0) does
+    g[:, 1] = F16.type(6e-8)  # subnormals summed
     g[:, 2] = F16.type(1.0)
-    g[0, 2] = F16.type(2048)              # 2048 + 1 + 1 ...: each fp32 add rounds, in row order
-    g[:, 3] = -F16.type(65504)            # -13.1e6: finite in fp32, -inf in fp16 (NumPy warns)
-    g[:, 4] = F16.type(330)               # 66000: the same, from fp32 rounding
+    g[0, 2] = F16.type(2048)  # 2048 + 1 + 1 ...: each fp32 add rounds, in row order
+    g[:, 3] = -F16.type(65504)  # -13.1e6: finite in fp32, -inf in fp16 (NumPy warns)
+    g[:, 4] = F16.type(330)  # 66000: the same, from fp32 rounding
     g32, gb = sum_rows_numpy(g[:, :3])
     (got32, gotb), got_warnings = with_warnings(sum_rows_op, g[:, :3].copy())
     same_bits(got32, g32)
@@ -221,7 +258,7 @@ def test_widen_sum_rows_nonfinite_columns():
     g = numpy.ones((200, 4), F16)
     g[0, 0], g[1, 0] = numpy.inf, -numpy.inf  # invalid: NaN, with NumPy's warning
     g[5, 1] = numpy.nan
-    g[:, 2] = all_halves()[0x7C01:0x7C01 + 200]  # signalling NaN payloads
+    g[:, 2] = all_halves()[0x7C01 : 0x7C01 + 200]  # signalling NaN payloads
     g[3, 3] = -numpy.inf
     (g32, gb), got_warnings = with_warnings(sum_rows_op, g)
     (want32, wantb), want_warnings = with_warnings(sum_rows_numpy, g)
@@ -231,18 +268,24 @@ def test_widen_sum_rows_nonfinite_columns():
     assert _fp16_passes.widen_sum_rows(g) is None  # inf/NaN sums: the op's NumPy code
 
 
-# ---- the ops, with and without the native passes --------------------------------------------------
+# ---- the ops, with and without the native passes -------------------------------------------------
+
 
 def dense_run(x, w, b, g):
     fn = linalg.Dense()
-    fn.needs_grad = (True, True, b is not None)[:3 if b is not None else 2]
+    fn.needs_grad = (True, True, b is not None)[: 3 if b is not None else 2]
     out = fn.forward(x, w, *(() if b is None else (b,)))
     return (out,) + tuple(fn.backward(g))
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from([(7,), (3, 5), (2, 2, 3)]), st.integers(1, 70), st.integers(1, 70),
-       st.booleans(), st.integers(0, 2**32 - 1))
+@given(
+    st.sampled_from([(7,), (3, 5), (2, 2, 3)]),
+    st.integers(1, 70),
+    st.integers(1, 70),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
 def test_dense_op_matches_numpy(lead, fan_in, fan_out, with_bias, seed):
     rng = numpy.random.default_rng(seed)
     x = (rng.standard_normal(lead + (fan_in,)) * 3).astype(F16)
@@ -260,25 +303,33 @@ def test_dense_op_matches_numpy(lead, fan_in, fan_out, with_bias, seed):
 def test_fused_passes_are_used_in_the_fp16_dense_relu(monkeypatch):
     calls = []
     for name in ("relu_half", "relu_half_backward", "add_bias_to_half", "widen_sum_rows"):
+
         def record(*args, _name=name, _fn=getattr(_fp16_passes, name)):
             calls.append(_name)
             return _fn(*args)
+
         monkeypatch.setattr(_fp16_passes, name, record)
     from minigrad import ops
+
     x = Tensor(numpy.ones((4, 3), F16))
     w = Tensor(numpy.ones((5, 3), F16), requires_grad=True)
     b = Tensor(numpy.ones(5, F16), requires_grad=True)
     ops.relu(ops.dense(x, w, b)).sum().backward()
-    assert sorted(calls) == ["add_bias_to_half", "relu_half", "relu_half_backward", "widen_sum_rows"]
+    assert sorted(calls) == [
+        "add_bias_to_half",
+        "relu_half",
+        "relu_half_backward",
+        "widen_sum_rows",
+    ]
 
 
 def test_native_passes_leave_other_arrays_to_numpy():
     x = halves((6, 10), 5)
-    assert _fp16_passes.relu_half(x[:, ::2]) is None                 # a strided view
+    assert _fp16_passes.relu_half(x[:, ::2]) is None  # a strided view
     assert _fp16_passes.relu_half(x.astype(F32)) is None
-    assert _fp16_passes.relu_half(x[:0]) is None                      # empty
+    assert _fp16_passes.relu_half(x[:0]) is None  # empty
     assert _fp16_passes.relu_half_backward(x, numpy.ones((6, 5), bool)) is None
-    assert _fp16_passes.widen_sum_rows(x[:, :1].copy()) is None       # one column: NumPy sums pairwise
+    assert _fp16_passes.widen_sum_rows(x[:, :1].copy()) is None  # one column: NumPy sums pairwise
     assert _fp16_passes.widen_sum_rows(x.reshape(-1)) is None
     y = numpy.ones((6, 10), F32)
     assert _fp16_passes.add_bias_to_half(y, numpy.ones(9, F16)) is None
@@ -301,8 +352,8 @@ def test_add_bias_steps_aside_when_underflow_is_not_ignored(under):
     """The native rounding does not report underflow: under errstate(under=...) other than
     "ignore" the epilogue gives None and the op's NumPy code warns or raises as NumPy does."""
     y = numpy.ones((4, 10), F32)
-    y[2, 3] = 1e-9                      # + a zero bias: flushes to zero in fp16
-    y[1, 5] = 1e-6                      # an inexact fp16 subnormal
+    y[2, 3] = 1e-9  # + a zero bias: flushes to zero in fp16
+    y[1, 5] = 1e-6  # an inexact fp16 subnormal
     b = numpy.zeros(10, F16)
     assert _fp16_passes.add_bias_to_half(y, b) is not None
     with numpy.errstate(under=under):
@@ -322,7 +373,7 @@ def test_bias_gradient_cannot_underflow():
     """Sums of fp16 values are multiples of 2^-24, so rounding them to fp16 is exact below the
     smallest normal: NumPy does not report underflow, and the native pass stays on."""
     g = numpy.full((5, 10), numpy.float16(6e-8), F16)  # the smallest subnormal, 2^-24
-    g[:, 4] = numpy.float16(-3e-5)                       # a subnormal column
+    g[:, 4] = numpy.float16(-3e-5)  # a subnormal column
     with numpy.errstate(under="raise"):
         got = _fp16_passes.widen_sum_rows(g)
         want = sum_rows_numpy(g)

@@ -164,18 +164,21 @@ def test_import_minigrad_loads_the_core_layers_only():
 
 
 def test_subpackages_are_attributes_of_minigrad():
-    code = ("import minigrad\n"
-            "import types\n"
-            "for name in ('nn', 'optim', 'amp', 'train', 'dataset', 'mixed_precision', 'testing'):\n"
-            "    assert isinstance(getattr(minigrad, name), types.ModuleType), name\n"
-            "assert minigrad.Model is minigrad.train.Model\n"
-            "assert minigrad.DynamicLossScaleManager is minigrad.amp.DynamicLossScaleManager\n"
-            "assert minigrad.mixed_precision.LossScaleOptimizer\n"
-            "assert not hasattr(minigrad, 'no_such_name')\n")
+    code = (
+        "import minigrad\n"
+        "import types\n"
+        "for name in ('nn', 'optim', 'amp', 'train', 'dataset', 'mixed_precision', 'testing'):\n"
+        "    assert isinstance(getattr(minigrad, name), types.ModuleType), name\n"
+        "assert minigrad.Model is minigrad.train.Model\n"
+        "assert minigrad.DynamicLossScaleManager is minigrad.amp.DynamicLossScaleManager\n"
+        "assert minigrad.mixed_precision.LossScaleOptimizer\n"
+        "assert not hasattr(minigrad, 'no_such_name')\n"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
 
 
 def test_import_minigrad_amp_does_not_load_the_training_loop():
     loaded = _loaded_after("import minigrad.amp")
     assert not loaded & {"minigrad.train", "minigrad.dataset"}, sorted(
-        loaded & {"minigrad.train", "minigrad.dataset"})
+        loaded & {"minigrad.train", "minigrad.dataset"}
+    )

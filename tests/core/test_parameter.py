@@ -1,9 +1,11 @@
-"""TODO docstring"""
+"""minigrad.Parameter: set_data with Python numbers, requires_grad's type, in-place operators
+that write into the Parameter and count its versions."""
 import numpy
+import numpy as np
 import pytest
+
 from minigrad import Tensor
 from minigrad.parameter import Parameter
-import numpy as np
 
 
 def test_parameter_set_data_takes_python_numbers():
@@ -23,15 +25,17 @@ def test_parameter_set_data_takes_python_numbers():
 
 def test_parameter_requires_grad_must_be_bool():
     """mindspore.Parameter: requires_grad (bool); MindSpore's setter raises TypeError for another
-    type. requires_grad='no' was read as True (a non-empty string)."""
+    type: requires_grad='no' is not read as True (a non-empty string)."""
     with pytest.raises(TypeError, match="requires_grad must be a bool, got 'no'"):
         Parameter(Tensor(numpy.ones(1, numpy.float32)), requires_grad="no")
-    assert Parameter(Tensor(numpy.ones(1, numpy.float32)), requires_grad=False).requires_grad is False
+    assert (
+        Parameter(Tensor(numpy.ones(1, numpy.float32)), requires_grad=False).requires_grad is False
+    )
 
 
 def test_inplace_operator_on_parameter_updates_it_and_bumps_version():
     # ``p -= lr * p.grad`` must not silently rebind p to a new plain Tensor (the Parameter, and
-    # the network holding it, stayed unchanged); it writes in place as Cell attribute assignment does
+    # the network holding it, unchanged); it writes in place as Cell attribute assignment does
     p = Parameter(np.ones(3, np.float32), name="w")
     alias = p
     p -= 0.5

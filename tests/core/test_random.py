@@ -1,14 +1,15 @@
-"""TODO docstring"""
-from helpers import REPO_ROOT
+"""minigrad.set_seed: it seeds numpy.random too, refuses seeds NumPy cannot take without a
+change, and repeats weights, dropout masks and NumPy draws within and across processes."""
+import os
 import subprocess
 import sys
-import os
+
 import numpy
 import pytest
+
 import minigrad
+from helpers import REPO_ROOT
 from minigrad import Tensor, nn
-
-
 
 
 def test_set_seed_also_seeds_numpy_global_random():

@@ -1,13 +1,14 @@
 """Tensor construction, conversion, devices, DLPack, context, repr, comparisons, setitem,
 Parameter."""
+import copy
+
 import numpy
+import numpy as np
 import pytest
 
 import minigrad
-from minigrad import backend, dtype as mstype
-import copy
-import numpy as np
-from minigrad import Tensor
+from minigrad import Tensor, backend
+from minigrad import dtype as mstype
 
 
 @pytest.mark.parametrize("data,dtype", [
@@ -25,7 +26,9 @@ def test_construction_dtype_rules(data, dtype):
 
 
 def test_mixed_python_numbers_are_not_truncated():
-    numpy.testing.assert_array_equal(minigrad.Tensor([[1, 2], [3, 4.5]]).asnumpy(), [[1, 2], [3, 4.5]])
+    numpy.testing.assert_array_equal(
+        minigrad.Tensor([[1, 2], [3, 4.5]]).asnumpy(), [[1, 2], [3, 4.5]]
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float16", numpy.float32, mstype.float64, mstype.int32, "bool"])
@@ -41,7 +44,9 @@ def test_unsupported_dtype_argument_raises(bad):
         minigrad.Tensor([1.0], dtype=bad)
 
 
-@pytest.mark.parametrize("data", [numpy.array([1 + 2j]), numpy.array(["a"]), numpy.array([1], numpy.int16)])
+@pytest.mark.parametrize(
+    "data", [numpy.array([1 + 2j]), numpy.array(["a"]), numpy.array([1], numpy.int16)]
+)
 def test_unsupported_data_dtype_raises(data):
     with pytest.raises(TypeError, match=rf"data's dtype must be one of .*got {data.dtype}"):
         minigrad.Tensor(data)
@@ -104,6 +109,7 @@ def test_set_context():
 
 def test_mindspore_mode_constants_and_defaults():
     from minigrad import context
+
     before = dict(context._ignored)
     try:
         context._ignored.clear()
@@ -150,8 +156,14 @@ def test_repr():
 
 def test_comparisons_return_bool_tensors_and_tensors_stay_hashable():
     a, b = minigrad.Tensor([1.0, 2.0, 3.0]), minigrad.Tensor([2.0, 2.0, 2.0])
-    for result, expected in ((a == b, [0, 1, 0]), (a != b, [1, 0, 1]), (a < b, [1, 0, 0]),
-                             (a <= b, [1, 1, 0]), (a > b, [0, 0, 1]), (a >= 2, [0, 1, 1])):
+    for result, expected in (
+        (a == b, [0, 1, 0]),
+        (a != b, [1, 0, 1]),
+        (a < b, [1, 0, 0]),
+        (a <= b, [1, 1, 0]),
+        (a > b, [0, 0, 1]),
+        (a >= 2, [0, 1, 1]),
+    ):
         assert isinstance(result, minigrad.Tensor) and result.dtype == mstype.bool_
         numpy.testing.assert_array_equal(result.asnumpy(), numpy.array(expected, bool))
     assert len({a: 1, b: 2}) == 2
@@ -205,6 +217,7 @@ def test_parameter():
 
 # ---- device-parametrized (the GPU cases run only with CuPy and a GPU) ----------------------
 
+
 def test_tensor_on_device(device):
     t = minigrad.Tensor([1.0, 2.0], device=device)
     assert t.device == device
@@ -221,8 +234,9 @@ def test_context_sets_the_default_device(device):
 
 
 def test_ops_and_backward_stay_on_device(device):
-    x = minigrad.Tensor(numpy.array([[1.0, 2.0], [3.0, 4.0]], numpy.float16), device=device,
-                        requires_grad=True)
+    x = minigrad.Tensor(
+        numpy.array([[1.0, 2.0], [3.0, 4.0]], numpy.float16), device=device, requires_grad=True
+    )
     y = (minigrad.ops.matmul(x, x) * 2.0).sum()
     assert y.device == device and y.dtype == mstype.float16
     y.backward()
@@ -246,6 +260,7 @@ def test_to_moves_between_devices_and_gradients_flow_back():
 @pytest.mark.skipif(not backend.CUDA_AVAILABLE, reason="needs CuPy and a CUDA GPU")
 def test_gpu_dlpack_roundtrip():
     import cupy
+
     t = minigrad.Tensor([1.0, 2.0], device="GPU")
     c = cupy.from_dlpack(t)
     assert isinstance(c, cupy.ndarray)
@@ -255,7 +270,8 @@ def test_gpu_dlpack_roundtrip():
 
 
 def test_numpy_array_of_tensor_is_a_copy():
-    # numpy.array(x) copies (copy=True is its default), as for PyTorch tensors; numpy.asarray may share
+    # numpy.array(x) copies (copy=True is its default), as for PyTorch tensors; numpy.asarray
+    # may share
     t = Tensor(np.arange(3, dtype=np.float32))
     a = np.array(t)
     a[0] = 99.0
@@ -279,7 +295,7 @@ def test_iter_over_0d_tensor_raises():
 
 
 def test_in_is_elementwise_any():
-    # NumPy / PyTorch: ``x in t`` is (t == x).any() (it raised "truth value ... ambiguous")
+    # NumPy / PyTorch: ``x in t`` is (t == x).any() (not "truth value ... ambiguous")
     t = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert 3.0 in t
     assert 30.0 not in t
@@ -300,13 +316,16 @@ def test_index_protocol_for_integer_tensors():
     assert [10, 20, 30][Tensor(1)] == 20
     assert list(range(Tensor(np.int32(3)))) == [0, 1, 2]
     assert operator_index(Tensor(np.int64(2))) == 2
-    assert np.arange(5)[Tensor([2])].shape == (1,)  # still an index array to NumPy, as np.array([2])
+    assert np.arange(5)[Tensor([2])].shape == (
+        1,
+    )  # still an index array to NumPy, as np.array([2])
     with pytest.raises(TypeError):
         [10, 20][Tensor(1.0)]
 
 
 def operator_index(x):
     import operator
+
     return operator.index(x)
 
 

@@ -63,7 +63,9 @@ def test_arithmetic_method_spellings():
     ("numel", "t.size"), ("type", "t.astype(dtype)"), ("contiguous", "nothing"),
 ])
 def test_pytorch_only_names_say_the_minigrad_equivalent(name, hint):
-    with pytest.raises(AttributeError, match=f"{name!r} \\(a PyTorch name\\); in minigrad write") as info:
+    with pytest.raises(
+        AttributeError, match=f"{name!r} \\(a PyTorch name\\); in minigrad write"
+    ) as info:
         getattr(Tensor(X), name)
     assert hint in str(info.value)
 

@@ -1,4 +1,5 @@
-"""TODO docstring"""
+"""minigrad.dataset.load_digits: splits that leave a side empty, dtypes, bad arguments and the
+install hint without scikit-learn."""
 import numpy
 import pytest
 
@@ -24,6 +25,7 @@ def test_load_digits_refuses_a_split_that_leaves_a_side_empty():
 
 def test_load_digits_missing_scikit_learn_is_an_import_error_with_the_install_hint(monkeypatch):
     import importlib.util
+
     from minigrad.dataset import digits
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -39,6 +41,6 @@ def test_load_digits_refuses_a_non_float_dtype_and_names_bad_arguments():
     with pytest.raises(TypeError, match="dtype"):
         load_digits(dtype=numpy.int32)
     with pytest.raises(TypeError, match="split"):
-        load_digits(split="0.2")  # was "'<' not supported between instances of 'int' and 'str'"
+        load_digits(split="0.2")  # not "'<' not supported between 'int' and 'str'"
     (x, _), _ = load_digits(dtype="float16")
     assert x.dtype == numpy.float16

@@ -1,23 +1,26 @@
-"""minigrad.dataset: NumpySlicesDataset (columns, batch, shuffle, map, iterators) and load_digits."""
+"""minigrad.dataset: NumpySlicesDataset (columns, batch, shuffle, map, iterators) and
+load_digits."""
+
 import importlib.util
+import os
+import subprocess
+import sys
 
 import numpy
+import numpy as np
 import pytest
 
 import minigrad
 from helpers import REPO_ROOT
 from minigrad import Tensor
 from minigrad.dataset import NumpySlicesDataset, config, load_digits
-import subprocess
-import sys
-import os
-import numpy as np
 
 
 @pytest.fixture(autouse=True)
 def _restore_seeds(monkeypatch):
     """Leave the dataset seed and minigrad's global seed as they were."""
     from minigrad import random as mg_random
+
     monkeypatch.setattr(mg_random, "_seed", mg_random._seed)
     monkeypatch.setattr(mg_random, "_generators", {})
     saved = config.get_seed()
@@ -41,22 +44,31 @@ def test_dict_tuple_array_and_list_inputs():
     assert NumpySlicesDataset((x, y)).get_col_names() == ["column_0", "column_1"]
     assert NumpySlicesDataset((x, y), column_names=["a", "b"]).get_col_names() == ["a", "b"]
     with pytest.raises(ValueError, match="a list, which is one column.*pass a tuple"):
-        NumpySlicesDataset([x, y], column_names=["a", "b"])  # MindSpore stacks a list: (6, 2) with (6,)
+        NumpySlicesDataset(
+            [x, y], column_names=["a", "b"]
+        )  # MindSpore stacks a list: (6, 2) with (6,)
     single = NumpySlicesDataset(x, column_names="data", shuffle=False)
     assert single.get_col_names() == ["data"]
     plain_list = NumpySlicesDataset([1, 2, 3], shuffle=False)  # a plain list is one column
-    assert plain_list.get_col_names() == ["column_0"] and _labels(plain_list)[0].tolist() == [1, 2, 3]
+    assert plain_list.get_col_names() == ["column_0"] and _labels(plain_list)[0].tolist() == [
+        1,
+        2,
+        3,
+    ]
     from_tensor = NumpySlicesDataset({"t": Tensor(x)}, shuffle=False)
     assert numpy.array_equal(next(iter(from_tensor))[0].asnumpy(), x[0])
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(data=(numpy.zeros(3), numpy.zeros(4))), "same length"),
-    (dict(data=(numpy.zeros(3),), column_names=["a", "b"]), "column_names"),
-    (dict(data=numpy.zeros((0, 2))), "no rows"),
-    (dict(data=numpy.zeros(3), shuffle=True, sampler=[0, 1]), "sampler"),
-    (dict(data=numpy.zeros(3), sampler=[0, 5]), "sampler indices"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(data=(numpy.zeros(3), numpy.zeros(4))), "same length"),
+        (dict(data=(numpy.zeros(3),), column_names=["a", "b"]), "column_names"),
+        (dict(data=numpy.zeros((0, 2))), "no rows"),
+        (dict(data=numpy.zeros(3), shuffle=True, sampler=[0, 1]), "sampler"),
+        (dict(data=numpy.zeros(3), sampler=[0, 5]), "sampler indices"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         NumpySlicesDataset(**kwargs)
@@ -79,9 +91,12 @@ def test_bad_batch_shuffle_map_arguments():
 # ---- batching -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("drop, sizes", [(False, [4, 4, 2]), (True, [4, 4])])
 def test_batch_sizes_and_drop_remainder(drop, sizes):
-    ds = NumpySlicesDataset({"x": numpy.arange(20.0).reshape(10, 2), "y": numpy.arange(10)},
-                            shuffle=False).batch(4, drop_remainder=drop)
-    assert ds.get_dataset_size() == len(sizes) and ds.get_batch_size() == 4 and len(ds) == len(sizes)
+    ds = NumpySlicesDataset(
+        {"x": numpy.arange(20.0).reshape(10, 2), "y": numpy.arange(10)}, shuffle=False
+    ).batch(4, drop_remainder=drop)
+    assert (
+        ds.get_dataset_size() == len(sizes) and ds.get_batch_size() == 4 and len(ds) == len(sizes)
+    )
     batches = list(ds)
     assert [b[1].shape[0] for b in batches] == sizes
     assert batches[0][0].shape == (4, 2) and batches[0][1].dtype == numpy.int64
@@ -89,8 +104,9 @@ def test_batch_sizes_and_drop_remainder(drop, sizes):
 
 
 def test_dict_iterator_and_output_numpy():
-    ds = NumpySlicesDataset({"x": numpy.ones((5, 3), numpy.float32), "y": numpy.arange(5)},
-                            shuffle=False).batch(2)
+    ds = NumpySlicesDataset(
+        {"x": numpy.ones((5, 3), numpy.float32), "y": numpy.arange(5)}, shuffle=False
+    ).batch(2)
     rows = list(ds.create_dict_iterator(num_epochs=1))
     assert [sorted(r) for r in rows] == [["x", "y"]] * 3
     assert isinstance(rows[0]["x"], Tensor) and rows[0]["x"].dtype == numpy.float32
@@ -131,12 +147,23 @@ def test_default_is_shuffled_and_sampler_fixes_the_order():
     assert _labels(fixed, 2)[1].tolist() == [4, 2, 0] and fixed.get_dataset_size() == 3
 
 
-@pytest.mark.parametrize("make", [
-    lambda: NumpySlicesDataset(numpy.arange(40), shuffle=True).batch(8),
-    lambda: NumpySlicesDataset(numpy.arange(40), shuffle=False).shuffle(10).batch(8),
-    lambda: NumpySlicesDataset(numpy.arange(40), shuffle=False).map(lambda v: v).shuffle(64).batch(8),
-], ids=["source", "buffer", "buffer-after-map"])
-@pytest.mark.parametrize("set_seed", [config.set_seed, minigrad.set_seed], ids=["dataset", "global"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: NumpySlicesDataset(numpy.arange(40), shuffle=True).batch(8),
+        lambda: NumpySlicesDataset(numpy.arange(40), shuffle=False).shuffle(10).batch(8),
+        lambda: (
+            NumpySlicesDataset(numpy.arange(40), shuffle=False)
+            .map(lambda v: v)
+            .shuffle(64)
+            .batch(8)
+        ),
+    ],
+    ids=["source", "buffer", "buffer-after-map"],
+)
+@pytest.mark.parametrize(
+    "set_seed", [config.set_seed, minigrad.set_seed], ids=["dataset", "global"]
+)
 def test_seeded_epochs_are_permutations_repeatable_and_different(make, set_seed):
     config.set_seed(None)
     set_seed(7)
@@ -145,8 +172,8 @@ def test_seeded_epochs_are_permutations_repeatable_and_different(make, set_seed)
     again = _labels(make(), num_epochs=3)
     for epoch, repeat in zip(first, again):
         assert sorted(epoch.tolist()) == list(range(40))  # every row exactly once per epoch
-        assert numpy.array_equal(epoch, repeat)             # same seed, same sequence of orders
-    assert not numpy.array_equal(first[0], first[1])        # a new order each epoch
+        assert numpy.array_equal(epoch, repeat)  # same seed, same sequence of orders
+    assert not numpy.array_equal(first[0], first[1])  # a new order each epoch
     set_seed(8)
     assert not numpy.array_equal(_labels(make())[0], first[0])
 
@@ -181,8 +208,11 @@ def test_load_digits_split_is_normalised_stratified_and_seeded():
 
 def test_load_digits_without_sklearn_says_what_to_install(monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "sklearn" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "sklearn" else real_find_spec(name, *a),
+    )
     with pytest.raises(ImportError, match=r"pip install minigrad\[datasets\]"):
         load_digits()
 
@@ -198,8 +228,12 @@ print([int(row[0].asnumpy()) for row in ds.create_tuple_iterator(num_epochs=1)])
 
 def test_set_seed_after_building_a_dataset_still_seeds_its_shuffle():
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    runs = [subprocess.run([sys.executable, "-c", _SHUFFLE], capture_output=True, text=True,
-                           env=env, check=True).stdout for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _SHUFFLE], capture_output=True, text=True, env=env, check=True
+        ).stdout
+        for _ in range(2)
+    ]
     assert runs[0] == runs[1]
 
 
@@ -210,8 +244,9 @@ def test_a_list_of_arrays_is_one_column_as_in_mindspore():
 
 
 def _ab():
-    return NumpySlicesDataset({"a": np.arange(4.0), "b": np.arange(4.0) * 10, "c": -np.arange(4.0)},
-                              shuffle=False)
+    return NumpySlicesDataset(
+        {"a": np.arange(4.0), "b": np.arange(4.0) * 10, "c": -np.arange(4.0)}, shuffle=False
+    )
 
 
 def test_map_passes_all_input_columns_to_the_first_operation_together():
@@ -222,7 +257,11 @@ def test_map_passes_all_input_columns_to_the_first_operation_together():
     assert ds.get_col_names() == ["a", "b", "c"]
     rows = list(ds.create_tuple_iterator(output_numpy=True))
     assert [tuple(float(v) for v in r) for r in rows] == [
-        (0.0, 1.0, 0.0), (11.0, 11.0, -1.0), (22.0, 41.0, -2.0), (33.0, 91.0, -3.0)]
+        (0.0, 1.0, 0.0),
+        (11.0, 11.0, -1.0),
+        (22.0, 41.0, -2.0),
+        (33.0, 91.0, -3.0),
+    ]
 
 
 def test_map_output_columns_rename_and_change_the_column_count():
@@ -236,7 +275,7 @@ def test_map_output_columns_rename_and_change_the_column_count():
     assert [float(r["s"]) for r in rows] == [0.0, 11.0, 22.0, 33.0]
     assert [float(r["c"]) for r in rows] == [0.0, -1.0, -2.0, -3.0]
     assert two.batch(3).get_dataset_size() == 2
-    x, = next(iter(two.batch(4).create_tuple_iterator(columns=["s"], output_numpy=True)))
+    (x,) = next(iter(two.batch(4).create_tuple_iterator(columns=["s"], output_numpy=True)))
     np.testing.assert_array_equal(x, [0.0, 11.0, 22.0, 33.0])
     with pytest.raises(ValueError, match="output_columns"):
         list(_ab().map(lambda a, b: a + b, input_columns=["a", "b"]))  # 1 output, 2 names
@@ -244,7 +283,7 @@ def test_map_output_columns_rename_and_change_the_column_count():
 
 def test_create_dict_iterator_takes_do_copy_like_create_tuple_iterator():
     # MindSpore: create_dict_iterator(num_epochs=-1, output_numpy=False, do_copy=True); the
-    # keyword was a TypeError here while create_tuple_iterator accepted it
+    # keyword is accepted as create_tuple_iterator accepts it
     ds = NumpySlicesDataset({"v": np.arange(3.0)}, shuffle=False)
     it = ds.create_dict_iterator(num_epochs=1, output_numpy=True, do_copy=False)
     assert [float(r["v"]) for r in it] == [0.0, 1.0, 2.0]

@@ -14,7 +14,9 @@ def _values(dataset):
 def test_sizes_follow_mindspore():
     data = NumpySlicesDataset(numpy.arange(10), shuffle=False)
     assert data.repeat(50).get_dataset_size() == 500
-    assert data.batch(20, drop_remainder=True).repeat(6).get_dataset_size() == 0   # the seed's example
+    assert (
+        data.batch(20, drop_remainder=True).repeat(6).get_dataset_size() == 0
+    )  # the seed's example
     assert data.repeat(6).batch(20, drop_remainder=True).get_dataset_size() == 3
     assert len(data.repeat(3).batch(4)) == 8
 
@@ -28,12 +30,12 @@ def test_repeat_then_batch_spans_repetitions():
 def test_shuffle_then_repeat_shuffles_each_pass_and_repeat_then_shuffle_mixes_them():
     base = NumpySlicesDataset(numpy.arange(20), shuffle=False)
     each = _values(base.shuffle(20).repeat(3))
-    passes = [each[i:i + 20] for i in (0, 20, 40)]
+    passes = [each[i : i + 20] for i in (0, 20, 40)]
     assert all(sorted(p) == list(range(20)) for p in passes)
     assert passes[0] != passes[1] or passes[1] != passes[2]
     mixed = _values(base.repeat(3).shuffle(60))
     assert sorted(mixed) == sorted(list(range(20)) * 3)
-    assert any(sorted(mixed[i:i + 20]) != list(range(20)) for i in (0, 20, 40))
+    assert any(sorted(mixed[i : i + 20]) != list(range(20)) for i in (0, 20, 40))
 
 
 def test_repeat_after_map_goes_row_by_row():
@@ -51,8 +53,17 @@ def test_without_end(count):
     assert [b[0].tolist() for b in itertools.islice(rows, 4)] == [[0, 1], [2, 0], [1, 2], [0, 1]]
 
 
-@pytest.mark.parametrize("count, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
-                                          (-1.0, TypeError), ("2", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "count, error",
+    [
+        (0, ValueError),
+        (-2, ValueError),
+        (1.5, TypeError),
+        (-1.0, TypeError),
+        ("2", TypeError),
+        (True, TypeError),
+    ],
+)
 def test_bad_count(count, error):
     with pytest.raises(error, match="count"):
         NumpySlicesDataset(numpy.arange(3)).repeat(count)

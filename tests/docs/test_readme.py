@@ -51,7 +51,7 @@ def test_readme_layout_names_existing_files_and_every_public_module():
         tokens = line.split()
         if not tokens:
             continue
-        if line.startswith("    ") and folder:          # a continuation of the previous folder's files
+        if line.startswith("    ") and folder:  # a continuation of the previous folder's files
             tokens = [folder + "/"] + tokens
         elif tokens[0] == "minigrad/":
             folder = "minigrad"
@@ -63,11 +63,13 @@ def test_readme_layout_names_existing_files_and_every_public_module():
             folder, tokens = "minigrad", ["minigrad/"] + tokens
         names = [t for t in tokens[1:] if t.endswith((".py", ".cu", ".h", ".cpp"))]
         for name in names:
-            assert (root / folder / name).is_file(), f"README Layout names {folder}/{name}, which does not exist"
+            assert (root / folder / name).is_file(), (
+                f"README Layout names {folder}/{name}, which does not exist"
+            )
         if names and folder.startswith("minigrad"):
             listed.setdefault(folder, set()).update(names)
     for folder, names in listed.items():
-        if folder == "minigrad/ops":                      # "one op family per file": summarised
+        if folder == "minigrad/ops":  # "one op family per file": summarised
             continue
         public = {p.name for p in (root / folder).glob("*.py") if not p.name.startswith("_")}
         assert public <= names, f"README Layout for {folder}/ leaves out {sorted(public - names)}"

@@ -5,8 +5,8 @@ import inspect
 import re
 
 import pytest
-from helpers import REPO_ROOT
 
+from helpers import REPO_ROOT
 from minigrad import amp, mixed_precision, nn
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")

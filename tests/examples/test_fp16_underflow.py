@@ -1,10 +1,12 @@
-"""examples/fp16_underflow.py on a small setting: fp16 without loss scaling stalls, with it converges."""
+"""examples/fp16_underflow.py on a small setting: fp16 without loss scaling stalls, with it
+converges; its flags are checked before any training."""
+
 import importlib.util
+import sys
 
 import pytest
 
 from helpers import REPO_ROOT
-import sys
 
 PATH = REPO_ROOT / "examples" / "fp16_underflow.py"
 
@@ -24,7 +26,7 @@ def example():
 
 def test_fp16_without_loss_scaling_stalls_because_gradients_underflow(example):
     losses, net = example.train("fp16", steps=40)
-    assert losses[-1] == losses[0]                       # not a single useful update
+    assert losses[-1] == losses[0]  # not a single useful update
     assert example.gradient_zero_share(net, 1.0) == 1.0  # every gradient value flushed to 0
 
 
@@ -33,7 +35,7 @@ def test_dynamic_loss_scaling_converges_like_fp32(example):
     scaled, net = example.train("fp16+scaling", steps=40)
     assert fp32[-1] < 0.01 * fp32[0]
     assert scaled[-1] < 0.01 * scaled[0]
-    assert example.gradient_zero_share(net, 2.0 ** 16) < 0.1
+    assert example.gradient_zero_share(net, 2.0**16) < 0.1
     assert net.last_report.skipped is False
 
 

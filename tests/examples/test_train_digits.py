@@ -1,4 +1,6 @@
-"""examples/train_digits.py reaches >= 97% test accuracy on scikit-learn's digits, fp32 and fp16 (O2)."""
+"""examples/train_digits.py reaches >= 97% test accuracy on scikit-learn's digits, fp32 and fp16
+(O2); its flags are checked before any training."""
+
 import importlib.util
 
 import pytest
@@ -30,8 +32,16 @@ def test_command_line_runs_both_models_briefly(capsys):
     assert "mlp (O0): test accuracy" in out and "cnn (O0): test accuracy" in out
 
 
-@pytest.mark.parametrize("flag, value", [("--epochs", "0"), ("--epochs", "-1"), ("--epochs", "two"),
-                                         ("--batch-size", "0"), ("--batch-size", "-5")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--epochs", "0"),
+        ("--epochs", "-1"),
+        ("--epochs", "two"),
+        ("--batch-size", "0"),
+        ("--batch-size", "-5"),
+    ],
+)
 def test_train_digits_rejects_a_non_positive_flag_naming_it(flag, value, capsys):
     """--epochs 0 trained the default 20 epochs silently; -1 and --batch-size 0 ended in a traceback
     from cosine_decay_lr ('decay_epoch') or the dataset, after loading the data."""

@@ -2,6 +2,7 @@
 import re
 
 import pytest
+
 from helpers import REPO_ROOT
 from helpers.mpi import launch
 

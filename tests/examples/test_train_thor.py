@@ -2,6 +2,7 @@
 import importlib.util
 
 import pytest
+
 from helpers import REPO_ROOT
 
 pytest.importorskip("sklearn")

@@ -25,8 +25,9 @@ class MatMulNet(nn.Cell):
 
     def __init__(self, in_features, out_features):
         super().__init__()
-        self.weight = Parameter(Tensor(numpy.ones([in_features, out_features]).astype(numpy.float32)),
-                                name='weight')
+        self.weight = Parameter(
+            Tensor(numpy.ones([in_features, out_features]).astype(numpy.float32)), name="weight"
+        )
         self.matmul = ops.MatMul()
 
     def construct(self, x):

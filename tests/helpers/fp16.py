@@ -4,7 +4,8 @@ and gradients for the float64 checks of the fp16 ops."""
 import warnings
 
 import numpy
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 from minigrad import Tensor
 
@@ -47,7 +48,12 @@ def layout(rng, x, kind):
 
 def assert_bits(got, ref):
     got, ref = numpy.asarray(got), numpy.asarray(ref)
-    assert got.dtype == ref.dtype and got.shape == ref.shape, (got.dtype, got.shape, ref.dtype, ref.shape)
+    assert got.dtype == ref.dtype and got.shape == ref.shape, (
+        got.dtype,
+        got.shape,
+        ref.dtype,
+        ref.shape,
+    )
     gn, rn = numpy.isnan(got), numpy.isnan(ref)
     assert numpy.array_equal(gn, rn), (got[gn != rn], ref[gn != rn])
     udt = numpy.dtype(f"u{got.dtype.itemsize}")
@@ -78,7 +84,7 @@ def shapes(draw, large):
         base = draw(st.sampled_from([(64, 80), (5, 1024), (4097,), (3, 40, 40)]))
     else:
         base = tuple(draw(st.lists(st.integers(0, 5), min_size=0, max_size=3)))
-    other = list(base[draw(st.integers(0, len(base))):])
+    other = list(base[draw(st.integers(0, len(base))) :])
     for i in range(len(other)):
         if draw(st.booleans()):
             other[i] = 1
@@ -89,24 +95,28 @@ def shapes(draw, large):
 def binary_case(draw):
     large = draw(st.booleans())
     sa, sb = shapes(draw, large)
-    rng = numpy.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
-    return (layout(rng, fp16_values(rng, sa), draw(st.sampled_from(["C", "fortran", "strided"]))),
-            layout(rng, fp16_values(rng, sb), draw(st.sampled_from(["C", "strided"]))))
+    rng = numpy.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    return (
+        layout(rng, fp16_values(rng, sa), draw(st.sampled_from(["C", "fortran", "strided"]))),
+        layout(rng, fp16_values(rng, sb), draw(st.sampled_from(["C", "strided"]))),
+    )
 
 
 @st.composite
 def unary_case(draw):
     large = draw(st.booleans())
     shape = shapes(draw, large)[0] if not large else draw(st.sampled_from([(64, 80), (4100,)]))
-    rng = numpy.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    rng = numpy.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     return layout(rng, fp16_values(rng, shape), draw(st.sampled_from(["C", "fortran", "strided"])))
 
 
 def in_fp32(fn):
     """The rule 'computed in fp32 on the widened inputs, rounded once to fp16'."""
+
     def rule(*arrays):
         with numpy.errstate(all="ignore"):
             return numpy.asarray(fn(*[a.astype(F32) for a in arrays])).astype(F16)
+
     return rule
 
 
@@ -117,9 +127,11 @@ def quiet(fn, *arrays):
 
 def ulps(a, b):
     """Distance in fp16 steps between finite fp16 arrays of one sign convention."""
+
     def key(x):
         i = x.view(numpy.int16).astype(numpy.int32)
         return numpy.where(i < 0, -(i & 0x7FFF), i)
+
     return numpy.abs(key(a) - key(b))
 
 
@@ -158,7 +170,8 @@ def strided(x):
 
 
 def conv_by_hand(x, w, b, stride, pad, dilation, groups):
-    """The documented sum, in float64: out[n,o,h,w] = b[o] + Σ W[o,c,i,j]·x_pad[n, g·Cg + c, ...]."""
+    """The documented sum, in float64:
+    out[n,o,h,w] = b[o] + Σ W[o,c,i,j]·x_pad[n, g·Cg + c, ...]."""
     x, w = x.astype(F64), w.astype(F64)
     top, bottom, left, right = pad
     xp = numpy.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
@@ -172,7 +185,11 @@ def conv_by_hand(x, w, b, stride, pad, dilation, groups):
         g = oc // og
         for i in range(kh):
             for j in range(kw):
-                patch = xp[:, g * cg:(g + 1) * cg, i * dh:i * dh + sh * (ho - 1) + 1:sh,
-                           j * dw:j * dw + sw * (wo - 1) + 1:sw]
+                patch = xp[
+                    :,
+                    g * cg : (g + 1) * cg,
+                    i * dh : i * dh + sh * (ho - 1) + 1 : sh,
+                    j * dw : j * dw + sw * (wo - 1) + 1 : sw,
+                ]
                 out[:, oc] += numpy.einsum("nchw,c->nhw", patch, w[oc, :, i, j])
     return out if b is None else out + b.astype(F64)[None, :, None, None]

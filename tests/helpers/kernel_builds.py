@@ -7,8 +7,8 @@ import shutil
 import numpy
 import pytest
 
-from minigrad import _native
 from helpers.bits import UINT
+from minigrad import _native
 
 SPECIALS = {numpy.dtype(numpy.float16): [0x7C00, 0xFC00, 0x7E01, 0xFFFF, 0x7BFF, 0x8000, 0x0001],
             numpy.dtype(numpy.float32): [0x7F800000, 0xFF800000, 0x7FC00001, 0xFFFFFFFF,

@@ -17,19 +17,22 @@ import time
 
 import numpy
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from minigrad.amp import _status_launch, float_status as fs
-from minigrad import _native
 from helpers.bits import UINT, assert_same_values, ref_unscale
 from helpers.kernel_builds import SPECIALS, make_array
+from minigrad import _native
+from minigrad.amp import _status_launch
+from minigrad.amp import float_status as fs
 
 ARCHES = ["sm_75", "sm_80", "sm_90"]
 DTYPES = [numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)]
 TAGS = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 
 
-# ---- nvcc ------------------------------------------------------------------------------------------
+# ---- nvcc ----------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("arch", ARCHES)
 def test_nvcc_compiles_float_status(arch, tmp_path):
@@ -39,8 +42,12 @@ def test_nvcc_compiles_float_status(arch, tmp_path):
     source = tmp_path / _native.STATUS_SOURCE
     source.write_text(_native.read_source(_native.STATUS_SOURCE))
     ptx = tmp_path / "float_status.ptx"
-    result = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *_native.CUDA_OPTIONS, str(source),
-                             "-o", str(ptx)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [nvcc, "-ptx", f"-arch={arch}", *_native.CUDA_OPTIONS, str(source), "-o", str(ptx)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     text = ptx.read_text()
     for name in _native.STATUS_KERNELS:
@@ -50,6 +57,7 @@ def test_nvcc_compiles_float_status(arch, tmp_path):
 
 
 # ---- host builds of the same source --------------------------------------------------------------
+
 
 def launch(lib, arrays, chunk, inv_scale=None, status=None):
     """Run the kernel for ``arrays`` (one dtype) directly, with a given chunk size.
@@ -61,9 +69,15 @@ def launch(lib, arrays, chunk, inv_scale=None, status=None):
     if arrays:
         table, n_chunks = _status_launch.chunk_table(arrays, chunk)
         name = ("check_unscale_" if inv_scale is not None else "check_") + TAGS[arrays[0].dtype]
-        getattr(lib, "launch_" + name)(min(2, n_chunks), table.ctypes.data, len(arrays),
-                                       n_chunks, chunk, 1.0 if inv_scale is None else inv_scale,
-                                       status.ctypes.data)
+        getattr(lib, "launch_" + name)(
+            min(2, n_chunks),
+            table.ctypes.data,
+            len(arrays),
+            n_chunks,
+            chunk,
+            1.0 if inv_scale is None else inv_scale,
+            status.ctypes.data,
+        )
     return status
 
 
@@ -103,9 +117,12 @@ def test_property_host_kernels(host_lib, dtype, chunk, data):
     specs = data.draw(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 9)), max_size=5))
     arrays = []
     for i, (n, offset) in enumerate(specs):
-        injected = data.draw(st.lists(st.tuples(st.integers(0, max(n - 1, 0)),
-                                                st.sampled_from(SPECIALS[dtype])),
-                                      max_size=2 if n else 0))
+        injected = data.draw(
+            st.lists(
+                st.tuples(st.integers(0, max(n - 1, 0)), st.sampled_from(SPECIALS[dtype])),
+                max_size=2 if n else 0,
+            )
+        )
         arrays.append(make_array(dtype, n, offset, seed=i, injected=injected))
     finite = all(numpy.isfinite(a).all() for a in arrays)
     assert launch(host_lib, arrays, chunk)[0] == (not finite)
@@ -115,7 +132,8 @@ def test_property_host_kernels(host_lib, dtype, chunk, data):
         assert_same_values(got, want)
 
 
-# ---- build cache and fallback ----------------------------------------------------------------------
+# ---- build cache and fallback --------------------------------------------------------------------
+
 
 def test_sources_are_found():
     assert "check_unscale_fp16" in _native.read_source(_native.STATUS_SOURCE)
@@ -154,8 +172,10 @@ def test_without_host_build_numpy_takes_over(tmp_path, monkeypatch, setting, cap
     # said once, with the reason: later calls are silent
     _native.host_library(), _native.host_library_error(), _native.host_threads()
     lines = capsys.readouterr().err.splitlines()
-    assert lines == [f"minigrad: native host kernels unavailable "
-                     f"({_native.host_library_error()}); using the NumPy fallback"]
+    assert lines == [
+        f"minigrad: native host kernels unavailable "
+        f"({_native.host_library_error()}); using the NumPy fallback"
+    ]
     x = numpy.array([1, 2, numpy.inf], numpy.float16)
     assert not fs.all_finite([x]) and fs.all_finite([x[:2]])
 

@@ -12,9 +12,9 @@ import sys
 
 import numpy
 import pytest
-from helpers import REPO_ROOT
 
 import minigrad
+from helpers import REPO_ROOT
 
 LESSONS = REPO_ROOT / "lessons"
 SCRIPTS = {path.name.split("_")[0]: path for path in sorted(LESSONS.glob("0*.py"))}
@@ -139,15 +139,18 @@ def test_lesson_7_underflow_shares_equal_a_direct_numpy_count(ran):
     report = json.loads((out / "underflow_shares.json").read_text(encoding="utf-8"))
     gradients = numpy.load(out / "gradients.npz")
     assert set(report["shares"]) == set(gradients.files) and len(gradients.files) == 6
-    table = {line.split("|")[0].strip(): line for line in process.stdout.splitlines() if "|" in line}
+    table = {line.split("|")[0].strip(): line
+             for line in process.stdout.splitlines() if "|" in line}
     for name in gradients.files:
         g = gradients[name].astype(numpy.float64).reshape(-1)
         for scale_text, shares in report["shares"][name].items():
             with numpy.errstate(over="ignore"):
                 rounded = numpy.abs((g * float(scale_text)).astype(numpy.float16))
-            direct = {"flushed": numpy.count_nonzero((g != 0) & (rounded == 0)) / g.size,
-                      "subnormal": numpy.count_nonzero((rounded > 0) & (rounded < 2.0 ** -14)) / g.size,
-                      "overflow": numpy.count_nonzero(numpy.isinf(rounded)) / g.size}
+            direct = {
+                "flushed": numpy.count_nonzero((g != 0) & (rounded == 0)) / g.size,
+                "subnormal": numpy.count_nonzero((rounded > 0) & (rounded < 2.0**-14)) / g.size,
+                "overflow": numpy.count_nonzero(numpy.isinf(rounded)) / g.size,
+            }
             for kind, share in direct.items():
                 assert shares[kind] == pytest.approx(share, abs=1e-12), (name, scale_text, kind)
         at_one = report["shares"][name]["1"]
@@ -181,8 +184,10 @@ def test_out_that_is_a_file_is_refused_by_name(tmp_path):
 
 @pytest.mark.parametrize("number", sorted(EXPECTED))
 def test_lesson_opens_as_a_notebook(number):
-    jupytext = pytest.importorskip("jupytext", reason="jupytext is not installed (pip install "
-                                                      "jupytext) to open lessons as notebooks")
+    jupytext = pytest.importorskip(
+        "jupytext",
+        reason="jupytext is not installed (pip install jupytext) to open lessons as notebooks",
+    )
     notebook = jupytext.read(SCRIPTS[number])
     kinds = [cell.cell_type for cell in notebook.cells]
     assert kinds[0] == "markdown" and kinds.count("markdown") >= 3 and kinds.count("code") >= 3

@@ -1,17 +1,19 @@
 """nn.Cell: registration, naming, traversal, modes, hooks, to_float, repr, containers."""
+import copy
 from collections import OrderedDict
 
 import numpy
+import numpy as np
 import pytest
 
 import minigrad
 from minigrad import Parameter, Tensor, nn
-import copy
-import numpy as np
 
 
 def _param(*shape, name=None, requires_grad=True):
-    return Parameter(Tensor(numpy.ones(shape, numpy.float32)), name=name, requires_grad=requires_grad)
+    return Parameter(
+        Tensor(numpy.ones(shape, numpy.float32)), name=name, requires_grad=requires_grad
+    )
 
 
 class Block(nn.Cell):
@@ -37,12 +39,23 @@ class Net(nn.Cell):
 
 def test_parameter_names_follow_attribute_paths():
     net = Net()
-    expected = ["scale", "block.fc.weight", "block.fc.bias", "block.bn.gamma", "block.bn.beta",
-                "block.bn.moving_mean", "block.bn.moving_variance", "head.1.weight"]
+    expected = [
+        "scale",
+        "block.fc.weight",
+        "block.fc.bias",
+        "block.bn.gamma",
+        "block.bn.beta",
+        "block.bn.moving_mean",
+        "block.bn.moving_variance",
+        "head.1.weight",
+    ]
     assert [path for path, _ in net.parameters_and_names()] == expected
     assert [p.name for p in net.get_parameters()] == expected
     assert [p.name for p in net.trainable_params()] == [n for n in expected if "moving" not in n]
-    assert [p.name for p in net.untrainable_params()] == ["block.bn.moving_mean", "block.bn.moving_variance"]
+    assert [p.name for p in net.untrainable_params()] == [
+        "block.bn.moving_mean",
+        "block.bn.moving_variance",
+    ]
     assert list(net.parameters_dict()) == expected
     assert [path for path, _ in net.parameters_and_names(name_prefix="net")][0] == "net.scale"
     assert [path for path, _ in net.parameters_and_names(expand=False)] == ["scale"]
@@ -50,8 +63,15 @@ def test_parameter_names_follow_attribute_paths():
 
 def test_cells_and_names_name_cells_cells():
     net = Net()
-    assert [path for path, _ in net.cells_and_names()] == ["", "block", "block.fc", "block.bn", "head",
-                                                            "head.0", "head.1"]
+    assert [path for path, _ in net.cells_and_names()] == [
+        "",
+        "block",
+        "block.fc",
+        "block.bn",
+        "head",
+        "head.0",
+        "head.1",
+    ]
     assert list(net.name_cells()) == ["block", "head"]
     assert net.cells() == [net.block, net.head]
 
@@ -78,7 +98,10 @@ def test_user_named_parameter_keeps_its_name_and_wrappers_add_no_prefix():
     assert [p.name for p in outer.get_parameters()] == ["my_weight", "inner.v"]
     wrapped = nn.WithLossCell(outer, nn.MSELoss())
     assert [p.name for p in wrapped.get_parameters()] == ["my_weight", "inner.v"]
-    assert [path for path, _ in wrapped.parameters_and_names()] == ["_backbone.inner.w", "_backbone.inner.v"]
+    assert [path for path, _ in wrapped.parameters_and_names()] == [
+        "_backbone.inner.w",
+        "_backbone.inner.v",
+    ]
 
 
 def test_duplicate_parameter_names_raise_naming_both_paths():
@@ -134,6 +157,7 @@ def test_setattr_rules():
     class NoInit(nn.Cell):
         def __init__(self):
             self.w = _param(1)
+
     with pytest.raises(AttributeError, match=r"super\(\).__init__"):
         NoInit()
 
@@ -167,7 +191,9 @@ def test_set_train_is_recursive_and_starts_false():
 def test_forward_hooks_see_and_replace_and_remove():
     dense = nn.Dense(3, 2)
     seen = []
-    handle = dense.register_forward_hook(lambda cell, inputs, output: seen.append((cell, inputs, output)))
+    handle = dense.register_forward_hook(
+        lambda cell, inputs, output: seen.append((cell, inputs, output))
+    )
     x = Tensor(numpy.ones((1, 3), numpy.float32))
     out = dense(x)
     assert seen[0][0] is dense and seen[0][1][0] is x and seen[0][2] is out
@@ -192,10 +218,13 @@ def test_hook_and_output_gradient_hook_record_layer_statistics():
     def hook(cell, inputs, output):
         record["a"] = inputs[0].asnumpy()
         output.register_hook(lambda g: record.__setitem__("g", g.asnumpy()))
+
     dense.register_forward_hook(hook)
     x = Tensor(numpy.arange(6, dtype=numpy.float32).reshape(2, 3))
     dense(x).sum().backward()
-    assert numpy.array_equal(record["a"], x.asnumpy()) and numpy.array_equal(record["g"], numpy.ones((2, 2)))
+    assert numpy.array_equal(record["a"], x.asnumpy()) and numpy.array_equal(
+        record["g"], numpy.ones((2, 2))
+    )
 
 
 def test_to_float_casts_floating_inputs_recursively():
@@ -225,12 +254,16 @@ def test_cast_parameters_in_place_keeps_moving_statistics_fp32():
 
 def test_repr_shows_the_tree():
     net = nn.SequentialCell(OrderedDict(fc=nn.Dense(784, 512), act=nn.ReLU()))
-    assert repr(net) == ("SequentialCell<\n"
-                         "  (fc): Dense<input_channels=784, output_channels=512, has_bias=True>\n"
-                         "  (act): ReLU<>\n"
-                         "  >")
+    assert repr(net) == (
+        "SequentialCell<\n"
+        "  (fc): Dense<input_channels=784, output_channels=512, has_bias=True>\n"
+        "  (act): ReLU<>\n"
+        "  >"
+    )
     assert repr(nn.Conv2d(1, 6, 5, pad_mode="valid")).startswith(
-        "Conv2d<input_channels=1, output_channels=6, kernel_size=(5, 5), stride=(1, 1), pad_mode=valid")
+        "Conv2d<input_channels=1, output_channels=6, kernel_size=(5, 5), stride=(1, 1), "
+        "pad_mode=valid"
+    )
 
 
 def test_parameter_tuple_registration_and_clone():
@@ -239,7 +272,10 @@ def test_parameter_tuple_registration_and_clone():
     assert [p.name for p in moments][:2] == ["moments.fc.weight", "moments.fc.bias"]
     assert all(not m.asnumpy().any() for m in moments)
     same = params.clone(prefix="copy")
-    assert numpy.array_equal(same[0].asnumpy(), params[0].asnumpy()) and same[0].data is not params[0].data
+    assert (
+        numpy.array_equal(same[0].asnumpy(), params[0].asnumpy())
+        and same[0].data is not params[0].data
+    )
 
     holder = nn.Cell()
     holder.moments = moments
@@ -275,8 +311,14 @@ def test_cell_list():
     layers.insert(0, nn.Dense(2, 2))
     assert len(layers) == 4 and isinstance(layers[3], nn.ReLU)
     first = layers[1].weight
-    assert [p.name for p in layers.trainable_params()] == ["0.weight", "0.bias", "1.weight", "1.bias",
-                                                           "2.weight", "2.bias"]
+    assert [p.name for p in layers.trainable_params()] == [
+        "0.weight",
+        "0.bias",
+        "1.weight",
+        "1.bias",
+        "2.weight",
+        "2.bias",
+    ]
     del layers[0]
     assert layers[0].weight is first and first.name == "0.weight"
 
@@ -289,21 +331,27 @@ def test_cell_list():
             for layer in self.layers:
                 x = layer(x)
             return x
+
     net = Stack()
     net.layers.insert(1, nn.Dense(2, 2))  # after attachment: the container's prefix is kept
-    assert [p.name for p in net.trainable_params()] == ["layers.0.weight", "layers.0.bias",
-                                                        "layers.1.weight", "layers.1.bias",
-                                                        "layers.2.weight", "layers.2.bias"]
+    assert [p.name for p in net.trainable_params()] == [
+        "layers.0.weight",
+        "layers.0.bias",
+        "layers.1.weight",
+        "layers.1.bias",
+        "layers.2.weight",
+        "layers.2.bias",
+    ]
     assert net(Tensor(numpy.ones((1, 2), numpy.float32))).shape == (1, 2)
 
 
-def test_seed_example_network_part_runs():
+def test_doc_example_network_part_runs():
     """The network of mindspore.nn.TrainOneStepWithLossScaleCell's example, with minigrad
     (``helpers.doubles.MatMulNet``)."""
-    from helpers.doubles import MatMulNet as SeedNet
+    from helpers.doubles import MatMulNet as DocExampleNet
 
     size, in_features, out_features = 16, 16, 10
-    net = SeedNet(in_features, out_features)
+    net = DocExampleNet(in_features, out_features)
     loss = nn.MSELoss()
     net_with_loss = nn.WithLossCell(net, loss)
     inputs = Tensor(numpy.ones([size, in_features]).astype(numpy.float32))
@@ -333,9 +381,9 @@ def test_insert_child_to_cell_refuses_a_name_in_use():
 
 def test_insert_param_to_cell_refuses_a_method_name():
     """mindspore.nn.Cell.insert_param_to_cell: a name that is already an attribute of the cell and
-    not one of its parameters is a KeyError ('Duplicated parameter name'). Only the instance
-    __dict__ was looked at, so 'construct' (a method) was shadowed by the Parameter and calling
-    the cell failed with 'Parameter object is not callable'."""
+    not one of its parameters is a KeyError ('Duplicated parameter name'), methods included: a
+    Parameter named 'construct' would shadow the method and calling the cell would fail with
+    'Parameter object is not callable'."""
     dense = nn.Dense(2, 2)
     with pytest.raises(KeyError, match="'construct'"):
         dense.insert_param_to_cell("construct", Parameter(Tensor(numpy.ones(1, numpy.float32))))
@@ -366,14 +414,18 @@ class _Stack(nn.Cell):
 
 
 def test_append_to_an_empty_registered_container_names_by_attribute_path():
-    """SPEC 3: Parameters have unique dotted names that follow attribute paths. A CellList or
-    SequentialCell assigned to a cell while empty and filled by append afterwards named its
-    parameters '0.weight', '1.weight', ... without the container's path, so two such containers
-    collided and get_parameters() raised 'two different parameters are both named 0.weight'."""
+    """Parameters have unique dotted names that follow attribute paths, also in a CellList or
+    SequentialCell assigned to a cell while empty and filled by append afterwards: its
+    parameters are 'layers.0.weight', not '0.weight' (which two such containers would share)."""
     net = _Stack()
     assert [p.name for p in net.get_parameters()] == [
-        "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
-        "head.0.weight", "head.0.bias"]
+        "layers.0.weight",
+        "layers.0.bias",
+        "layers.1.weight",
+        "layers.1.bias",
+        "head.0.weight",
+        "head.0.bias",
+    ]
 
     class Outer(nn.Cell):
         def __init__(self):
@@ -382,6 +434,7 @@ def test_append_to_an_empty_registered_container_names_by_attribute_path():
 
         def construct(self, x):
             return self.body(x)
+
     outer = Outer()
     outer.body.layers.append(nn.Dense(2, 2))
     outer.body.layers.insert(0, nn.Dense(2, 2))
@@ -395,7 +448,10 @@ def test_append_to_an_empty_registered_container_names_by_attribute_path():
     copy.insert_child_to_cell("extra", fresh)
     copy.update_parameters_name("copy.")
     fresh.append(nn.Dense(2, 2))
-    assert [p.name for p in copy.get_parameters()][-2:] == ["copy.extra.0.weight", "copy.extra.0.bias"]
+    assert [p.name for p in copy.get_parameters()][-2:] == [
+        "copy.extra.0.weight",
+        "copy.extra.0.bias",
+    ]
 
 
 def _scalar_param(value=1.0):
@@ -414,14 +470,13 @@ class _Net(nn.Cell):
 
 def test_parameter_added_to_an_attached_sub_cell_is_named_by_its_path():
     """nn/cell.py module docstring: "names follow attribute paths" and ``insert_param_to_cell``
-    names an unnamed parameter after where it goes. A parameter (or a sub-cell) added to
-    ``net.fc`` after ``fc`` was attached got no "fc." prefix: ``net.fc.w`` was named "w", the
-    same name as ``net.w``, and ``net.parameters_and_names()`` then raised ValueError for the
-    whole network."""
+    names an unnamed parameter after where it goes: a parameter (or a sub-cell) added to
+    ``net.fc`` after ``fc`` is attached gets the "fc." prefix, so ``net.fc.w`` is "fc.w", not
+    the "w" of ``net.w`` (two parameters of one name make ``parameters_and_names()`` raise)."""
     net = _Net()
     net.fc.insert_param_to_cell("w", _scalar_param(2.0))
     net.fc.deep = nn.Dense(1, 1)
-    pairs = list(net.parameters_and_names())   # raised ValueError: two parameters named 'w'
+    pairs = list(net.parameters_and_names())  # one name per parameter
     assert [(path, p.name) for path, p in pairs] == [(path, path) for path, _ in pairs]
     assert net.fc.w.name == "fc.w"
     assert [p.name for p in net.fc.deep.get_parameters()] == ["fc.deep.weight", "fc.deep.bias"]

@@ -38,10 +38,19 @@ def test_normal_mean_and_constants():
     assert (_draw(2.5, (2,)) == 2.5).all() and (_draw(nn.Constant(-1), (2,)) == -1).all()
 
 
-@pytest.mark.parametrize("name, cls", [("normal", nn.Normal), ("he_uniform", nn.HeUniform),
-                                       ("HeNormal", nn.HeNormal), ("xavier_uniform", nn.XavierUniform),
-                                       ("truncatedNormal", nn.TruncatedNormal), ("uniform", nn.Uniform),
-                                       ("zero", nn.Zero), ("one", nn.One)])
+@pytest.mark.parametrize(
+    "name, cls",
+    [
+        ("normal", nn.Normal),
+        ("he_uniform", nn.HeUniform),
+        ("HeNormal", nn.HeNormal),
+        ("xavier_uniform", nn.XavierUniform),
+        ("truncatedNormal", nn.TruncatedNormal),
+        ("uniform", nn.Uniform),
+        ("zero", nn.Zero),
+        ("one", nn.One),
+    ],
+)
 def test_names_resolve_to_initializers(name, cls):
     numpy.testing.assert_array_equal(_draw(name, (4, 5)), _draw(cls(), (4, 5)))
 
@@ -64,16 +73,34 @@ def test_tensor_init_is_copied_and_shape_checked():
         nn.Dense(3, 2, weight_init=numpy.ones((3, 2)))
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: nn.initializer("glorot", (2,)), ValueError, "init must be one of .*'glorot'"),
-    (lambda: nn.initializer(object(), (2,)), TypeError, "init must be an Initializer.*got object"),
-    (lambda: nn.initializer("zeros", (2, -1)), ValueError, r"non-negative ints, got \(2, -1\)"),
-    (lambda: nn.Normal(sigma=-1), ValueError, r"sigma must be a finite float in \[0.0, inf\], "
-                                              r"got -1"),
-    (lambda: nn.HeUniform(mode="fan_avg"), ValueError,
-     r"mode must be one of \['fan_in', 'fan_out'\], got 'fan_avg'"),
-    (lambda: nn.HeNormal(nonlinearity="swish"), ValueError, "nonlinearity must be one of .*'swish'"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: nn.initializer("glorot", (2,)), ValueError, "init must be one of .*'glorot'"),
+        (
+            lambda: nn.initializer(object(), (2,)),
+            TypeError,
+            "init must be an Initializer.*got object",
+        ),
+        (lambda: nn.initializer("zeros", (2, -1)), ValueError, r"non-negative ints, got \(2, -1\)"),
+        (
+            lambda: nn.Normal(sigma=-1),
+            ValueError,
+            r"sigma must be a finite float in \[0.0, inf\], "
+            r"got -1",
+        ),
+        (
+            lambda: nn.HeUniform(mode="fan_avg"),
+            ValueError,
+            r"mode must be one of \['fan_in', 'fan_out'\], got 'fan_avg'",
+        ),
+        (
+            lambda: nn.HeNormal(nonlinearity="swish"),
+            ValueError,
+            "nonlinearity must be one of .*'swish'",
+        ),
+    ],
+)
 def test_bad_initializer_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -81,9 +108,11 @@ def test_bad_initializer_arguments(call, error, match):
 
 def test_initializer_takes_numpy_numbers():
     """mindspore.common.initializer.initializer: init (Union[Tensor, str, Initializer,
-    numbers.Number]). A NumPy scalar (numpy.float32(0.5), numpy.int64(2)) is a numbers.Number but
-    was refused with TypeError."""
-    numpy.testing.assert_array_equal(init.initializer(numpy.float32(0.5), (2,)).asnumpy(), [0.5, 0.5])
+    numbers.Number]). A NumPy scalar (numpy.float32(0.5), numpy.int64(2)) is a numbers.Number,
+    so it is accepted."""
+    numpy.testing.assert_array_equal(
+        init.initializer(numpy.float32(0.5), (2,)).asnumpy(), [0.5, 0.5]
+    )
     numpy.testing.assert_array_equal(init.initializer(numpy.int64(2), (2,)).asnumpy(), [2.0, 2.0])
 
 

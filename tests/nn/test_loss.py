@@ -1,11 +1,11 @@
 """Losses against NumPy, in float32 and with float16 inputs (result always float32)."""
 import numpy
+import numpy as np
 import pytest
 
 import minigrad
 from minigrad import Tensor, nn
 from minigrad.testing import check_backward
-import numpy as np
 
 RNG = numpy.random.RandomState(0)
 
@@ -28,7 +28,9 @@ def test_mse_and_l1(dtype, reduction):
     for cls, values in ((nn.MSELoss, diff ** 2), (nn.L1Loss, numpy.abs(diff))):
         out = cls(reduction)(Tensor(x), Tensor(y))
         assert out.dtype == minigrad.float32
-        numpy.testing.assert_allclose(out.asnumpy(), _reduce(values, reduction), rtol=1e-5, atol=1e-6)
+        numpy.testing.assert_allclose(
+            out.asnumpy(), _reduce(values, reduction), rtol=1e-5, atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float16])
@@ -43,7 +45,9 @@ def test_softmax_cross_entropy_sparse_and_dense(dtype, reduction):
     numpy.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-5, atol=1e-6)
     one_hot = numpy.eye(4, dtype=dtype)[ids]
     dense = nn.SoftmaxCrossEntropyWithLogits(sparse=False, reduction=reduction)
-    numpy.testing.assert_allclose(dense(Tensor(logits), Tensor(one_hot)).asnumpy(), expected, rtol=1e-5, atol=1e-6)
+    numpy.testing.assert_allclose(
+        dense(Tensor(logits), Tensor(one_hot)).asnumpy(), expected, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_softmax_cross_entropy_defaults_and_stability():
@@ -52,19 +56,28 @@ def test_softmax_cross_entropy_defaults_and_stability():
     logits = numpy.array([[1000.0, 0.0], [-1000.0, 1000.0]], numpy.float32)
     out = nn.SoftmaxCrossEntropyWithLogits(sparse=True)(Tensor(logits), Tensor(numpy.array([0, 0])))
     numpy.testing.assert_allclose(out.asnumpy(), [0.0, 2000.0])
-    big = numpy.array([[60000.0, -60000.0]], numpy.float16)  # fp16 logits whose softmax sum overflows fp16
+    big = numpy.array(
+        [[60000.0, -60000.0]], numpy.float16
+    )  # fp16 logits whose softmax sum overflows fp16
     out = nn.SoftmaxCrossEntropyWithLogits(sparse=True)(Tensor(big), Tensor(numpy.array([1])))
     numpy.testing.assert_allclose(out.asnumpy(), [120000.0])
 
 
 def test_loss_gradients_reach_fp16_logits_as_fp16():
     logits = Tensor((RNG.randn(3, 4)).astype(numpy.float16), requires_grad=True)
-    nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")(logits, Tensor(numpy.array([0, 3, 1]))).backward()
+    nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")(
+        logits, Tensor(numpy.array([0, 3, 1]))
+    ).backward()
     assert logits.grad.dtype == minigrad.float16
     ids = numpy.array([2, 0, 1])
-    check_backward(lambda x: nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="sum")(x, Tensor(ids)),
-                   [RNG.randn(3, 4)], dtype=numpy.float32)  # losses compute in float32
-    check_backward(lambda x, y: nn.MSELoss()(x, y), [RNG.randn(3, 2), RNG.randn(3, 2)], dtype=numpy.float32)
+    check_backward(
+        lambda x: nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="sum")(x, Tensor(ids)),
+        [RNG.randn(3, 4)],
+        dtype=numpy.float32,
+    )  # losses compute in float32
+    check_backward(
+        lambda x, y: nn.MSELoss()(x, y), [RNG.randn(3, 2), RNG.randn(3, 2)], dtype=numpy.float32
+    )
 
 
 def test_loss_base_get_loss_with_weights():
@@ -74,11 +87,17 @@ def test_loss_base_get_loss_with_weights():
     assert out.dtype == minigrad.float32 and float(out) == 4.0
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: nn.MSELoss(reduction="avg"), r"reduction must be one of \['mean', 'sum', 'none'\], got 'avg'"),
-    (lambda: nn.SoftmaxCrossEntropyWithLogits(reduction="batchmean"), "got 'batchmean'"),
-    (lambda: nn.SoftmaxCrossEntropyWithLogits(sparse=1), "sparse must be a bool, got 1"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (
+            lambda: nn.MSELoss(reduction="avg"),
+            r"reduction must be one of \['mean', 'sum', 'none'\], got 'avg'",
+        ),
+        (lambda: nn.SoftmaxCrossEntropyWithLogits(reduction="batchmean"), "got 'batchmean'"),
+        (lambda: nn.SoftmaxCrossEntropyWithLogits(sparse=1), "sparse must be a bool, got 1"),
+    ],
+)
 def test_bad_loss_arguments(make, match):
     with pytest.raises((TypeError, ValueError), match=match):
         make()
@@ -93,7 +112,9 @@ def test_bad_cross_entropy_inputs():
         sparse(logits, Tensor(numpy.array([[0], [1]])))
     with pytest.raises(TypeError, match="integer class ids, got dtype float32"):
         sparse(logits, Tensor(numpy.array([0.0, 1.0], numpy.float32)))
-    with pytest.raises(ValueError, match=r"labels must have the logits' shape \(2, 3\), got \(2,\)"):
+    with pytest.raises(
+        ValueError, match=r"labels must have the logits' shape \(2, 3\), got \(2,\)"
+    ):
         nn.SoftmaxCrossEntropyWithLogits()(logits, Tensor(numpy.array([0.0, 1.0], numpy.float32)))
     with pytest.raises(ValueError, match=r"logits must have shape \(N, C\), got \(3,\)"):
         sparse(Tensor(numpy.zeros(3, numpy.float32)), Tensor(numpy.array([0])))

@@ -1,8 +1,10 @@
-"""The fused fast paths of the training step give the values of the node-by-node graphs they replace.
+"""The fused fast paths of the training step give the values of the node-by-node graphs they
+replace.
 
 Sparse softmax cross-entropy is one node (``nn.loss.SoftmaxCrossEntropy``): its loss and its
 gradient must be bit-identical to log_softmax, getitem, neg and mean/sum as separate nodes.
 """
+
 import numpy
 import pytest
 
@@ -40,10 +42,14 @@ def test_sparse_cross_entropy_gradient_check(reduction):
     rng = numpy.random.default_rng(4)
     ids = Tensor(rng.integers(0, 5, 6).astype(numpy.int64))
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction=reduction)
-    check_backward(lambda x: loss(x, ids), [rng.standard_normal((6, 5))], dtype=numpy.float32)  # float32 losses
+    check_backward(
+        lambda x: loss(x, ids), [rng.standard_normal((6, 5))], dtype=numpy.float32
+    )  # float32 losses
 
 
 def test_sparse_cross_entropy_is_one_node():
     x = Tensor(numpy.zeros((4, 3), numpy.float32), requires_grad=True)
-    out = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")(x, Tensor(numpy.array([0, 1, 2, 0])))
+    out = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")(
+        x, Tensor(numpy.array([0, 1, 2, 0]))
+    )
     assert type(out._ctx).__name__ == "SoftmaxCrossEntropy" and out._ctx.inputs[0] is x

@@ -1,18 +1,17 @@
 """nn.TrainOneStepWithLossScaleCell and the update cells (nn/loss_scale.py): the loss-scaled
 step's skip rule and report, its hand-over to the optimizer, and the scale update formulas."""
+import warnings
 import zlib
 
 import numpy
+import numpy as np
 import pytest
+
 import minigrad
-from minigrad import nn
 from helpers import native_unavailable_reason
 from helpers.faults import GradientInjector, snapshot
 from helpers.optim import numpy_path
-import numpy as np
-from minigrad import Tensor
-import warnings
-from minigrad import Parameter, ops
+from minigrad import Parameter, Tensor, nn, ops
 
 F32 = numpy.dtype(numpy.float32)
 
@@ -61,9 +60,10 @@ def test_set_sense_scale_with_a_wrong_shape_names_sens():
 @pytest.mark.parametrize("make", [lambda: nn.DynamicLossScaleUpdateCell(1e39, 2, 10),
                                   lambda: nn.FixedLossScaleUpdateCell(1e39)])
 def test_update_cells_refuse_a_scale_that_is_inf_in_float32_naming_loss_scale_value(make):
-    """SPEC §7 (errors name the argument) and the float32 scale every face keeps: MindSpore's
-    argument is ``loss_scale_value`` (MS §2.1/§2.2). A 1e39 scale is inf in float32, where the
-    cells multiply (the dynamic cell's error said 'scale'; the fixed cell accepted it)."""
+    """Errors name the argument, and every face keeps its scale in float32: MindSpore's update
+    cells take ``loss_scale_value`` (``nn.DynamicLossScaleUpdateCell``,
+    ``nn.FixedLossScaleUpdateCell``), and a 1e39 scale is inf in float32, where the cells
+    multiply: refused, naming ``loss_scale_value``."""
     with pytest.raises(ValueError, match="'loss_scale_value'"):
         make()
 
@@ -83,18 +83,22 @@ class _Net(nn.Cell):
 def _cell(net, opt, scale_sense, fused=True, **kw):
     if not fused:  # the NumPy update path: the cell unscales before the optimizer
         numpy_path(opt)
-    return nn.TrainOneStepWithLossScaleCell(nn.WithLossCell(net, nn.MSELoss()), opt, scale_sense, **kw)
+    return nn.TrainOneStepWithLossScaleCell(
+        nn.WithLossCell(net, nn.MSELoss()), opt, scale_sense, **kw
+    )
 
 
 def _data(rng, dt=np.float32):
-    return Tensor(rng.standard_normal((4, 8)).astype(dt)), Tensor(rng.standard_normal((4, 1)).astype(dt))
+    return Tensor(rng.standard_normal((4, 8)).astype(dt)), Tensor(
+        rng.standard_normal((4, 1)).astype(dt)
+    )
 
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_scale_below_one_a_gradient_that_overflows_when_unscaled_is_skipped(fused):
-    # MindSpore's construct checks the gradients AFTER the unscale (mindspore-loss-scale.md 1.2,
-    # steps 7-9), and SPEC 7: "a non-finite ... gradient never reaches the parameters". With a
-    # scale below 1 (a Tensor scale_sense of 0.25), 1/scale = 4 turns a finite 3e38 into inf.
+    # MindSpore's TrainOneStepWithLossScaleCell.construct checks the gradients after the unscale,
+    # and a non-finite gradient never reaches the parameters. With a scale below 1 (a Tensor
+    # scale_sense of 0.25), 1/scale = 4 turns a finite 3e38 into inf.
     net = _Net()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
     cell = _cell(net, opt, Tensor(np.float32(0.25)), fused=fused)
@@ -113,16 +117,20 @@ def test_scale_below_one_a_gradient_that_overflows_when_unscaled_is_skipped(fuse
 @pytest.mark.parametrize("dt", [np.float32, np.float16])
 @pytest.mark.parametrize("opt_name", ["Momentum", "Adam"])
 @pytest.mark.parametrize("fused", [True, False])
-def test_fault_injection_skips_leave_parameters_and_optimizer_state_bit_identical(dt, opt_name, fused):
-    # SPEC 7: after a skipped step the parameters and optimizer state are bit-identical; the
-    # report names the parameters holding inf and NaN (SPEC 4.5); the flag is set exactly when
-    # a fault was injected.
+def test_fault_injection_skips_leave_parameters_and_optimizer_state_bit_identical(
+    dt, opt_name, fused
+):
+    # After a skipped step the parameters and optimizer state are bit-identical; the report
+    # names the parameters holding inf and NaN; the flag is set exactly when a fault was injected.
     rng = np.random.default_rng(zlib.crc32(f"{dt.__name__}-{opt_name}-{fused}".encode()))
     net = _Net(dt)
     lr = nn.exponential_decay_lr(0.01, 0.9, 40, 1, 2)
-    opt = (nn.Momentum(net.trainable_params(), learning_rate=lr, momentum=0.9) if opt_name == "Momentum"
-           else nn.Adam(net.trainable_params(), learning_rate=lr))
-    cell = _cell(net, opt, nn.DynamicLossScaleUpdateCell(2.0 ** 10, 2, 4), fused=fused)
+    opt = (
+        nn.Momentum(net.trainable_params(), learning_rate=lr, momentum=0.9)
+        if opt_name == "Momentum"
+        else nn.Adam(net.trainable_params(), learning_rate=lr)
+    )
+    cell = _cell(net, opt, nn.DynamicLossScaleUpdateCell(2.0**10, 2, 4), fused=fused)
     injector = GradientInjector(net.trainable_params())
     faults = injector.faults
     names = [p.name for p in net.trainable_params()]
@@ -142,8 +150,12 @@ def test_fault_injection_skips_leave_parameters_and_optimizer_state_bit_identica
         if faults:
             assert after == before
             assert report.reason == "gradient_overflow"
-            assert set(report.inf_params) == {names[i] for i, (_, v) in faults.items() if np.isinf(v)}
-            assert set(report.nan_params) == {names[i] for i, (_, v) in faults.items() if np.isnan(v)}
+            assert set(report.inf_params) == {
+                names[i] for i, (_, v) in faults.items() if np.isinf(v)
+            }
+            assert set(report.nan_params) == {
+                names[i] for i, (_, v) in faults.items() if np.isnan(v)
+            }
         else:
             assert after[1]["global_step"] == before[1]["global_step"] + 1
             # the deferred unscale hands the scaled gradients to the fused native step
@@ -151,11 +163,11 @@ def test_fault_injection_skips_leave_parameters_and_optimizer_state_bit_identica
 
 
 def test_last_report_describes_the_step_that_raised_max_consecutive_skips():
-    # SPEC 4.5: the step report says what the last step did; the guard raises after K skips in a
-    # row and the report left behind must be that K-th step's, not the one before.
+    # The step report says what the last step did; the guard raises after K skips in a row and
+    # the report left behind is that K-th step's, not the one before.
     net = _Net()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
-    cell = _cell(net, opt, nn.DynamicLossScaleUpdateCell(2.0 ** 10, 2, 100), max_consecutive_skips=2)
+    cell = _cell(net, opt, nn.DynamicLossScaleUpdateCell(2.0**10, 2, 100), max_consecutive_skips=2)
     x, y = _data(np.random.default_rng(1))
     bad = Tensor(np.full((4, 8), np.nan, np.float32))
     cell(bad, y)
@@ -183,17 +195,37 @@ def test_track_underflow_of_fp32_gradients_beyond_fp16_range_counts_without_warn
 
 
 def test_dynamic_update_cell_matches_mindspores_select_formula():
-    # mindspore-loss-scale.md 2.1, run step by step (factor 3: the reciprocal rounds in float32)
-    cell = nn.DynamicLossScaleUpdateCell(2.0 ** 5, 3, 2)
-    scale = Parameter(Tensor(np.float32(2.0 ** 5)), name="s", requires_grad=False)
-    s, cur, last = np.float32(2.0 ** 5), 1, 0
-    for overflow in (False, False, True, True, False, True, False, False, False, True, True, True, True):
+    # MindSpore's DynamicLossScaleUpdateCell.construct, run step by step: on overflow
+    # scale * reciprocal(factor) (at least 1), after scale_window clean steps scale * factor
+    # (factor 3: the reciprocal rounds in float32)
+    cell = nn.DynamicLossScaleUpdateCell(2.0**5, 3, 2)
+    scale = Parameter(Tensor(np.float32(2.0**5)), name="s", requires_grad=False)
+    s, cur, last = np.float32(2.0**5), 1, 0
+    for overflow in (
+        False,
+        False,
+        True,
+        True,
+        False,
+        True,
+        False,
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ):
         on_overflow = np.float32(s * np.reciprocal(np.float32(3))) if overflow else s
         on_overflow = max(on_overflow, np.float32(1.0))
         should_inc = 2 <= cur - last
         if overflow or should_inc:
             last = cur
-        s = np.float32(on_overflow * np.float32(3)) if (should_inc and not overflow) else on_overflow
+        s = (
+            np.float32(on_overflow * np.float32(3))
+            if (should_inc and not overflow)
+            else on_overflow
+        )
         cur += 1
         assert cell(scale, overflow) is overflow
         assert scale.data.tobytes() == np.float32(s).tobytes()

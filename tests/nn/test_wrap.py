@@ -3,8 +3,8 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import Tensor, nn
 from helpers import DEVICES
+from minigrad import Tensor, nn
 
 RNG = numpy.random.RandomState(0)
 
@@ -26,11 +26,15 @@ class RecordingOptimizer:
 
 def _mlp():
     minigrad.set_seed(0)
-    return nn.SequentialCell(nn.Dense(4, 8, weight_init="he_uniform", activation="relu"), nn.Dense(8, 3))
+    return nn.SequentialCell(
+        nn.Dense(4, 8, weight_init="he_uniform", activation="relu"), nn.Dense(8, 3)
+    )
 
 
 def _data():
-    return Tensor(RNG.randn(16, 4).astype(numpy.float32)), Tensor(RNG.randint(0, 3, 16).astype(numpy.int32))
+    return Tensor(RNG.randn(16, 4).astype(numpy.float32)), Tensor(
+        RNG.randint(0, 3, 16).astype(numpy.int32)
+    )
 
 
 def test_with_loss_cell():
@@ -49,7 +53,9 @@ def test_with_loss_cell():
 def test_train_one_step_gradients_match_value_and_grad_and_sens_scales_them():
     x, y = _data()
     net = _mlp()
-    with_loss = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+    with_loss = nn.WithLossCell(
+        net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    )
     params = net.trainable_params()
     loss_ref, grads_ref = minigrad.value_and_grad(with_loss, None, params)(x, y)
     before = [p.asnumpy().copy() for p in params]
@@ -68,7 +74,9 @@ def test_train_one_step_runs_the_network_once():
     calls = []
     net = _mlp()
     net.register_forward_hook(lambda cell, inputs, output: calls.append(1))
-    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), RecordingOptimizer(net.trainable_params()))
+    step = nn.TrainOneStepCell(
+        nn.WithLossCell(net, nn.MSELoss()), RecordingOptimizer(net.trainable_params())
+    )
     step(Tensor(RNG.randn(2, 4).astype(numpy.float32)), Tensor(numpy.zeros((2, 3), numpy.float32)))
     assert len(calls) == 1
 
@@ -84,7 +92,9 @@ def test_grad_reducer_is_the_hook_for_gradient_reduction():
     with_loss = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="sum"))
     _, grads = minigrad.value_and_grad(with_loss, None, net.trainable_params())(x, y)
     Halving(with_loss, optimizer)(x, y)
-    numpy.testing.assert_allclose(optimizer.received[0][0], 0.5 * grads[0].asnumpy(), rtol=1e-5, atol=1e-7)
+    numpy.testing.assert_allclose(
+        optimizer.received[0][0], 0.5 * grads[0].asnumpy(), rtol=1e-5, atol=1e-7
+    )
 
 
 def test_training_an_mlp_with_momentum_reduces_the_loss():
@@ -92,9 +102,10 @@ def test_training_an_mlp_with_momentum_reduces_the_loss():
     y = (x[:, 0] > 0).astype(numpy.int32) + (x[:, 1] > 0).astype(numpy.int32)
     net = _mlp()
     optimizer = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
-    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True,
-                                                                                     reduction="mean")),
-                               optimizer)
+    step = nn.TrainOneStepCell(
+        nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")),
+        optimizer,
+    )
     step.set_train()
     losses = [float(step(Tensor(x), Tensor(y))) for _ in range(60)]
     assert losses[-1] < 0.5 * losses[0]
@@ -102,11 +113,13 @@ def test_training_an_mlp_with_momentum_reduces_the_loss():
 
 def test_seed_example_with_momentum_and_fp16_network():
     """The seed's Net/MSELoss/Momentum/WithLossCell, trained one step; and an fp16 copy."""
+
     class Net(nn.Cell):
         def __init__(self, in_features, out_features):
             super(Net, self).__init__()
-            self.weight = minigrad.Parameter(Tensor(numpy.ones([in_features, out_features]).astype(numpy.float32)),
-                                             name='weight')
+            self.weight = minigrad.Parameter(
+                Tensor(numpy.ones([in_features, out_features]).astype(numpy.float32)), name="weight"
+            )
             self.matmul = minigrad.ops.MatMul()
 
         def construct(self, x):
@@ -143,12 +156,19 @@ def test_cnn_training_steps_agree_across_devices(device):
     def run(target):
         minigrad.set_context(device_target=target)
         minigrad.set_seed(5)
-        net = nn.SequentialCell(nn.Conv2d(1, 4, 3, has_bias=True), nn.BatchNorm2d(4), nn.ReLU(),
-                                nn.MaxPool2d(2, 2), nn.Flatten(), nn.Dense(64, 3, weight_init="he_uniform"))
+        net = nn.SequentialCell(
+            nn.Conv2d(1, 4, 3, has_bias=True),
+            nn.BatchNorm2d(4),
+            nn.ReLU(),
+            nn.MaxPool2d(2, 2),
+            nn.Flatten(),
+            nn.Dense(64, 3, weight_init="he_uniform"),
+        )
         optimizer = nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9)
-        step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True,
-                                                                                         reduction="mean")),
-                                   optimizer).set_train()
+        step = nn.TrainOneStepCell(
+            nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")),
+            optimizer,
+        ).set_train()
         losses = [float(step(Tensor(x, device=target), Tensor(y, device=target))) for _ in range(3)]
         return losses, [p.asnumpy() for p in net.get_parameters()]
 
@@ -174,8 +194,11 @@ def test_o2_loss_scaled_steps_agree_across_devices(device):
         minigrad.set_seed(7)
         net = nn.SequentialCell(nn.Dense(12, 32), nn.ReLU(), nn.Dense(32, 4))
         step = minigrad.amp.build_train_network(
-            net, nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9),
-            nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), level="O2")
+            net,
+            nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9),
+            nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+            level="O2",
+        )
         data, labels = Tensor(x, device=target), Tensor(y, device=target)
         trace = []
         for _ in range(12):
@@ -183,7 +206,9 @@ def test_o2_loss_scaled_steps_agree_across_devices(device):
             trace.append((bool(overflow.asnumpy()), float(scale.asnumpy()), float(loss.asnumpy())))
         assert all(p.dtype == numpy.float16 and p.device == target for p in net.trainable_params())
         before = [p.asnumpy().copy() for p in net.trainable_params()]
-        _, overflow, _ = step(Tensor(numpy.full_like(x, 1e30), device=target), labels)  # inf in fp16
+        _, overflow, _ = step(
+            Tensor(numpy.full_like(x, 1e30), device=target), labels
+        )  # inf in fp16
         assert bool(overflow.asnumpy())
         for p, b in zip(net.trainable_params(), before):
             assert p.asnumpy().tobytes() == b.tobytes()
@@ -195,5 +220,6 @@ def test_o2_loss_scaled_steps_agree_across_devices(device):
     assert any(t[0] for t in cpu_trace) and not cpu_trace[-1][0]
     numpy.testing.assert_allclose([t[2] for t in trace], [t[2] for t in cpu_trace], rtol=2e-3)
     for got, expected in zip(params, cpu_params):
-        numpy.testing.assert_allclose(got.astype(numpy.float32), expected.astype(numpy.float32),
-                                      rtol=1e-2, atol=1e-3)
+        numpy.testing.assert_allclose(
+            got.astype(numpy.float32), expected.astype(numpy.float32), rtol=1e-2, atol=1e-3
+        )

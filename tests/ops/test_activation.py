@@ -1,24 +1,25 @@
-"""Activations (ops/activation.py): gelu, leaky_relu, softmax, log_softmax, and the erf behind gelu."""
+"""Activations (ops/activation.py): gelu, leaky_relu, softmax, log_softmax, and the erf behind
+gelu; their fp16 results against the fp32 rule, on the native and the NumPy path."""
+
 import math
+import warnings
 
 import numpy
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import minigrad
-from minigrad import ops
+from helpers.fp16 import F16, F32, F64, FIXTURE_OK, assert_bits, grads, run, unary_case
+from minigrad import Tensor, ops
 from minigrad.ops.activation import _erf
 from minigrad.testing import assert_forward, check_backward, noncontiguous
-import warnings
-from minigrad import Tensor
-
-from helpers.fp16 import F16, F32, F64, FIXTURE_OK, assert_bits, grads, run, unary_case
 
 _erf_ref = numpy.vectorize(math.erf)
 
 
 def _gelu_tanh(x):
-    return 0.5 * x * (1 + numpy.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + numpy.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def _gelu_exact(x):
@@ -94,17 +95,27 @@ def test_fp16_softmax_of_large_logits_does_not_overflow():
     assert_forward(log, _log_softmax(x.astype(numpy.float64), -1), numpy.float16)
 
 
-@given(rows=st.integers(1, 4), cols=st.integers(1, 6), scale=st.floats(0.1, 50),
-       seed=st.integers(0, 1000), axis=st.sampled_from([0, 1, -1]))
+@given(
+    rows=st.integers(1, 4),
+    cols=st.integers(1, 6),
+    scale=st.floats(0.1, 50),
+    seed=st.integers(0, 1000),
+    axis=st.sampled_from([0, 1, -1]),
+)
 def test_softmax_is_a_distribution(rows, cols, scale, seed, axis):
     x = numpy.random.RandomState(seed).standard_normal((rows, cols)) * scale
     for dtype in (numpy.float16, numpy.float32):
         p = ops.softmax(minigrad.Tensor(x.astype(dtype)), axis=axis).asnumpy().astype(numpy.float64)
         assert (p >= 0).all()
-        numpy.testing.assert_allclose(p.sum(axis=axis), 1.0, atol=3e-3 if dtype == numpy.float16 else 1e-6)
+        numpy.testing.assert_allclose(
+            p.sum(axis=axis), 1.0, atol=3e-3 if dtype == numpy.float16 else 1e-6
+        )
         logp = ops.log_softmax(minigrad.Tensor(x.astype(dtype)), axis=axis).asnumpy()
-        numpy.testing.assert_allclose(numpy.exp(logp.astype(numpy.float64)).sum(axis=axis), 1.0,
-                                      atol=5e-3 if dtype == numpy.float16 else 1e-5)
+        numpy.testing.assert_allclose(
+            numpy.exp(logp.astype(numpy.float64)).sum(axis=axis),
+            1.0,
+            atol=5e-3 if dtype == numpy.float16 else 1e-5,
+        )
 
 
 @pytest.mark.parametrize("fn", [ops.gelu, ops.softmax, ops.log_softmax, ops.leaky_relu])
@@ -123,7 +134,7 @@ def test_softmax_axis_errors():
 
 @pytest.mark.parametrize("op", [ops.softmax, ops.log_softmax])
 def test_softmax_along_an_empty_axis_is_empty(op):
-    # PyTorch: softmax of a (2, 0) tensor along dim 1 is a (2, 0) tensor; it raised NumPy's
+    # PyTorch: softmax of a (2, 0) tensor along dim 1 is a (2, 0) tensor, not NumPy's
     # 'zero-size array to reduction operation maximum which has no identity'
     x = Tensor(numpy.zeros((2, 0), numpy.float32), requires_grad=True)
     with warnings.catch_warnings():
@@ -141,10 +152,15 @@ def test_softmax_log_softmax_fp16_follow_the_fp32_rule(path, x):
         return
     x = x.copy()
     x[numpy.isinf(x)] = F16.type(7)  # inf - inf has no softmax; NaN rows still propagate
+
     def by_hand(log):
         z = x.astype(F32) - x.astype(F32).max(axis=-1, keepdims=True)
         e = numpy.exp(z)
-        return (z - numpy.log(e.sum(axis=-1, keepdims=True)) if log else e / e.sum(axis=-1, keepdims=True)).astype(F16)
+        return (
+            z - numpy.log(e.sum(axis=-1, keepdims=True))
+            if log
+            else e / e.sum(axis=-1, keepdims=True)
+        ).astype(F16)
 
     for op, log in ((ops.softmax, False), (ops.log_softmax, True)):
         got, k = run(lambda: op(Tensor(x)).asnumpy())
@@ -162,7 +178,7 @@ def test_gelu_fp16_matches_its_fp32_evaluation(path, x, approximate):
     assert_bits(got, ops.gelu(Tensor(x.astype(F32)), approximate).asnumpy().astype(F16))
 
 
-@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 6), c=st.integers(1, 5))
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6), c=st.integers(1, 5))
 def test_softmax_sigmoid_tanh_gradients_match_float64(seed, n, c):
     rng = numpy.random.default_rng(seed)
     x = (rng.standard_normal((n, c)) * 4).astype(F16)
@@ -177,4 +193,6 @@ def test_softmax_sigmoid_tanh_gradients_match_float64(seed, n, c):
     s = 1 / (1 + numpy.exp(-x64))
     numpy.testing.assert_allclose(gx.astype(F64), g64 * s * (1 - s), atol=1e-3, rtol=4e-3)
     (gx,) = grads(ops.tanh, [x], g)
-    numpy.testing.assert_allclose(gx.astype(F64), g64 * (1 - numpy.tanh(x64) ** 2), atol=1e-3, rtol=4e-3)
+    numpy.testing.assert_allclose(
+        gx.astype(F64), g64 * (1 - numpy.tanh(x64) ** 2), atol=1e-3, rtol=4e-3
+    )

@@ -9,20 +9,35 @@ X = Tensor(numpy.ones((1, 2, 6, 6), numpy.float32))
 W = Tensor(numpy.ones((4, 2, 3, 3), numpy.float32))
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(stride=1.5), "stride"), (dict(stride=(1, 1.5)), "stride"), (dict(stride=True), "stride"),
-    (dict(dilation=2.0), "dilation"), (dict(padding=1.0), "padding"), (dict(padding=None), "padding"),
-    (dict(groups=1.0), "groups"), (dict(groups="1"), "groups"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(stride=1.5), "stride"),
+        (dict(stride=(1, 1.5)), "stride"),
+        (dict(stride=True), "stride"),
+        (dict(dilation=2.0), "dilation"),
+        (dict(padding=1.0), "padding"),
+        (dict(padding=None), "padding"),
+        (dict(groups=1.0), "groups"),
+        (dict(groups="1"), "groups"),
+    ],
+)
 def test_conv2d_refuses_non_ints_with_type_error(kwargs, name):
     with pytest.raises(TypeError, match=f"^{name} must be .*int.*, got "):
         ops.conv2d(X, W, **kwargs)
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(stride=0), "stride"), (dict(stride=(1, 2, 3)), "stride"), (dict(padding=-1), "padding"),
-    (dict(padding=(1, 2, 3)), "padding"), (dict(groups=0), "groups"), (dict(stride=2 ** 70), "stride"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(stride=0), "stride"),
+        (dict(stride=(1, 2, 3)), "stride"),
+        (dict(padding=-1), "padding"),
+        (dict(padding=(1, 2, 3)), "padding"),
+        (dict(groups=0), "groups"),
+        (dict(stride=2**70), "stride"),
+    ],
+)
 def test_conv2d_refuses_ints_out_of_range_with_value_error(kwargs, name):
     with pytest.raises(ValueError, match=f"^{name} must be "):
         ops.conv2d(X, W, **kwargs)
@@ -30,12 +45,14 @@ def test_conv2d_refuses_ints_out_of_range_with_value_error(kwargs, name):
 
 @pytest.mark.parametrize("op", [ops.max_pool2d, ops.avg_pool2d])
 def test_pooling_refuses_float_sizes(op):
-    with pytest.raises(TypeError, match=r"^kernel_size must be a positive int .*got 2\.0 \(float\)"):
+    with pytest.raises(
+        TypeError, match=r"^kernel_size must be a positive int .*got 2\.0 \(float\)"
+    ):
         op(X, 2.0)
     with pytest.raises(TypeError, match=r"^stride must be a positive int .*got 1\.5 \(float\)"):
         op(X, 2, stride=1.5)
     with pytest.raises(ValueError, match=r"^stride must be a positive int.*int64"):
-        op(X, 2, stride=2 ** 70)
+        op(X, 2, stride=2**70)
 
 
 def test_conv2d_still_takes_numpy_ints_and_pairs():
@@ -86,7 +103,7 @@ def test_creation_shapes_that_are_not_ints_are_type_errors(shape):
         ops.ones((2, -1))
 
 
-# ---- bool flags are real bools --------------------------------------------------------------------
+# ---- bool flags are real bools ----------------------------------------------------------------
 
 STAND_INS = [0, 1, None, "", "True", 1.0]
 
@@ -96,17 +113,24 @@ def test_op_flags_must_be_bools(value):
     x = Tensor(numpy.ones((2, 3), numpy.float32))
     x4 = Tensor(numpy.ones((1, 1, 4, 4), numpy.float32))
     calls = {
-        "keepdims": [lambda: ops.sum(x, 1, keepdims=value), lambda: ops.mean(x, keepdims=value),
-                     lambda: ops.max(x, keepdims=value), lambda: x.sum(keepdims=value),
-                     lambda: x.argmax(keepdims=value)],
-        "training": [lambda: ops.batch_norm(x, None, None, None, None, value),
-                     lambda: ops.dropout(x, 0.5, training=value)],
+        "keepdims": [
+            lambda: ops.sum(x, 1, keepdims=value),
+            lambda: ops.mean(x, keepdims=value),
+            lambda: ops.max(x, keepdims=value),
+            lambda: x.sum(keepdims=value),
+            lambda: x.argmax(keepdims=value),
+        ],
+        "training": [
+            lambda: ops.batch_norm(x, None, None, None, None, value),
+            lambda: ops.dropout(x, 0.5, training=value),
+        ],
         "approximate": [lambda: ops.gelu(x, approximate=value)],
         "count_include_pad": [lambda: ops.avg_pool2d(x4, 2, count_include_pad=value)],
         "transpose_b": [lambda: ops.MatMul(transpose_b=value)],
         "keep_dims": [lambda: ops.ReduceSum(keep_dims=value)],
-        "retain_graph": [lambda: ops.sum(Tensor([1.0], requires_grad=True)).backward(
-            retain_graph=value)],
+        "retain_graph": [
+            lambda: ops.sum(Tensor([1.0], requires_grad=True)).backward(retain_graph=value)
+        ],
     }
     for name, fns in calls.items():
         for fn in fns:
@@ -129,39 +153,54 @@ def test_batch_norm_numbers_are_type_errors(kwargs):
 
 # ---- axis and sizes: clear errors naming the argument, not IndexError/OverflowError -----------
 
-@pytest.mark.parametrize("call, name", [
-    (lambda x: ops.swapaxes(x, [], 1), "axis"), (lambda x: ops.concat([x, x], []), "axis"),
-    (lambda x: ops.split(x, 1, []), "axis"), (lambda x: ops.stack([x, x], []), "axis"),
-    (lambda x: ops.expand_dims(x, []), "axis"), (lambda x: ops.expand_dims(x, 1.0), "axis"),
-    (lambda x: ops.layer_norm(x, None, None, []), "begin_norm_axis"),
-    (lambda x: ops.softmax(x, []), "axis"),
-])
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda x: ops.swapaxes(x, [], 1), "axis"),
+        (lambda x: ops.concat([x, x], []), "axis"),
+        (lambda x: ops.split(x, 1, []), "axis"),
+        (lambda x: ops.stack([x, x], []), "axis"),
+        (lambda x: ops.expand_dims(x, []), "axis"),
+        (lambda x: ops.expand_dims(x, 1.0), "axis"),
+        (lambda x: ops.layer_norm(x, None, None, []), "begin_norm_axis"),
+        (lambda x: ops.softmax(x, []), "axis"),
+    ],
+)
 def test_an_axis_that_is_not_an_int_is_a_type_error(call, name):
     x = Tensor(numpy.ones((2, 3), numpy.float32))
     with pytest.raises(TypeError, match=f"{name} must be an int"):
         call(x)
 
 
-@pytest.mark.parametrize("call", [lambda x: ops.expand_dims(x, 2 ** 70),
-                                  lambda x: ops.swapaxes(x, 0, 2 ** 70),
-                                  lambda x: ops.concat([x, x], -3)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: ops.expand_dims(x, 2**70),
+        lambda x: ops.swapaxes(x, 0, 2**70),
+        lambda x: ops.concat([x, x], -3),
+    ],
+)
 def test_an_axis_out_of_range_is_a_value_error(call):
     with pytest.raises(ValueError, match="axis=.* is out of range"):
         call(Tensor(numpy.ones((2, 3), numpy.float32)))
 
 
-@pytest.mark.parametrize("make, error, name", [
-    (lambda: ops.Conv2D(4, 3, pad_mode=Tensor([1.0])), TypeError, "pad_mode"),
-    (lambda: ops.Conv2D(4, 3, pad_mode="full"), ValueError, "pad_mode"),
-    (lambda: ops.Conv2D(4.0, 3), TypeError, "out_channel"),
-    (lambda: ops.Conv2D(4, 3, group=0), ValueError, "group"),
-    (lambda: ops.Conv2D(4, 3, stride=2 ** 70), ValueError, "stride"),
-    (lambda: ops.Conv2D(4, 3, mode=2), ValueError, "mode"),
-    (lambda: ops.MaxPool(2, pad_mode=None), TypeError, "pad_mode"),
-    (lambda: ops.AvgPool(2, strides=1.5), TypeError, "strides"),
-    (lambda: ops.Argmax(axis=[]), TypeError, "axis"),
-    (lambda: ops.Split(axis=0, output_num=0), ValueError, "output_num"),
-])
+@pytest.mark.parametrize(
+    "make, error, name",
+    [
+        (lambda: ops.Conv2D(4, 3, pad_mode=Tensor([1.0])), TypeError, "pad_mode"),
+        (lambda: ops.Conv2D(4, 3, pad_mode="full"), ValueError, "pad_mode"),
+        (lambda: ops.Conv2D(4.0, 3), TypeError, "out_channel"),
+        (lambda: ops.Conv2D(4, 3, group=0), ValueError, "group"),
+        (lambda: ops.Conv2D(4, 3, stride=2**70), ValueError, "stride"),
+        (lambda: ops.Conv2D(4, 3, mode=2), ValueError, "mode"),
+        (lambda: ops.MaxPool(2, pad_mode=None), TypeError, "pad_mode"),
+        (lambda: ops.AvgPool(2, strides=1.5), TypeError, "strides"),
+        (lambda: ops.Argmax(axis=[]), TypeError, "axis"),
+        (lambda: ops.Split(axis=0, output_num=0), ValueError, "output_num"),
+    ],
+)
 def test_primitives_check_their_attributes_when_made(make, error, name):
     with pytest.raises(error, match=f"^{name} must be "):
         make()
@@ -182,14 +221,22 @@ def test_same_named_primitives_and_functions_are_mapped_in_one_place():
 
     from minigrad.autograd.function import Function
     from minigrad.ops import primitives
+
     functions = {}
     for info in pkgutil.iter_modules(ops.__path__):
         module = importlib.import_module(f"minigrad.ops.{info.name}")
         for name, obj in vars(module).items():
-            if inspect.isclass(obj) and issubclass(obj, Function) and obj.__module__ == module.__name__:
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, Function)
+                and obj.__module__ == module.__name__
+            ):
                 functions[name] = obj
-    same = {name for name, obj in vars(ops).items()
-            if inspect.isclass(obj) and issubclass(obj, ops.Primitive) and name in functions}
+    same = {
+        name
+        for name, obj in vars(ops).items()
+        if inspect.isclass(obj) and issubclass(obj, ops.Primitive) and name in functions
+    }
     assert set(primitives.SAME_NAMED_FUNCTIONS) == same
     for name, fn in primitives.SAME_NAMED_FUNCTIONS.items():
         assert fn is functions[name] and getattr(ops, name) is not fn

@@ -6,12 +6,12 @@ values must pass the float64 gradient check.
 """
 import numpy
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import minigrad
-from minigrad import ops
+from minigrad import Tensor, ops
 from minigrad.testing import assert_forward, check_backward
-from minigrad import Tensor
 
 
 @st.composite
@@ -61,15 +61,21 @@ def test_binary_broadcasting(name, dtype, shapes, seed):
 def test_where_broadcasting(dtype, shapes, seed):
     s_cond, s_x, s_y = shapes
     cond = numpy.random.RandomState(seed).rand(*s_cond) > 0.5
-    x, y = _values(s_x, "where", 0, seed).astype(dtype), _values(s_y, "where", 1, seed + 1).astype(dtype)
+    x, y = (
+        _values(s_x, "where", 0, seed).astype(dtype),
+        _values(s_y, "where", 1, seed + 1).astype(dtype),
+    )
     out = ops.where(cond, minigrad.Tensor(x), minigrad.Tensor(y))
     assert out.shape == numpy.broadcast_shapes(*shapes)
     numpy.testing.assert_array_equal(out.asnumpy(), numpy.where(cond, x, y))
     check_backward(lambda p, q: ops.where(cond, p, q), [x, y], seed=seed)
 
 
-@given(shapes=broadcastable_shapes(n=1), target_extra=st.lists(st.integers(1, 3), max_size=2),
-       seed=st.integers(0, 2 ** 16))
+@given(
+    shapes=broadcastable_shapes(n=1),
+    target_extra=st.lists(st.integers(1, 3), max_size=2),
+    seed=st.integers(0, 2**16),
+)
 def test_broadcast_to_then_sum_back(shapes, target_extra, seed):
     (shape,) = shapes
     target = tuple(target_extra) + tuple(side if side != 1 else 3 for side in shape)
@@ -95,7 +101,7 @@ def shape_and_axes(draw, max_dims=4, max_side=4):
 
 @pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32], ids=["float16", "float32"])
 @pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
-@given(case=shape_and_axes(), keepdims=st.booleans(), seed=st.integers(0, 2 ** 16))
+@given(case=shape_and_axes(), keepdims=st.booleans(), seed=st.integers(0, 2**16))
 def test_reductions_over_random_axes(name, dtype, case, keepdims, seed):
     shape, axis = case
     n = int(numpy.prod(shape))
@@ -104,6 +110,7 @@ def test_reductions_over_random_axes(name, dtype, case, keepdims, seed):
 
     def fn(t):
         return getattr(ops, name)(t, axis=axis, keepdims=keepdims)
+
     expected = getattr(numpy, name)(x.astype(numpy.float64), axis=axis, keepdims=keepdims)
     assert_forward(fn(minigrad.Tensor(x)), expected, dtype)
     check_backward(fn, [x], seed=seed)
@@ -116,7 +123,10 @@ def test_transpose_and_reshape_roundtrip(shape, data):
 
     def fn(t):
         return ops.reshape(ops.transpose(t, perm), (-1,))[::-1]
-    numpy.testing.assert_array_equal(fn(minigrad.Tensor(x)).asnumpy(), x.transpose(perm).reshape(-1)[::-1])
+
+    numpy.testing.assert_array_equal(
+        fn(minigrad.Tensor(x)).asnumpy(), x.transpose(perm).reshape(-1)[::-1]
+    )
     check_backward(fn, [x])
 
 
@@ -124,7 +134,12 @@ def test_transpose_and_reshape_roundtrip(shape, data):
 def test_broadcast_to_a_shape_it_cannot_reach_names_both_shapes(shape, target):
     # broadcast_to's own message covered only shapes with no common broadcast; (3,) -> (2, 1)
     # (common shape (2, 3), not the target) fell through to NumPy's 'remapped shapes' message
-    with pytest.raises(ValueError, match=r"cannot broadcast a tensor of shape %s to %s" % (
+    with pytest.raises(
+        ValueError,
+        match=r"cannot broadcast a tensor of shape %s to %s"
+        % (
             str(shape).replace("(", r"\(").replace(")", r"\)"),
-            str(target).replace("(", r"\(").replace(")", r"\)"))):
+            str(target).replace("(", r"\(").replace(")", r"\)"),
+        ),
+    ):
         ops.broadcast_to(Tensor(numpy.zeros(shape)), target)

@@ -1,16 +1,13 @@
 """conv2d, im2col and same_padding (ops/conv.py) against a direct NumPy reference."""
 import numpy
 import pytest
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 import minigrad
-from minigrad import ops
+from helpers.fp16 import F16, F32, FAST, assert_bits, conv_by_hand, grads, nchw, strided, ulps
+from minigrad import Tensor, ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous
-from minigrad import Tensor
-
-from helpers.fp16 import F16, F32, FAST, assert_bits, grads, nchw, strided, ulps
-
-from helpers.fp16 import conv_by_hand
 
 
 def conv_reference(x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
@@ -26,21 +23,39 @@ def conv_reference(x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(
         group_x = xp[:, oc // og * cg:(oc // og + 1) * cg]
         for i in range(kh):
             for j in range(kw):
-                window = group_x[:, :, i * dilation[0]:i * dilation[0] + stride[0] * (ho - 1) + 1:stride[0],
-                                 j * dilation[1]:j * dilation[1] + stride[1] * (wo - 1) + 1:stride[1]]
-                out[:, oc] += numpy.einsum("nchw,c->nhw", window, w[oc, :, i, j].astype(numpy.float64))
+                window = group_x[
+                    :,
+                    :,
+                    i * dilation[0] : i * dilation[0] + stride[0] * (ho - 1) + 1 : stride[0],
+                    j * dilation[1] : j * dilation[1] + stride[1] * (wo - 1) + 1 : stride[1],
+                ]
+                out[:, oc] += numpy.einsum(
+                    "nchw,c->nhw", window, w[oc, :, i, j].astype(numpy.float64)
+                )
     return out if b is None else out + b.astype(numpy.float64)[None, :, None, None]
 
 
 # (x shape, weight shape, keyword arguments for conv2d, the same normalised for the reference)
 CASES = {
     "3x3_pad1": ((2, 3, 5, 5), (4, 3, 3, 3), dict(padding=1), dict(padding=(1, 1, 1, 1))),
-    "stride2_rect": ((1, 2, 7, 6), (3, 2, 3, 2), dict(stride=2, padding=(1, 0)),
-                     dict(stride=(2, 2), padding=(1, 1, 0, 0))),
-    "pad4_dilation": ((2, 2, 6, 7), (2, 2, 2, 3), dict(padding=(0, 1, 2, 1), dilation=(2, 1)),
-                      dict(padding=(0, 1, 2, 1), dilation=(2, 1))),
-    "groups": ((2, 4, 5, 4), (6, 2, 3, 3), dict(groups=2, padding=1, stride=(1, 2)),
-               dict(groups=2, padding=(1, 1, 1, 1), stride=(1, 2))),
+    "stride2_rect": (
+        (1, 2, 7, 6),
+        (3, 2, 3, 2),
+        dict(stride=2, padding=(1, 0)),
+        dict(stride=(2, 2), padding=(1, 1, 0, 0)),
+    ),
+    "pad4_dilation": (
+        (2, 2, 6, 7),
+        (2, 2, 2, 3),
+        dict(padding=(0, 1, 2, 1), dilation=(2, 1)),
+        dict(padding=(0, 1, 2, 1), dilation=(2, 1)),
+    ),
+    "groups": (
+        (2, 4, 5, 4),
+        (6, 2, 3, 3),
+        dict(groups=2, padding=1, stride=(1, 2)),
+        dict(groups=2, padding=(1, 1, 1, 1), stride=(1, 2)),
+    ),
     "depthwise_1x1": ((2, 3, 3, 3), (3, 1, 1, 1), dict(groups=3), dict(groups=3)),
 }
 
@@ -56,8 +71,12 @@ def _case(name, dtype, seed=0):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_conv2d(name, dtype, device):
     x, w, b, kwargs, ref_kwargs = _case(name, dtype)
-    out = ops.conv2d(minigrad.Tensor(x, device=device), minigrad.Tensor(w, device=device),
-                     minigrad.Tensor(b, device=device), **kwargs)
+    out = ops.conv2d(
+        minigrad.Tensor(x, device=device),
+        minigrad.Tensor(w, device=device),
+        minigrad.Tensor(b, device=device),
+        **kwargs,
+    )
     assert out.device == device and out.dtype == dtype and out.data.flags.c_contiguous
     assert_forward(out, conv_reference(x, w, b, **ref_kwargs), dtype)
     tensors = [minigrad.Tensor(a, device=device) for a in (x, w, b)]
@@ -71,24 +90,43 @@ def test_conv2d_float64_and_noncontiguous(name):
     xv = noncontiguous(x)
     wv = numpy.ascontiguousarray(w.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
     assert not xv.flags.c_contiguous and not wv.flags.c_contiguous
-    assert_forward(ops.conv2d(minigrad.Tensor(xv), minigrad.Tensor(wv), minigrad.Tensor(b), **kwargs),
-                   conv_reference(x, w, b, **ref_kwargs), numpy.float64)
+    assert_forward(
+        ops.conv2d(minigrad.Tensor(xv), minigrad.Tensor(wv), minigrad.Tensor(b), **kwargs),
+        conv_reference(x, w, b, **ref_kwargs),
+        numpy.float64,
+    )
     check_backward(lambda x, w, b: ops.conv2d(x, w, b, **kwargs), [xv, wv, b])
 
 
-@given(groups=st.integers(1, 2), cg=st.integers(1, 2), og=st.integers(1, 2), n=st.integers(1, 2),
-       size=st.tuples(st.integers(1, 6), st.integers(1, 6)), kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
-       padding=st.tuples(*[st.integers(0, 2)] * 4), bias=st.booleans(), seed=st.integers(0, 100))
-def test_conv2d_any_geometry(groups, cg, og, n, size, kernel, stride, dilation, padding, bias, seed):
+@given(
+    groups=st.integers(1, 2),
+    cg=st.integers(1, 2),
+    og=st.integers(1, 2),
+    n=st.integers(1, 2),
+    size=st.tuples(st.integers(1, 6), st.integers(1, 6)),
+    kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    padding=st.tuples(*[st.integers(0, 2)] * 4),
+    bias=st.booleans(),
+    seed=st.integers(0, 100),
+)
+def test_conv2d_any_geometry(
+    groups, cg, og, n, size, kernel, stride, dilation, padding, bias, seed
+):
     extent = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
-    assume(size[0] + padding[0] + padding[1] >= extent[0] and size[1] + padding[2] + padding[3] >= extent[1])
+    assume(
+        size[0] + padding[0] + padding[1] >= extent[0]
+        and size[1] + padding[2] + padding[3] >= extent[1]
+    )
     rng = numpy.random.RandomState(seed)
     x = rng.standard_normal((n, cg * groups) + size)
     w = rng.standard_normal((og * groups, cg) + kernel)
     b = rng.standard_normal(og * groups) if bias else None
     kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-    out = ops.conv2d(minigrad.Tensor(x), minigrad.Tensor(w), None if b is None else minigrad.Tensor(b), **kwargs)
+    out = ops.conv2d(
+        minigrad.Tensor(x), minigrad.Tensor(w), None if b is None else minigrad.Tensor(b), **kwargs
+    )
     assert_forward(out, conv_reference(x, w, b, **kwargs), numpy.float64)
     if bias:
         check_backward(lambda x, w, b: ops.conv2d(x, w, b, **kwargs), [x, w, b])
@@ -99,10 +137,10 @@ def test_conv2d_any_geometry(groups, cg, og, n, size, kernel, stride, dilation, 
 def test_fp16_accumulates_in_fp32():
     # 4096 products of 1·(1 + 2^-10): an fp16 running sum would stall at 2048
     x = numpy.ones((1, 1024, 2, 2), numpy.float16)
-    w = numpy.full((1, 1024, 2, 2), 1 + 2 ** -10, numpy.float16)
+    w = numpy.full((1, 1024, 2, 2), 1 + 2**-10, numpy.float16)
     out = ops.conv2d(minigrad.Tensor(x), minigrad.Tensor(w))
     assert out.dtype == numpy.float16
-    assert out.asnumpy().item() == float(numpy.float16(4096 * (1 + 2 ** -10)))
+    assert out.asnumpy().item() == float(numpy.float16(4096 * (1 + 2**-10)))
 
 
 def test_mixed_precision_promotes_to_fp32():
@@ -119,16 +157,28 @@ def test_im2col_matches_weight_order():
     numpy.testing.assert_allclose(out, conv_reference(x, w, stride=(2, 2), padding=(1, 1, 0, 0)))
 
 
-@pytest.mark.parametrize("size,kernel,stride,dilation,expected", [
-    ((5, 5), 3, 1, 1, (1, 1, 1, 1)), ((6, 6), 3, 2, 1, (0, 1, 0, 1)), ((7, 4), (2, 3), (3, 1), 1, (0, 1, 1, 1)),
-    ((5, 5), 3, 1, 2, (2, 2, 2, 2)), ((4, 4), 1, 2, 1, (0, 0, 0, 0))])
+@pytest.mark.parametrize(
+    "size,kernel,stride,dilation,expected",
+    [
+        ((5, 5), 3, 1, 1, (1, 1, 1, 1)),
+        ((6, 6), 3, 2, 1, (0, 1, 0, 1)),
+        ((7, 4), (2, 3), (3, 1), 1, (0, 1, 1, 1)),
+        ((5, 5), 3, 1, 2, (2, 2, 2, 2)),
+        ((4, 4), 1, 2, 1, (0, 0, 0, 0)),
+    ],
+)
 def test_same_padding_keeps_ceil_size(size, kernel, stride, dilation, expected):
     pads = ops.same_padding(size, kernel, stride, dilation)
     assert pads == expected
     x = minigrad.Tensor(numpy.zeros((1, 1) + size, numpy.float32))
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
-    out = ops.conv2d(x, minigrad.Tensor(numpy.zeros((1, 1, kh, kw), numpy.float32)), stride=stride,
-                     padding=pads, dilation=dilation)
+    out = ops.conv2d(
+        x,
+        minigrad.Tensor(numpy.zeros((1, 1, kh, kw), numpy.float32)),
+        stride=stride,
+        padding=pads,
+        dilation=dilation,
+    )
     sh, sw = (stride, stride) if isinstance(stride, int) else stride
     assert out.shape[2:] == (-(-size[0] // sh), -(-size[1] // sw))
 
@@ -172,14 +222,17 @@ def _x(shape=(2, 3)):
     return minigrad.Tensor(numpy.arange(numpy.prod(shape), dtype=numpy.float32).reshape(shape))
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: ops.max_pool2d(_x((1, 1, 4, 4)), 2.5), "kernel_size"),
-    (lambda: ops.avg_pool2d(_x((1, 1, 4, 4)), 2, stride=1.5), "stride"),
-    (lambda: ops.max_pool2d(_x((1, 1, 4, 4)), 3, padding=1.0), "padding"),
-    (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), stride=1.0), "stride"),
-    (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), dilation=None), "dilation"),
-    (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), padding=0.5), "padding"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: ops.max_pool2d(_x((1, 1, 4, 4)), 2.5), "kernel_size"),
+        (lambda: ops.avg_pool2d(_x((1, 1, 4, 4)), 2, stride=1.5), "stride"),
+        (lambda: ops.max_pool2d(_x((1, 1, 4, 4)), 3, padding=1.0), "padding"),
+        (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), stride=1.0), "stride"),
+        (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), dilation=None), "dilation"),
+        (lambda: ops.conv2d(_x((1, 1, 4, 4)), _x((1, 1, 2, 2)), padding=0.5), "padding"),
+    ],
+)
 def test_window_sizes_that_are_not_ints_are_type_errors_naming_them(call, name):
     # minigrad._checks' rule: a float (or None) where an int belongs is a TypeError
     with pytest.raises(TypeError, match=name):
@@ -187,15 +240,30 @@ def test_window_sizes_that_are_not_ints_are_type_errors_naming_them(call, name):
 
 
 @FAST
-@given(seed=st.integers(0, 2 ** 32 - 1), groups=st.sampled_from([1, 2]), stride=st.sampled_from([1, 2, (2, 1)]),
-       dilation=st.sampled_from([1, (1, 2)]), pad=st.sampled_from([0, 1, (1, 0, 2, 1)]),
-       bias=st.booleans(), noncontig=st.booleans())
-def test_conv2d_fp16_forward_is_the_fp32_sum_rounded_once(seed, groups, stride, dilation, pad, bias, noncontig):
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    groups=st.sampled_from([1, 2]),
+    stride=st.sampled_from([1, 2, (2, 1)]),
+    dilation=st.sampled_from([1, (1, 2)]),
+    pad=st.sampled_from([0, 1, (1, 0, 2, 1)]),
+    bias=st.booleans(),
+    noncontig=st.booleans(),
+)
+def test_conv2d_fp16_forward_is_the_fp32_sum_rounded_once(
+    seed, groups, stride, dilation, pad, bias, noncontig
+):
     rng = numpy.random.default_rng(seed)
     x, w = nchw(rng, (2, 4, 6, 7)), nchw(rng, (4, 4 // groups, 3, 2))
     b = nchw(rng, (4,)) if bias else None
-    got = ops.conv2d(Tensor(strided(x) if noncontig else x), Tensor(w), None if b is None else Tensor(b),
-                     stride=stride, padding=pad, dilation=dilation, groups=groups).asnumpy()
+    got = ops.conv2d(
+        Tensor(strided(x) if noncontig else x),
+        Tensor(w),
+        None if b is None else Tensor(b),
+        stride=stride,
+        padding=pad,
+        dilation=dilation,
+        groups=groups,
+    ).asnumpy()
     p4 = (pad,) * 4 if isinstance(pad, int) else pad
     pair = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
     exact = conv_by_hand(x, w, b, pair(stride), p4, pair(dilation), groups)
@@ -209,17 +277,25 @@ def test_conv2d_fp16_sum_past_65504_in_between_stays_finite():
     w = numpy.array([1, 1, -1], F16).reshape(1, 1, 1, 3)
     assert_bits(ops.conv2d(Tensor(x), Tensor(w)).asnumpy(), numpy.full((1, 1, 1, 1), 60000, F16))
     # inf and NaN propagate; a subnormal product survives the fp32 accumulation
-    x = numpy.array([numpy.inf, 1, 2 ** -24, 2 ** -24], F16).reshape(1, 1, 1, 4)
-    w = numpy.array([1, 2 ** -1], F16).reshape(1, 1, 1, 2)
+    x = numpy.array([numpy.inf, 1, 2**-24, 2**-24], F16).reshape(1, 1, 1, 4)
+    w = numpy.array([1, 2**-1], F16).reshape(1, 1, 1, 2)
     got = ops.conv2d(Tensor(x), Tensor(w)).asnumpy().ravel()
-    assert got[0] == numpy.inf and got[1] == F16.type(2 ** -24 * 0.5 + 1) and got[2] == F16.type(1.5 * 2 ** -24)
+    assert (
+        got[0] == numpy.inf
+        and got[1] == F16.type(2**-24 * 0.5 + 1)
+        and got[2] == F16.type(1.5 * 2**-24)
+    )
 
 
-@pytest.mark.parametrize("groups,stride,dilation,pad", [(1, 1, 1, 1), (2, 2, (1, 2), (1, 0, 2, 1)), (4, 1, 2, 2)])
+@pytest.mark.parametrize(
+    "groups,stride,dilation,pad", [(1, 1, 1, 1), (2, 2, (1, 2), (1, 0, 2, 1)), (4, 1, 2, 2)]
+)
 def test_conv2d_gradients_fp16_match_float64(groups, stride, dilation, pad):
     rng = numpy.random.default_rng(3)
     x, w, b = nchw(rng, (2, 4, 7, 6)), nchw(rng, (4, 4 // groups, 2, 3)), nchw(rng, (4,))
-    fn = lambda x, w, b: ops.conv2d(x, w, b, stride=stride, padding=pad, dilation=dilation, groups=groups)  # noqa: E731
+    fn = lambda x, w, b: ops.conv2d(
+        x, w, b, stride=stride, padding=pad, dilation=dilation, groups=groups
+    )  # noqa: E731
     check_backward(fn, [x, w, b])
 
 

@@ -3,20 +3,33 @@
 Inputs keep away from kinks (0 for abs/relu, the bounds of clip, ties of maximum) so that the
 float64 central difference is meaningful; behaviour at the kinks is tested with exact values.
 """
+import warnings
+
 import numpy
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import minigrad
-from minigrad import ops
-from minigrad.testing import assert_forward, check_backward, noncontiguous, tolerance
 from helpers import DEVICES
-from minigrad import Tensor
-import warnings
-from hypothesis import given, strategies as st
-
-from helpers.fp16 import F16, F32, F64, FIXTURE_OK, assert_bits, assert_close_to_rounded, binary_case, fp16_values, grads, in_fp32, quiet, run, ulps, unary_case
-
-from minigrad import _native
+from helpers.fp16 import (
+    F16,
+    F32,
+    F64,
+    FIXTURE_OK,
+    assert_bits,
+    assert_close_to_rounded,
+    binary_case,
+    fp16_values,
+    grads,
+    in_fp32,
+    quiet,
+    run,
+    ulps,
+    unary_case,
+)
+from minigrad import Tensor, _native, ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous, tolerance
 
 
 def _away_from_zero(shape, seed=0, low=0.1, high=2.0):
@@ -30,7 +43,9 @@ def _positive(shape, seed=0):
 
 def _clip_input(shape, seed=0):
     x = _away_from_zero(shape, seed)
-    return numpy.where(numpy.abs(x - 0.7) < 0.05, 1.0, numpy.where(numpy.abs(x + 0.5) < 0.05, -1.0, x))
+    return numpy.where(
+        numpy.abs(x - 0.7) < 0.05, 1.0, numpy.where(numpy.abs(x + 0.5) < 0.05, -1.0, x)
+    )
 
 
 def _sigmoid(x):
@@ -48,7 +63,11 @@ UNARY = {
     "sigmoid": (ops.sigmoid, _sigmoid, _away_from_zero),
     "relu": (ops.relu, lambda x: numpy.maximum(x, 0), _away_from_zero),
     "clip": (lambda x: ops.clip(x, -0.5, 0.7), lambda x: numpy.clip(x, -0.5, 0.7), _clip_input),
-    "clip_min_only": (lambda x: ops.clip(x, min=-0.5), lambda x: numpy.maximum(x, -0.5), _clip_input),
+    "clip_min_only": (
+        lambda x: ops.clip(x, min=-0.5),
+        lambda x: numpy.maximum(x, -0.5),
+        _clip_input,
+    ),
     "neg_operator": (lambda x: -x, numpy.negative, _away_from_zero),
     "abs_operator": (lambda x: abs(x), numpy.abs, _away_from_zero),
 }
@@ -119,13 +138,13 @@ def test_sigmoid_saturates_without_warnings():
 
 # ---- binary -------------------------------------------------------------------------------
 
+
 def _pair(shape_a, shape_b, name, seed=0):
     rng = numpy.random.RandomState(seed)
     if name == "pow":
         return rng.uniform(0.5, 2.0, shape_a), rng.uniform(-2.0, 2.0, shape_b)
     if name in ("maximum", "minimum"):  # a on even tenths, b on odd tenths: never tied
-        return (rng.randint(-10, 10, shape_a) * 0.2,
-                rng.randint(-10, 10, shape_b) * 0.2 + 0.1)
+        return (rng.randint(-10, 10, shape_a) * 0.2, rng.randint(-10, 10, shape_b) * 0.2 + 0.1)
     return _away_from_zero(shape_a, seed), _away_from_zero(shape_b, seed + 1)
 
 
@@ -141,10 +160,17 @@ BINARY = {
     "sub_operator": (lambda a, b: a - b, numpy.subtract),
     "mul_operator": (lambda a, b: a * b, numpy.multiply),
     "div_operator": (lambda a, b: a / b, numpy.divide),
-    "pow_operator": (lambda a, b: a ** b, numpy.power),
+    "pow_operator": (lambda a, b: a**b, numpy.power),
 }
-SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4)), ((2, 1, 4), (3, 1)),
-          ((), (3,)), ((3, 1), (1, 4)), ((), ())]
+SHAPES = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((4,), (3, 4)),
+    ((2, 1, 4), (3, 1)),
+    ((), (3,)),
+    ((3, 1), (1, 4)),
+    ((), ()),
+]
 
 
 def _base(name):
@@ -167,8 +193,11 @@ def test_binary_noncontiguous(name, dtype):
     fn, ref = BINARY[name]
     a, b = (v.astype(dtype) for v in _pair((4, 3), (3, 4), _base(name)))
     a, b = a.T, noncontiguous(b)
-    assert_forward(fn(minigrad.Tensor(a), minigrad.Tensor(b)),
-                   ref(a.astype(numpy.float64), b.astype(numpy.float64)), dtype)
+    assert_forward(
+        fn(minigrad.Tensor(a), minigrad.Tensor(b)),
+        ref(a.astype(numpy.float64), b.astype(numpy.float64)),
+        dtype,
+    )
     check_backward(fn, [a, b])
 
 
@@ -184,8 +213,10 @@ def test_binary_float64_tight(name):
 def test_binary_with_python_scalar_on_either_side(name, dtype):
     fn, ref = BINARY[name]
     a = _pair((3,), (3,), name)[0].astype(dtype)
-    for args, expected in (((minigrad.Tensor(a), 1.5), ref(a.astype(numpy.float64), 1.5)),
-                           ((1.5, minigrad.Tensor(a)), ref(1.5, a.astype(numpy.float64)))):
+    for args, expected in (
+        ((minigrad.Tensor(a), 1.5), ref(a.astype(numpy.float64), 1.5)),
+        ((1.5, minigrad.Tensor(a)), ref(1.5, a.astype(numpy.float64))),
+    ):
         assert_forward(fn(*args), expected, dtype)
     check_backward(lambda x: fn(x, 1.5), [a])
     check_backward(lambda x: fn(1.5, x), [a])
@@ -209,7 +240,7 @@ def test_maximum_minimum_split_ties_evenly(fn):
 def test_pow_gradient_of_exponent_is_finite_for_nonpositive_base():
     a = minigrad.Tensor(numpy.array([0.0, -2.0, 2.0]), requires_grad=True)
     b = minigrad.Tensor(numpy.array([2.0, 2.0, 2.0]), requires_grad=True)
-    (a ** b).sum().backward()
+    (a**b).sum().backward()
     numpy.testing.assert_allclose(a.grad.asnumpy(), [0.0, -4.0, 4.0])
     numpy.testing.assert_allclose(b.grad.asnumpy(), [0.0, 0.0, 4 * numpy.log(2.0)])
 
@@ -222,8 +253,10 @@ def test_integer_division_gives_float32():
 
 # ---- where, cast, comparisons --------------------------------------------------------------
 
-@pytest.mark.parametrize("shapes", [((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), (3, 4)),
-                                    ((4,), (3, 4), (1,))], ids=str)
+
+@pytest.mark.parametrize(
+    "shapes", [((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), (3, 4)), ((4,), (3, 4), (1,))], ids=str
+)
 def test_where(shapes, dtype, device):
     s_cond, s_x, s_y = shapes
     rng = numpy.random.RandomState(0)
@@ -233,8 +266,9 @@ def test_where(shapes, dtype, device):
     for c in (cond, minigrad.Tensor(cond, device=device)):
         assert_forward(ops.where(c, mx, my), numpy.where(cond, x, y).astype(numpy.float64), dtype)
     check_backward(lambda a, b: ops.where(cond, a, b), [mx, my])
-    check_backward(lambda a, b: ops.where(minigrad.Tensor(cond, device=device), a, b),
-                   [noncontiguous(x), y])
+    check_backward(
+        lambda a, b: ops.where(minigrad.Tensor(cond, device=device), a, b), [noncontiguous(x), y]
+    )
 
 
 def test_where_with_scalar_branch_keeps_dtype(dtype):
@@ -245,8 +279,15 @@ def test_where_with_scalar_branch_keeps_dtype(dtype):
     numpy.testing.assert_array_equal(x.grad.asnumpy(), [1.0, 0.0, 1.0])
 
 
-@pytest.mark.parametrize("src,dst", [("float16", "float32"), ("float32", "float16"),
-                                     ("float32", "float64"), ("float64", "float32")])
+@pytest.mark.parametrize(
+    "src,dst",
+    [
+        ("float16", "float32"),
+        ("float32", "float16"),
+        ("float32", "float64"),
+        ("float64", "float32"),
+    ],
+)
 def test_cast(src, dst, device):
     x = _away_from_zero((3, 4)).astype(src)
     out = ops.cast(minigrad.Tensor(x, device=device), dst)
@@ -255,8 +296,13 @@ def test_cast(src, dst, device):
     # the gradient comes back in the source dtype (checked inside check_backward). A cast down
     # rounds the float64 evaluations too: a large step keeps that rounding small (cast is linear)
     atol, rtol = tolerance(min(numpy.dtype(src), numpy.dtype(dst), key=lambda d: d.itemsize))
-    check_backward(lambda t: ops.cast(t, dst) * 2, [minigrad.Tensor(x, device=device)],
-                   eps=0.5, atol=atol, rtol=rtol)
+    check_backward(
+        lambda t: ops.cast(t, dst) * 2,
+        [minigrad.Tensor(x, device=device)],
+        eps=0.5,
+        atol=atol,
+        rtol=rtol,
+    )
 
 
 def test_cast_to_same_dtype_is_identity_and_bad_dtype_raises():
@@ -266,10 +312,17 @@ def test_cast_to_same_dtype_is_identity_and_bad_dtype_raises():
         ops.cast(x, numpy.complex128)
 
 
-@pytest.mark.parametrize("name,ref", [("equal", numpy.equal), ("not_equal", numpy.not_equal),
-                                      ("less", numpy.less), ("less_equal", numpy.less_equal),
-                                      ("greater", numpy.greater),
-                                      ("greater_equal", numpy.greater_equal)])
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("equal", numpy.equal),
+        ("not_equal", numpy.not_equal),
+        ("less", numpy.less),
+        ("less_equal", numpy.less_equal),
+        ("greater", numpy.greater),
+        ("greater_equal", numpy.greater_equal),
+    ],
+)
 def test_comparisons(name, ref, dtype, device):
     a = numpy.array([[1.0, 2.0, 3.0]], dtype)
     b = numpy.array([[2.0], [2.0]], dtype)
@@ -301,25 +354,25 @@ def test_operands_on_two_devices_name_both():
 
 @pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32, numpy.float64])
 def test_pow_gradient_of_a_zero_exponent_is_zero_at_zero(dtype):
-    # PyTorch's pow_backward masks exponent == 0 to a zero gradient; 0 * 0**-1 gave nan
+    # PyTorch's pow_backward masks exponent == 0 to a zero gradient; 0 * 0**-1 would give nan
     x = Tensor(numpy.array([0.0, 2.0, -1.0], dtype), requires_grad=True)
-    (x ** 0).sum().backward()
+    (x**0).sum().backward()
     numpy.testing.assert_array_equal(x.grad.asnumpy(), [0.0, 0.0, 0.0])
     b = Tensor(numpy.array([0.0, 1.0, 2.0], dtype), requires_grad=True)
     a = Tensor(numpy.zeros(3, dtype), requires_grad=True)
-    (a ** b).sum().backward()
+    (a**b).sum().backward()
     numpy.testing.assert_array_equal(a.grad.asnumpy(), [0.0, 1.0, 0.0])
 
 
 def test_clip_of_an_int_tensor_by_float_bounds_follows_the_dtype_policy():
     # dtype policy: int tensor (op) Python float -> float32 (NumPy and PyTorch promote too);
-    # the bounds were truncated to ints, so clip([0, 3], 0.5, 2.5) returned [0, 2]
+    # bounds truncated to ints would make clip([0, 3], 0.5, 2.5) return [0, 2]
     x = Tensor(numpy.array([0, 1, 3], numpy.int32))
     out = ops.clip(x, 0.5, 2.5)
     assert out.dtype == minigrad.float32
     numpy.testing.assert_array_equal(out.asnumpy(), [0.5, 1.0, 2.5])
     assert x.clip(min=0.5).asnumpy().tolist() == [0.5, 1.0, 3.0]
-    ints = ops.clip(x, 1, 2)                      # int bounds keep the int dtype
+    ints = ops.clip(x, 1, 2)  # int bounds keep the int dtype
     assert ints.dtype == numpy.int32 and ints.asnumpy().tolist() == [1, 1, 2]
 
 
@@ -359,9 +412,16 @@ FP16_UNARY = {  # op, rule, NumPy's own fp16 function whose warnings the op shou
     # ReLU documents +0 for every x <= 0 that is not NaN (-0 included), NaN passing unchanged
     "relu": (ops.relu, lambda x: numpy.where((x > 0) | numpy.isnan(x), x, F16.type(0)), None),
     "square": (ops.square, numpy.square, numpy.square),
-    "clip": (lambda t: ops.clip(t, -2.5, 300.0), lambda x: numpy.clip(x, F16.type(-2.5), F16.type(300)), None),
-    "leaky_relu": (lambda t: ops.leaky_relu(t, 0.2),
-                   lambda x: numpy.where(x > 0, x, x * F16.type(0.2)), None),
+    "clip": (
+        lambda t: ops.clip(t, -2.5, 300.0),
+        lambda x: numpy.clip(x, F16.type(-2.5), F16.type(300)),
+        None,
+    ),
+    "leaky_relu": (
+        lambda t: ops.leaky_relu(t, 0.2),
+        lambda x: numpy.where(x > 0, x, x * F16.type(0.2)),
+        None,
+    ),
 }
 
 
@@ -393,8 +453,8 @@ def test_sigmoid_fp16_is_the_rounded_logistic_and_silent(path, x):
 
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_sigmoid_keeps_relative_accuracy_in_the_left_tail(dtype):
-    # the tanh form 0.5 + 0.5·tanh(x/2) cancels for x << 0: sigmoid(-15) in fp32 was 2.98e-7
-    # (true 3.06e-7) and sigmoid(-40) was 0 in fp32 and fp64 (true 4.2e-18)
+    # the tanh form 0.5 + 0.5·tanh(x/2) cancels for x << 0: sigmoid(-15) in fp32 is 2.98e-7
+    # (true 3.06e-7) and sigmoid(-40) 0 in fp32 and fp64 (true 4.2e-18)
     x = numpy.array([-15.0, -17.0, -40.0, -80.0, -700.0, 3.0, 0.0, -0.0, 30.0], dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -406,8 +466,13 @@ def test_sigmoid_keeps_relative_accuracy_in_the_left_tail(dtype):
 @given(case=binary_case())
 def test_fp32_results_do_not_depend_on_the_host_library(case):
     a, b = (v.astype(F32) for v in case)
-    fns = [lambda: ops.mul(Tensor(a), Tensor(b)), lambda: ops.div(Tensor(a), Tensor(b)),
-           lambda: ops.relu(Tensor(a)), lambda: ops.sum(Tensor(a)), lambda: ops.sigmoid(Tensor(a))]
+    fns = [
+        lambda: ops.mul(Tensor(a), Tensor(b)),
+        lambda: ops.div(Tensor(a), Tensor(b)),
+        lambda: ops.relu(Tensor(a)),
+        lambda: ops.sum(Tensor(a)),
+        lambda: ops.sigmoid(Tensor(a)),
+    ]
     with numpy.errstate(all="ignore"):
         native = [f().asnumpy() for f in fns]
         with _native.numpy_fallback():
@@ -416,7 +481,7 @@ def test_fp32_results_do_not_depend_on_the_host_library(case):
         assert_bits(n, p)
 
 
-@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 40))
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40))
 def test_elementwise_gradients_match_float64(seed, n):
     rng = numpy.random.default_rng(seed)
     a = fp16_values(rng, (n,), finite=True, specials=0.3)
@@ -443,15 +508,18 @@ def test_elementwise_gradients_match_float64(seed, n):
 
 def test_mul_broadcast_gradient_sums_before_rounding():
     # da = Σ g·b over the broadcast axis: 2·60000 - 2·60000 = 0 (the products rounded to fp16
-    # first are inf and -inf, whose sum was NaN)
-    ga, gb = grads(ops.mul, [numpy.array([1.0], F16), numpy.array([60000, -60000], F16)],
-                   numpy.array([2, 2], F16))
+    # first are inf and -inf, whose sum is NaN)
+    ga, gb = grads(
+        ops.mul,
+        [numpy.array([1.0], F16), numpy.array([60000, -60000], F16)],
+        numpy.array([2, 2], F16),
+    )
     assert_bits(ga, numpy.array([0.0], F16))
     assert_bits(gb, numpy.array([2, 2], F16))
 
 
 def test_div_gradient_of_b_is_not_lost_to_an_fp16_intermediate():
-    # db = -g·a/b² = -100·1e-6/1e-6 ≈ -101 (g/b = 1e5 overflowed fp16 first: db was -inf)
+    # db = -g·a/b² = -100·1e-6/1e-6 ≈ -101 (g/b = 1e5 overflows fp16: through it db would be -inf)
     a, b, g = numpy.array([1e-6], F16), numpy.array([1e-3], F16), numpy.array([100], F16)
     ga, gb = grads(ops.div, [a, b], g)
     assert_bits(ga, numpy.array([numpy.inf], F16))
@@ -466,14 +534,19 @@ def test_div_broadcast_gradient_of_b_sums_before_rounding():
 
 
 def test_square_gradient_does_not_overflow_through_2x():
-    # dx = 2·x·g = 2·40000·0.001 ≈ 80 (2·x = 80000 overflowed fp16 first: dx was inf)
-    (gx,) = grads(ops.square, [numpy.array([40000.0, 2.0 ** -24], F16)], numpy.array([0.001, 0.5], F16))
-    exact = 2 * numpy.array([40000.0, 2.0 ** -24]) * numpy.array([0.001, 0.5], F16).astype(F64)
+    # dx = 2·x·g = 2·40000·0.001 ≈ 80 (2·x = 80000 overflows fp16: through it dx would be inf)
+    (gx,) = grads(
+        ops.square, [numpy.array([40000.0, 2.0**-24], F16)], numpy.array([0.001, 0.5], F16)
+    )
+    exact = 2 * numpy.array([40000.0, 2.0**-24]) * numpy.array([0.001, 0.5], F16).astype(F64)
     assert_close_to_rounded(gx, exact, 0)
 
 
 def test_pow_gradient_is_not_nan_through_an_fp16_intermediate():
-    # da = g·b·a^(b-1) = 1000·100·0.5^99 ≈ 1.6e-25 -> 0 (g·b overflowed to inf, a^(b-1) underflowed to 0)
-    ga, gb = grads(ops.pow, [numpy.array([0.5], F16), numpy.array([100.0], F16)], numpy.array([1000], F16))
+    # da = g·b·a^(b-1) = 1000·100·0.5^99 ≈ 1.6e-25 -> 0 (through fp16, g·b would overflow to inf
+    # and a^(b-1) underflow to 0)
+    ga, gb = grads(
+        ops.pow, [numpy.array([0.5], F16), numpy.array([100.0], F16)], numpy.array([1000], F16)
+    )
     assert_bits(ga, numpy.array([0.0], F16))
     assert_bits(gb, numpy.array([-0.0], F16))  # db = g·out·log(0.5) ≈ -5e-28

@@ -8,8 +8,7 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import Parameter, Tensor, ops
-from minigrad import _native
+from minigrad import Parameter, Tensor, _native, ops
 from minigrad._fastcast import MIN_SIZE
 from minigrad.ops.arithmetic import _arith
 from minigrad.optim import SGD
@@ -64,9 +63,14 @@ def test_fp16_ops_forward_and_backward_match_the_plain_fp16_computation():
         out = fn(ta, tb)
         out.backward(Tensor(g))
         b2 = numpy.broadcast_to(b, a.shape)
-        # b's gradient: the fp32 products summed, then rounded once (as the fp16 gradient tests of tests/ops/test_elementwise.py check)
-        want = {"add": (a + b, g, g), "sub": (a - b, g, -g), "mul": (a * b, g * b2, g.astype(F32) * a),
-                "div": (a / b, g / b2, -(g.astype(F32) / b2) * a / b2)}[name]
+        # b's gradient: the fp32 products summed, then rounded once (as the fp16 gradient tests
+        # of tests/ops/test_elementwise.py check)
+        want = {
+            "add": (a + b, g, g),
+            "sub": (a - b, g, -g),
+            "mul": (a * b, g * b2, g.astype(F32) * a),
+            "div": (a / b, g / b2, -(g.astype(F32) / b2) * a / b2),
+        }[name]
         assert_same_bits(out.asnumpy(), want[0])
         assert_same_bits(ta.grad.asnumpy(), want[1])
         assert_same_bits(tb.grad.asnumpy(), want[2].sum(axis=0, dtype=F32).astype(F16))
@@ -75,13 +79,17 @@ def test_fp16_ops_forward_and_backward_match_the_plain_fp16_computation():
 def test_fp16_sum_and_mean_are_fp32_sums_of_the_widened_values():
     x = numpy.random.default_rng(5).standard_normal((128, 512)).astype(F16)
     for axis in (0, (0,), None):
-        assert_same_bits(ops.sum(Tensor(x), axis=axis).asnumpy(),
-                         x.sum(axis=axis, dtype=F32).astype(F16))
-        assert_same_bits(ops.mean(Tensor(x), axis=axis).asnumpy(),
-                         x.mean(axis=axis, dtype=F32).astype(F16))
+        assert_same_bits(
+            ops.sum(Tensor(x), axis=axis).asnumpy(), x.sum(axis=axis, dtype=F32).astype(F16)
+        )
+        assert_same_bits(
+            ops.mean(Tensor(x), axis=axis).asnumpy(), x.mean(axis=axis, dtype=F32).astype(F16)
+        )
     t = Tensor(x, requires_grad=True)
     ops.mean(t, axis=0).backward(Tensor(numpy.full(512, 3.0, F16)))
-    assert_same_bits(t.grad.asnumpy(), numpy.full(x.shape, numpy.float32(3.0) / 128, F32).astype(F16))
+    assert_same_bits(
+        t.grad.asnumpy(), numpy.full(x.shape, numpy.float32(3.0) / 128, F32).astype(F16)
+    )
 
 
 @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "tanh", "sigmoid"])
@@ -113,11 +121,15 @@ def step(opt, value=1.0):
     opt(tuple(numpy.full(p.shape, value, F16) for p in opt.parameters))
 
 
-@pytest.mark.parametrize("write", [
-    lambda w: w.set_data(numpy.array([3.0, 4.0], F16)),
-    lambda w: w.__setitem__(slice(None), numpy.array([3.0, 4.0], F16)),
-    lambda w: setattr(w, "data", numpy.array([3.0, 4.0], F16)),
-], ids=["set_data", "setitem", "new_array"])
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda w: w.set_data(numpy.array([3.0, 4.0], F16)),
+        lambda w: w.__setitem__(slice(None), numpy.array([3.0, 4.0], F16)),
+        lambda w: setattr(w, "data", numpy.array([3.0, 4.0], F16)),
+    ],
+    ids=["set_data", "setitem", "new_array"],
+)
 def test_master_is_reread_after_a_visible_write(write):
     w = Parameter(numpy.ones(2, F16), name="w")
     opt = SGD([w], learning_rate=0.5)
@@ -168,9 +180,12 @@ def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch)
     def train():
         minigrad.set_seed(0)
         net = nn.SequentialCell([nn.Dense(64, 96), nn.ReLU(), nn.Dense(96, 10)])
-        cell = amp.build_train_network(net, nn.SGD(net.trainable_params(), 0.05),
-                                       nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                                       level="O2")
+        cell = amp.build_train_network(
+            net,
+            nn.SGD(net.trainable_params(), 0.05),
+            nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+            level="O2",
+        )
         rng = numpy.random.default_rng(0)
         x = Tensor(rng.standard_normal((128, 64)).astype(F32))
         y = Tensor(rng.integers(0, 10, 128).astype(numpy.int32))
@@ -186,8 +201,12 @@ def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch)
         def call(*args):
             calls.append(pair)
             return fn(*args)
+
         return call
-    monkeypatch.setattr(_native.loaded(), "conversions", {pair: counted(pair, fn) for pair, fn in native.items()})
+
+    monkeypatch.setattr(
+        _native.loaded(), "conversions", {pair: counted(pair, fn) for pair, fn in native.items()}
+    )
     fast = train()
     assert set(calls) == set(native), "the native conversion did not run both ways"
     monkeypatch.setattr(_native.loaded(), "conversions", None)

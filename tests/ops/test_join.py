@@ -1,14 +1,13 @@
 """concat, stack, split (ops/join.py): forward, backward, dtype promotion, errors, round trips."""
 import numpy
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import minigrad
-from minigrad import ops
-from minigrad.testing import assert_forward, check_backward, noncontiguous
-from minigrad import Tensor
-
 from helpers.fp16 import F16, F32, assert_bits, nchw, strided
+from minigrad import Tensor, ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous
 
 
 def _inputs(shapes, dtype, seed=0):
@@ -18,12 +17,18 @@ def _inputs(shapes, dtype, seed=0):
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat(axis, dtype, device):
-    shapes = {0: [(1, 3), (2, 3), (3, 3)], 1: [(2, 1), (2, 4), (2, 2)], -1: [(2, 1), (2, 4), (2, 2)]}
+    shapes = {
+        0: [(1, 3), (2, 3), (3, 3)],
+        1: [(2, 1), (2, 4), (2, 2)],
+        -1: [(2, 1), (2, 4), (2, 2)],
+    }
     arrays = _inputs(shapes[axis], dtype)
     out = ops.concat([minigrad.Tensor(a, device=device) for a in arrays], axis=axis)
     assert out.device == device
     assert_forward(out, numpy.concatenate(arrays, axis=axis), dtype)
-    check_backward(lambda *ts: ops.concat(ts, axis=axis), [minigrad.Tensor(a, device=device) for a in arrays])
+    check_backward(
+        lambda *ts: ops.concat(ts, axis=axis), [minigrad.Tensor(a, device=device) for a in arrays]
+    )
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])
@@ -31,7 +36,9 @@ def test_stack(axis, dtype, device):
     arrays = _inputs([(2, 3)] * 3, dtype)
     out = ops.stack([minigrad.Tensor(a, device=device) for a in arrays], axis=axis)
     assert_forward(out, numpy.stack(arrays, axis=axis), dtype)
-    check_backward(lambda *ts: ops.stack(ts, axis=axis), [minigrad.Tensor(a, device=device) for a in arrays])
+    check_backward(
+        lambda *ts: ops.stack(ts, axis=axis), [minigrad.Tensor(a, device=device) for a in arrays]
+    )
 
 
 @pytest.mark.parametrize("how", [3, [1, 4], [0, 2, 2, 6]], ids=str)
@@ -56,8 +63,10 @@ def test_split_gradient_of_unused_pieces_is_zero():
 def test_noncontiguous_inputs():
     a, b = _inputs([(3, 4), (4, 3)], numpy.float32)
     a, b = noncontiguous(a), b.T
-    assert_forward(ops.concat([minigrad.Tensor(a), minigrad.Tensor(b)], axis=0),
-                   numpy.concatenate([a, b]).astype(numpy.float64))
+    assert_forward(
+        ops.concat([minigrad.Tensor(a), minigrad.Tensor(b)], axis=0),
+        numpy.concatenate([a, b]).astype(numpy.float64),
+    )
     check_backward(lambda x, y: ops.concat([x, y], axis=1), [a, b])
     check_backward(lambda x, y: ops.stack([x, y], axis=1), [a, b])
     check_backward(lambda x: ops.split(x, [1], axis=0), [b])
@@ -80,8 +89,11 @@ def test_int_with_float_takes_the_float_dtype():
     assert ops.stack([halves, ints]).dtype == numpy.float16
 
 
-@given(sizes=st.lists(st.integers(0, 4), min_size=1, max_size=5), other=st.integers(1, 3),
-       axis=st.sampled_from([0, 1]))
+@given(
+    sizes=st.lists(st.integers(0, 4), min_size=1, max_size=5),
+    other=st.integers(1, 3),
+    axis=st.sampled_from([0, 1]),
+)
 def test_split_then_concat_round_trip(sizes, other, axis):
     shape = [other, other]
     shape[axis] = sum(sizes)
@@ -114,7 +126,7 @@ def test_errors_name_the_problem():
 def test_join_and_shape_ops_are_exact_in_fp16():
     rng = numpy.random.default_rng(4)
     a, b = strided(nchw(rng, (2, 3, 4))), nchw(rng, (2, 3, 4))
-    a[0, 0, :3] = [2 ** -24, numpy.inf, numpy.nan]
+    a[0, 0, :3] = [2**-24, numpy.inf, numpy.nan]
     assert_bits(ops.concat([Tensor(a), Tensor(b)], 1).asnumpy(), numpy.concatenate([a, b], 1))
     assert_bits(ops.stack([Tensor(a), Tensor(b)], -1).asnumpy(), numpy.stack([a, b], -1))
     pieces = ops.split(Tensor(a), [1, 1, 3], axis=2)

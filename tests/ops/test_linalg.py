@@ -1,18 +1,34 @@
-"""TODO docstring"""
+"""matmul and dense (ops/linalg.py): NumPy's product on 1-D, batched and broadcast operands,
+fp16 rounding the fp32 product once (forward) and the fp32 sum of a broadcast operand's
+gradient once (backward), gradients against the float64 checker."""
 import itertools
+
 import numpy
 import pytest
+
 from minigrad import Tensor
-from minigrad.ops.linalg import matmul, dense
+from minigrad.ops.linalg import dense, matmul
 from minigrad.testing import check_backward
 
 F16, F32, F64 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)
 
 
 # (a shape, b shape): 1-D operands, 2-D, batched, and batch axes that broadcast
-SHAPES = [((3,), (3,)), ((3,), (3, 4)), ((2, 3), (3,)), ((3,), (5, 3, 4)), ((5, 2, 3), (3,)),
-          ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)), ((2, 3), (5, 3, 4)), ((1, 2, 3), (5, 3, 4)),
-          ((4, 1, 2, 3), (5, 3, 4)), ((4, 1, 2, 3), (1, 5, 3, 4)), ((3, 40, 70), (70,)), ((70,), (70, 40))]
+SHAPES = [
+    ((3,), (3,)),
+    ((3,), (3, 4)),
+    ((2, 3), (3,)),
+    ((3,), (5, 3, 4)),
+    ((5, 2, 3), (3,)),
+    ((2, 3), (3, 4)),
+    ((5, 2, 3), (3, 4)),
+    ((2, 3), (5, 3, 4)),
+    ((1, 2, 3), (5, 3, 4)),
+    ((4, 1, 2, 3), (5, 3, 4)),
+    ((4, 1, 2, 3), (1, 5, 3, 4)),
+    ((3, 40, 70), (70,)),
+    ((70,), (70, 40)),
+]
 
 
 def _operands(sa, sb, dtype, transpose_b, strided, seed=0):
@@ -29,7 +45,9 @@ def _operands(sa, sb, dtype, transpose_b, strided, seed=0):
 @pytest.mark.parametrize("dtype", [F16, F32, F64])
 @pytest.mark.parametrize("transpose_b", [False, True])
 @pytest.mark.parametrize("strided", [False, True])
-def test_matmul_forward_is_numpys_product_and_fp16_rounds_the_fp32_product_once(dtype, transpose_b, strided):
+def test_matmul_forward_is_numpys_product_and_fp16_rounds_the_fp32_product_once(
+    dtype, transpose_b, strided
+):
     for sa, sb in SHAPES:
         if transpose_b and len(sb) < 2:
             continue
@@ -55,7 +73,9 @@ def test_matmul_backward_matches_gradcheck_on_broadcast_and_strided_operands(dty
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])
-def test_fp16_matmul_gradient_of_a_broadcast_operand_is_summed_in_fp32_and_rounded_once(transpose_b):
+def test_fp16_matmul_gradient_of_a_broadcast_operand_is_summed_in_fp32_and_rounded_once(
+    transpose_b,
+):
     """The gradient of a batch-broadcast fp16 operand is a sum over the batch: summing the fp32
     partial products and rounding once is the fp16 matmul policy. Rounding each partial to fp16
     first overflowed partials of +-80000 (sum 0) to inf - inf = NaN, and rounded twice."""

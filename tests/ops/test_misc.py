@@ -3,13 +3,10 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import ops
+from helpers.fp16 import F16, F32, assert_bits, grads, nchw
+from minigrad import Tensor, nn, ops
 from minigrad.random import get_rng
 from minigrad.testing import assert_forward, check_backward, noncontiguous
-from minigrad import Tensor, nn
-
-from helpers.fp16 import F16, F32, assert_bits, grads, nchw
-
 
 # ---- random and dropout -------------------------------------------------------------------------
 
@@ -103,16 +100,21 @@ def test_creation_defaults_and_devices():
 
 def test_square(dtype, device):
     x = numpy.random.RandomState(0).standard_normal((3, 4)).astype(dtype)
-    assert_forward(ops.square(minigrad.Tensor(x, device=device)), x.astype(numpy.float64) ** 2, dtype)
+    expected = x.astype(numpy.float64) ** 2
+    assert_forward(ops.square(minigrad.Tensor(x, device=device)), expected, dtype)
     check_backward(ops.square, [minigrad.Tensor(x, device=device)])
     check_backward(ops.square, [x.T])
 
 
 # ---- primitives ----------------------------------------------------------------------------------
 
+
 def test_primitives_call_their_ops():
     rng = numpy.random.RandomState(0)
-    a, b = rng.standard_normal((2, 3)).astype(numpy.float32), rng.standard_normal((4, 3)).astype(numpy.float32)
+    a, b = (
+        rng.standard_normal((2, 3)).astype(numpy.float32),
+        rng.standard_normal((4, 3)).astype(numpy.float32),
+    )
     ta, tb = minigrad.Tensor(a), minigrad.Tensor(b)
     close = numpy.testing.assert_allclose
     close(ops.MatMul(transpose_b=True)(ta, tb).asnumpy(), a @ b.T, rtol=1e-5)
@@ -130,13 +132,25 @@ def test_primitives_call_their_ops():
     assert [p.shape for p in ops.Split(1, 3)(ta)] == [(2, 1)] * 3
     close(ops.Softmax()(ta).asnumpy().sum(-1), 1, rtol=1e-6)
     close(ops.LogSoftmax(0)(ta).asnumpy(), ops.log_softmax(ta, 0).asnumpy())
-    for name, ref in [("ReLU", lambda x: numpy.maximum(x, 0)), ("Tanh", numpy.tanh), ("Exp", numpy.exp),
-                      ("Abs", numpy.abs), ("Neg", numpy.negative), ("Square", numpy.square)]:
+    for name, ref in [
+        ("ReLU", lambda x: numpy.maximum(x, 0)),
+        ("Tanh", numpy.tanh),
+        ("Exp", numpy.exp),
+        ("Abs", numpy.abs),
+        ("Neg", numpy.negative),
+        ("Square", numpy.square),
+    ]:
         close(getattr(ops, name)()(ta).asnumpy(), ref(a), rtol=1e-6)
     close(ops.GeLU()(ta).asnumpy(), ops.gelu(ta).asnumpy())
-    for name, ref in [("Add", numpy.add), ("Sub", numpy.subtract), ("Mul", numpy.multiply),
-                      ("RealDiv", numpy.divide), ("Div", numpy.divide), ("Maximum", numpy.maximum),
-                      ("Minimum", numpy.minimum)]:
+    for name, ref in [
+        ("Add", numpy.add),
+        ("Sub", numpy.subtract),
+        ("Mul", numpy.multiply),
+        ("RealDiv", numpy.divide),
+        ("Div", numpy.divide),
+        ("Maximum", numpy.maximum),
+        ("Minimum", numpy.minimum),
+    ]:
         close(getattr(ops, name)()(ta, 2.0).asnumpy(), ref(a, 2.0), rtol=1e-6)
     close(ops.Select()(a > 0, ta, ta * 0).asnumpy(), numpy.where(a > 0, a, 0))
     assert ops.Fill()(minigrad.float16, (2, 2), 3.0).dtype == numpy.float16
@@ -149,18 +163,27 @@ def test_primitives_call_their_ops():
     assert ops.Flatten()(ta[None]).shape == (1, 6)
     assert ops.Argmax()(ta).asnumpy().tolist() == a.argmax(-1).tolist()
     assert ops.Argmax(axis=0, output_type=minigrad.int64)(ta).dtype == numpy.int64
-    for name, ref in [("Equal", numpy.equal), ("NotEqual", numpy.not_equal), ("Less", numpy.less),
-                      ("LessEqual", numpy.less_equal), ("Greater", numpy.greater),
-                      ("GreaterEqual", numpy.greater_equal)]:
+    for name, ref in [
+        ("Equal", numpy.equal),
+        ("NotEqual", numpy.not_equal),
+        ("Less", numpy.less),
+        ("LessEqual", numpy.less_equal),
+        ("Greater", numpy.greater),
+        ("GreaterEqual", numpy.greater_equal),
+    ]:
         numpy.testing.assert_array_equal(getattr(ops, name)()(ta, 0.0).asnumpy(), ref(a, 0.0))
-    hot = ops.OneHot()(minigrad.Tensor(numpy.array([2, 0])), 3, minigrad.Tensor(1.0), minigrad.Tensor(0.0))
+    hot = ops.OneHot()(
+        minigrad.Tensor(numpy.array([2, 0])), 3, minigrad.Tensor(1.0), minigrad.Tensor(0.0)
+    )
     numpy.testing.assert_array_equal(hot.asnumpy(), [[0, 0, 1], [1, 0, 0]])
     assert hot.dtype == numpy.float32
     assert ops.OneHot(axis=0)(numpy.array([2, 0]), 3).shape == (3, 2)
 
 
-@pytest.mark.parametrize("pad_mode,pad,expected_hw", [("valid", 0, (3, 2)), ("same", 0, (5, 4)),
-                                                      ("pad", (1, 1, 0, 0), (5, 2))])
+@pytest.mark.parametrize(
+    "pad_mode,pad,expected_hw",
+    [("valid", 0, (3, 2)), ("same", 0, (5, 4)), ("pad", (1, 1, 0, 0), (5, 2))],
+)
 def test_conv2d_primitive_pad_modes(pad_mode, pad, expected_hw):
     x = numpy.random.RandomState(0).standard_normal((1, 2, 5, 4)).astype(numpy.float32)
     w = numpy.random.RandomState(1).standard_normal((3, 2, 3, 3)).astype(numpy.float32)
@@ -181,7 +204,7 @@ def test_pool_primitives():
     same = ops.MaxPool(kernel_size=2, strides=2, pad_mode="same")(x)
     assert same.shape == (1, 1, 3, 3) and same.asnumpy()[0, 0, 2, 2] == 24
     avg = ops.AvgPool(kernel_size=2, strides=2, pad_mode="same")(x).asnumpy()
-    assert avg[0, 0, 2, 2] == 24   # the padding is not counted
+    assert avg[0, 0, 2, 2] == 24  # the padding is not counted
 
 
 def test_one_hot_stays_on_the_ids_device(device):
@@ -196,16 +219,19 @@ def _x(shape=(2, 3)):
     return minigrad.Tensor(numpy.arange(numpy.prod(shape), dtype=numpy.float32).reshape(shape))
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: ops.dropout(_x(), p="0.5"), "p"),
-    (lambda: ops.dropout(_x(), p=None), "p"),
-    (lambda: ops.leaky_relu(_x(), alpha="a"), "alpha"),
-    (lambda: ops.split(_x(), 1.5, axis=1), "sections_or_indices"),
-    (lambda: ops.split(_x(), [1.5], axis=1), "sections_or_indices"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: ops.dropout(_x(), p="0.5"), "p"),
+        (lambda: ops.dropout(_x(), p=None), "p"),
+        (lambda: ops.leaky_relu(_x(), alpha="a"), "alpha"),
+        (lambda: ops.split(_x(), 1.5, axis=1), "sections_or_indices"),
+        (lambda: ops.split(_x(), [1.5], axis=1), "sections_or_indices"),
+    ],
+)
 def test_argument_of_the_wrong_type_is_a_type_error_naming_it(call, name):
-    # were "'<=' not supported between 'int' and 'str'", "could not convert string to float",
-    # "'float' object is not iterable" and a silent int(1.5) cut
+    # not "'<=' not supported between 'int' and 'str'", "could not convert string to float",
+    # "'float' object is not iterable" or a silent int(1.5) cut
     with pytest.raises(TypeError, match=rf"\b{name}\b.*got"):
         call()
 
@@ -224,7 +250,7 @@ def dropout_pair(x, p, seed=7):
 def test_dropout_fp16_is_x_times_the_fp32_scale_rounded_once(p):
     rng = numpy.random.default_rng(0)
     x = nchw(rng, (50, 400))
-    x[0, :8] = [0, -0.0, 2 ** -24, 65504, -65504, 0.01, 1e-3, 0]
+    x[0, :8] = [0, -0.0, 2**-24, 65504, -65504, 0.01, 1e-3, 0]
     out, keep = dropout_pair(x, p)
     scale = F32.type(1 / (1 - p))
     with numpy.errstate(over="ignore"):
@@ -240,7 +266,8 @@ def test_dropout_fp16_is_x_times_the_fp32_scale_rounded_once(p):
 
 
 def test_dropout_near_one_keeps_finite_values():
-    # p = 0.99999: kept values are x·1e5 (0.01 -> 1000); the fp16 scale 1e5 was inf (and 0·inf NaN)
+    # p = 0.99999: kept values are x·1e5 (0.01 -> 1000); the scale 1e5 in fp16 is inf
+    # (and 0·inf NaN)
     x = numpy.full(200000, 0.01, F16)
     x[::2] = 0
     out, keep = dropout_pair(x, 0.99999, seed=3)
@@ -264,16 +291,19 @@ def test_dropout_layer_keep_prob_and_empty():
 def test_embedding_gradient_of_many_repeated_ids_accumulates_in_fp32():
     # 70000 ids 0 with g = 2^-10: Σ = 68.359375 exactly (an fp16 running sum stalls at 64)
     tab = numpy.zeros((3, 2), F16)
-    (gt,) = grads(lambda t: ops.embedding(numpy.zeros(70000, numpy.int64), t), [tab],
-                  numpy.full((70000, 2), 2 ** -10, F16))
+    (gt,) = grads(
+        lambda t: ops.embedding(numpy.zeros(70000, numpy.int64), t),
+        [tab],
+        numpy.full((70000, 2), 2**-10, F16),
+    )
     assert_bits(gt, numpy.array([[70000 / 1024] * 2, [0, 0], [0, 0]], F16))
     # 60000 + 60000 - 60000 and subnormals 3·2^-24 (no overflow, no flush)
     ids = numpy.array([[0, 2], [0, 2], [0, 2]])
     g = numpy.zeros((3, 2, 2), F16)
     g[:, 0, 0] = [60000, 60000, -60000]
-    g[:, 1, 1] = 2 ** -24
+    g[:, 1, 1] = 2**-24
     (gt,) = grads(lambda t: ops.embedding(ids, t), [tab], g)
-    assert_bits(gt, numpy.array([[60000, 0], [0, 0], [0, 3 * 2 ** -24]], F16))
+    assert_bits(gt, numpy.array([[60000, 0], [0, 0], [0, 3 * 2**-24]], F16))
     # nn.Embedding: gather and one-hot paths agree (the one-hot path through the matmul rule)
     rng = numpy.random.default_rng(0)
     ids = Tensor(rng.integers(0, 5, (4, 3)))

@@ -3,11 +3,9 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import ops
-from minigrad.testing import assert_forward, check_backward, noncontiguous
-from minigrad import Tensor
-
 from helpers.fp16 import F16, F32, F64, assert_close_to_rounded, grads, nchw, ulps
+from minigrad import Tensor, ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous
 
 
 def _normalize(x, axes, gamma, beta, eps, mean=None, var=None):
@@ -20,8 +18,11 @@ def _normalize(x, axes, gamma, beta, eps, mean=None, var=None):
 def _data(shape, dtype, seed=0):
     rng = numpy.random.RandomState(seed)
     c = shape[1]
-    return (rng.standard_normal(shape) * 2 + 1).astype(dtype), rng.uniform(0.5, 1.5, c).astype(dtype), \
-        rng.standard_normal(c).astype(dtype)
+    return (
+        (rng.standard_normal(shape) * 2 + 1).astype(dtype),
+        rng.uniform(0.5, 1.5, c).astype(dtype),
+        rng.standard_normal(c).astype(dtype),
+    )
 
 
 @pytest.mark.parametrize("shape", [(6, 3), (3, 2, 4, 3)], ids=str)
@@ -42,12 +43,22 @@ def test_batch_norm_training(shape, dtype, device):
 def test_batch_norm_eval_uses_running_statistics(shape, dtype, device):
     x, gamma, beta = _data(shape, dtype)
     c = shape[1]
-    mean, var = numpy.linspace(-1, 1, c).astype(numpy.float32), numpy.linspace(0.5, 2, c).astype(numpy.float32)
+    mean, var = (
+        numpy.linspace(-1, 1, c).astype(numpy.float32),
+        numpy.linspace(0.5, 2, c).astype(numpy.float32),
+    )
     bshape = (1, -1) + (1,) * (len(shape) - 2)
     t = lambda a: minigrad.Tensor(a, device=device)
     out = ops.batch_norm(t(x), t(gamma), t(beta), t(mean), t(var), training=False, eps=1e-3)
-    expected = _normalize(x, None, gamma.reshape(bshape), beta.reshape(bshape), 1e-3,
-                          mean.reshape(bshape), var.reshape(bshape))
+    expected = _normalize(
+        x,
+        None,
+        gamma.reshape(bshape),
+        beta.reshape(bshape),
+        1e-3,
+        mean.reshape(bshape),
+        var.reshape(bshape),
+    )
     assert_forward(out, expected, dtype)
     fn = lambda x, g, b: ops.batch_norm(x, g, b, t(mean), t(var), training=False, eps=1e-3)
     check_backward(fn, [t(x), t(gamma), t(beta)])
@@ -56,12 +67,23 @@ def test_batch_norm_eval_uses_running_statistics(shape, dtype, device):
 def test_running_statistics_update_in_place():
     x, gamma, beta = _data((4, 2, 3, 3), numpy.float16)
     running_mean = minigrad.Tensor(numpy.zeros(2, numpy.float32))
-    running_var = numpy.ones(2, numpy.float32)   # a raw array works as well
-    ops.batch_norm(minigrad.Tensor(x), minigrad.Tensor(gamma), minigrad.Tensor(beta), running_mean,
-                   running_var, training=True, momentum=0.25)
+    running_var = numpy.ones(2, numpy.float32)  # a raw array works as well
+    ops.batch_norm(
+        minigrad.Tensor(x),
+        minigrad.Tensor(gamma),
+        minigrad.Tensor(beta),
+        running_mean,
+        running_var,
+        training=True,
+        momentum=0.25,
+    )
     x64 = x.astype(numpy.float64)
-    numpy.testing.assert_allclose(running_mean.asnumpy(), 0.25 * x64.mean(axis=(0, 2, 3)), rtol=1e-5)
-    numpy.testing.assert_allclose(running_var, 0.75 + 0.25 * x64.var(axis=(0, 2, 3), ddof=1), rtol=1e-5)
+    numpy.testing.assert_allclose(
+        running_mean.asnumpy(), 0.25 * x64.mean(axis=(0, 2, 3)), rtol=1e-5
+    )
+    numpy.testing.assert_allclose(
+        running_var, 0.75 + 0.25 * x64.var(axis=(0, 2, 3), ddof=1), rtol=1e-5
+    )
     assert running_mean.dtype == numpy.float32 and running_var.dtype == numpy.float32
     # evaluation leaves them alone
     before = running_var.copy()
@@ -86,15 +108,22 @@ def test_fp32_parameters_with_fp16_input():
     out = ops.batch_norm(xt, g32, b32, None, None, training=True)
     assert out.dtype == numpy.float16
     out.sum().backward()
-    assert (xt.grad.dtype, g32.grad.dtype, b32.grad.dtype) == (numpy.float16, numpy.float32, numpy.float32)
+    assert (xt.grad.dtype, g32.grad.dtype, b32.grad.dtype) == (
+        numpy.float16,
+        numpy.float32,
+        numpy.float32,
+    )
 
 
 @pytest.mark.parametrize("begin_norm,begin_params", [(-1, -1), (1, 1), (1, -1), (2, 2)])
 def test_layer_norm(begin_norm, begin_params, dtype, device):
     x = (numpy.random.RandomState(0).standard_normal((2, 3, 4)) * 3).astype(dtype)
-    pshape = x.shape[begin_params % 3:]
+    pshape = x.shape[begin_params % 3 :]
     rng = numpy.random.RandomState(1)
-    gamma, beta = rng.uniform(0.5, 1.5, pshape).astype(dtype), rng.standard_normal(pshape).astype(dtype)
+    gamma, beta = (
+        rng.uniform(0.5, 1.5, pshape).astype(dtype),
+        rng.standard_normal(pshape).astype(dtype),
+    )
     t = lambda a: minigrad.Tensor(a, device=device)
     fn = lambda x, g, b: ops.layer_norm(x, g, b, begin_norm, begin_params)
     out = fn(t(x), t(gamma), t(beta))
@@ -107,10 +136,15 @@ def test_noncontiguous_and_float64():
     x, gamma, beta = _data((5, 3), numpy.float64)
     xv = noncontiguous(x)
     fn = lambda x, g, b: ops.batch_norm(x, g, b, None, None, training=True)
-    assert_forward(fn(*map(minigrad.Tensor, (xv, gamma, beta))), _normalize(x, (0,), gamma, beta, 1e-5),
-                   numpy.float64)
+    assert_forward(
+        fn(*map(minigrad.Tensor, (xv, gamma, beta))),
+        _normalize(x, (0,), gamma, beta, 1e-5),
+        numpy.float64,
+    )
     check_backward(fn, [xv, gamma, beta])
-    check_backward(lambda x, g, b: ops.layer_norm(x, g, b), [x.T, gamma[:1].repeat(5), beta[:1].repeat(5)])
+    check_backward(
+        lambda x, g, b: ops.layer_norm(x, g, b), [x.T, gamma[:1].repeat(5), beta[:1].repeat(5)]
+    )
 
 
 def test_bad_arguments():
@@ -120,7 +154,9 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="needs running_mean and running_var"):
         ops.batch_norm(x, None, None, None, None, training=False)
     with pytest.raises(ValueError, match="more than one value per channel"):
-        ops.batch_norm(minigrad.Tensor(numpy.zeros((1, 3), numpy.float32)), None, None, None, None, True)
+        ops.batch_norm(
+            minigrad.Tensor(numpy.zeros((1, 3), numpy.float32)), None, None, None, None, True
+        )
     with pytest.raises(ValueError, match=r"running_mean must have shape \(3,\), got \(2,\)"):
         ops.batch_norm(x, None, None, numpy.zeros(2, numpy.float32), None, True)
     with pytest.raises(ValueError, match=r"momentum must be a finite float in \[0, 1\], got 1.5"):
@@ -141,7 +177,8 @@ def test_layer_norm_non_int_axis_names_the_argument():
 
 
 def norm_by_hand(x, gamma, beta, axes, eps, mean=None, var=None, dtype=F64):
-    """The documented rule; ``dtype=F32``: statistics and x̂ in fp32, as the docstring says for fp16."""
+    """The documented rule; ``dtype=F32``: statistics and x̂ in fp32, as the docstring says for
+    fp16."""
     x = x.astype(dtype)
     if mean is None:
         mean = x.mean(axis=axes, keepdims=True, dtype=F64).astype(dtype)
@@ -165,7 +202,15 @@ def test_batch_norm_fp16_train_and_eval_with_fp32_params_and_stats(offset):
     numpy.testing.assert_allclose(rm, 0.1 * x64.mean((0, 2, 3)), rtol=1e-6)
     numpy.testing.assert_allclose(rv, 0.9 + 0.1 * x64.var((0, 2, 3), ddof=1), rtol=1e-5)
     y = ops.batch_norm(Tensor(x), Tensor(gamma), Tensor(beta), rm, rv, False)
-    ref = norm_by_hand(x, gm, bt, None, 1e-5, rm.astype(F64).reshape(1, 3, 1, 1), rv.astype(F64).reshape(1, 3, 1, 1))
+    ref = norm_by_hand(
+        x,
+        gm,
+        bt,
+        None,
+        1e-5,
+        rm.astype(F64).reshape(1, 3, 1, 1),
+        rv.astype(F64).reshape(1, 3, 1, 1),
+    )
     with numpy.errstate(over="ignore"):
         assert_close_to_rounded(y.asnumpy(), ref, 1)
 
@@ -179,6 +224,7 @@ def test_batch_norm_gradients_match_float64(training):
 
     def fn(x, gamma, beta):
         return ops.batch_norm(x, gamma, beta, rm.copy(), rv.copy(), training)
+
     check_backward(fn, [x, gamma, beta])
     gx, gg, gb = grads(fn, [x, gamma, beta], nchw(rng, x.shape))
     assert (gx.dtype, gg.dtype, gb.dtype) == (F16, F32, F32)
@@ -188,7 +234,9 @@ def test_layer_norm_fp16_forward_and_gradients():
     rng = numpy.random.default_rng(2)
     x = (rng.standard_normal((3, 4, 5)) * 100 + 20000).astype(F16)
     gamma, beta = rng.standard_normal((4, 5)).astype(F16), rng.standard_normal((4, 5)).astype(F16)
-    y = ops.layer_norm(Tensor(x), Tensor(gamma), Tensor(beta), begin_norm_axis=1, begin_params_axis=1)
+    y = ops.layer_norm(
+        Tensor(x), Tensor(gamma), Tensor(beta), begin_norm_axis=1, begin_params_axis=1
+    )
     assert y.dtype == F16
     ref = norm_by_hand(x, gamma.astype(F32), beta.astype(F32), (1, 2), 1e-5, dtype=F32)
     assert (ulps(y.asnumpy(), ref.astype(F16)) <= 1).all()

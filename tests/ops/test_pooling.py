@@ -1,14 +1,23 @@
 """max_pool2d and avg_pool2d (ops/pooling.py) against a window-by-window NumPy reference."""
 import numpy
 import pytest
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 import minigrad
-from minigrad import ops
+from helpers.fp16 import (
+    F16,
+    F64,
+    FAST,
+    assert_bits,
+    assert_close_to_rounded,
+    grads,
+    nchw,
+    strided,
+    ulps,
+)
+from minigrad import Tensor, ops
 from minigrad.testing import assert_forward, check_backward, noncontiguous
-from minigrad import Tensor
-
-from helpers.fp16 import F16, F64, FAST, assert_bits, assert_close_to_rounded, grads, nchw, strided, ulps
 
 
 def pool_reference(x, kernel, stride, padding, reduce, fill):
@@ -46,7 +55,9 @@ def test_max_pool2d(name, dtype, device):
     out = ops.max_pool2d(minigrad.Tensor(x, device=device), **kwargs)
     assert out.device == device
     assert_forward(out, pool_reference(x, kernel, stride, pads, numpy.max, -numpy.inf), dtype)
-    check_backward(lambda t: ops.max_pool2d(t, **kwargs), [minigrad.Tensor(x, device=device)], eps=1e-2)
+    check_backward(
+        lambda t: ops.max_pool2d(t, **kwargs), [minigrad.Tensor(x, device=device)], eps=1e-2
+    )
 
 
 @pytest.mark.parametrize("include_pad", [True, False])
@@ -55,11 +66,19 @@ def test_avg_pool2d(name, include_pad, dtype, device):
     kwargs, kernel, stride, pads = CASES[name]
     x = numpy.random.RandomState(1).standard_normal((2, 3, 7, 6)).astype(dtype)
     out = ops.avg_pool2d(minigrad.Tensor(x, device=device), count_include_pad=include_pad, **kwargs)
-    expected = pool_reference(x, kernel, stride, pads, numpy.mean if include_pad else numpy.nanmean,
-                              0.0 if include_pad else numpy.nan)
+    expected = pool_reference(
+        x,
+        kernel,
+        stride,
+        pads,
+        numpy.mean if include_pad else numpy.nanmean,
+        0.0 if include_pad else numpy.nan,
+    )
     assert_forward(out, expected, dtype)
-    check_backward(lambda t: ops.avg_pool2d(t, count_include_pad=include_pad, **kwargs),
-                   [minigrad.Tensor(x, device=device)])
+    check_backward(
+        lambda t: ops.avg_pool2d(t, count_include_pad=include_pad, **kwargs),
+        [minigrad.Tensor(x, device=device)],
+    )
 
 
 @pytest.mark.parametrize("op", [ops.max_pool2d, ops.avg_pool2d])
@@ -67,27 +86,56 @@ def test_noncontiguous_and_float64(op):
     x = _distinct((2, 3, 6, 5), numpy.float64)
     for view in (noncontiguous(x), x.transpose(0, 1, 3, 2)):
         reduce = numpy.max if op is ops.max_pool2d else numpy.mean
-        assert_forward(op(minigrad.Tensor(view), 2, 1, 1),
-                       pool_reference(view, (2, 2), (1, 1), (1, 1, 1, 1), reduce,
-                                      -numpy.inf if op is ops.max_pool2d else 0.0), numpy.float64)
+        assert_forward(
+            op(minigrad.Tensor(view), 2, 1, 1),
+            pool_reference(
+                view,
+                (2, 2),
+                (1, 1),
+                (1, 1, 1, 1),
+                reduce,
+                -numpy.inf if op is ops.max_pool2d else 0.0,
+            ),
+            numpy.float64,
+        )
         check_backward(lambda t: op(t, 2, 1, 1), [view], eps=1e-2)
 
 
-@given(size=st.tuples(st.integers(1, 6), st.integers(1, 6)), kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), padding=st.tuples(*[st.integers(0, 2)] * 4),
-       include_pad=st.booleans(), seed=st.integers(0, 100))
+@given(
+    size=st.tuples(st.integers(1, 6), st.integers(1, 6)),
+    kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    padding=st.tuples(*[st.integers(0, 2)] * 4),
+    include_pad=st.booleans(),
+    seed=st.integers(0, 100),
+)
 def test_pooling_any_geometry(size, kernel, stride, padding, include_pad, seed):
     assume(max(padding[:2]) < kernel[0] and max(padding[2:]) < kernel[1])
-    assume(size[0] + padding[0] + padding[1] >= kernel[0] and size[1] + padding[2] + padding[3] >= kernel[1])
+    assume(
+        size[0] + padding[0] + padding[1] >= kernel[0]
+        and size[1] + padding[2] + padding[3] >= kernel[1]
+    )
     x = _distinct((2, 2) + size, numpy.float64, seed)
     kwargs = dict(kernel_size=kernel, stride=stride, padding=padding)
-    assert_forward(ops.max_pool2d(minigrad.Tensor(x), **kwargs),
-                   pool_reference(x, kernel, stride, padding, numpy.max, -numpy.inf), numpy.float64)
+    assert_forward(
+        ops.max_pool2d(minigrad.Tensor(x), **kwargs),
+        pool_reference(x, kernel, stride, padding, numpy.max, -numpy.inf),
+        numpy.float64,
+    )
     check_backward(lambda t: ops.max_pool2d(t, **kwargs), [x], eps=1e-2)
     avg = lambda t: ops.avg_pool2d(t, count_include_pad=include_pad, **kwargs)
-    assert_forward(avg(minigrad.Tensor(x)),
-                   pool_reference(x, kernel, stride, padding, numpy.mean if include_pad else numpy.nanmean,
-                                  0.0 if include_pad else numpy.nan), numpy.float64)
+    assert_forward(
+        avg(minigrad.Tensor(x)),
+        pool_reference(
+            x,
+            kernel,
+            stride,
+            padding,
+            numpy.mean if include_pad else numpy.nanmean,
+            0.0 if include_pad else numpy.nan,
+        ),
+        numpy.float64,
+    )
     check_backward(avg, [x])
 
 
@@ -98,11 +146,11 @@ def test_max_pool_ties_send_the_gradient_to_the_first_maximum():
 
 
 def test_fp16_average_accumulates_in_fp32():
-    x = numpy.full((1, 1, 64, 64), 1 + 2 ** -10, numpy.float16)
+    x = numpy.full((1, 1, 64, 64), 1 + 2**-10, numpy.float16)
     x[0, 0, 0, 0] = 2048
     out = ops.avg_pool2d(minigrad.Tensor(x), 64)
     assert out.dtype == numpy.float16
-    expected = (2048 + 4095 * (1 + 2 ** -10)) / 4096
+    expected = (2048 + 4095 * (1 + 2**-10)) / 4096
     assert abs(out.asnumpy().item() - expected) < 1e-3
 
 
@@ -133,7 +181,9 @@ def pool_by_hand(x, g, kernel, stride, pad, op):
     """Forward and the float64 backward of max/avg pooling (max: first maximum in tap order)."""
     top, bottom, left, right = pad
     fill = -numpy.inf if op == "max" else 0
-    xp = numpy.pad(x.astype(F64), ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
+    xp = numpy.pad(
+        x.astype(F64), ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill
+    )
     taps = list(pool_taps(x.shape, kernel, stride, pad))
     stack = numpy.stack([xp[:, :, r, c] for r, c in taps])
     dx = numpy.zeros(xp.shape)
@@ -146,17 +196,21 @@ def pool_by_hand(x, g, kernel, stride, pad, op):
         out = stack.sum(0) / len(taps)
         for r, c in taps:
             dx[:, :, r, c] += g.astype(F64) / len(taps)
-    return out, dx[:, :, top:top + x.shape[2], left:left + x.shape[3]]
+    return out, dx[:, :, top : top + x.shape[2], left : left + x.shape[3]]
 
 
 @FAST
-@given(seed=st.integers(0, 2 ** 32 - 1), kernel=st.sampled_from([(2, 2), (3, 3), (2, 3)]),
-       stride=st.sampled_from([(1, 1), (2, 1), (2, 2)]), pad=st.sampled_from([(0, 0, 0, 0), (1, 0, 1, 1)]),
-       noncontig=st.booleans())
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    kernel=st.sampled_from([(2, 2), (3, 3), (2, 3)]),
+    stride=st.sampled_from([(1, 1), (2, 1), (2, 2)]),
+    pad=st.sampled_from([(0, 0, 0, 0), (1, 0, 1, 1)]),
+    noncontig=st.booleans(),
+)
 def test_pool_fp16_forward_and_backward_follow_the_rule(seed, kernel, stride, pad, noncontig):
     rng = numpy.random.default_rng(seed)
     x = nchw(rng, (2, 2, 7, 6), 1000)
-    x[rng.random(x.shape) < 0.1] = F16.type(2 ** -24)
+    x[rng.random(x.shape) < 0.1] = F16.type(2**-24)
     x[rng.random(x.shape) < 0.2] = F16.type(7)  # ties: the first maximum takes the gradient
     for op, fn in (("max", ops.max_pool2d), ("avg", ops.avg_pool2d)):
         out_shape = pool_by_hand(x, numpy.zeros(1), kernel, stride, pad, op)[0].shape
@@ -177,15 +231,20 @@ def test_pool_fp16_forward_and_backward_follow_the_rule(seed, kernel, stride, pa
 def test_max_pool_gradient_of_overlapping_windows_sums_in_fp32():
     x = numpy.array([0, 5, 0], F16).reshape(1, 1, 1, 3)
     for g, want in (([-40000, 40000, 40000], 40000), ([1, 1, 2048], 2050)):
-        (gx,) = grads(lambda t: ops.max_pool2d(t, (1, 3), 1, (0, 0, 1, 1)), [x],
-                      numpy.array(g, F16).reshape(1, 1, 1, 3))
+        (gx,) = grads(
+            lambda t: ops.max_pool2d(t, (1, 3), 1, (0, 0, 1, 1)),
+            [x],
+            numpy.array(g, F16).reshape(1, 1, 1, 3),
+        )
         assert_bits(gx, numpy.array([0, want, 0], F16).reshape(1, 1, 1, 3))
 
 
 def test_avg_pool_gradient_is_the_fp32_sum_of_the_shares_rounded_once():
     # each x[1] gets g/3 from three windows: (1 + 1 + 1)/3 = 1 exactly; 3·fp16(1/3) = 0.99951
     x = numpy.zeros((1, 1, 1, 3), F16)
-    (gx,) = grads(lambda t: ops.avg_pool2d(t, (1, 3), 1, (0, 0, 1, 1)), [x], numpy.ones((1, 1, 1, 3), F16))
+    (gx,) = grads(
+        lambda t: ops.avg_pool2d(t, (1, 3), 1, (0, 0, 1, 1)), [x], numpy.ones((1, 1, 1, 3), F16)
+    )
     assert_bits(gx, numpy.array([2 / 3, 1, 2 / 3]).astype(F16).reshape(1, 1, 1, 3))
 
 

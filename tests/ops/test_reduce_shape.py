@@ -1,14 +1,13 @@
 """Reductions, shape ops, indexing and matmul: forward vs NumPy, backward vs the checker."""
 import numpy
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minigrad
-from minigrad import ops
-from minigrad.testing import assert_forward, check_backward, noncontiguous
-from hypothesis import given, settings, strategies as st
-from minigrad import Tensor
-
 from helpers.fp16 import F16, F32, F64, FIXTURE_OK, assert_bits, fp16_values, grads, run, unary_case
+from minigrad import Tensor, ops
+from minigrad.testing import assert_forward, check_backward, noncontiguous
 
 
 def _distinct(shape, seed=0):
@@ -37,7 +36,9 @@ def test_reduction(name, axis, keepdims, dtype, device):
     def fn(t):
         return getattr(ops, name)(t, axis=axis, keepdims=keepdims)
     out = fn(minigrad.Tensor(x, device=device))
-    assert_forward(out, REDUCTIONS[name](x.astype(numpy.float64), axis=axis, keepdims=keepdims), dtype)
+    assert_forward(
+        out, REDUCTIONS[name](x.astype(numpy.float64), axis=axis, keepdims=keepdims), dtype
+    )
     check_backward(fn, [minigrad.Tensor(x, device=device)])
 
 
@@ -46,7 +47,9 @@ def test_reduction_methods_and_noncontiguous(name, dtype):
     x = _distinct((4, 6)).astype(dtype)
     for view in (x.T, noncontiguous(x)):
         out = getattr(minigrad.Tensor(view), name)(axis=1, keepdims=True)
-        assert_forward(out, REDUCTIONS[name](view.astype(numpy.float64), axis=1, keepdims=True), dtype)
+        assert_forward(
+            out, REDUCTIONS[name](view.astype(numpy.float64), axis=1, keepdims=True), dtype
+        )
         check_backward(lambda t: getattr(t, name)(axis=1), [view])
 
 
@@ -77,7 +80,9 @@ def test_max_min_share_gradient_among_ties(name, dtype):
     t = minigrad.Tensor(x, requires_grad=True)
     getattr(t, name)(axis=1).sum().backward()
     assert t.grad.dtype == dtype
-    numpy.testing.assert_allclose(t.grad.asnumpy(), [[0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]], rtol=1e-3)
+    numpy.testing.assert_allclose(
+        t.grad.asnumpy(), [[0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]], rtol=1e-3
+    )
     t.grad = None
     getattr(t, name)().backward(minigrad.Tensor(numpy.array(6.0, dtype)))  # a global tie of 2
     numpy.testing.assert_allclose(t.grad.asnumpy(), [[0, 3, 3], [0, 0, 0]])
@@ -87,7 +92,7 @@ def test_fp16_sum_and_mean_accumulate_in_fp32():
     x = minigrad.Tensor(numpy.full(4096, 0.1, numpy.float16))
     exact = 4096 * float(numpy.float16(0.1))
     assert x.sum().dtype == numpy.float16 and x.mean().dtype == numpy.float16
-    assert abs(float(x.sum()) - exact) < 0.5   # fp16 spacing at 409.6 is 0.25
+    assert abs(float(x.sum()) - exact) < 0.5  # fp16 spacing at 409.6 is 0.25
     assert abs(float(x.mean()) - float(numpy.float16(0.1))) < 1e-4
     naive = numpy.float16(0)
     for _ in range(4096):
@@ -105,17 +110,32 @@ SHAPE_CASES = {
     "view_method": (lambda t: t.view((3, 8)), lambda a: a.reshape(3, 8), (2, 3, 4)),
     "flatten": (lambda t: t.flatten(), lambda a: a.reshape(-1), (2, 3, 4)),
     "transpose": (lambda t: ops.transpose(t), lambda a: a.transpose(), (2, 3, 4)),
-    "transpose_axes": (lambda t: ops.transpose(t, (1, 2, 0)), lambda a: a.transpose(1, 2, 0), (2, 3, 4)),
-    "transpose_negative": (lambda t: t.transpose(0, -1, 1), lambda a: a.transpose(0, 2, 1), (2, 3, 4)),
+    "transpose_axes": (
+        lambda t: ops.transpose(t, (1, 2, 0)),
+        lambda a: a.transpose(1, 2, 0),
+        (2, 3, 4),
+    ),
+    "transpose_negative": (
+        lambda t: t.transpose(0, -1, 1),
+        lambda a: a.transpose(0, 2, 1),
+        (2, 3, 4),
+    ),
     "T": (lambda t: t.T, lambda a: a.T, (3, 4)),
     "swapaxes": (lambda t: ops.swapaxes(t, 0, -1), lambda a: a.swapaxes(0, -1), (2, 3, 4)),
     "expand_dims": (lambda t: ops.expand_dims(t, 1), lambda a: numpy.expand_dims(a, 1), (2, 3)),
     "expand_dims_end": (lambda t: t.expand_dims(-1), lambda a: numpy.expand_dims(a, -1), (2, 3)),
     "squeeze": (lambda t: ops.squeeze(t), lambda a: a.squeeze(), (2, 1, 3, 1)),
     "squeeze_axis": (lambda t: t.squeeze(-1), lambda a: a.squeeze(-1), (2, 1, 3, 1)),
-    "broadcast_to": (lambda t: ops.broadcast_to(t, (2, 3, 4)),
-                     lambda a: numpy.broadcast_to(a, (2, 3, 4)), (3, 1)),
-    "broadcast_method": (lambda t: t.broadcast_to((5, 3)), lambda a: numpy.broadcast_to(a, (5, 3)), (3,)),
+    "broadcast_to": (
+        lambda t: ops.broadcast_to(t, (2, 3, 4)),
+        lambda a: numpy.broadcast_to(a, (2, 3, 4)),
+        (3, 1),
+    ),
+    "broadcast_method": (
+        lambda t: t.broadcast_to((5, 3)),
+        lambda a: numpy.broadcast_to(a, (5, 3)),
+        (3,),
+    ),
 }
 
 
@@ -130,15 +150,23 @@ def test_shape_op(name, dtype, device):
     check_backward(fn, [noncontiguous(x)])
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda t: ops.reshape(t, (5, 5)),
-     r"cannot reshape a tensor of shape \(2, 3, 4\) \(24 elements\) to \(5, 5\)"),
-    (lambda t: ops.transpose(t, (0, 0, 1)), r"not a permutation"),
-    (lambda t: ops.squeeze(t, 1), r"cannot squeeze axis 1 of size 3"),
-    (lambda t: ops.expand_dims(t, 5), r"axis=5 is out of range"),
-    (lambda t: ops.broadcast_to(t, (3, 3)), r"cannot broadcast a tensor of shape \(2, 3, 4\) to \(3, 3\)"),
-    (lambda t: ops.swapaxes(t, 0, 3), r"out of range"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (
+            lambda t: ops.reshape(t, (5, 5)),
+            r"cannot reshape a tensor of shape \(2, 3, 4\) \(24 elements\) to \(5, 5\)",
+        ),
+        (lambda t: ops.transpose(t, (0, 0, 1)), r"not a permutation"),
+        (lambda t: ops.squeeze(t, 1), r"cannot squeeze axis 1 of size 3"),
+        (lambda t: ops.expand_dims(t, 5), r"axis=5 is out of range"),
+        (
+            lambda t: ops.broadcast_to(t, (3, 3)),
+            r"cannot broadcast a tensor of shape \(2, 3, 4\) to \(3, 3\)",
+        ),
+        (lambda t: ops.swapaxes(t, 0, 3), r"out of range"),
+    ],
+)
 def test_shape_errors_name_the_shapes(call, message):
     with pytest.raises(ValueError, match=message):
         call(minigrad.Tensor(numpy.zeros((2, 3, 4))))
@@ -192,9 +220,18 @@ def test_getitem_bool_tensor_mask():
 
 # ---- matmul -------------------------------------------------------------------------------
 
-MATMUL_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((3, 4), (2, 4, 5)),
-                 ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4,)), ((4,), (4, 5)), ((3, 4), (4,)),
-                 ((2, 3, 4), (4,)), ((4,), (2, 4, 5)), ((1, 4), (4, 1))]
+MATMUL_SHAPES = [
+    ((3, 4), (4, 5)),
+    ((2, 3, 4), (2, 4, 5)),
+    ((3, 4), (2, 4, 5)),
+    ((2, 1, 3, 4), (5, 4, 2)),
+    ((4,), (4,)),
+    ((4,), (4, 5)),
+    ((3, 4), (4,)),
+    ((2, 3, 4), (4,)),
+    ((4,), (2, 4, 5)),
+    ((1, 4), (4, 1)),
+]
 
 
 @pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
@@ -203,7 +240,9 @@ def test_matmul(shapes, dtype, device):
     out = ops.matmul(minigrad.Tensor(a, device=device), minigrad.Tensor(b, device=device))
     # the reference: exact products of the rounded inputs, accumulated in float64
     assert_forward(out, numpy.matmul(a.astype(numpy.float64), b.astype(numpy.float64)), dtype)
-    check_backward(ops.matmul, [minigrad.Tensor(a, device=device), minigrad.Tensor(b, device=device)])
+    check_backward(
+        ops.matmul, [minigrad.Tensor(a, device=device), minigrad.Tensor(b, device=device)]
+    )
 
 
 def test_matmul_noncontiguous_and_operator(dtype):
@@ -227,8 +266,11 @@ def test_matmul_errors_name_both_shapes():
         ops.matmul(minigrad.Tensor(2.0), a)
 
 
-@pytest.mark.parametrize("shapes", [((3, 4), (5, 4)), ((2, 3, 4), (5, 4)), ((4,), (5, 4)),
-                                    ((2, 3, 4), (2, 5, 4))], ids=str)
+@pytest.mark.parametrize(
+    "shapes",
+    [((3, 4), (5, 4)), ((2, 3, 4), (5, 4)), ((4,), (5, 4)), ((2, 3, 4), (2, 5, 4))],
+    ids=str,
+)
 def test_matmul_transpose_b(shapes, dtype):
     a, b = _rand(shapes[0]).astype(dtype), _rand(shapes[1], 1).astype(dtype)
     out = ops.matmul(minigrad.Tensor(a), minigrad.Tensor(b), transpose_b=True)
@@ -249,6 +291,7 @@ def test_matmul_transpose_b_errors():
 @pytest.mark.parametrize("x_shape, bias", [((5, 4), True), ((2, 3, 4), True), ((5, 4), False)])
 def test_dense_matches_matmul_plus_bias(dtype, x_shape, bias):
     from minigrad.testing import tolerance
+
     rng = numpy.random.default_rng(0)
     x, w, b = rng.standard_normal(x_shape), rng.standard_normal((3, 4)), rng.standard_normal(3)
     args = [x, w, b] if bias else [x, w]
@@ -258,16 +301,23 @@ def test_dense_matches_matmul_plus_bias(dtype, x_shape, bias):
         expected = expected + b.astype(dtype)
     atol, rtol = tolerance(numpy.dtype(dtype))
     assert out.dtype == dtype and out.shape == x_shape[:-1] + (3,)
-    numpy.testing.assert_allclose(out.asnumpy().astype(numpy.float64), expected, atol=atol, rtol=rtol)
+    numpy.testing.assert_allclose(
+        out.asnumpy().astype(numpy.float64), expected, atol=atol, rtol=rtol
+    )
     check_backward(lambda *t: ops.dense(*t), args, dtype=dtype)
 
 
 def test_dense_rejects_mismatched_shapes():
-    x, w = minigrad.Tensor(numpy.ones((2, 4), numpy.float32)), minigrad.Tensor(numpy.ones((3, 5), numpy.float32))
+    x, w = (
+        minigrad.Tensor(numpy.ones((2, 4), numpy.float32)),
+        minigrad.Tensor(numpy.ones((3, 5), numpy.float32)),
+    )
     with pytest.raises(ValueError, match=r"\(2, 4\) and \(3, 5\)"):
         ops.dense(x, w)
     with pytest.raises(ValueError, match=r"bias of shape \(3,\), got \(2,\)"):
-        ops.dense(minigrad.Tensor(numpy.ones((2, 5), numpy.float32)), w, numpy.ones(2, numpy.float32))
+        ops.dense(
+            minigrad.Tensor(numpy.ones((2, 5), numpy.float32)), w, numpy.ones(2, numpy.float32)
+        )
 
 
 def test_getitem_repeated_fp16_gradients_accumulate_in_fp32():
@@ -291,14 +341,17 @@ def test_transpose_refuses_an_axis_out_of_range_naming_the_axes_given(axes):
 
 def test_transpose_still_takes_negative_axes_in_range():
     x = numpy.arange(24.0).reshape(2, 3, 4)
-    numpy.testing.assert_array_equal(ops.transpose(Tensor(x), (-1, 0, -2)).asnumpy(),
-                                     x.transpose(-1, 0, -2))
+    numpy.testing.assert_array_equal(
+        ops.transpose(Tensor(x), (-1, 0, -2)).asnumpy(), x.transpose(-1, 0, -2)
+    )
 
 
 @settings(max_examples=60, deadline=None)
 @given(ndim=st.integers(1, 4), data=st.data())
 def test_transpose_accepts_exactly_what_numpy_accepts(ndim, data):
-    axes = tuple(data.draw(st.lists(st.integers(-ndim - 2, ndim + 1), min_size=ndim, max_size=ndim)))
+    axes = tuple(
+        data.draw(st.lists(st.integers(-ndim - 2, ndim + 1), min_size=ndim, max_size=ndim))
+    )
     x = numpy.arange(float(numpy.prod(range(2, ndim + 2)))).reshape(range(2, ndim + 2))
     try:
         expected = x.transpose(axes)
@@ -320,7 +373,7 @@ def _x(shape=(2, 3)):
 @pytest.mark.parametrize("op", [ops.sum, ops.mean, ops.max, ops.min])
 @pytest.mark.parametrize("axis", [0.5, (0.5,), (0, 1.0), "0"])
 def test_reduction_non_int_axis_is_a_type_error_naming_axis(op, axis):
-    # (0.5,) summed axis 0 silently (int(0.5)); 0.5 gave "'float' object is not iterable"
+    # not int(0.5), which would sum axis 0 without a word, nor "'float' object is not iterable"
     with pytest.raises(TypeError, match=r"axis.*int.*got"):
         op(_x(), axis)
 
@@ -348,13 +401,13 @@ def test_sum_mean_fp16_are_the_fp32_reduction_rounded(path, x, axis):
 
 @pytest.mark.parametrize("reduce", [ops.max, ops.min])
 def test_max_min_gradient_shared_by_more_than_65504_ties(reduce):
-    # dx = g / count at each of the 70000 tied extremes: 1/70000 ≈ 1.43e-5 (the count was an fp16
-    # 70000 = inf, and every share was 0)
+    # dx = g / count at each of the 70000 tied extremes: 1/70000 ≈ 1.43e-5 (the count as an fp16
+    # 70000 is inf, and every share would be 0)
     (gx,) = grads(reduce, [numpy.zeros(70000, F16)], numpy.array(1.0, F16))
     assert_bits(gx, numpy.full(70000, 1 / 70000, F64).astype(F16))
 
 
-@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 30), ties=st.booleans())
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 30), ties=st.booleans())
 def test_max_min_gradient_fp16_is_g_over_count(seed, n, ties):
     rng = numpy.random.default_rng(seed)
     x = fp16_values(rng, (n,), finite=True)
@@ -369,7 +422,7 @@ def test_max_min_gradient_fp16_is_g_over_count(seed, n, ties):
 
 def test_getitem_repeated_indices_and_broadcast_sum_in_fp32():
     x = numpy.zeros((2, 3), F16)
-    g = numpy.array([[2048, 2048, 60000], [1, 2 ** -24, 60000], [1, 2 ** -24, -60000]], F16)
+    g = numpy.array([[2048, 2048, 60000], [1, 2**-24, 60000], [1, 2**-24, -60000]], F16)
     (gx,) = grads(lambda t: t[numpy.array([0, 0, 0]), :], [x], g)
     assert_bits(gx, numpy.array([[2050, 2048, 60000], [0, 0, 0]], F16))
     (gx,) = grads(lambda t: t[[1, 1, 1]], [x], g)
@@ -377,8 +430,8 @@ def test_getitem_repeated_indices_and_broadcast_sum_in_fp32():
     (gx,) = grads(lambda t: ops.broadcast_to(t, (3, 3)), [numpy.zeros((1, 3), F16)], g)
     assert_bits(gx, numpy.array([[2050, 2048, 60000]], F16))
     # slices and bool masks select once: the gradient is g itself (subnormals, inf, -0 kept)
-    v = numpy.array([2 ** -24, numpy.inf, -0.0, 3], F16)
+    v = numpy.array([2**-24, numpy.inf, -0.0, 3], F16)
     (gx,) = grads(lambda t: t[::2], [numpy.zeros(4, F16)], v[:2])
-    assert_bits(gx, numpy.array([2 ** -24, 0, numpy.inf, 0], F16))
+    assert_bits(gx, numpy.array([2**-24, 0, numpy.inf, 0], F16))
     (gx,) = grads(lambda t: t[numpy.array([True, False, True, True])], [numpy.zeros(4, F16)], v[1:])
     assert_bits(gx, numpy.array([numpy.inf, 0, -0.0, 3], F16))

@@ -1,16 +1,17 @@
 """The fused native optimizer step (minigrad.optim._fused, kernels/optim_host.cpp) against the
 NumPy path it replaces: bit for bit, for every variant it covers, and falling back cleanly."""
+import inspect
 import warnings
 
 import numpy
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minigrad
+from helpers.optim import NAMES, numpy_path
 from minigrad import _native, nn
 from minigrad.optim import _fused
-from helpers.optim import NAMES, numpy_path
-import inspect
 
 pytestmark = pytest.mark.requires_native
 
@@ -20,7 +21,10 @@ SHAPES = [(3,), (37, 5), (1025,), (2, 1030)]  # tails, and more than one 1024-el
 
 def _params(dtype, seed):
     rng = numpy.random.default_rng(seed)
-    return [minigrad.Parameter(rng.standard_normal(s).astype(dtype), name=f"p{k}") for k, s in enumerate(SHAPES)]
+    return [
+        minigrad.Parameter(rng.standard_normal(s).astype(dtype), name=f"p{k}")
+        for k, s in enumerate(SHAPES)
+    ]
 
 
 def _grads(dtype, seed, scale=1.0):
@@ -38,22 +42,29 @@ def _assert_same(fused, reference):
         numpy.testing.assert_array_equal(_bits(p.data), _bits(q.data), err_msg=p.name)
     assert fused.state_dict().keys() == reference.state_dict().keys()
     for key, value in fused.state_dict().items():
-        numpy.testing.assert_array_equal(numpy.asarray(value), numpy.asarray(reference.state_dict()[key]),
-                                         err_msg=key)
+        numpy.testing.assert_array_equal(
+            numpy.asarray(value), numpy.asarray(reference.state_dict()[key]), err_msg=key
+        )
 
 
 def _run(make, param_dtype, grad_dtype, scale, seed, steps=3):
-    fused, reference = make(_params(param_dtype, seed)), numpy_path(make(_params(param_dtype, seed)))
+    fused, reference = (
+        make(_params(param_dtype, seed)),
+        numpy_path(make(_params(param_dtype, seed))),
+    )
     calls = []
     original = _fused.apply
 
     def spy(*args):
         calls.append(original(*args))
         return calls[-1]
+
     _fused.apply = spy
     try:
         for step in range(steps):
-            with numpy.errstate(all="ignore"):  # large scales overflow some fp16 gradients: same bits
+            with numpy.errstate(
+                all="ignore"
+            ):  # large scales overflow some fp16 gradients: same bits
                 grads = _grads(grad_dtype, seed + step, scale or 1.0)
                 fused.apply_gradients(grads, scale=scale)
                 reference.apply_gradients([g.copy() for g in grads], scale=scale)
@@ -71,17 +82,31 @@ OPTIMIZERS = {
     "sgd-dampening": lambda ps: nn.SGD(ps, 0.05, momentum=0.8, dampening=0.1, weight_decay=0.003),
     "sgd-nesterov": lambda ps: nn.SGD(ps, [0.05, 0.02, 0.01], momentum=0.9, nesterov=True),
     "momentum": lambda ps: nn.Momentum(ps, 0.05, 0.9),
-    "momentum-nesterov-wd": lambda ps: nn.Momentum(ps, 0.03, 0.9, weight_decay=0.01, use_nesterov=True),
-    "momentum-groups": lambda ps: nn.Momentum([{"params": ps[:2], "lr": 0.1, "weight_decay": 0.02},
-                                               {"params": ps[2:]}], 0.01, 0.5),
+    "momentum-nesterov-wd": lambda ps: nn.Momentum(
+        ps, 0.03, 0.9, weight_decay=0.01, use_nesterov=True
+    ),
+    "momentum-groups": lambda ps: nn.Momentum(
+        [{"params": ps[:2], "lr": 0.1, "weight_decay": 0.02}, {"params": ps[2:]}], 0.01, 0.5
+    ),
     "adam": lambda ps: nn.Adam(ps, 1e-2),
-    "adam-nesterov-wd-loss-scale": lambda ps: nn.Adam(ps, 3e-3, beta1=0.8, beta2=0.99, eps=1e-6,
-                                                      use_nesterov=True, weight_decay=0.01, loss_scale=4.0),
-    "adam-groups": lambda ps: nn.Adam([{"params": ps[:1], "lr": 0.05, "weight_decay": 0.1},
-                                       {"params": ps[1:]}], [1e-2, 5e-3, 1e-3]),
+    "adam-nesterov-wd-loss-scale": lambda ps: nn.Adam(
+        ps,
+        3e-3,
+        beta1=0.8,
+        beta2=0.99,
+        eps=1e-6,
+        use_nesterov=True,
+        weight_decay=0.01,
+        loss_scale=4.0,
+    ),
+    "adam-groups": lambda ps: nn.Adam(
+        [{"params": ps[:1], "lr": 0.05, "weight_decay": 0.1}, {"params": ps[1:]}],
+        [1e-2, 5e-3, 1e-3],
+    ),
     "adamw": lambda ps: nn.AdamWeightDecay(ps, 1e-2, weight_decay=0.05),
-    "adamw-groups": lambda ps: nn.AdamWeightDecay([{"params": ps[:3], "weight_decay": 0.2},
-                                                   {"params": ps[3:]}], 2e-2, beta1=0.5, eps=1e-3),
+    "adamw-groups": lambda ps: nn.AdamWeightDecay(
+        [{"params": ps[:3], "weight_decay": 0.2}, {"params": ps[3:]}], 2e-2, beta1=0.5, eps=1e-3
+    ),
 }
 
 
@@ -93,19 +118,27 @@ def test_fused_step_is_bit_identical_to_numpy(name, param_dtype, grad_dtype, sca
 
 
 @settings(max_examples=25, deadline=None)
-@given(name=st.sampled_from(sorted(OPTIMIZERS)), seed=st.integers(0, 2**16),
-       scale=st.sampled_from([None, 1.0, 3.0, 2.0**15, 1e-3]), half=st.booleans())
+@given(
+    name=st.sampled_from(sorted(OPTIMIZERS)),
+    seed=st.integers(0, 2**16),
+    scale=st.sampled_from([None, 1.0, 3.0, 2.0**15, 1e-3]),
+    half=st.booleans(),
+)
 def test_fused_step_property(name, seed, scale, half):
     _run(OPTIMIZERS[name], F16 if half else F32, F16 if half else F32, scale, seed, steps=2)
 
 
 def test_non_finite_gradients_give_the_same_bits():
-    """Applied without a scaler, inf and NaN (NaN payloads included) reach the weights as in NumPy."""
+    """Applied without a scaler, inf and NaN (NaN payloads included) reach the weights as in
+    NumPy."""
     for dtype in (F16, F32):
         grads = _grads(dtype, 7)
         grads[1][0, 0], grads[1][1, 1], grads[2][5] = numpy.inf, -numpy.inf, numpy.nan
-        grads[3].reshape(-1)[7:9] = numpy.array([0x7C01, 0xFE00], numpy.uint16).view(F16) if dtype == F16 else \
-            numpy.array([0x7F800001, 0xFFC00000], numpy.uint32).view(F32)
+        grads[3].reshape(-1)[7:9] = (
+            numpy.array([0x7C01, 0xFE00], numpy.uint16).view(F16)
+            if dtype == F16
+            else numpy.array([0x7F800001, 0xFFC00000], numpy.uint32).view(F32)
+        )
         fused = nn.SGD(_params(F16, 3), 0.1, momentum=0.9)
         reference = numpy_path(nn.SGD(_params(F16, 3), 0.1, momentum=0.9))
         with numpy.errstate(invalid="ignore", over="ignore"):
@@ -126,7 +159,9 @@ def test_fp16_overflow_in_the_write_back_warns_like_numpy():
 def test_gradients_are_not_written():
     grads = _grads(F32, 1)
     kept = [g.copy() for g in grads]
-    nn.SGD(_params(F16, 1), 0.1, momentum=0.9, weight_decay=0.1, loss_scale=4.0).apply_gradients(grads, scale=8.0)
+    nn.SGD(_params(F16, 1), 0.1, momentum=0.9, weight_decay=0.1, loss_scale=4.0).apply_gradients(
+        grads, scale=8.0
+    )
     for g, k in zip(grads, kept):
         numpy.testing.assert_array_equal(g, k)
 
@@ -167,8 +202,17 @@ def test_a_subclass_that_changes_the_rule_is_not_fused():
     assert all(make(_params(F32, 0))._fused_rule() is not None for make in OPTIMIZERS.values())
 
 
-@pytest.mark.parametrize("scale,error", [(0.0, ValueError), (-2.0, ValueError), (float("inf"), ValueError),
-                                         (float("nan"), ValueError), ("8", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "scale,error",
+    [
+        (0.0, ValueError),
+        (-2.0, ValueError),
+        (float("inf"), ValueError),
+        (float("nan"), ValueError),
+        ("8", TypeError),
+        (True, TypeError),
+    ],
+)
 def test_bad_scale_is_rejected_before_any_change(scale, error):
     params = _params(F16, 4)
     before = [p.data.copy() for p in params]
@@ -199,6 +243,7 @@ def test_loss_scale_cell_hands_scaled_gradients_to_a_fused_optimizer():
             seen.append(scale)
             original(grads, scale)
             fused.append(opt.last_step_fused)
+
         opt.apply_gradients = apply_gradients
         fused = []
         rng = numpy.random.default_rng(0)
@@ -223,7 +268,7 @@ def _inf_step(make):
     grads = _grads(F32, 9)
     grads[0][0] = numpy.inf
     opt = make(_params(F32, 9))
-    opt.apply_gradients(grads)              # the buffer holds inf after the first step
+    opt.apply_gradients(grads)  # the buffer holds inf after the first step
     grads[0][0] = -numpy.inf
     return opt, grads
 
@@ -242,7 +287,7 @@ def test_ieee_exceptions_warn_as_numpy_does(name):
     _assert_same(fused, reference)
     with numpy.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("error")
-        fused.apply_gradients(grads)        # ignored: no warning
+        fused.apply_gradients(grads)  # ignored: no warning
 
 
 def test_errstate_raise_takes_the_numpy_path_which_raises():
@@ -268,8 +313,6 @@ def test_a_read_only_parameter_fails_the_step_before_any_change(fused):
     assert opt.global_step == 0 and all(s is None for s in opt.slots.states)
 
 
-
-
 def _inf_adam():
     param = minigrad.Parameter(numpy.ones(8, F32), name="w")
     return nn.Adam([param], 0.1), param, numpy.full(8, numpy.inf, F32)
@@ -282,15 +325,20 @@ def test_the_fused_warning_points_at_the_users_call(how):
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         line = inspect.currentframe().f_lineno + 1
-        opt([grad]) if how == "call" else opt.step() if how == "step" else opt.apply_gradients([grad])
+        opt([grad]) if how == "call" else opt.step() if how == "step" else opt.apply_gradients(
+            [grad]
+        )
     fused = [w for w in record if "fused" in str(w.message)]
     assert fused, [str(w.message) for w in record]
-    assert all((w.filename, w.lineno) == (__file__, line) for w in fused), [(w.filename, w.lineno) for w in fused]
+    assert all((w.filename, w.lineno) == (__file__, line) for w in fused), [
+        (w.filename, w.lineno) for w in fused
+    ]
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_a_read_only_parameter_is_never_written(dtype):
-    """The NumPy path refuses to write a read-only parameter; the fused step must not write it either."""
+    """The NumPy path refuses to write a read-only parameter; the fused step does not write it
+    either."""
     p = minigrad.Parameter(numpy.ones(5000, dtype), name="w")  # >= MIN_SIZE: convert's native path
     p.data.flags.writeable = False
     opt = nn.SGD([p], 0.5, momentum=0.9)
@@ -320,10 +368,13 @@ class _OnesMoments(nn.Momentum):
         return {"moments": numpy.ones_like(weight)}
 
 
-@pytest.mark.parametrize("make,expected", [
-    (lambda ps: _HalvedUnscale(ps, 1.0), 0.5),                            # 1 - 1.0 * 0.5
-    (lambda ps: _NoDecay(ps, 1.0, 0.0, weight_decay=0.5), 0.0),           # 1 - 1.0 * 1 (no decay)
-])
+@pytest.mark.parametrize(
+    "make,expected",
+    [
+        (lambda ps: _HalvedUnscale(ps, 1.0), 0.5),  # 1 - 1.0 * 0.5
+        (lambda ps: _NoDecay(ps, 1.0, 0.0, weight_decay=0.5), 0.0),  # 1 - 1.0 * 1 (no decay)
+    ],
+)
 def test_a_subclass_that_overrides_a_gradient_hook_is_not_fused(make, expected):
     p = minigrad.Parameter(numpy.ones(4, F32), name="w")
     opt = make([p])
@@ -362,8 +413,14 @@ def _compare_withnumpy_path(make, first_dtype, then_dtype):
     numpy.testing.assert_array_equal(results[0], results[1])
 
 
-@pytest.mark.parametrize("make", [lambda ps: nn.Momentum(ps, 0.1, 0.9), lambda ps: nn.Adam(ps, 0.01),
-                                  lambda ps: nn.SGD(ps, 0.1, momentum=0.9)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: nn.Momentum(ps, 0.1, 0.9),
+        lambda ps: nn.Adam(ps, 0.01),
+        lambda ps: nn.SGD(ps, 0.1, momentum=0.9),
+    ],
+)
 def test_a_float64_state_kept_after_a_dtype_change_is_not_read_as_float32(make):
     _compare_withnumpy_path(make, numpy.float64, numpy.float32)
 
@@ -379,11 +436,30 @@ def test_a_state_that_is_not_float32_leaves_the_step_to_numpy():
 
 def _special(rng, n, dtype):
     """Values that stress the rules: huge, tiny, subnormal, inf, NaN with payloads, fp16 ties."""
-    values = numpy.array([numpy.inf, -numpy.inf, numpy.nan, 0.0, -0.0, 1e-40, -1e-44, 3e38, 65504.0,
-                          65520.0, 6e-8, 2.98e-8, 1.0 + 2 ** -11, 1.0 + 3 * 2 ** -11])
+    values = numpy.array(
+        [
+            numpy.inf,
+            -numpy.inf,
+            numpy.nan,
+            0.0,
+            -0.0,
+            1e-40,
+            -1e-44,
+            3e38,
+            65504.0,
+            65520.0,
+            6e-8,
+            2.98e-8,
+            1.0 + 2**-11,
+            1.0 + 3 * 2**-11,
+        ]
+    )
     with numpy.errstate(over="ignore"):
-        a = numpy.where(rng.random(n) < 0.5, rng.choice(values, n),
-                        rng.standard_normal(n) * 10.0 ** rng.integers(-45, 39, n)).astype(dtype)
+        a = numpy.where(
+            rng.random(n) < 0.5,
+            rng.choice(values, n),
+            rng.standard_normal(n) * 10.0 ** rng.integers(-45, 39, n),
+        ).astype(dtype)
     bits = a.view(numpy.uint16 if dtype == F16 else numpy.uint32)
     nan = rng.random(n) < 0.1
     if dtype == F16:
@@ -405,16 +481,26 @@ def _bits_nan_canonical(a):
 
 FUSED_MAKERS = [
     lambda ps: nn.SGD(ps, 0.1, momentum=0.9, weight_decay=0.01, loss_scale=3.0),
-    lambda ps: nn.SGD([{"params": ps[:2], "lr": 0.0, "weight_decay": 0.1}, {"params": ps[2:]}], 0.5,
-                      momentum=0.8, dampening=0.25),
+    lambda ps: nn.SGD(
+        [{"params": ps[:2], "lr": 0.0, "weight_decay": 0.1}, {"params": ps[2:]}],
+        0.5,
+        momentum=0.8,
+        dampening=0.25,
+    ),
     lambda ps: nn.SGD(ps, [0.1, 0.0, 3.0], momentum=0.9, nesterov=True),
     lambda ps: nn.Momentum(ps, 0.1, 0.0, weight_decay=1e-20),
     lambda ps: nn.Momentum(ps, 1e-30, 0.9, use_nesterov=True, weight_decay=0.01, loss_scale=7.0),
     lambda ps: nn.Adam(ps, 0.1, eps=1e-45, weight_decay=0.01, use_nesterov=True),
     lambda ps: nn.Adam(ps, [0.0, 0.1], beta2=0.9999999, loss_scale=5.0),
     lambda ps: nn.AdamWeightDecay(ps, 3.0, beta2=0.5, eps=1e-45, weight_decay=0.01),
-    lambda ps: nn.AdamWeightDecay([{"params": ps[1:], "weight_decay": 0.2}, {"params": ps[:1], "lr": 0.0},
-                                      {"order_params": ps}], 0.1),
+    lambda ps: nn.AdamWeightDecay(
+        [
+            {"params": ps[1:], "weight_decay": 0.2},
+            {"params": ps[:1], "lr": 0.0},
+            {"order_params": ps},
+        ],
+        0.1,
+    ),
 ]
 
 
@@ -430,9 +516,15 @@ def test_fused_step_matches_numpy_path_on_extreme_values(k, seed):
     if seed % 2:
         dtypes = dtypes[::-1]
     init = [_special(rng, n, d) for n, d in zip(sizes, dtypes)]
-    grads = [[None if (i == 3 and step != 1) or rng.random() < 0.15
-              else _special(rng, n, rng.choice([F16, F32]) if d == F16 else F32)
-              for i, (n, d) in enumerate(zip(sizes, dtypes))] for step in range(3)]
+    grads = [
+        [
+            None
+            if (i == 3 and step != 1) or rng.random() < 0.15
+            else _special(rng, n, rng.choice([F16, F32]) if d == F16 else F32)
+            for i, (n, d) in enumerate(zip(sizes, dtypes))
+        ]
+        for step in range(3)
+    ]
     scales = [None, 1024.0, 3.0]
     results = []
     for fused in (True, False):
@@ -448,9 +540,13 @@ def test_fused_step_matches_numpy_path_on_extreme_values(k, seed):
         results.append(([p.data for p in params], opt.state_dict()))
     (params_f, state_f), (params_n, state_n) = results
     for p, q, name in zip(params_f, params_n, NAMES):
-        numpy.testing.assert_array_equal(_bits_nan_canonical(p), _bits_nan_canonical(q), err_msg=name)
+        numpy.testing.assert_array_equal(
+            _bits_nan_canonical(p), _bits_nan_canonical(q), err_msg=name
+        )
     assert state_f.keys() == state_n.keys()
     for key in state_f:
-        numpy.testing.assert_array_equal(_bits_nan_canonical(numpy.asarray(state_f[key])),
-                                         _bits_nan_canonical(numpy.asarray(state_n[key])),
-                                         err_msg=key)
+        numpy.testing.assert_array_equal(
+            _bits_nan_canonical(numpy.asarray(state_f[key])),
+            _bits_nan_canonical(numpy.asarray(state_n[key])),
+            err_msg=key,
+        )

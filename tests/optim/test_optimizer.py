@@ -1,15 +1,23 @@
 """The Optimizer base: argument checks, parameter groups, learning-rate forms, Torch-style calls
 and state_dict round trips (bit-identical continuation, validation before any change)."""
+import math
+
 import numpy
 import pytest
 
 import minigrad
-from minigrad import Parameter, Tensor
-from minigrad.optim import (SGD, Adam, AdamWeightDecay, CosineDecayLR, Momentum, Optimizer, WarmUpLR,
-                            piecewise_constant_lr)
-from minigrad import nn
-import math
 from helpers.optim import NAMES, NO_BETA_GAMMA, make_params, numpy_path
+from minigrad import Parameter, Tensor, nn
+from minigrad.optim import (
+    SGD,
+    Adam,
+    AdamWeightDecay,
+    CosineDecayLR,
+    Momentum,
+    Optimizer,
+    WarmUpLR,
+    piecewise_constant_lr,
+)
 
 F32 = numpy.float32
 LR_LIST = [0.1, 0.05, 0.02, 0.01]
@@ -25,43 +33,57 @@ def ones_like(ps):
     return tuple(numpy.ones(p.shape, p.dtype) for p in ps)
 
 
-# ---- bad arguments ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("make, error, words", [
-    (lambda ps: SGD(ps, learning_rate=-0.1), ValueError, ["learning_rate", "-0.1"]),
-    (lambda ps: SGD(ps, learning_rate=[0.1, -0.2]), ValueError, ["learning_rate[1]", "-0.2"]),
-    (lambda ps: SGD(ps, learning_rate=Tensor(numpy.ones((2, 2), numpy.float32))), ValueError,
-     ["learning_rate", "(2, 2)"]),
-    (lambda ps: SGD(ps, learning_rate="fast"), TypeError, ["learning_rate", "str"]),
-    (lambda ps: SGD(ps, learning_rate=[]), ValueError, ["learning_rate", "empty"]),
-    (lambda ps: Momentum(ps, 0.1, momentum=-0.9), ValueError, ["momentum", "-0.9"]),
-    (lambda ps: Momentum(ps, 0.1, momentum="0.9"), TypeError, ["momentum", "str"]),
-    (lambda ps: Momentum(ps, 0.1, 0.9, use_nesterov=1), TypeError, ["use_nesterov"]),
-    (lambda ps: SGD(ps, momentum=-1.0), ValueError, ["momentum", "-1.0"]),
-    (lambda ps: SGD(ps, dampening=-1.0), ValueError, ["dampening", "-1.0"]),
-    (lambda ps: SGD(ps, momentum=0.0, nesterov=True), ValueError, ["nesterov", "momentum=0.0"]),
-    (lambda ps: SGD(ps, momentum=0.9, dampening=0.1, nesterov=True), ValueError, ["dampening=0.1"]),
-    (lambda ps: SGD(ps, loss_scale=0.0), ValueError, ["loss_scale", "0.0"]),
-    (lambda ps: SGD(ps, loss_scale="1"), TypeError, ["loss_scale", "str"]),
-    (lambda ps: SGD(ps, weight_decay=-0.01), ValueError, ["weight_decay", "-0.01"]),
-    (lambda ps: SGD(ps, weight_decay=None), TypeError, ["weight_decay", "NoneType"]),
-    (lambda ps: Adam(ps, beta1=1.0), ValueError, ["beta1", "1.0"]),
-    (lambda ps: Adam(ps, beta2=0.0), ValueError, ["beta2", "0.0"]),
-    (lambda ps: Adam(ps, eps=0.0), ValueError, ["eps", "0.0"]),
-    (lambda ps: Adam(ps, beta1=1), ValueError, ["beta1", "1.0"]),
-    (lambda ps: AdamWeightDecay(ps, eps=-1e-6), ValueError, ["eps"]),
-    (lambda ps: Adam(ps, use_locking="no"), TypeError, ["use_locking"]),
-    (lambda ps: SGD(None), ValueError, ["parameters", "None"]),
-    (lambda ps: SGD([]), ValueError, ["parameters", "empty"]),
-    (lambda ps: SGD(ps[0]), TypeError, ["parameters", "Parameter"]),
-    (lambda ps: SGD([ps[0], numpy.zeros(3)]), TypeError, ["element 1", "ndarray"]),
-    (lambda ps: SGD([ps[0], ps[0]]), ValueError, ["'p0'", "more than once"]),
-    (lambda ps: SGD([{"params": ps, "momentum": 0.9}]), KeyError, ["momentum"]),
-    (lambda ps: SGD([{"params": ps, "lr": -1.0}]), ValueError, ["group 0 'lr'", "-1.0"]),
-    (lambda ps: SGD([{"params": ps[:1]}, {"params": ps[:1]}]), ValueError, ["more than once"]),
-    (lambda ps: SGD([{"params": ps}, {"order_params": ps[:1]}]), ValueError, ["order_params"]),
-    (lambda ps: SGD([{"params": ps, "grad_centralization": 1}]), TypeError, ["grad_centralization"]),
-    (lambda ps: Optimizer(0.1, ps, decay_filter="beta"), TypeError, ["decay_filter"]),
-])
+# ---- bad arguments -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "make, error, words",
+    [
+        (lambda ps: SGD(ps, learning_rate=-0.1), ValueError, ["learning_rate", "-0.1"]),
+        (lambda ps: SGD(ps, learning_rate=[0.1, -0.2]), ValueError, ["learning_rate[1]", "-0.2"]),
+        (
+            lambda ps: SGD(ps, learning_rate=Tensor(numpy.ones((2, 2), numpy.float32))),
+            ValueError,
+            ["learning_rate", "(2, 2)"],
+        ),
+        (lambda ps: SGD(ps, learning_rate="fast"), TypeError, ["learning_rate", "str"]),
+        (lambda ps: SGD(ps, learning_rate=[]), ValueError, ["learning_rate", "empty"]),
+        (lambda ps: Momentum(ps, 0.1, momentum=-0.9), ValueError, ["momentum", "-0.9"]),
+        (lambda ps: Momentum(ps, 0.1, momentum="0.9"), TypeError, ["momentum", "str"]),
+        (lambda ps: Momentum(ps, 0.1, 0.9, use_nesterov=1), TypeError, ["use_nesterov"]),
+        (lambda ps: SGD(ps, momentum=-1.0), ValueError, ["momentum", "-1.0"]),
+        (lambda ps: SGD(ps, dampening=-1.0), ValueError, ["dampening", "-1.0"]),
+        (lambda ps: SGD(ps, momentum=0.0, nesterov=True), ValueError, ["nesterov", "momentum=0.0"]),
+        (
+            lambda ps: SGD(ps, momentum=0.9, dampening=0.1, nesterov=True),
+            ValueError,
+            ["dampening=0.1"],
+        ),
+        (lambda ps: SGD(ps, loss_scale=0.0), ValueError, ["loss_scale", "0.0"]),
+        (lambda ps: SGD(ps, loss_scale="1"), TypeError, ["loss_scale", "str"]),
+        (lambda ps: SGD(ps, weight_decay=-0.01), ValueError, ["weight_decay", "-0.01"]),
+        (lambda ps: SGD(ps, weight_decay=None), TypeError, ["weight_decay", "NoneType"]),
+        (lambda ps: Adam(ps, beta1=1.0), ValueError, ["beta1", "1.0"]),
+        (lambda ps: Adam(ps, beta2=0.0), ValueError, ["beta2", "0.0"]),
+        (lambda ps: Adam(ps, eps=0.0), ValueError, ["eps", "0.0"]),
+        (lambda ps: Adam(ps, beta1=1), ValueError, ["beta1", "1.0"]),
+        (lambda ps: AdamWeightDecay(ps, eps=-1e-6), ValueError, ["eps"]),
+        (lambda ps: Adam(ps, use_locking="no"), TypeError, ["use_locking"]),
+        (lambda ps: SGD(None), ValueError, ["parameters", "None"]),
+        (lambda ps: SGD([]), ValueError, ["parameters", "empty"]),
+        (lambda ps: SGD(ps[0]), TypeError, ["parameters", "Parameter"]),
+        (lambda ps: SGD([ps[0], numpy.zeros(3)]), TypeError, ["element 1", "ndarray"]),
+        (lambda ps: SGD([ps[0], ps[0]]), ValueError, ["'p0'", "more than once"]),
+        (lambda ps: SGD([{"params": ps, "momentum": 0.9}]), KeyError, ["momentum"]),
+        (lambda ps: SGD([{"params": ps, "lr": -1.0}]), ValueError, ["group 0 'lr'", "-1.0"]),
+        (lambda ps: SGD([{"params": ps[:1]}, {"params": ps[:1]}]), ValueError, ["more than once"]),
+        (lambda ps: SGD([{"params": ps}, {"order_params": ps[:1]}]), ValueError, ["order_params"]),
+        (
+            lambda ps: SGD([{"params": ps, "grad_centralization": 1}]),
+            TypeError,
+            ["grad_centralization"],
+        ),
+        (lambda ps: Optimizer(0.1, ps, decay_filter="beta"), TypeError, ["decay_filter"]),
+    ],
+)
 def test_bad_arguments_name_argument_and_value(make, error, words):
     with pytest.raises(error) as info:
         make(params((2, 3), (3,)))
@@ -75,7 +97,9 @@ def test_bad_gradients_name_parameter_and_shapes_and_change_nothing():
     opt = Momentum(ps, 0.1, 0.9)
     with pytest.raises(ValueError, match=r"1 gradients for 2 parameters"):
         opt((numpy.ones((2, 3), numpy.float32),))
-    with pytest.raises(ValueError, match=r"'p1' has shape \(4,\), but the parameter has shape \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"'p1' has shape \(4,\), but the parameter has shape \(3,\)"
+    ):
         opt((numpy.ones((2, 3), numpy.float32), numpy.ones(4, numpy.float32)))
     with pytest.raises(TypeError, match=r"'p1' must be a float.*int64"):
         opt((numpy.ones((2, 3), numpy.float32), numpy.ones(3, numpy.int64)))
@@ -83,7 +107,10 @@ def test_bad_gradients_name_parameter_and_shapes_and_change_nothing():
         opt(numpy.ones((2, 3), numpy.float32))
     for p, b in zip(ps, before):
         numpy.testing.assert_array_equal(p.data, b)
-    assert opt.global_step == 0 and opt.state_dict() == {"global_step": 0, "learning_rate": numpy.float32(0.1)}
+    assert opt.global_step == 0 and opt.state_dict() == {
+        "global_step": 0,
+        "learning_rate": numpy.float32(0.1),
+    }
 
 
 def test_int_hyperparameters_are_converted():
@@ -91,21 +118,24 @@ def test_int_hyperparameters_are_converted():
     assert opt.get_lr() == 1.0 and opt.momentum == 0.0 and opt.loss_scale == 2.0
 
 
-# ---- weight decay filter and groups ----------------------------------------------------------------
+# ---- weight decay filter and groups --------------------------------------------------------------
 def test_default_decay_filter_skips_beta_and_gamma_and_can_be_replaced():
     ps = params((2,), (2,), (2,), names=["fc.weight", "bn.gamma", "bn.beta"])
     assert Momentum(ps, 0.1, 0.9, weight_decay=0.1).decay_flags == (True, False, False)
     assert SGD(ps, weight_decay=0.1).decay_flags == (True, True, True)  # MindSpore SGD decays all
-    assert Optimizer(0.1, ps, weight_decay=0.1, decay_filter=lambda p: "bn" in p.name).decay_flags == (
-        False, True, True)
+    assert Optimizer(
+        0.1, ps, weight_decay=0.1, decay_filter=lambda p: "bn" in p.name
+    ).decay_flags == (False, True, True)
     assert Momentum(ps, 0.1, 0.9).decay_flags == (False, False, False)  # weight_decay 0
 
 
 def test_groups_have_their_own_lr_and_weight_decay_and_order():
     a, b, c = params((2,), (2,), (2,), names=["conv.weight", "bn.gamma", "fc.weight"])
-    groups = [{"params": [a, b], "lr": 0.5, "weight_decay": 0.1},
-              {"params": [c]},
-              {"order_params": [c, a, b]}]
+    groups = [
+        {"params": [a, b], "lr": 0.5, "weight_decay": 0.1},
+        {"params": [c]},
+        {"order_params": [c, a, b]},
+    ]
     opt = SGD(groups, learning_rate=0.1, weight_decay=0.0)
     assert opt.parameters == (c, a, b)
     assert opt.get_lr() == (pytest.approx(0.1), 0.5, 0.5)
@@ -130,7 +160,7 @@ def test_fixed_learning_rate_is_a_parameter_that_can_be_changed_in_place():
     numpy.testing.assert_allclose(ps[0].data, before - 0.5)
 
 
-# ---- learning-rate forms ---------------------------------------------------------------------------
+# ---- learning-rate forms -------------------------------------------------------------------------
 def lrs_used(learning_rate, steps):
     """The learning rate of each of ``steps`` SGD steps (gradient 1 moves w by exactly -lr)."""
     w = Parameter(numpy.zeros(1, numpy.float64), name="w")
@@ -147,8 +177,12 @@ def test_learning_rate_forms():
     assert lrs_used(0.25, 3) == pytest.approx([0.25] * 3)
     assert lrs_used(Tensor(numpy.float32(0.25)), 2) == pytest.approx([0.25] * 2)
     assert lrs_used([0.3, 0.2, 0.1], 5) == pytest.approx([0.3, 0.2, 0.1, 0.1, 0.1])  # last repeats
-    assert lrs_used(Tensor(numpy.array([0.5, 0.25], numpy.float32)), 3) == pytest.approx([0.5, 0.25, 0.25])
-    assert lrs_used(piecewise_constant_lr([1, 3], [0.5, 0.25]), 4) == pytest.approx([0.5, 0.25, 0.25, 0.25])
+    assert lrs_used(Tensor(numpy.array([0.5, 0.25], numpy.float32)), 3) == pytest.approx(
+        [0.5, 0.25, 0.25]
+    )
+    assert lrs_used(piecewise_constant_lr([1, 3], [0.5, 0.25]), 4) == pytest.approx(
+        [0.5, 0.25, 0.25, 0.25]
+    )
     assert lrs_used(WarmUpLR(0.4, 4), 6) == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.4])
     schedule = CosineDecayLR(0.0, 1.0, 2)
     assert lrs_used(schedule, 3) == pytest.approx([1.0, 0.5, 0.0])
@@ -156,13 +190,15 @@ def test_learning_rate_forms():
 
 def test_get_lr_follows_global_step_without_changing_it():
     opt = SGD(params((1,)), learning_rate=[0.3, 0.2])
-    assert opt.dynamic_lr and opt.get_lr() == pytest.approx(0.3) and opt.get_lr() == pytest.approx(0.3)
+    assert (
+        opt.dynamic_lr and opt.get_lr() == pytest.approx(0.3) and opt.get_lr() == pytest.approx(0.3)
+    )
     with pytest.warns(UserWarning, match="no parameter was updated"):
         opt.step()  # no .grad anywhere: nothing moves, the step still counts
     assert opt.global_step == 1 and opt.get_lr() == pytest.approx(0.2)
 
 
-# ---- Torch style -----------------------------------------------------------------------------------
+# ---- Torch style ---------------------------------------------------------------------------------
 def test_step_and_zero_grad_use_grad_from_backward():
     w = Parameter(numpy.array([1.0, 2.0], numpy.float32), name="w")
     unused = Parameter(numpy.array([5.0], numpy.float32), name="unused")
@@ -198,7 +234,9 @@ def test_train_one_step_cell_with_momentum_reduces_the_loss():
     nn = pytest.importorskip("minigrad.nn")
     minigrad.set_seed(0)
     net = nn.Dense(4, 2)
-    train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), Momentum(net.trainable_params(), 0.05, 0.9))
+    train = nn.TrainOneStepCell(
+        nn.WithLossCell(net, nn.MSELoss()), Momentum(net.trainable_params(), 0.05, 0.9)
+    )
     rng = numpy.random.default_rng(0)
     x = Tensor(rng.standard_normal((16, 4)).astype(numpy.float32))
     y = Tensor(x.asnumpy() @ rng.standard_normal((4, 2)).astype(numpy.float32))  # reachable target
@@ -206,19 +244,23 @@ def test_train_one_step_cell_with_momentum_reduces_the_loss():
     assert losses[-1] < 0.1 * losses[0]
 
 
-# ---- state_dict ------------------------------------------------------------------------------------
+# ---- state_dict ----------------------------------------------------------------------------------
 def run(opt, steps, seed):
     rng = numpy.random.default_rng(seed)
     for _ in range(steps):
         opt(tuple(rng.standard_normal(p.shape).astype(p.dtype) for p in opt.parameters))
 
 
-@pytest.mark.parametrize("make", [
-    lambda ps: Adam(ps, learning_rate=[0.01, 0.02, 0.005], weight_decay=0.01, loss_scale=8.0),
-    lambda ps: Momentum(ps, 0.1, 0.9, use_nesterov=True),
-    lambda ps: SGD(ps, 0.1, momentum=0.5, dampening=0.1),
-    lambda ps: AdamWeightDecay(ps, 0.01, weight_decay=0.1),
-], ids=["Adam", "Momentum", "SGD", "AdamWeightDecay"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: Adam(ps, learning_rate=[0.01, 0.02, 0.005], weight_decay=0.01, loss_scale=8.0),
+        lambda ps: Momentum(ps, 0.1, 0.9, use_nesterov=True),
+        lambda ps: SGD(ps, 0.1, momentum=0.5, dampening=0.1),
+        lambda ps: AdamWeightDecay(ps, 0.01, weight_decay=0.1),
+    ],
+    ids=["Adam", "Momentum", "SGD", "AdamWeightDecay"],
+)
 def test_state_dict_round_trip_continues_bit_identically(make):
     ps = params((3, 2), (2,), names=["fc.weight", "fc.bias"])
     ps.append(Parameter(numpy.linspace(-1, 1, 4).astype(numpy.float16), name="half.weight"))
@@ -257,21 +299,45 @@ def _good_state():
     return ps, opt, opt.state_dict()
 
 
-@pytest.mark.parametrize("corrupt, error, words", [
-    (lambda d: d.pop("global_step"), ValueError, ["global_step"]),
-    (lambda d: d.update(global_step=1.5), TypeError, ["global_step", "1.5"]),
-    (lambda d: d.update(global_step=-1), ValueError, ["global_step", "-1"]),
-    (lambda d: d.update({"moment1.fc.bias": numpy.zeros(3, numpy.float32)}), ValueError,
-     ["moment1.fc.bias", "(3,)", "(2,)"]),
-    (lambda d: d.update({"moment2.fc.weight": numpy.zeros((3, 2), numpy.float64)}), ValueError,
-     ["moment2.fc.weight", "float64", "float32"]),
-    (lambda d: d.update({"moments.fc.bias": numpy.zeros(2, numpy.float32)}), ValueError, ["'moments.fc.bias'"]),
-    (lambda d: d.update({"moment1.nope": numpy.zeros(2, numpy.float32)}), ValueError, ["'moment1.nope'"]),
-    (lambda d: d.pop("moment2.fc.bias"), ValueError, ["fc.bias", "moment2.fc.bias"]),
-    (lambda d: d.update({"master.fc.bias": numpy.zeros(2, numpy.float32)}), ValueError,
-     ["master.fc.bias", "float32", "only float16"]),
-    (lambda d: d.update({"master.h": numpy.zeros(2, numpy.float16)}), ValueError, ["master.h", "float16"]),
-])
+@pytest.mark.parametrize(
+    "corrupt, error, words",
+    [
+        (lambda d: d.pop("global_step"), ValueError, ["global_step"]),
+        (lambda d: d.update(global_step=1.5), TypeError, ["global_step", "1.5"]),
+        (lambda d: d.update(global_step=-1), ValueError, ["global_step", "-1"]),
+        (
+            lambda d: d.update({"moment1.fc.bias": numpy.zeros(3, numpy.float32)}),
+            ValueError,
+            ["moment1.fc.bias", "(3,)", "(2,)"],
+        ),
+        (
+            lambda d: d.update({"moment2.fc.weight": numpy.zeros((3, 2), numpy.float64)}),
+            ValueError,
+            ["moment2.fc.weight", "float64", "float32"],
+        ),
+        (
+            lambda d: d.update({"moments.fc.bias": numpy.zeros(2, numpy.float32)}),
+            ValueError,
+            ["'moments.fc.bias'"],
+        ),
+        (
+            lambda d: d.update({"moment1.nope": numpy.zeros(2, numpy.float32)}),
+            ValueError,
+            ["'moment1.nope'"],
+        ),
+        (lambda d: d.pop("moment2.fc.bias"), ValueError, ["fc.bias", "moment2.fc.bias"]),
+        (
+            lambda d: d.update({"master.fc.bias": numpy.zeros(2, numpy.float32)}),
+            ValueError,
+            ["master.fc.bias", "float32", "only float16"],
+        ),
+        (
+            lambda d: d.update({"master.h": numpy.zeros(2, numpy.float16)}),
+            ValueError,
+            ["master.h", "float16"],
+        ),
+    ],
+)
 def test_load_state_dict_validates_everything_before_changing_anything(corrupt, error, words):
     ps, opt, good = _good_state()
     run(opt, 1, seed=5)
@@ -334,16 +400,24 @@ def test_global_step_counts_every_call_and_drives_list_lr_and_bias_correction():
     late = nn.Adam([p, minigrad.Parameter(numpy.ones(3, F32), name="other")], 0.1)
     late([None, numpy.ones(3, F32)])
     late([numpy.ones(3, F32), numpy.ones(3, F32)])
-    lr_t = 0.1 * math.sqrt(1 - 0.999 ** 2) / (1 - 0.9 ** 2)
+    lr_t = 0.1 * math.sqrt(1 - 0.999**2) / (1 - 0.9**2)
     expected = 1 - lr_t * 0.1 / (math.sqrt(0.001) + 1e-8)
     numpy.testing.assert_allclose(p.data, expected, rtol=1e-6)
 
 
-@pytest.mark.parametrize("rates", [numpy.array([0.3, 0.2, 0.1]), numpy.array([0.3, 0.2, 0.1], F32),
-                                   range(3, 0, -1), (x for x in (0.3, 0.2, 0.1))],
-                         ids=["ndarray", "ndarray-f32", "range", "generator"])
+@pytest.mark.parametrize(
+    "rates",
+    [
+        numpy.array([0.3, 0.2, 0.1]),
+        numpy.array([0.3, 0.2, 0.1], F32),
+        range(3, 0, -1),
+        (x for x in (0.3, 0.2, 0.1)),
+    ],
+    ids=["ndarray", "ndarray-f32", "range", "generator"],
+)
 def test_learning_rate_any_iterable_is_a_per_step_list(rates):
-    """MindSpore documents learning_rate as Union[float, int, Tensor, Iterable, LearningRateSchedule]:
+    """MindSpore documents learning_rate as
+    Union[float, int, Tensor, Iterable, LearningRateSchedule]:
     an Iterable (a NumPy array, a range, a generator) gives one rate per step."""
     expected = [float(x) for x in ([3, 2, 1] if isinstance(rates, range) else [0.3, 0.2, 0.1])]
     if isinstance(rates, numpy.ndarray) and rates.dtype == F32:
@@ -371,23 +445,34 @@ def test_learning_rate_ndarray_checked_like_a_tensor():
     assert fixed.get_lr() == 0.25 and not fixed.dynamic_lr
 
 
-@pytest.mark.parametrize("make, error, words", [
-    (lambda w: nn.SGD(w, momentum=-0.1), ValueError, ["'momentum'", "-0.1", "[0.0, inf]"]),
-    (lambda w: nn.SGD(w, momentum="0.9"), TypeError, ["'momentum'", "'0.9'", "float"]),
-    (lambda w: nn.SGD(w, momentum=0.9, dampening=-1.0), ValueError, ["'dampening'", "-1.0"]),
-    (lambda w: nn.SGD(w, momentum=0.0, nesterov=True), ValueError, ["'nesterov'", "momentum=0.0"]),
-    (lambda w: nn.SGD(w, momentum=0.9, dampening=0.1, nesterov=True), ValueError, ["dampening=0.1"]),
-    (lambda w: nn.Momentum(w, 0.1, -0.5), ValueError, ["'momentum'", "-0.5"]),
-    (lambda w: nn.Momentum(w, 0.1, 0.9, use_nesterov=1), TypeError, ["'use_nesterov'", "bool"]),
-    (lambda w: nn.Adam(w, beta1=1.0), ValueError, ["'beta1'", "1.0", "(0.0, 1.0)"]),
-    (lambda w: nn.Adam(w, beta2=0.0), ValueError, ["'beta2'", "0.0", "(0.0, 1.0)"]),
-    (lambda w: nn.Adam(w, eps=0.0), ValueError, ["'eps'", "0.0", "(0.0, inf]"]),
-    (lambda w: nn.AdamWeightDecay(w, eps=-1e-6), ValueError, ["'eps'", "-1e-06"]),
-    (lambda w: nn.AdamWeightDecay(w, beta1=float("nan")), ValueError, ["'beta1'", "nan"]),
-    (lambda w: nn.Adam(w, weight_decay=-1e-4), ValueError, ["'weight_decay'", "-0.0001"]),
-    (lambda w: nn.Adam(w, loss_scale=0.0), ValueError, ["'loss_scale'", "0.0", "(0.0, inf]"]),
-    (lambda w: nn.Adam(w, learning_rate=-1.0), ValueError, ["'learning_rate'", "-1.0"]),
-])
+@pytest.mark.parametrize(
+    "make, error, words",
+    [
+        (lambda w: nn.SGD(w, momentum=-0.1), ValueError, ["'momentum'", "-0.1", "[0.0, inf]"]),
+        (lambda w: nn.SGD(w, momentum="0.9"), TypeError, ["'momentum'", "'0.9'", "float"]),
+        (lambda w: nn.SGD(w, momentum=0.9, dampening=-1.0), ValueError, ["'dampening'", "-1.0"]),
+        (
+            lambda w: nn.SGD(w, momentum=0.0, nesterov=True),
+            ValueError,
+            ["'nesterov'", "momentum=0.0"],
+        ),
+        (
+            lambda w: nn.SGD(w, momentum=0.9, dampening=0.1, nesterov=True),
+            ValueError,
+            ["dampening=0.1"],
+        ),
+        (lambda w: nn.Momentum(w, 0.1, -0.5), ValueError, ["'momentum'", "-0.5"]),
+        (lambda w: nn.Momentum(w, 0.1, 0.9, use_nesterov=1), TypeError, ["'use_nesterov'", "bool"]),
+        (lambda w: nn.Adam(w, beta1=1.0), ValueError, ["'beta1'", "1.0", "(0.0, 1.0)"]),
+        (lambda w: nn.Adam(w, beta2=0.0), ValueError, ["'beta2'", "0.0", "(0.0, 1.0)"]),
+        (lambda w: nn.Adam(w, eps=0.0), ValueError, ["'eps'", "0.0", "(0.0, inf]"]),
+        (lambda w: nn.AdamWeightDecay(w, eps=-1e-6), ValueError, ["'eps'", "-1e-06"]),
+        (lambda w: nn.AdamWeightDecay(w, beta1=float("nan")), ValueError, ["'beta1'", "nan"]),
+        (lambda w: nn.Adam(w, weight_decay=-1e-4), ValueError, ["'weight_decay'", "-0.0001"]),
+        (lambda w: nn.Adam(w, loss_scale=0.0), ValueError, ["'loss_scale'", "0.0", "(0.0, inf]"]),
+        (lambda w: nn.Adam(w, learning_rate=-1.0), ValueError, ["'learning_rate'", "-1.0"]),
+    ],
+)
 def test_bad_arguments_name_argument_value_and_expectation(make, error, words):
     with pytest.raises(error) as info:
         make([minigrad.Parameter(numpy.zeros(2, F32), name="w")])
@@ -397,7 +482,8 @@ def test_bad_arguments_name_argument_value_and_expectation(make, error, words):
 
 def test_default_decay_filter_and_defaults():
     """MindSpore: ungrouped weight_decay skips names containing 'beta' or 'gamma' (Momentum, Adam,
-    AdamWeightDecay); nn.SGD decays everything; AdamWeightDecay's eps defaults to 1e-6, Adam's to 1e-8."""
+    AdamWeightDecay); nn.SGD decays everything; AdamWeightDecay's eps defaults to 1e-6, Adam's
+    to 1e-8."""
     params = make_params()
     assert nn.Momentum(params, 0.1, 0.9, weight_decay=0.1).decay_flags == tuple(NO_BETA_GAMMA)
     assert nn.Adam(params, weight_decay=0.1).decay_flags == tuple(NO_BETA_GAMMA)
@@ -409,13 +495,16 @@ def test_default_decay_filter_and_defaults():
     assert adam.get_lr() == float(F32(1e-3)) == adamw.get_lr()
 
 
-@pytest.mark.parametrize("make", [
-    lambda ps: nn.Momentum(ps, float("inf"), 0.9),
-    lambda ps: nn.Momentum(ps, 0.1, float("inf")),
-    lambda ps: nn.SGD(ps, 0.1, loss_scale=float("inf")),
-    lambda ps: nn.Adam(ps, 0.1, eps=float("inf")),
-    lambda ps: nn.AdamWeightDecay(ps, 0.1, weight_decay=float("inf")),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: nn.Momentum(ps, float("inf"), 0.9),
+        lambda ps: nn.Momentum(ps, 0.1, float("inf")),
+        lambda ps: nn.SGD(ps, 0.1, loss_scale=float("inf")),
+        lambda ps: nn.Adam(ps, 0.1, eps=float("inf")),
+        lambda ps: nn.AdamWeightDecay(ps, 0.1, weight_decay=float("inf")),
+    ],
+)
 def test_infinite_hyperparameters_are_refused(make):
     """An inf learning rate, momentum, eps, weight decay or loss scale only yields inf, NaN or
     zero updates (loss_scale=inf would zero every gradient without a word): a ValueError naming
@@ -429,11 +518,17 @@ def _param():
     return Parameter(Tensor(numpy.ones(3, numpy.float32)), name="w")
 
 
-@pytest.mark.parametrize("rate", [numpy.array([numpy.inf, 0.1]), numpy.array(numpy.inf),
-                                  Tensor(numpy.array([0.1, numpy.inf], numpy.float32))])
+@pytest.mark.parametrize(
+    "rate",
+    [
+        numpy.array([numpy.inf, 0.1]),
+        numpy.array(numpy.inf),
+        Tensor(numpy.array([0.1, numpy.inf], numpy.float32)),
+    ],
+)
 def test_optimizer_rejects_inf_learning_rate_array(rate):
     # optim/optimizer.py Optimizer: learning_rate must be finite (a float or a list with inf is
-    # refused); a Tensor/array holding inf was accepted and made every step inf/NaN
+    # refused); a Tensor/array holding inf too, which would make every step inf/NaN
     with pytest.raises(ValueError, match="learning_rate.*inf"):
         SGD([_param()], learning_rate=rate)
 
@@ -447,7 +542,10 @@ def test_a_state_dict_replaces_the_whole_state_matched_by_name():
     """PyTorch's semantics (``load_state_dict`` replaces the state; minigrad matches parameters by
     name, as MindSpore's checkpoints do): Adam's moments load into AdamWeightDecay (a legitimate
     switch), and a parameter absent from the dict starts afresh. Unknown slots are refused."""
-    ps = [Parameter(numpy.ones(3, numpy.float32), name="a"), Parameter(numpy.ones(2, numpy.float32), name="b")]
+    ps = [
+        Parameter(numpy.ones(3, numpy.float32), name="a"),
+        Parameter(numpy.ones(2, numpy.float32), name="b"),
+    ]
     grads = tuple(numpy.ones(p.shape, numpy.float32) for p in ps)
     adam = Adam(ps)
     adam(grads)
@@ -478,14 +576,24 @@ def test_optimizer_state_dict_keeps_a_changed_learning_rate():
 
 
 def test_group_learning_rates_round_trip_and_bad_rates_change_nothing():
-    ps = [Parameter(numpy.ones(2, numpy.float32), name="w"), Parameter(numpy.ones(2, numpy.float32), name="b")]
+    ps = [
+        Parameter(numpy.ones(2, numpy.float32), name="w"),
+        Parameter(numpy.ones(2, numpy.float32), name="b"),
+    ]
     groups = [{"params": ps[:1], "lr": 0.5}, {"params": ps[1:]}]
     trained = Momentum(groups, 0.1, 0.9)
     trained.learning_rate[0].set_data(numpy.array(0.25, numpy.float32))
     resumed = Momentum(groups, 0.1, 0.9)
     resumed.load_state_dict(trained.state_dict())
-    assert [float(r.data) for r in resumed.get_lr_parameter(ps)] == [0.25, float(numpy.float32(0.1))]
-    for bad in (numpy.array(-1.0, numpy.float32), numpy.array([0.1], numpy.float32), numpy.array(numpy.nan)):
+    assert [float(r.data) for r in resumed.get_lr_parameter(ps)] == [
+        0.25,
+        float(numpy.float32(0.1)),
+    ]
+    for bad in (
+        numpy.array(-1.0, numpy.float32),
+        numpy.array([0.1], numpy.float32),
+        numpy.array(numpy.nan),
+    ):
         state = dict(trained.state_dict(), global_step=9)
         state[next(k for k in state if k.startswith("learning_rate"))] = bad
         with pytest.raises(ValueError, match="must be a finite float >= 0 of shape"):

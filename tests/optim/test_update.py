@@ -8,15 +8,25 @@ decays, learning-rate lists and schedules, loss-scale division, and parameters w
 gradient on some steps.
 """
 import numpy
+import numpy as np
 import pytest
 
 import minigrad
-from minigrad import Parameter, nn
+from helpers.optim import (
+    NAMES,
+    NO_BETA_GAMMA,
+    SHAPES,
+    adam,
+    adam_weight_decay,
+    initial_weights,
+    make_params,
+    momentum,
+    numpy_path,
+    run_reference,
+    sgd,
+)
+from minigrad import Parameter, Tensor, nn
 from minigrad.optim import SGD, Adam, Momentum
-from helpers.optim import (NAMES, NO_BETA_GAMMA, SHAPES, adam, adam_weight_decay, initial_weights,
-                           make_params, momentum, numpy_path, run_reference, sgd)
-import numpy as np
-from minigrad import Tensor
 
 F16, F32 = numpy.float16, numpy.float32
 GROUPED = (True, True, False, False)
@@ -131,14 +141,18 @@ def test_update_matches_the_float64_reference_of_the_documented_formula(case, pa
     for p, w in zip(params, expected):
         if dtype == F16:
             master = opt.state_dict()[f"master.{p.name}"]
-            numpy.testing.assert_allclose(master, w, rtol=2e-5, atol=2e-6, err_msg=f"{case}: {p.name}")
+            numpy.testing.assert_allclose(master, w, rtol=2e-5, atol=2e-6,
+                                          err_msg=f"{case}: {p.name}")
             numpy.testing.assert_array_equal(p.data, master.astype(F16))
         else:
-            numpy.testing.assert_allclose(p.data, w, rtol=2e-6, atol=2e-6, err_msg=f"{case}: {p.name}")
+            numpy.testing.assert_allclose(
+                p.data, w, rtol=2e-6, atol=2e-6, err_msg=f"{case}: {p.name}"
+            )
 
 
 def test_fp16_parameters_follow_the_fp32_master_rule():
     """fp16 parameters: the rule runs on an fp32 master; the parameter is the master rounded."""
+
     def run(params):
         opt = nn.Adam(params, 0.01, weight_decay=0.05)
         for grads in steps:
@@ -149,11 +163,15 @@ def test_fp16_parameters_follow_the_fp32_master_rule():
     master = run(make_params(F32))
     got = run(make_params(F16))
     # the fp16 start rounds the weights: compare with a run from the rounded fp32 values
-    rounded = [Parameter(a.astype(F16).astype(F32), name=n) for a, n in zip(initial_weights(), NAMES)]
+    rounded = [
+        Parameter(a.astype(F16).astype(F32), name=n) for a, n in zip(initial_weights(), NAMES)
+    ]
     reference = run(rounded)
     for g, r in zip(got, reference):
         numpy.testing.assert_array_equal(g, r.astype(F16).astype(numpy.float64))
-    assert any(not numpy.array_equal(g, m) for g, m in zip(got, master))  # the test can tell them apart
+    assert any(
+        not numpy.array_equal(g, m) for g, m in zip(got, master)
+    )  # the test can tell them apart
 
 
 def test_adam_bias_correction_first_step_moves_by_lr():
@@ -168,7 +186,9 @@ def test_fp16_master_accumulates_updates_fp16_alone_would_lose():
     w = Parameter(numpy.ones(4, numpy.float16), name="w")
     opt = SGD([w], learning_rate=1e-4)
     one = numpy.ones(4, numpy.float16)
-    assert numpy.float16(1.0) - numpy.float16(1e-4) == 1.0  # a single step is below fp16's spacing at 1
+    assert (
+        numpy.float16(1.0) - numpy.float16(1e-4) == 1.0
+    )  # a single step is below fp16's spacing at 1
     for _ in range(100):
         opt((one,))
     master = opt.state_dict()["master.w"]
@@ -220,7 +240,7 @@ def test_none_gradients_skip_their_parameter():
 def test_inplace_operator_on_fp16_parameter_is_seen_by_the_optimizer_master():
     p = Parameter(np.ones(2, np.float16), name="w")
     opt = nn.SGD([p], 0.5)
-    opt((Tensor(np.ones(2, np.float16)),))   # master 0.5
-    p += 2.0                                 # 2.5: the master must re-read it
+    opt((Tensor(np.ones(2, np.float16)),))  # master 0.5
+    p += 2.0  # 2.5: the master must re-read it
     opt((Tensor(np.ones(2, np.float16)),))
     np.testing.assert_array_equal(p.data, np.array([2.0, 2.0], np.float16))

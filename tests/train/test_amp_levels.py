@@ -2,8 +2,9 @@
 with the documented parameter and output dtypes, and a checkpointed run resumes bit for bit."""
 import numpy as np
 import pytest
+
 import minigrad
-from minigrad import Tensor, Model, amp, nn
+from minigrad import Model, Tensor, amp, nn
 from minigrad.train.metrics import Accuracy
 
 
@@ -72,11 +73,21 @@ def _task(kind, n=32):
     if kind == "emb":
         x = rng.randint(0, 10, size=(n, 4)).astype(np.int32)
         return Tensor(x), Tensor((x[:, 0] % 3).astype(np.int32))
-    x = rng.randn(n, 1, 4, 4).astype(np.float32) if kind == "cnn" else rng.randn(n, 8).astype(np.float32)
+    x = (
+        rng.randn(n, 1, 4, 4).astype(np.float32)
+        if kind == "cnn"
+        else rng.randn(n, 8).astype(np.float32)
+    )
     return Tensor(x), Tensor(x.reshape(n, -1)[:, :3].argmax(1).astype(np.int32))
 
 
-_NETS = {"mlp": (_MLP, "x"), "cnn": (_CNN, "cnn"), "ln": (_LN, "x"), "emb": (_Emb, "emb"), "drop": (_Drop, "x")}
+_NETS = {
+    "mlp": (_MLP, "x"),
+    "cnn": (_CNN, "cnn"),
+    "ln": (_LN, "x"),
+    "emb": (_Emb, "emb"),
+    "drop": (_Drop, "x"),
+}
 
 
 _NORM_PARAMS = ("bn.gamma", "bn.beta", "ln.gamma", "ln.beta")
@@ -89,9 +100,15 @@ def test_matrix_levels_learn_with_the_documented_dtypes(name, level, recwarn):
     cls, kind = _NETS[name]
     net = cls()
     x, y = _task(kind)
-    manager = None if level in ("O0", "O3") else amp.DynamicLossScaleManager(2.0 ** 10, 2, 5)
-    model = Model(net, _loss(), nn.Adam(net.trainable_params(), 0.02), metrics={"acc": Accuracy()},
-                  amp_level=level, loss_scale_manager=manager)
+    manager = None if level in ("O0", "O3") else amp.DynamicLossScaleManager(2.0**10, 2, 5)
+    model = Model(
+        net,
+        _loss(),
+        nn.Adam(net.trainable_params(), 0.02),
+        metrics={"acc": Accuracy()},
+        amp_level=level,
+        loss_scale_manager=manager,
+    )
     losses = []
     for _ in range(12):
         out = model.train_network(x, y)
@@ -113,8 +130,9 @@ def test_matrix_levels_learn_with_the_documented_dtypes(name, level, recwarn):
     assert minigrad._config.config.autocast_dtype is None
 
 
-@pytest.mark.parametrize("name,level,opt_name", [("cnn", "O2", "adamw"), ("ln", "O1", "momentum"),
-                                                 ("emb", "O3", "adam")])
+@pytest.mark.parametrize(
+    "name,level,opt_name", [("cnn", "O2", "adamw"), ("ln", "O1", "momentum"), ("emb", "O3", "adam")]
+)
 def test_checkpoint_resume_is_bit_identical(tmp_path, name, level, opt_name):
     from minigrad.train.callback import CheckpointConfig, ModelCheckpoint
     from minigrad.train.checkpoint import load_checkpoint
@@ -123,20 +141,29 @@ def test_checkpoint_resume_is_bit_identical(tmp_path, name, level, opt_name):
         minigrad.set_seed(4)
         net = _NETS[name][0]()
         params = net.trainable_params()
-        opt = {"adamw": lambda: nn.AdamWeightDecay(params, 0.01, weight_decay=0.01),
-               "adam": lambda: nn.Adam(params, 0.01),
-               "momentum": lambda: nn.Momentum(params, 0.05, 0.9)}[opt_name]()
-        model = Model(net, _loss(), opt, amp_level=level,
-                      loss_scale_manager=amp.DynamicLossScaleManager(2.0 ** 14, 2, 2))
+        opt = {
+            "adamw": lambda: nn.AdamWeightDecay(params, 0.01, weight_decay=0.01),
+            "adam": lambda: nn.Adam(params, 0.01),
+            "momentum": lambda: nn.Momentum(params, 0.05, 0.9),
+        }[opt_name]()
+        model = Model(
+            net,
+            _loss(),
+            opt,
+            amp_level=level,
+            loss_scale_manager=amp.DynamicLossScaleManager(2.0**14, 2, 2),
+        )
         return model, opt
 
     x, y = _task(_NETS[name][1])
-    data = [(x[i:i + 8], y[i:i + 8]) for i in range(0, 32, 8)]
+    data = [(x[i : i + 8], y[i : i + 8]) for i in range(0, 32, 8)]
 
     def snapshot(model, opt):
         state = {"p." + p.name: p.asnumpy().tobytes() for p in model.train_network.get_parameters()}
         for key, value in opt.state_dict().items():
-            state["o." + key] = np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value).tobytes()
+            state["o." + key] = np.asarray(
+                value.asnumpy() if hasattr(value, "asnumpy") else value
+            ).tobytes()
         return state
 
     model, opt = build()

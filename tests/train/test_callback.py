@@ -1,15 +1,24 @@
-"""TODO docstring"""
+"""minigrad.train.callback at run time: LossMonitor's period, ModelCheckpoint's prefixes and
+final saves, and train mode after an eval run by a callback."""
+import contextlib
+import io
 import os
+
 import numpy
+import numpy as np
+
 import minigrad
 from minigrad import Model, Tensor, nn
 from minigrad.dataset import NumpySlicesDataset
 from minigrad.optim import Momentum
-from minigrad.train import (Accuracy, Callback, CheckpointConfig, LossMonitor,
-                            ModelCheckpoint, load_checkpoint)
-import contextlib
-import io
-import numpy as np
+from minigrad.train import (
+    Accuracy,
+    Callback,
+    CheckpointConfig,
+    LossMonitor,
+    ModelCheckpoint,
+    load_checkpoint,
+)
 
 
 class DropNet(nn.Cell):
@@ -76,7 +85,12 @@ def test_loss_monitor_period_counts_steps_over_all_epochs():
         model.train(2, _data(), callbacks=[monitor])
         model.train(1, _data(), callbacks=[monitor])
     printed = [line.split(",")[0] for line in out.getvalue().splitlines()]
-    assert printed == ["epoch: 1 step: 3", "epoch: 2 step: 1", "epoch: 2 step: 4", "epoch: 1 step: 3"]
+    assert printed == [
+        "epoch: 1 step: 3",
+        "epoch: 2 step: 1",
+        "epoch: 2 step: 4",
+        "epoch: 1 step: 3",
+    ]
 
 
 def test_model_checkpoint_takes_a_new_prefix_when_files_of_an_earlier_run_exist(tmp_path):
@@ -120,9 +134,9 @@ def _ds(batch=5):
 
 def test_reused_modelcheckpoint_saves_the_final_step_of_every_train_call(tmp_path):
     # the docstring: a final checkpoint is written at the end of training unless the last step
-    # was just saved. A callback reused for a second train() of the same length used to remember
-    # the first run's last saved step number and skip the second run's final save, leaving the
-    # first run's weights in the file.
+    # was just saved. A callback reused for a second train() of the same length starts counting
+    # afresh: remembering the first run's last saved step number would skip the second run's
+    # final save and leave the first run's weights in the file.
     net, _, model = _dense_model()
     ckpt = ModelCheckpoint("A", str(tmp_path), CheckpointConfig(save_checkpoint_steps=100))
     model.train(1, _ds(), callbacks=[ckpt])

@@ -1,4 +1,6 @@
-"""Checkpoints: round trips (network + optimizer), clear errors, all-or-nothing loading, atomic writes."""
+"""Checkpoints: round trips (network + optimizer), clear errors, all-or-nothing loading, atomic
+writes."""
+
 import os
 import random
 import signal
@@ -8,15 +10,15 @@ import textwrap
 import time
 
 import numpy
+import numpy as np
 import pytest
 
 import minigrad
+import minigrad as mg
+from helpers import REPO_ROOT
 from minigrad import Parameter, Tensor, nn
 from minigrad.optim import Adam, Momentum
 from minigrad.train import load_checkpoint, load_param_into_net, save_checkpoint
-from helpers import REPO_ROOT
-import numpy as np
-import minigrad as mg
 
 REPO = str(REPO_ROOT)
 
@@ -39,8 +41,13 @@ def _train_cell(net, optimizer):
 
 def _batches(n, seed=0):
     rng = numpy.random.default_rng(seed)
-    return [(Tensor(rng.normal(size=(6, 4)).astype(numpy.float32)),
-             Tensor(rng.integers(0, 3, size=6).astype(numpy.int32))) for _ in range(n)]
+    return [
+        (
+            Tensor(rng.normal(size=(6, 4)).astype(numpy.float32)),
+            Tensor(rng.integers(0, 3, size=6).astype(numpy.int32)),
+        )
+        for _ in range(n)
+    ]
 
 
 def _snapshot(net):
@@ -54,10 +61,14 @@ def _assert_same(a, b):
 
 
 # ---- round trips --------------------------------------------------------------------------------
-@pytest.mark.parametrize("make_optimizer", [
-    lambda params: Momentum(params, 0.1, 0.9, use_nesterov=True),
-    lambda params: Adam(params, 0.01),
-], ids=["momentum", "adam"])
+@pytest.mark.parametrize(
+    "make_optimizer",
+    [
+        lambda params: Momentum(params, 0.1, 0.9, use_nesterov=True),
+        lambda params: Adam(params, 0.01),
+    ],
+    ids=["momentum", "adam"],
+)
 def test_resuming_from_a_checkpoint_continues_bit_identically(tmp_path, make_optimizer):
     minigrad.set_seed(0)
     net = Net()
@@ -84,8 +95,10 @@ def test_resuming_from_a_checkpoint_continues_bit_identically(tmp_path, make_opt
 
 
 def test_save_forms_and_filter_prefix(tmp_path):
-    weights = [{"name": "a.w", "data": Tensor(numpy.ones((2, 2), numpy.float16))},
-               {"name": "b.w", "data": numpy.arange(3)}]
+    weights = [
+        {"name": "a.w", "data": Tensor(numpy.ones((2, 2), numpy.float16))},
+        {"name": "b.w", "data": numpy.arange(3)},
+    ]
     path = save_checkpoint(weights, str(tmp_path / "list.ckpt"))
     loaded = load_checkpoint(path)
     assert loaded["a.w"].dtype == numpy.float16 and isinstance(loaded["a.w"], Parameter)
@@ -131,14 +144,19 @@ def test_strict_and_lenient_loading():
     partial = {k: v for k, v in values.items() if k != "fc2.bias"}
     with pytest.warns(UserWarning, match=r"network parameters not loaded: \['fc2.bias'\]"):
         assert load_param_into_net(net, partial) == (["fc2.bias"], [])
-    with pytest.raises(ValueError, match=r"strict_load=True: network parameters missing from the "
-                                         r"checkpoint: \['fc2.bias'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"strict_load=True: network parameters missing from the "
+        r"checkpoint: \['fc2.bias'\]",
+    ):
         load_param_into_net(net, partial, strict_load=True)
     # float64 values load into float32 parameters unless strict; a dotted prefix is tolerated
     prefixed = {"network." + k: v.astype(numpy.float64) for k, v in values.items()}
     assert load_param_into_net(net, prefixed) == ([], [])
     with pytest.raises(ValueError, match="dtype float64 != network dtype float32"):
-        load_param_into_net(net, {k: v.astype(numpy.float64) for k, v in values.items()}, strict_load=True)
+        load_param_into_net(
+            net, {k: v.astype(numpy.float64) for k, v in values.items()}, strict_load=True
+        )
     with pytest.raises(TypeError, match="parameter_dict must be a dict"):
         load_param_into_net(net, [1])
 
@@ -160,7 +178,7 @@ def test_bad_optimizer_state_leaves_network_untouched(tmp_path):
 def _damage(path, how):
     data = bytearray(open(path, "rb").read())
     if how == "truncated":
-        data = data[:len(data) // 2]
+        data = data[: len(data) // 2]
     elif how == "bitflip":
         data[len(data) // 3] ^= 0xFF  # inside an array: the zip CRC catches it
     elif how == "garbage":
@@ -176,7 +194,9 @@ def test_damaged_file_gives_clear_error_and_network_is_untouched(tmp_path, how):
     path = save_checkpoint(Net(), tmp_path / "ckpt")
     _damage(path, how)
     before = _snapshot(net)
-    with pytest.raises(ValueError, match=r"checkpoint file .*ckpt\.ckpt' is truncated or corrupt") as info:
+    with pytest.raises(
+        ValueError, match=r"checkpoint file .*ckpt\.ckpt' is truncated or corrupt"
+    ) as info:
         load_checkpoint(path, net=net)
     assert info.value.__cause__ is None and info.value.__suppress_context__  # no zipfile traceback
     _assert_same(_snapshot(net), before)
@@ -199,20 +219,22 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, monkeypatc
     def broken_savez(f, **arrays):
         f.write(b"partial")
         raise OSError("disk full")
+
     monkeypatch.setattr(numpy, "savez", broken_savez)
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(Net(), path)
     assert open(path, "rb").read() == old and os.listdir(tmp_path) == ["keep.ckpt"]
 
 
-# ---- killed in the middle of a save ---------------------------------------------------------------
+# ---- killed in the middle of a save --------------------------------------------------------------
 _WRITER = textwrap.dedent("""
     import sys
     import numpy
     from minigrad.train import save_checkpoint
     path = sys.argv[1]
     def content(value):  # ~16 MB, so that a kill often lands inside a write
-        return [{"name": f"w{i}", "data": numpy.full(1 << 20, value, numpy.float32)} for i in range(4)]
+        return [{"name": f"w{i}", "data": numpy.full(1 << 20, value, numpy.float32)}
+                for i in range(4)]
     save_checkpoint(content(0.0), path, append_dict={"version": 0})
     print("ready", flush=True)
     version = 0
@@ -227,7 +249,9 @@ def test_sigkill_during_save_never_leaves_a_corrupt_checkpoint(tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     target = str(tmp_path / "model.ckpt")
     for attempt in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", _WRITER, target], stdout=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, target], stdout=subprocess.PIPE, env=env
+        )
         assert proc.stdout.readline().strip() == b"ready"
         time.sleep(rng.uniform(0.02, 0.4))
         proc.send_signal(signal.SIGKILL)
@@ -239,7 +263,9 @@ def test_sigkill_during_save_never_leaves_a_corrupt_checkpoint(tmp_path):
         for p in loaded.values():
             assert p.shape == (1 << 20,) and numpy.all(p.asnumpy() == version)
         leftovers = [f for f in os.listdir(tmp_path) if f != "model.ckpt"]
-        assert all(f.startswith(".model.ckpt.") and f.endswith(".tmp") for f in leftovers), leftovers
+        assert all(f.startswith(".model.ckpt.") and f.endswith(".tmp") for f in leftovers), (
+            leftovers
+        )
 
 
 def test_checkpoint_functions_name_bad_arguments(tmp_path):
@@ -273,9 +299,12 @@ def test_one_checkpoint_entry_never_loads_into_two_parameters():
     # checkpoint unmatched, loading raises and the network is unchanged
     net = _TwoDense()
     before = {n: p.asnumpy().copy() for n, p in net.parameters_and_names()}
-    with pytest.raises(ValueError, match=r"no parameter of the network matches the checkpoint: "
-                                         r"the network has \['fc.weight', 'fc.bias', "
-                                         r"'head.0.weight', 'head.0.bias'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"no parameter of the network matches the checkpoint: "
+        r"the network has \['fc.weight', 'fc.bias', "
+        r"'head.0.weight', 'head.0.bias'\]",
+    ):
         mg.train.load_param_into_net(net, {"weight": np.full((2, 2), 7, np.float32)})
     for n, p in net.parameters_and_names():
         np.testing.assert_array_equal(p.asnumpy(), before[n])
@@ -285,11 +314,13 @@ def test_one_checkpoint_entry_never_loads_into_two_parameters():
             super().__init__()
             self.fc = nn.Dense(2, 2)
             self.inner = _TwoDense()
+
     net = Nested()
     old_inner = net.inner.fc.weight.asnumpy().copy()
     with pytest.warns(UserWarning, match="not loaded"):
         not_loaded, _ = mg.train.load_param_into_net(
-            net, {"fc.weight": np.full((2, 2), 3, np.float32)})
+            net, {"fc.weight": np.full((2, 2), 3, np.float32)}
+        )
     np.testing.assert_array_equal(net.fc.weight.asnumpy(), np.full((2, 2), 3))
     np.testing.assert_array_equal(net.inner.fc.weight.asnumpy(), old_inner)
     assert "inner.fc.weight" in not_loaded

@@ -1,6 +1,8 @@
-"""TODO docstring"""
+"""minigrad.train.metrics against MindSpore's documented behaviour: Accuracy (classification
+and multilabel, label shapes), TopKCategoricalAccuracy and the metric names."""
 import numpy
 import pytest
+
 from minigrad import Tensor
 from minigrad.train.metrics import Accuracy, get_metric_fn
 
@@ -26,10 +28,12 @@ def test_accuracy_multilabel_counts_samples_whose_every_label_matches():
 
 def test_top_k_categorical_accuracy_as_mindspore_documents():
     # MindSpore's TopKCategoricalAccuracy(k) (TypeError for a non-int k, ValueError for k < 1),
-    # Top5CategoricalAccuracy and the metric name 'top_5_accuracy' were missing.
-    from minigrad.train.metrics import TopKCategoricalAccuracy, Top5CategoricalAccuracy
-    x = numpy.array([[0.2, 0.5, 0.3, 0.6, 0.2], [0.1, 0.35, 0.5, 0.2, 0.], [0.9, 0.6, 0.2, 0.01, 0.3]],
-                    numpy.float32)
+    # Top5CategoricalAccuracy and the metric name 'top_5_accuracy'.
+    from minigrad.train.metrics import Top5CategoricalAccuracy, TopKCategoricalAccuracy
+    x = numpy.array(
+        [[0.2, 0.5, 0.3, 0.6, 0.2], [0.1, 0.35, 0.5, 0.2, 0.0], [0.9, 0.6, 0.2, 0.01, 0.3]],
+        numpy.float32,
+    )
     y = numpy.array([2, 0, 1], numpy.float32)
     topk = TopKCategoricalAccuracy(3)
     topk.update(Tensor(x), Tensor(y))
@@ -53,13 +57,13 @@ def test_accuracy_refuses_column_labels_instead_of_scoring_them_as_one_hot():
     y_pred = numpy.eye(3)[[0, 1, 2, 1]]
     metric = Accuracy()
     with pytest.raises(ValueError, match=r"\(4, 1\)"):
-        metric.update(y_pred, numpy.array([[0], [1], [2], [1]]))  # was 0.25: argmax of a column
+        metric.update(y_pred, numpy.array([[0], [1], [2], [1]]))  # not 0.25
 
 
 def test_accuracy_refuses_one_hot_labels_of_another_class_count():
     metric = Accuracy()
     with pytest.raises(ValueError, match=r"\(4, 5\)"):
-        metric.update(numpy.eye(3)[[0, 1, 2, 1]], numpy.eye(5)[[0, 1, 2, 1]])  # was 1.0
+        metric.update(numpy.eye(3)[[0, 1, 2, 1]], numpy.eye(5)[[0, 1, 2, 1]])  # not 1.0
 
 
 def test_accuracy_one_hot_and_class_count_across_updates():

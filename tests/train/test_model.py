@@ -3,19 +3,30 @@ import math
 import os
 
 import numpy
+import numpy as np
 import pytest
 
 import minigrad
 from minigrad import Model, Tensor, nn
+from minigrad import dtype as mstype
 from minigrad.amp import DynamicLossScaleManager, FixedLossScaleManager
 from minigrad.dataset import NumpySlicesDataset
 from minigrad.optim import Momentum
-from minigrad.train import (Accuracy, Callback, CheckpointConfig, History, Loss, LossMonitor,
-                            LossScaleMonitor, ModelCheckpoint, ProgressBar, TimeMonitor,
-                            Top1CategoricalAccuracy, load_checkpoint)
+from minigrad.train import (
+    Accuracy,
+    Callback,
+    CheckpointConfig,
+    History,
+    Loss,
+    LossMonitor,
+    LossScaleMonitor,
+    ModelCheckpoint,
+    ProgressBar,
+    TimeMonitor,
+    Top1CategoricalAccuracy,
+    load_checkpoint,
+)
 from minigrad.train import callback as ms_callback_module
-from minigrad import dtype as mstype
-import numpy as np
 
 
 class Net(nn.Cell):
@@ -61,8 +72,17 @@ class Recorder(Callback):
         p = run_context.original_args()
         self.calls.append((name, p.get("cur_epoch_num"), p.get("cur_step_num")))
 
-    for _hook in ("on_train_begin", "on_train_epoch_begin", "on_train_step_begin", "on_train_step_end",
-                  "on_train_epoch_end", "on_train_end", "on_eval_begin", "on_eval_step_end", "on_eval_end"):
+    for _hook in (
+        "on_train_begin",
+        "on_train_epoch_begin",
+        "on_train_step_begin",
+        "on_train_step_end",
+        "on_train_epoch_end",
+        "on_train_end",
+        "on_eval_begin",
+        "on_eval_step_end",
+        "on_eval_end",
+    ):
         locals()[_hook] = (lambda name: lambda self, ctx: self._log(name, ctx))(_hook)
     del _hook
 
@@ -89,21 +109,38 @@ def test_callbacks_run_in_order_with_cb_params():
     class Check(Callback):
         def on_train_step_end(self, run_context):
             p = run_context.original_args()
-            seen.update(batch_num=p.batch_num, epoch_num=p.epoch_num, optimizer=p.optimizer,
-                        train_network=p.train_network, network=p.network, training=net.training,
-                        loss=p.net_outputs)
+            seen.update(
+                batch_num=p.batch_num,
+                epoch_num=p.epoch_num,
+                optimizer=p.optimizer,
+                train_network=p.train_network,
+                network=p.network,
+                training=net.training,
+                loss=p.net_outputs,
+            )
 
     model.train(2, _dataset(batch_size=48), callbacks=[rec, Check(), second])
     assert rec.calls == [
         ("on_train_begin", 0, 0),
-        ("on_train_epoch_begin", 1, 0), ("on_train_step_begin", 1, 1), ("on_train_step_end", 1, 1),
-        ("on_train_step_begin", 1, 2), ("on_train_step_end", 1, 2), ("on_train_epoch_end", 1, 2),
-        ("on_train_epoch_begin", 2, 2), ("on_train_step_begin", 2, 3), ("on_train_step_end", 2, 3),
-        ("on_train_step_begin", 2, 4), ("on_train_step_end", 2, 4), ("on_train_epoch_end", 2, 4),
-        ("on_train_end", 2, 4)]
+        ("on_train_epoch_begin", 1, 0),
+        ("on_train_step_begin", 1, 1),
+        ("on_train_step_end", 1, 1),
+        ("on_train_step_begin", 1, 2),
+        ("on_train_step_end", 1, 2),
+        ("on_train_epoch_end", 1, 2),
+        ("on_train_epoch_begin", 2, 2),
+        ("on_train_step_begin", 2, 3),
+        ("on_train_step_end", 2, 3),
+        ("on_train_step_begin", 2, 4),
+        ("on_train_step_end", 2, 4),
+        ("on_train_epoch_end", 2, 4),
+        ("on_train_end", 2, 4),
+    ]
     assert second.calls == rec.calls
     assert seen["batch_num"] == 2 and seen["epoch_num"] == 2 and seen["optimizer"] is optimizer
-    assert seen["train_network"] is model.train_network and seen["network"] is net and seen["training"]
+    assert (
+        seen["train_network"] is model.train_network and seen["network"] is net and seen["training"]
+    )
     assert isinstance(seen["loss"], Tensor) and seen["loss"].shape == ()
 
 
@@ -111,19 +148,36 @@ def test_old_hook_names_and_request_stop():
     calls = []
 
     class OldStyle(Callback):
-        def begin(self, ctx): calls.append("begin")
-        def epoch_begin(self, ctx): calls.append("epoch_begin")
+        def begin(self, ctx):
+            calls.append("begin")
+
+        def epoch_begin(self, ctx):
+            calls.append("epoch_begin")
+
         def step_end(self, ctx):
             calls.append("step_end")
             if ctx.original_args().cur_step_num == 3:
                 ctx.request_stop()
-        def epoch_end(self, ctx): calls.append("epoch_end")
-        def end(self, ctx): calls.append("end")
+
+        def epoch_end(self, ctx):
+            calls.append("epoch_end")
+
+        def end(self, ctx):
+            calls.append("end")
 
     model, _, optimizer = _model()
     model.train(5, _dataset(batch_size=48), callbacks=OldStyle())
-    assert calls == ["begin", "epoch_begin", "step_end", "step_end", "epoch_end",
-                     "epoch_begin", "step_end", "epoch_end", "end"]
+    assert calls == [
+        "begin",
+        "epoch_begin",
+        "step_end",
+        "step_end",
+        "epoch_end",
+        "epoch_begin",
+        "step_end",
+        "epoch_end",
+        "end",
+    ]
     assert optimizer.global_step == 3
 
 
@@ -131,10 +185,12 @@ def test_initial_epoch_and_plain_iterables():
     model, _, optimizer = _model()
     rec = Recorder()
     x, y = _blobs(32)
-    batches = [(Tensor(x[i:i + 16]), Tensor(y[i:i + 16])) for i in (0, 16)]
+    batches = [(Tensor(x[i : i + 16]), Tensor(y[i : i + 16])) for i in (0, 16)]
     model.train(3, batches, callbacks=rec, initial_epoch=1)
     assert [c for c in rec.calls if c[0] == "on_train_epoch_begin"] == [
-        ("on_train_epoch_begin", 2, 2), ("on_train_epoch_begin", 3, 4)]
+        ("on_train_epoch_begin", 2, 2),
+        ("on_train_epoch_begin", 3, 4),
+    ]
     assert optimizer.global_step == 4
     with pytest.raises(ValueError, match="initial_epoch"):
         model.train(3, batches, initial_epoch=3)
@@ -209,14 +265,16 @@ def test_construction_errors():
 
 # ---- mixed precision ----------------------------------------------------------------------------
 def test_amp_o2_trains_with_loss_scaling_and_monitors_take_the_loss():
-    manager = DynamicLossScaleManager(init_loss_scale=2.0 ** 10, scale_window=4)
+    manager = DynamicLossScaleManager(init_loss_scale=2.0**10, scale_window=4)
     model, net, _ = _model(metrics={"acc": Accuracy()}, amp_level="O2", loss_scale_manager=manager)
     monitor, history = LossScaleMonitor(), History()
     model.train(6, _dataset(), callbacks=[monitor, history, LossMonitor(per_print_times=0)])
     assert net.fc1.weight.dtype == numpy.float16
-    assert len(monitor.scales) == 36 and monitor.scales[0] == 2.0 ** 10
-    assert max(monitor.scales) > 2.0 ** 10  # clean windows grew the scale
-    assert manager.get_loss_scale() == model.train_network.scale_sense.asnumpy().item()  # host copy fed
+    assert len(monitor.scales) == 36 and monitor.scales[0] == 2.0**10
+    assert max(monitor.scales) > 2.0**10  # clean windows grew the scale
+    assert (
+        manager.get_loss_scale() == model.train_network.scale_sense.asnumpy().item()
+    )  # host copy fed
     assert all(math.isfinite(v) for v in history.step_losses)
     assert model.eval(_dataset(seed=1))["acc"] >= 0.9
 
@@ -224,7 +282,9 @@ def test_amp_o2_trains_with_loss_scaling_and_monitors_take_the_loss():
 # ---- stock callbacks ----------------------------------------------------------------------------
 def test_loss_and_time_monitor_output(capsys):
     model, _, _ = _model()
-    model.train(1, _dataset(batch_size=32), callbacks=[LossMonitor(per_print_times=2), TimeMonitor()])
+    model.train(
+        1, _dataset(batch_size=32), callbacks=[LossMonitor(per_print_times=2), TimeMonitor()]
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("epoch: 1 step: 2, loss is ")
     assert lines[1].startswith("epoch time: ") and "per step time: " in lines[1]
@@ -249,7 +309,9 @@ def test_progress_bar(capsys, use_tqdm):
     if use_tqdm:
         pytest.importorskip("tqdm")
     model, _, _ = _model()
-    model.train(2, _dataset(batch_size=8), callbacks=[ProgressBar(use_tqdm=use_tqdm, lines_per_epoch=3)])
+    model.train(
+        2, _dataset(batch_size=8), callbacks=[ProgressBar(use_tqdm=use_tqdm, lines_per_epoch=3)]
+    )
     err = capsys.readouterr().err
     assert "epoch 2/2" in err
     if not use_tqdm:
@@ -261,9 +323,13 @@ def test_progress_bar(capsys, use_tqdm):
 
 def test_model_checkpoint_keeps_the_newest_files_and_resumes(tmp_path):
     model, net, optimizer = _model()
-    config = CheckpointConfig(save_checkpoint_steps=4, keep_checkpoint_max=2, append_info=["epoch_num"])
+    config = CheckpointConfig(
+        save_checkpoint_steps=4, keep_checkpoint_max=2, append_info=["epoch_num"]
+    )
     ckpt = ModelCheckpoint(prefix="net", directory=tmp_path, config=config)
-    model.train(3, _dataset(batch_size=16), callbacks=[ckpt])  # 18 steps: saves at 4, 8, 12, 16, end
+    model.train(
+        3, _dataset(batch_size=16), callbacks=[ckpt]
+    )  # 18 steps: saves at 4, 8, 12, 16, end
     assert sorted(os.listdir(tmp_path)) == ["net-3_4.ckpt", "net-3_6.ckpt"]
     assert ckpt.latest_ckpt_file_name == os.path.join(tmp_path, "net-3_6.ckpt")
 
@@ -276,8 +342,12 @@ def test_model_checkpoint_keeps_the_newest_files_and_resumes(tmp_path):
         assert numpy.array_equal(p.asnumpy(), q.asnumpy())
     with pytest.raises(ValueError, match="keep_checkpoint_max"):
         CheckpointConfig(keep_checkpoint_max=-1)
-    for bad, error in ((-1, ValueError), (float("inf"), ValueError), ("5", TypeError),
-                       (True, TypeError)):
+    for bad, error in (
+        (-1, ValueError),
+        (float("inf"), ValueError),
+        ("5", TypeError),
+        (True, TypeError),
+    ):
         with pytest.raises(error, match="keep_checkpoint_per_n_minutes"):
             CheckpointConfig(keep_checkpoint_max=0, keep_checkpoint_per_n_minutes=bad)
     # MindSpore: neither retention set keeps the newest file; the count wins over the minutes
@@ -308,8 +378,8 @@ def test_accuracy_and_loss_metrics():
         acc.update(logits, numpy.zeros(3))
     loss = Loss()
     loss.update(Tensor(numpy.float32(1.0)))  # a batch mean of one sample
-    loss.update(numpy.array([2.0, 4.0]))     # two per-sample losses
-    assert loss.eval() == 7.0 / 3            # the mean over the three samples
+    loss.update(numpy.array([2.0, 4.0]))  # two per-sample losses
+    assert loss.eval() == 7.0 / 3  # the mean over the three samples
     assert Accuracy()(logits, numpy.array([0, 1, 0, 1])) == 1.0
 
 
@@ -317,12 +387,19 @@ def test_model_checkpoint_keeps_one_file_per_n_minutes(tmp_path, monkeypatch):
     """keep_checkpoint_per_n_minutes (keep_checkpoint_max off): the newest file and the first of
     each interval, on the callback's clock (here one save every 50 s, intervals of 2 minutes)."""
     from minigrad.train.callback import model_checkpoint
+
     clock = iter(range(0, 10_000, 50))
     monkeypatch.setattr(model_checkpoint, "_clock", lambda: float(next(clock)))
     model, _, _ = _model()
-    config = CheckpointConfig(save_checkpoint_steps=1, keep_checkpoint_max=None, keep_checkpoint_per_n_minutes=2)
-    ckpt = ModelCheckpoint(prefix="net", directory=tmp_path, config=config)  # reads the clock once: 0
-    model.train(1, _dataset(batch_size=16), callbacks=[ckpt])  # 6 steps: saves at 50, 100, ..., 300 s
+    config = CheckpointConfig(
+        save_checkpoint_steps=1, keep_checkpoint_max=None, keep_checkpoint_per_n_minutes=2
+    )
+    ckpt = ModelCheckpoint(
+        prefix="net", directory=tmp_path, config=config
+    )  # reads the clock once: 0
+    model.train(
+        1, _dataset(batch_size=16), callbacks=[ckpt]
+    )  # 6 steps: saves at 50, 100, ..., 300 s
     # intervals from the first save (50 s): [50, 170) -> step 1, [170, 290) -> step 4, then step 6
     assert sorted(os.listdir(tmp_path)) == ["net-1_1.ckpt", "net-1_4.ckpt", "net-1_6.ckpt"]
     assert ckpt.latest_ckpt_file_name == os.path.join(tmp_path, "net-1_6.ckpt")
@@ -331,21 +408,29 @@ def test_model_checkpoint_keeps_one_file_per_n_minutes(tmp_path, monkeypatch):
 def test_model_eval_o2_casts_outputs_to_fp32_and_scores_a_short_last_batch():
     from minigrad import Model
     from minigrad.dataset import NumpySlicesDataset
+
     minigrad.set_seed(0)
     x = numpy.random.rand(10, 4).astype(numpy.float32)
     y = (numpy.arange(10) % 3).astype(numpy.int32)
     net = nn.Dense(4, 3)
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    model = Model(net, loss_fn, nn.Momentum(net.trainable_params(), 0.1, 0.9),
-                  metrics={"acc": Accuracy(), "loss": Loss()}, amp_level="O2")
+    model = Model(
+        net,
+        loss_fn,
+        nn.Momentum(net.trainable_params(), 0.1, 0.9),
+        metrics={"acc": Accuracy(), "loss": Loss()},
+        amp_level="O2",
+    )
     assert model.eval_network.add_cast_fp32
     ds = NumpySlicesDataset((x, y), column_names=["x", "y"], shuffle=False).batch(4)  # 4, 4, 2
     result = model.eval(ds)
     logits = model.predict(Tensor(x))
     assert logits.dtype == mstype.float16
     assert result["acc"] == pytest.approx(float((logits.asnumpy().argmax(1) == y).mean()))
-    batch_losses = [float(loss_fn(logits[i:i + 4].astype(mstype.float32), Tensor(y[i:i + 4])).asnumpy())
-                    for i in (0, 4, 8)]
+    batch_losses = [
+        float(loss_fn(logits[i : i + 4].astype(mstype.float32), Tensor(y[i : i + 4])).asnumpy())
+        for i in (0, 4, 8)
+    ]
     # the Loss metric weights each batch mean by its sample count (4, 4, 2)
     assert result["loss"] == pytest.approx(numpy.average(batch_losses, weights=[4, 4, 2]), rel=1e-6)
     assert model.eval(ds) == result  # metrics are cleared between evals

@@ -10,8 +10,14 @@ import minigrad
 from minigrad import Tensor, nn
 from minigrad.amp import DynamicLossScaleManager, GradScaler
 from minigrad.dataset import NumpySlicesDataset
-from minigrad.train import (CheckpointConfig, LossScaleMonitor, Model, ModelCheckpoint,
-                            load_checkpoint, save_checkpoint)
+from minigrad.train import (
+    CheckpointConfig,
+    LossScaleMonitor,
+    Model,
+    ModelCheckpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from minigrad.train.checkpoint import CheckpointMismatchWarning
 
 

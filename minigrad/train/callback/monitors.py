@@ -28,6 +28,7 @@ class LossMonitor(Callback):
         per_print_times: print period in steps (0: never print).
 
     Raises:
+        TypeError: for a ``per_print_times`` that is not an int.
         ValueError: for a negative ``per_print_times``; during training, for a NaN or infinite
             loss ("Invalid loss, terminating training."), as MindSpore does.
     """
@@ -59,6 +60,9 @@ class TimeMonitor(Callback):
 
     Args:
         data_size: steps per epoch to divide by; default the dataset's ``batch_num``.
+
+    Raises:
+        TypeError / ValueError: for a ``data_size`` that is not a positive int (or None).
     """
     rank_zero_only = True  # one log for a data-parallel job (see Callback)
 

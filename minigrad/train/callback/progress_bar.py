@@ -18,6 +18,11 @@ class ProgressBar(Callback):
             (``pip install minigrad[progress]``).
         lines_per_epoch: without tqdm, how many progress lines to print per epoch.
         file: the stream written to; default ``sys.stderr``.
+
+    Raises:
+        TypeError: for a ``use_tqdm`` that is neither a bool nor None, or a ``lines_per_epoch``
+            that is not an int; ValueError for one below 1; ImportError for ``use_tqdm=True``
+            without tqdm.
     """
     rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
