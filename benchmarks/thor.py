@@ -78,7 +78,9 @@ def tasks(quick):
     xr = (rng.standard_normal((512, 24)) * numpy.geomspace(1, 1 / math.sqrt(300), 24))
     wr = rng.standard_normal((24, 4))
     yr = xr @ wr + 0.05 * rng.standard_normal((512, 4))
-    lr3 = lambda c: [c / 2, c, c * 2]
+
+    def lr3(c):
+        return [c / 2, c, c * 2]
     out = [
         Task("autoencoder", lambda: _seq(
             _dense(64, 128), nn.Tanh(), _dense(128, 64), nn.Tanh(), _dense(64, 16),
