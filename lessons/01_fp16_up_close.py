@@ -47,14 +47,15 @@ with numpy.errstate(over="ignore"):  # rounding to inf is what we want to see
 common.heading("every positive finite fp16 value")
 bits = numpy.arange(0x0001, 0x7C00, dtype=numpy.uint16)   # 0x7C00 is +inf
 values = bits.view(numpy.float16).astype(numpy.float64)
-gaps = numpy.diff(numpy.append(values, 65536.0))           # gap to the next value (65536: inf's place)
+gaps = numpy.diff(numpy.append(values, 65536.0))  # gap to the next value (65536: inf's place)
 subnormal = values < info.tiny
 print(f"{values.size} positive finite values: {int(subnormal.sum())} subnormal, "
       f"{int((~subnormal).sum())} normal")
 print(f"{int((values < 1).sum())} of them ({(values < 1).mean():.0%}) lie below 1")
 for x in (6e-8, 1e-5, 1e-3, 1.0, 1000.0, 60000.0):
     i = numpy.searchsorted(values, x)
-    print(f"near {x:<8g} the gap between neighbours is {gaps[i]:.3g} (relative {gaps[i] / values[i]:.2g})")
+    print(f"near {x:<8g} the gap between neighbours is {gaps[i]:.3g} "
+          f"(relative {gaps[i] / values[i]:.2g})")
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)

@@ -64,7 +64,8 @@ print(f"true gradient magnitudes: from {numpy.abs(reference).min():.2g} "
 
 # %%
 common.heading("the same gradient at three loss scales")
-cases = {"unscaled (S = 1)": 1.0, "scaled (S = 2**12)": 2.0 ** 12, "overflowed (S = 2**28)": 2.0 ** 28}
+cases = {"unscaled (S = 1)": 1.0, "scaled (S = 2**12)": 2.0 ** 12,
+         "overflowed (S = 2**28)": 2.0 ** 28}
 results = {}
 print(f"{'case':24s} {'flushed to 0':>13s} {'inf or NaN':>11s} {'median rel. error':>18s}")
 for name, scale in cases.items():
@@ -87,8 +88,10 @@ w = Parameter(w0.astype(numpy.float16), name="w")
 (seeded,) = GradOperation(get_by_list=True, sens_param=True)(
     lambda inputs: loss_of(w, inputs), [w])(Tensor(x.astype(numpy.float16)),
                                             Tensor(numpy.float32(2.0 ** 12)))
-same = numpy.array_equal(seeded.asnumpy().reshape(-1), gradient(numpy.float16, 2.0 ** 12).reshape(-1))
-print(f"GradOperation with sens = 2**12 gives the same fp16 gradient as (loss * 2**12).backward(): {same}")
+same = numpy.array_equal(seeded.asnumpy().reshape(-1),
+                         gradient(numpy.float16, 2.0 ** 12).reshape(-1))
+print("GradOperation with sens = 2**12 gives the same fp16 gradient as "
+      f"(loss * 2**12).backward(): {same}")
 bad = results["overflowed (S = 2**28)"][3]
 print(f"the overflowed gradient holds {int(bad.sum())} inf/NaN values of {bad.size}: a loss-scaled "
       "step skips it and lowers S")
@@ -97,8 +100,8 @@ print(f"the overflowed gradient holds {int(bad.sum())} inf/NaN values of {bad.si
 # ## The picture
 # Each dot is one weight-gradient value: its true size (x) against what fp16 with loss scale S
 # gives back after the division (y). On the diagonal: recovered. At the bottom edge: flushed to
-# 0. At the top edge: inf or NaN. The dashed lines are fp16's limits divided by S, i.e. the window of
-# true gradients that S lets through.
+# 0. At the top edge: inf or NaN. The dashed lines are fp16's limits divided by S, i.e. the
+# window of true gradients that S lets through.
 
 # %%
 CAPTIONS = {"unscaled (S = 1)": "values under 3e-8 flush to 0, under 6.1e-5 lose bits",

@@ -53,7 +53,8 @@ print("after a check of an array holding inf:       ", get(status).asnumpy(),
 # %%
 common.heading("sticky semantics")
 clear(status)
-sequence = [("finite", numpy.ones(5, numpy.float32)), ("NaN", numpy.array([numpy.nan], numpy.float32)),
+sequence = [("finite", numpy.ones(5, numpy.float32)),
+            ("NaN", numpy.array([numpy.nan], numpy.float32)),
             ("finite", numpy.ones(5, numpy.float16)), ("finite", numpy.zeros(3, numpy.float32))]
 for label, array in sequence:
     float_status.check_overflow(status, array)
@@ -121,7 +122,8 @@ for row, (value, word, flag) in enumerate(zip(samples, words, flags)):
         ax.add_patch(plt.Rectangle((x, y), 0.95, 0.9, color=colors[field]))
         ax.text(x + 0.47, y + 0.42, str((int(word) >> bit) & 1), ha="center", va="center",
                 fontsize=9)
-    ax.text(-0.4, y + 0.42, f"{float(value):.6g}" if abs(value) >= 1 else f"{float(value):.3g}", ha="right", va="center", fontsize=10)
+    name = f"{float(value):.6g}" if abs(value) >= 1 else f"{float(value):.3g}"
+    ax.text(-0.4, y + 0.42, name, ha="right", va="center", fontsize=10)
     ax.text(16.4, y + 0.42, "exponent + 1 carries into bit 15:\ninf/NaN, flag set" if flag
             else "no carry into bit 15:\nfinite, flag unchanged",
             va="center", fontsize=10, color="tab:red" if flag else "black")
@@ -154,7 +156,8 @@ if not backend.CUDA_AVAILABLE:
     print(f"GPU: none here ({backend.CUPY_IMPORT_ERROR}); the GPU part of this lesson is skipped")
 size = 1 << (16 if args.quick else 22)
 for device in devices:
-    arrays = [Tensor(numpy.ones(size, dtype)).to(device) for dtype in (numpy.float16, numpy.float32)]
+    arrays = [Tensor(numpy.ones(size, dtype)).to(device)
+              for dtype in (numpy.float16, numpy.float32)]
     status = float_status.alloc_status(arrays[0])
     clean = float_status.get_status(float_status.check_overflow(status, *arrays))
     spoiled = numpy.ones(size, numpy.float32)
@@ -164,5 +167,6 @@ for device in devices:
     float_status.check_overflow(status, *arrays)
     still = float_status.get_status(status)
     float_status.clear_status(status)
-    print(f"{device}: {size:,} fp16 + fp32 finite -> {clean}; NaN in the last element -> {after_nan}; "
+    print(f"{device}: {size:,} fp16 + fp32 finite -> {clean}; "
+          f"NaN in the last element -> {after_nan}; "
           f"clean check after -> {still}; after clear -> {float_status.get_status(status)}")

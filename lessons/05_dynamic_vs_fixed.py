@@ -97,7 +97,8 @@ top.axhline(common.FP16_MAX, color="tab:red", linestyle="--", linewidth=1,
             label="65504 (largest fp16; the scale may exceed it: the loss is fp32)")
 top.set_yscale("log", base=2)
 top.set_ylabel("loss scale S (log2 axis)")
-top.set_title("loss scale per step: dynamic finds the highest scale that fits, fixed does not adapt")
+top.set_title("loss scale per step: dynamic finds the highest scale that fits, "
+              "fixed does not adapt")
 top.legend(fontsize="x-small", loc="center", bbox_to_anchor=(0.55, 0.56), ncol=2)
 log = common.log_scale_if_wide(
     bottom, numpy.concatenate([run[1].step_losses for run in results.values()]))

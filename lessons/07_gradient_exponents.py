@@ -152,7 +152,8 @@ for ax, (name, pair) in zip(axes, histograms.items()):
     for hist, label, color in zip(pair, ("scale 1", f"scale 2**{k}"), ("tab:blue", "tab:orange")):
         fp16 = hist["fp16"]
         ax.bar(hist["exponents"], hist["counts"] / hist["total"], width=0.9, alpha=0.7, color=color,
-               label=f"{label}: {fp16['flushed']:.1%} flush to 0, {fp16['subnormal']:.1%} subnormal, "
+               label=f"{label}: {fp16['flushed']:.1%} flush to 0, "
+                     f"{fp16['subnormal']:.1%} subnormal, "
                      f"{fp16['overflow']:.1%} overflow")
     common.mark_fp16_limits(ax, exponents=True, labels=ax is axes[0])
     ax.set_xlim(low, high)

@@ -78,8 +78,7 @@ def _output_to_fp16(cell, inputs, output):
 
 def _normalization_classes():
     from minigrad import nn
-    return tuple(getattr(nn, name) for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm")
-                 if hasattr(nn, name))
+    return nn.BatchNorm1d, nn.BatchNorm2d, nn.LayerNorm  # kept fp32 by keep_batchnorm_fp32
 
 
 def cast_network(network, cast_model_type, keep_batchnorm_fp32):
