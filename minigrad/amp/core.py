@@ -36,10 +36,19 @@ import math
 
 import numpy
 
-_NUMPY_KINDS = {int: numpy.integer, float: numpy.floating}  # the NumPy scalars each kind accepts
+from minigrad._checks import (
+    check_float,
+    check_non_negative_int,
+    check_positive,
+    check_positive_int,
+)
+
 # the smallest scale a backoff leaves: float32's smallest normal value, whose inverse (8.5e37)
 # is still finite in float32, so unscaling by it never divides by zero or multiplies by inf
 SCALE_MIN = float(numpy.finfo(numpy.float32).tiny)
+# the intervals of the update rule's multipliers, as ``check_float`` keywords
+GROWTH_RANGE = {"low": 1.0, "low_open": True}  # a growth factor is > 1
+BACKOFF_RANGE = {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True}  # in (0, 1)
 
 
 def as_number(value):
@@ -52,44 +61,15 @@ def as_number(value):
     return value
 
 
-def check_bool(value, name, owner):
-    """``value`` if it is a bool, else TypeError naming ``owner`` and ``name``."""
-    if not isinstance(value, bool):
-        raise TypeError(f"For '{owner}', '{name}' must be a bool, but got {value!r} "
-                        f"of type {type(value).__name__}")
-    return value
-
-
-def check_positive(name, value, owner, minimum=0.0, inclusive=False, kinds=(int, float)):
-    """Return ``float(value)`` or raise TypeError/ValueError naming ``owner``, ``name`` and ``value``."""
-    if isinstance(value, bool) or not isinstance(value, kinds + tuple(_NUMPY_KINDS[k] for k in kinds)):
-        raise TypeError(f"For '{owner}', '{name}' must be "
-                        f"{' or '.join(k.__name__ for k in kinds)}, but got {value!r} "
-                        f"of type {type(value).__name__}")
-    ok = value >= minimum if inclusive else value > minimum
-    if not ok or not math.isfinite(value):
-        bound = ">=" if inclusive else ">"
-        raise ValueError(f"For '{owner}', '{name}' must be finite and {bound} {minimum}, but got {value!r}")
-    return float(value)
-
-
 def float32_scale(value, name, owner):
     """``numpy.float32(value)`` for a positive number between ``SCALE_MIN`` and float32's largest
     value (no backoff or growth could leave another), or TypeError/ValueError naming ``name``."""
     with numpy.errstate(over="ignore", under="ignore"):
-        scale = numpy.float32(check_positive(name, value, owner))
+        scale = numpy.float32(check_positive(name, value, owner=owner))
     if not SCALE_MIN <= scale < numpy.inf:
-        raise ValueError(f"For '{owner}', '{name}' must be a float32 value in [{SCALE_MIN:g}, "
-                         f"{float(numpy.finfo(numpy.float32).max):g}], but got {value!r}")
+        raise ValueError(f"{owner}: {name} must be a float32 value in [{SCALE_MIN:g}, "
+                         f"{float(numpy.finfo(numpy.float32).max):g}], got {value!r}")
     return scale
-
-
-def check_backoff_factor(name, value, owner):
-    """``float(value)`` for a backoff multiplier in (0, 1), or TypeError/ValueError naming ``name``."""
-    factor = check_positive(name, value, owner)
-    if factor >= 1.0:
-        raise ValueError(f"For '{owner}', '{name}' must be < 1, but got {value!r}")
-    return factor
 
 
 class ScaleCore:
@@ -127,24 +107,27 @@ class ScaleCore:
             return names.get(key, key)
 
         self.scale = float32_scale(scale, name("scale"), owner)
-        self.growth_factor = check_positive(name("growth_factor"), growth_factor, owner, 1.0)
+        self.growth_factor = check_float(name("growth_factor"), growth_factor, **GROWTH_RANGE,
+                                         owner=owner)
         if backoff_divisor is not None:
-            backoff_divisor = check_positive(name("backoff_divisor"), backoff_divisor, owner, 1.0)
+            backoff_divisor = check_float(name("backoff_divisor"), backoff_divisor, **GROWTH_RANGE,
+                                          owner=owner)
             backoff_factor = 1.0 / backoff_divisor
         self.backoff_divisor = backoff_divisor
-        self.backoff_factor = check_backoff_factor(name("backoff_factor"), backoff_factor, owner)
+        self.backoff_factor = check_float(name("backoff_factor"), backoff_factor, **BACKOFF_RANGE,
+                                          owner=owner)
         if growth_interval is not None:
-            growth_interval = int(check_positive(name("growth_interval"), growth_interval, owner,
-                                                 kinds=(int,)))
+            growth_interval = check_positive_int(name("growth_interval"), growth_interval,
+                                                 owner=owner)
         self.growth_interval = growth_interval
-        self.floor = None if floor is None else check_positive("floor", floor, owner)
-        self.cap = None if cap is None else check_positive("cap", cap, owner)
+        self.floor = None if floor is None else check_positive("floor", floor, owner=owner)
+        self.cap = None if cap is None else check_positive("cap", cap, owner=owner)
         if self.floor is not None and self.cap is not None and self.floor > self.cap:
             raise ValueError(f"For '{owner}', 'floor' ({floor!r}) must not exceed 'cap' ({cap!r})")
-        self.hysteresis = int(check_positive("hysteresis", hysteresis, owner, kinds=(int,)))
+        self.hysteresis = check_positive_int("hysteresis", hysteresis, owner=owner)
         if max_consecutive_skips is not None:
-            max_consecutive_skips = int(check_positive("max_consecutive_skips", max_consecutive_skips,
-                                                       owner, kinds=(int,)))
+            max_consecutive_skips = check_positive_int("max_consecutive_skips",
+                                                       max_consecutive_skips, owner=owner)
         self.max_consecutive_skips = max_consecutive_skips
         self.counter = 0                   # clean steps since the last change of the scale
         self.tolerance = self.hysteresis   # overflows left before the next backoff
@@ -236,9 +219,8 @@ class ScaleCore:
         checked = ScaleCore(state["scale"], state["growth_factor"], state["backoff_factor"],
                             state["growth_interval"], state["floor"], state["cap"], state["hysteresis"],
                             owner=owner)
-        counter = int(check_positive("counter", state["counter"], owner, inclusive=True, kinds=(int,)))
-        tolerance = int(check_positive("tolerance", state["tolerance"], owner, 1.0, inclusive=True,
-                                       kinds=(int,)))
+        counter = check_non_negative_int("counter", state["counter"], owner=owner)
+        tolerance = check_positive_int("tolerance", state["tolerance"], owner=owner)
         if tolerance > checked.hysteresis:
             raise ValueError(f"For '{owner}', 'tolerance' must be <= hysteresis ({checked.hysteresis}), "
                              f"but got {tolerance}")

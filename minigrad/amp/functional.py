@@ -20,7 +20,8 @@ import abc
 import numpy
 
 from minigrad.amp import float_status
-from minigrad.amp.core import ScaleCore, check_positive, float32_scale
+from minigrad._checks import check_positive_int
+from minigrad.amp.core import ScaleCore, float32_scale
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
@@ -127,8 +128,8 @@ class DynamicLossScaler(LossScaler):
 
     def __init__(self, scale_value, scale_factor, scale_window):
         super().__init__(scale_value, "DynamicLossScaler")
-        factor = check_positive("scale_factor", scale_factor, "DynamicLossScaler", kinds=(int,))
-        window = check_positive("scale_window", scale_window, "DynamicLossScaler", kinds=(int,))
+        factor = check_positive_int("scale_factor", scale_factor, owner="DynamicLossScaler")
+        window = check_positive_int("scale_window", scale_window, owner="DynamicLossScaler")
         if factor <= 1:
             raise ValueError(f"For 'DynamicLossScaler', 'scale_factor' must be > 1, but got {scale_factor!r}")
         self.scale_factor, self.scale_window = int(factor), int(window)

@@ -35,14 +35,8 @@ from minigrad import communication
 from minigrad.amp import float_status
 from minigrad.amp import report as amp_report
 from minigrad.amp.autocast import check_device
-from minigrad.amp.core import (
-    ScaleCore,
-    as_number,
-    check_backoff_factor,
-    check_bool,
-    check_positive,
-    float32_scale,
-)
+from minigrad._checks import check_float, check_positive_int, check_non_negative_int, check_bool
+from minigrad.amp.core import BACKOFF_RANGE, GROWTH_RANGE, ScaleCore, as_number, float32_scale
 from minigrad.nn import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
@@ -123,8 +117,8 @@ class GradScaler:
         if device is not None:
             check_device(device, "device", "GradScaler")
         enabled, growth_interval = given["enabled"], given["growth_interval"]
-        check_bool(enabled, "enabled", "GradScaler")
-        check_bool(track_underflow, "track_underflow", "GradScaler")
+        check_bool("enabled", enabled, owner="GradScaler")
+        check_bool("track_underflow", track_underflow, owner="GradScaler")
         if isinstance(growth_interval, bool) or not isinstance(growth_interval, numbers.Integral):
             # None would mean a fixed scale to ScaleCore; PyTorch's scaler always grows
             raise TypeError(f"For 'GradScaler', 'growth_interval' must be a positive int, but got "
@@ -326,21 +320,22 @@ class GradScaler:
         return self.core.growth_factor
 
     def set_growth_factor(self, new_factor):
-        self.core.growth_factor = check_positive("new_factor", new_factor, "GradScaler.set_growth_factor", 1.0)
+        self.core.growth_factor = check_float("new_factor", new_factor, **GROWTH_RANGE,
+                                              owner="GradScaler.set_growth_factor")
 
     def get_backoff_factor(self):
         return self.core.backoff_factor
 
     def set_backoff_factor(self, new_factor):
-        self.core.backoff_factor = check_backoff_factor("new_factor", new_factor,
-                                                        "GradScaler.set_backoff_factor")
+        self.core.backoff_factor = check_float("new_factor", new_factor, **BACKOFF_RANGE,
+                                               owner="GradScaler.set_backoff_factor")
 
     def get_growth_interval(self):
         return self.core.growth_interval
 
     def set_growth_interval(self, new_interval):
-        self.core.growth_interval = int(check_positive("new_interval", new_interval,
-                                                       "GradScaler.set_growth_interval", kinds=(int,)))
+        self.core.growth_interval = check_positive_int("new_interval", new_interval,
+                                                       owner="GradScaler.set_growth_interval")
 
     def _get_growth_tracker(self):
         return self.core.counter if self._enabled else 0
@@ -384,12 +379,11 @@ class GradScaler:
             raise KeyError(f"GradScaler.load_state_dict: missing keys {sorted(missing)}")
         value = {key: as_number(state_dict[key]) for key in self.state_dict()}
         scale = float32_scale(value["scale"], "scale", owner)
-        growth = check_positive("growth_factor", value["growth_factor"], owner, 1.0)
-        backoff = check_backoff_factor("backoff_factor", value["backoff_factor"], owner)
-        interval = int(check_positive("growth_interval", value["growth_interval"], owner,
-                                      kinds=(int,)))
-        tracker = int(check_positive("_growth_tracker", value["_growth_tracker"], owner,
-                                     inclusive=True, kinds=(int,)))
+        growth = check_float("growth_factor", value["growth_factor"], **GROWTH_RANGE, owner=owner)
+        backoff = check_float("backoff_factor", value["backoff_factor"], **BACKOFF_RANGE,
+                              owner=owner)
+        interval = check_positive_int("growth_interval", value["growth_interval"], owner=owner)
+        tracker = check_non_negative_int("_growth_tracker", value["_growth_tracker"], owner=owner)
         core = self.core
         core.scale, core.growth_factor, core.backoff_factor = scale, growth, backoff
         core.growth_interval, core.counter = interval, tracker

@@ -13,7 +13,8 @@ DynamicLossScaleManager(s, f, w)       TrainOneStepWithLossScaleCell +  step ski
                                        DynamicLossScaleUpdateCell       scale / f (floor 1)
 =====================================  ===============================  ====================
 """
-from minigrad.amp.core import ScaleCore, check_positive, float32_scale
+from minigrad._checks import check_float, check_positive, check_positive_int
+from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale
 
 
 class LossScaleManager:
@@ -104,12 +105,12 @@ class DynamicLossScaleManager(LossScaleManager):
 
     def __init__(self, init_loss_scale=2 ** 24, scale_factor=2, scale_window=2000):
         owner = "DynamicLossScaleManager"
-        value = check_positive("init_loss_scale", init_loss_scale, owner)
+        value = check_positive("init_loss_scale", init_loss_scale, owner=owner)
         if value < 1:
             raise ValueError(f"For '{owner}', the argument 'init_loss_scale' must be >= 1, but got "
                              f"{init_loss_scale!r}")
-        factor = check_positive("scale_factor", scale_factor, owner, 1.0)
-        self.scale_window = int(check_positive("scale_window", scale_window, owner, kinds=(int,)))
+        factor = check_float("scale_factor", scale_factor, **GROWTH_RANGE, owner=owner)
+        self.scale_window = check_positive_int("scale_window", scale_window, owner=owner)
         self.scale_factor = scale_factor
         self.core = ScaleCore(value, factor, 1.0 / factor, self.scale_window, floor=1.0,
                               max_consecutive_skips=self.bad_step_max + 1, owner=owner,

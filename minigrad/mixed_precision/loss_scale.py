@@ -14,7 +14,8 @@ import numpy
 
 from minigrad.amp import float_status
 from minigrad.amp import report as amp_report
-from minigrad.amp.core import ScaleCore, check_positive
+from minigrad._checks import check_float, check_positive
+from minigrad.amp.core import GROWTH_RANGE, ScaleCore
 from minigrad.tensor import Tensor
 
 
@@ -86,7 +87,7 @@ class FixedLossScale(LossScale):
     def __init__(self, loss_scale_value):
         super().__init__()
         try:
-            value = check_positive("loss_scale_value", loss_scale_value, "FixedLossScale")
+            value = check_positive("loss_scale_value", loss_scale_value, owner="FixedLossScale")
         except TypeError as error:
             raise NotANumberError(str(error)) from None
         if value < 1:
@@ -131,7 +132,7 @@ class DynamicLossScale(LossScale):
     def __init__(self, initial_loss_scale=2 ** 15, increment_period=2000, multiplier=2.0, *,
                  floor=1.0, cap=None, hysteresis=1, max_consecutive_skips=None):
         super().__init__()
-        multiplier = check_positive("multiplier", multiplier, "DynamicLossScale", 1.0)
+        multiplier = check_float("multiplier", multiplier, **GROWTH_RANGE, owner="DynamicLossScale")
         increment_period = _as_period(increment_period)
         self.core = ScaleCore(initial_loss_scale, multiplier, 1.0 / multiplier, increment_period,
                               floor=floor, cap=cap, hysteresis=hysteresis,

@@ -35,7 +35,8 @@ import numpy
 from minigrad import backend
 from minigrad.amp import float_status
 from minigrad.amp import report as amp_report
-from minigrad.amp.core import ScaleCore, check_bool, check_positive, float32_scale
+from minigrad._checks import check_float, check_positive_int, check_bool
+from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale
 from minigrad.nn import running_stats
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
@@ -116,9 +117,9 @@ class DynamicLossScaleUpdateCell(_UpdateCell):
 
     def __init__(self, loss_scale_value, scale_factor, scale_window, *, core=None):
         owner = "DynamicLossScaleUpdateCell"
-        factor = check_positive("scale_factor", scale_factor, owner, 1.0)
+        factor = check_float("scale_factor", scale_factor, **GROWTH_RANGE, owner=owner)
         float32_scale(loss_scale_value, "loss_scale_value", owner)  # positive, and float32 holds it
-        window = int(check_positive("scale_window", scale_window, owner, kinds=(int,)))
+        window = check_positive_int("scale_window", scale_window, owner=owner)
         if core is None:
             core = ScaleCore(float(loss_scale_value), factor, 1.0 / factor, window, floor=1.0,
                              owner=owner)
@@ -198,7 +199,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                  track_underflow=False):
         super().__init__(network, optimizer)
         owner = "TrainOneStepWithLossScaleCell"
-        check_bool(track_underflow, "track_underflow", owner)
+        check_bool("track_underflow", track_underflow, owner=owner)
         self.loss_scaling_manager = None
         if isinstance(scale_sense, Cell):
             self.loss_scaling_manager = scale_sense

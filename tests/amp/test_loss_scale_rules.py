@@ -304,20 +304,33 @@ def test_bad_arguments_name_argument_and_value(make, match):
         make()
 
 
+# the message of a scale that float32 cannot hold (it would be inf or 0 there)
+F32_RANGE = r"must be a float32 value in \[.*\], got "
+
+
 @pytest.mark.parametrize(
     "make, name",
     [
-        (lambda: GradScaler(init_scale="big"), "'init_scale'"),
-        (lambda: GradScaler(init_scale=1e39), "'init_scale'"),
-        (lambda: DynamicLossScale(initial_loss_scale="x"), "'initial_loss_scale'"),
-        (lambda: DynamicLossScale(initial_loss_scale=1e-60), "'initial_loss_scale'"),
-        (lambda: DynamicLossScale(increment_period=0), "'increment_period'"),
+        (lambda: GradScaler(init_scale="big"), r"init_scale must be a finite float .*, got 'big'"),
+        (lambda: GradScaler(init_scale=1e39), "init_scale " + F32_RANGE + r"1e\+39"),
+        (
+            lambda: DynamicLossScale(initial_loss_scale="x"),
+            r"initial_loss_scale must be a finite float .*, got 'x'",
+        ),
+        (
+            lambda: DynamicLossScale(initial_loss_scale=1e-60),
+            r"initial_loss_scale " + F32_RANGE + r"1e-60",
+        ),
+        (
+            lambda: DynamicLossScale(increment_period=0),
+            "increment_period must be a positive int, got 0",
+        ),
         (lambda: DynamicLossScale(increment_period=2.5), "'increment_period'"),
-        (lambda: FixedLossScale(1e39), "'loss_scale_value'"),
-        (lambda: amp.DynamicLossScaleManager(1e39), "'init_loss_scale'"),
-        (lambda: amp.FixedLossScaleManager(1e39), "'loss_scale'"),
-        (lambda: amp.StaticLossScaler(1e39), "'scale_value'"),
-        (lambda: DynamicLossScaler(1e39, 2, 10), "'scale_value' .* but got 1e\\+39"),
+        (lambda: FixedLossScale(1e39), r"loss_scale_value " + F32_RANGE + r"1e\+39"),
+        (lambda: amp.DynamicLossScaleManager(1e39), r"init_loss_scale " + F32_RANGE + r"1e\+39"),
+        (lambda: amp.FixedLossScaleManager(1e39), r"loss_scale " + F32_RANGE + r"1e\+39"),
+        (lambda: amp.StaticLossScaler(1e39), r"scale_value " + F32_RANGE + r"1e\+39"),
+        (lambda: DynamicLossScaler(1e39, 2, 10), r"scale_value " + F32_RANGE + r"1e\+39"),
     ],
 )
 def test_errors_name_the_faces_own_argument(make, name):
