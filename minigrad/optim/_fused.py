@@ -10,7 +10,7 @@ gradient itself, so a loss-scaled step never materialises fp32 gradients
 code (``tests/optim/test_fused.py``), with one exception: when two NaNs meet in one addition (say
 a NaN gradient and a NaN weight in ``g + wd * w``), which NaN's payload and sign the result carries
 is not defined. NumPy's own loops pick by array length and position (SIMD body or tail), so no
-kernel can match them; the result is a NaN in both paths (``tests/test_review_session3g.py``
+kernel can match them; the result is a NaN in both paths (``tests/optim/test_fused.py``
 compares with NaNs canonicalised).
 
 ``apply(optimizer, arrays, lrs, inv_scale)`` returns False, having changed nothing, whenever the
