@@ -9,7 +9,8 @@ Protocol (written into the JSON as well):
 2. For each seed every optimizer starts from the same initial weights and sees the batches in
    the same order (both drawn from the seed).
 3. Each optimizer is tuned on a small log-spaced grid: the learning rate for Momentum (0.9) and
-   Adam, the learning rate, the damping and momentum in {0, 0.9} for THOR. A grid point's
+   Adam, the learning rate, the damping and momentum in {0, 0.9} for THOR (and, on the
+   regression, the Fisher: "empirical" or "mc"; the best of each is reported). A grid point's
    score is the median over the seeds of the steps to the target (a miss, a divergence or a
    run stopped at 3x the best median so far counts as twice the budget). The winner must not
    lie on an edge of a continuous axis: the grid is extended in that direction and re-run
@@ -26,6 +27,8 @@ Protocol (written into the JSON as well):
 Run (8 minutes on 2 cores shared with other work, load ~4; ``--quick``: seconds, for CI):
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/thor.py --json out.json
+
+(``--tasks linreg``: the regression alone, both Fishers, ~10 s.)
 """
 import argparse
 import itertools
@@ -75,7 +78,9 @@ def tasks(quick):
     xr = (rng.standard_normal((512, 24)) * numpy.geomspace(1, 1 / math.sqrt(300), 24))
     wr = rng.standard_normal((24, 4))
     yr = xr @ wr + 0.05 * rng.standard_normal((512, 4))
-    lr3 = lambda c: [c / 2, c, c * 2]
+
+    def lr3(c):
+        return [c / 2, c, c * 2]
     out = [
         Task("autoencoder", lambda: _seq(
             _dense(64, 128), nn.Tanh(), _dense(128, 64), nn.Tanh(), _dense(64, 16),
@@ -101,7 +106,7 @@ def tasks(quick):
              nn.MSELoss(), xr.astype(numpy.float32), yr.astype(numpy.float32), 64, 0.005, 600, 5,
              {"momentum": {"lr": lr3(0.25)}, "adam": {"lr": lr3(0.05)},
               "thor": {"lr": lr3(0.2), "damping": [1e-4, 1e-3, 1e-2], "momentum": [0.0, 0.9],
-                       "options": {"frequency": 5}}}),
+                       "fisher": ["empirical", "mc"], "options": {"frequency": 5}}}),
     ]
     if quick:
         for task in out:
@@ -120,7 +125,8 @@ def make_optimizer(kind, net, hp):
     if kind == "adam":
         return nn.Adam(net.trainable_params(), hp["lr"])
     return nn.thor(net, Tensor(numpy.float32(hp["lr"])), Tensor(numpy.float32(hp["damping"])),
-                   float(hp["momentum"]), **hp.get("options", {}))
+                   float(hp["momentum"]), fisher=hp.get("fisher", "empirical"),
+                   **hp.get("options", {}))
 
 
 def full_loss(task, net):
@@ -136,7 +142,7 @@ def train(task, kind, hp, seed, stop_at=None):
     step = nn.TrainOneStepCell(nn.WithLossCell(net, task.loss), opt)
     order = numpy.random.default_rng(1000 + seed)
     per_epoch = len(task.x) // task.batch
-    phases = dict.fromkeys(("factors", "inverses", "precondition", "update"), 0.0)
+    phases = dict.fromkeys(("factors", "inverses", "precondition", "update"), 0.0)  # + sampling
     seconds, steps, refreshes, reached, first = 0.0, 0, 0, None, full_loss(task, net)
     limit = task.budget if stop_at is None else min(task.budget, stop_at)
     while steps < limit and reached is None:
@@ -151,7 +157,7 @@ def train(task, kind, hp, seed, stop_at=None):
             report = getattr(opt, "last_report", None)
             if report is not None:
                 for key, value in report.seconds.items():
-                    phases[key] += value
+                    phases[key] = phases.get(key, 0.0) + value
                 refreshes += len(report.refreshed)
             if steps % task.eval_every == 0:
                 loss = full_loss(task, net)
@@ -197,7 +203,7 @@ def tune(task, kind, seeds, extend):
         edge = []
         for a, value in zip(axes, best):
             values = grid[a]
-            if a == "momentum" or len(values) < 2:
+            if a in ("momentum", "fisher") or len(values) < 2:
                 continue
             ratio = values[1] / values[0]
             if value == values[0]:
@@ -212,7 +218,14 @@ def tune(task, kind, seeds, extend):
     runs = results[best]
     grid_points = [{"hp": dict(zip(axes, p)), "median_steps": score(r, task.budget),
                     "reached": sum(1 for x in r if x["steps"])} for p, r in results.items()]
+    by_fisher = {}
+    for g in grid_points:  # the best point of each Fisher, when the grid has that axis
+        f = g["hp"].get("fisher")
+        if f is not None and (f not in by_fisher
+                              or g["median_steps"] < by_fisher[f]["median_steps"]):
+            by_fisher[f] = g
     return {"hp": hp, "options": options, "runs": runs, "edge": edge, "grid": grid_points,
+            "best_by_fisher": by_fisher,
             "grid_reach_fraction": sum(1 for g in grid_points if g["reached"] == len(seeds))
             / len(grid_points)}
 
@@ -325,6 +338,9 @@ def main(argv=None):
             entry[f"{kind}_steps_ratio"] = o["median_steps"] / m["median_steps"]
             seconds = (o["median_seconds"], m["median_seconds"])
             entry[f"{kind}_wall_ratio"] = None if None in seconds else seconds[0] / seconds[1]
+        entry["thor_steps_ratio_by_fisher"] = {
+            f: g["median_steps"] / entry["momentum"]["median_steps"]
+            for f, g in entry["thor"]["best_by_fisher"].items()}
         if task.name == "autoencoder":
             entry["trace_rule"] = trace_against_every_step(task, entry["thor"], seeds)
         if task.name == "mlp":
@@ -343,6 +359,10 @@ def main(argv=None):
     if "mlp" in results:
         print(f"THOR reuse step / Momentum step (MLP): "
               f"{results['mlp']['step_costs']['reuse_over_momentum']:.3f}")
+    if "linreg" in results:
+        print("linear regression THOR/Momentum steps by Fisher (best point of each): "
+              + ", ".join(f"{f} {r:.3f}" for f, r in
+                          results["linreg"]["thor_steps_ratio_by_fisher"].items()))
     if "autoencoder" in results:
         tr = results["autoencoder"]["trace_rule"]
         print(f"trace rule vs every-step refresh (autoencoder): refreshes "

@@ -8,14 +8,23 @@ and every setting (stride, padding, dilation, non-square kernels). ``LayerNorm``
 tagged ``thor_diagonal`` so THOR gives their gamma and beta its diagonal rule. Subclasses of the
 three layers are left alone (their own ``construct`` would be replaced), as are layers already
 converted. ``nn.thor`` is ``optim.thor``, which calls this converter (registered below:
-``optim`` sits under ``nn`` and cannot import it).
+``optim`` sits under ``nn`` and cannot import it). The label samplers of THOR's Monte-Carlo
+Fisher for the losses of ``nn.loss`` are registered here for the same reason.
 """
+import numpy
+
 from minigrad.nn.cell import Cell
 from minigrad.nn.layers.basic import Dense
 from minigrad.nn.layers.conv import Conv2d
 from minigrad.nn.layers.embedding import Embedding
 from minigrad.nn.layers.normalization import LayerNorm
 from minigrad.nn.layers.thor import Conv2dThor, DenseThor, EmbeddingThor
+from minigrad.nn.loss import MSELoss, SoftmaxCrossEntropyWithLogits
+from minigrad.optim.thor_fisher import (
+    register_sampler,
+    sample_categorical,
+    sample_gaussian,
+)
 from minigrad.optim.thor_optimizer import register_converter
 
 _THOR_CLASS = {Dense: DenseThor, Conv2d: Conv2dThor, Embedding: EmbeddingThor}
@@ -53,3 +62,23 @@ class ConvertNetUtils:
 
 
 register_converter(ConvertNetUtils().convert_to_thor_net)
+
+
+def _sample_cross_entropy(loss, logits, labels, rng):
+    """Labels ~ Categorical(softmax(logits)): ids of the labels' dtype, or one-hot rows."""
+    if logits.ndim != 2:
+        raise ValueError(f"THOR(fisher='mc'): {type(loss).__name__} logits must have shape "
+                         f"(N, C), got {logits.shape}")
+    dtype = labels.data.dtype if loss.sparse else numpy.float32
+    return sample_categorical(logits, rng, not loss.sparse, dtype)
+
+
+def _sample_squared_error(loss, output, labels, rng):
+    """Labels ~ N(output, 1 / (2c)): c = 1 / (elements per sample) for "mean", else 1."""
+    per_sample = int(numpy.prod(output.shape[1:])) if output.ndim > 1 else 1
+    variance = per_sample / 2.0 if loss.reduction == "mean" else 0.5
+    return sample_gaussian(output, rng, variance, numpy.float32)
+
+
+register_sampler(SoftmaxCrossEntropyWithLogits, _sample_cross_entropy)
+register_sampler(MSELoss, _sample_squared_error)

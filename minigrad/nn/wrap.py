@@ -69,6 +69,11 @@ class WithLossCell(Cell):
         """The wrapped network."""
         return self._backbone
 
+    @property
+    def loss_fn(self):
+        """The loss (THOR's ``fisher="mc"`` samples labels from its model distribution)."""
+        return self._loss_fn
+
 
 class TrainOneStepCell(Cell):
     """One training step: loss = network(*inputs); gradients; ``optimizer(grads)``; return loss.
@@ -112,6 +117,9 @@ class TrainOneStepCell(Cell):
         self.weights = optimizer.parameters
         self.grad = GradOperation(get_by_list=True, sens_param=True)
         self.sens = sens
+        bind = getattr(optimizer, "bind_loss_cell", None)
+        if bind is not None:  # THOR's fisher="mc" samples labels from the network's loss_fn
+            bind(network)
         if communication.is_data_parallel():
             self.grad_reducer = DistributedGradReducer(self.weights)
 

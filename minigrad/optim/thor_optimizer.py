@@ -6,6 +6,7 @@ One step, for gradients ``g`` of a network converted to THOR layers (``nn.DenseT
 
     g = g / loss_scale                                  (and / the cell's loss scale, if passed)
     refresh (on its steps): A, G from the layers' records; damped block inverses (thor_blocks)
+                            (fisher="mc": G from a loss on sampled labels, see thor_fisher)
     g̃ = G⁻¹ · g · A⁻¹        THOR layers' weights, with the stored inverses
     g̃ = g / (g² / N + √λ)    LayerNorm's gamma and beta (a diagonal Fisher, as MindSpore)
     g̃ = g                    every other parameter (biases, BatchNorm, ...)
@@ -30,12 +31,14 @@ from minigrad import backend, communication
 from minigrad._checks import (
     check_bool,
     check_float,
+    check_in,
     check_positive_int,
 )
 from minigrad.optim.momentum import Momentum
 from minigrad.optim.optimizer import Optimizer, _divide, _inverse_scale
 from minigrad.optim.thor_args import check_seed_arguments, check_split_indices
 from minigrad.optim.thor_blocks import CurvatureBlock, invert_together
+from minigrad.optim.thor_fisher import FISHERS, SampledFisher
 from minigrad.optim.thor_report import LayerReport, ThorReport
 from minigrad.optim.thor_schedule import RefreshRule, StepValue
 from minigrad.optim.thor_state import load_thor_state, thor_state
@@ -71,14 +74,26 @@ class THOR(Optimizer):
         relative_damping (bool): damp each factor by ``√λ · tr(F) / dim F``. Default False.
         damping_floor (float): the least damping of a factor. Default 0.0.
         kl_clip: None (default) or a float > 0: the KL / Fisher-norm clip of the update.
+        fisher: "empirical" (default, MindSpore's: G from the training loss's gradients) or
+            "mc" (G from the gradients of the loss on labels sampled from the model's output
+            distribution; the update still uses the true-label gradient; see ``thor_fisher``).
+        fisher_loss: with "mc", the loss Cell to sample (``nn.SoftmaxCrossEntropyWithLogits``
+            or ``nn.MSELoss``). Default None: the ``loss_fn`` of the ``WithLossCell`` that the
+            train cell (``TrainOneStepCell``, ``Model``) wraps; an explicit one wins.
+        fisher_seed: with "mc", the sampling seed (int >= 0). Default None: drawn from
+            ``minigrad.random`` (so ``minigrad.set_seed`` repeats the run).
 
     Raises:
         TypeError: ``learning_rate`` not a Tensor or schedule; ``loss_scale``, ``momentum``
             not a float (an int ``loss_scale`` is converted); ``weight_decay`` neither float
             nor int; ``use_nesterov``/``enable_clip_grad``/``relative_damping`` not a bool;
-            ``frequency`` (or ``batch_size``, ``split_dim``) not an int; ``net`` not a Cell.
+            ``frequency`` (or ``batch_size``, ``split_dim``) not an int; ``net`` not a Cell;
+            ``fisher_loss`` not a supported loss; ``fisher_seed`` not an int >= 0.
         ValueError: ``loss_scale`` <= 0; ``weight_decay`` or ``momentum`` < 0; ``frequency``
-            < 2; ``net`` without THOR layers or trainable parameters; a bad option value.
+            < 2; ``net`` without THOR layers or trainable parameters; a bad option value
+            (``fisher`` not "empirical" or "mc"; ``fisher_loss``/``fisher_seed`` without "mc").
+        RuntimeError (at a step, before anything changes): with "mc", layers recorded factors
+            but no sampled pass ran (the loss is unknown, or the hooked loss was not called).
     """
     state_names = ("moments",)
     update = Momentum.update  # the momentum rule after preconditioning (MindSpore's ApplyMomentum)
@@ -88,7 +103,8 @@ class THOR(Optimizer):
                  split_indices=None, enable_clip_grad=False, frequency=100, *, split_dim=128,
                  refresh="frequency", omega1=0.01, omega2=0.0, factor_frequency=None,
                  inverse_frequency=None, factor_decay=None, relative_damping=False,
-                 damping_floor=0.0, kl_clip=None):
+                 damping_floor=0.0, kl_clip=None, fisher="empirical", fisher_loss=None,
+                 fisher_seed=None):
         owner = "thor"
         learning_rate, loss_scale = check_seed_arguments(
             net, learning_rate, momentum, weight_decay, loss_scale, use_nesterov, decay_filter,
@@ -112,7 +128,17 @@ class THOR(Optimizer):
         self.damping_floor = check_float("damping_floor", damping_floor, low=0.0, owner=owner)
         self.kl_clip = check_float("kl_clip", kl_clip, low=0.0, low_open=True, allow_none=True,
                                    owner=owner)
+        self.fisher = check_in("fisher", fisher, FISHERS, owner=owner)
+        if fisher == "empirical" and (fisher_loss is not None or fisher_seed is not None):
+            raise ValueError(f"{owner}: fisher_loss and fisher_seed apply to fisher='mc' only, "
+                             f"got fisher={fisher!r}")
         self.blocks, self._roles = _find_blocks(net, self.parameters, self.split_dim, owner)
+        self.sampler = None
+        if fisher == "mc":
+            self.sampler = SampledFisher(self.blocks, fisher_seed, owner)
+            if fisher_loss is not None:
+                self.sampler.use_loss(fisher_loss, owner)
+                self.sampler.explicit = True
         self.split_indices = check_split_indices(split_indices, len(self.blocks), owner)
         self.last_report = None
         self._backward_scale = None
@@ -122,12 +148,29 @@ class THOR(Optimizer):
     def set_backward_scale(self, scale):
         """Tell THOR the seed of this step's backprop (the loss scale), so that it divides it out
         of G. The train cells call it before each backprop; without a call THOR takes its own
-        ``loss_scale`` (MindSpore's convention: the fixed scale seeds backprop)."""
+        ``loss_scale`` (MindSpore's convention: the fixed scale seeds backprop). The sampled
+        pass of ``fisher="mc"`` is seeded with it too."""
         self._backward_scale = float(scale.item() if hasattr(scale, "item") else scale)
+        if self.sampler is not None:
+            self.sampler.scale = self._backward_scale
+
+    def bind_loss_cell(self, network):
+        """Called by the train cells with the network they differentiate: with ``fisher="mc"``
+        and no ``fisher_loss``, hook that network's ``loss_fn`` (a ``WithLossCell``'s).
+
+        Raises:
+            TypeError: the network's loss is not one THOR can sample.
+        """
+        if self.sampler is None or self.sampler.explicit:
+            return
+        loss = getattr(network, "loss_fn", None)
+        if loss is not None:
+            self.sampler.use_loss(loss, "THOR")
 
     def apply_gradients(self, grads, scale=None):
         """One THOR step from ``grads`` (see ``Optimizer.apply_gradients``). Returns True."""
         arrays = self._check_gradients(grads)
+        g_seed = self._sampled_seed()
         inv_scale = 1.0 if scale is None else _inverse_scale(scale, "THOR")
         seed = self._backward_scale
         self._backward_scale = None
@@ -136,6 +179,8 @@ class THOR(Optimizer):
         step = self.global_step
         report = ThorReport(step)
         self.last_report = report
+        if self.sampler is not None:
+            report.seconds["sampling"], self.sampler.seconds = self.sampler.seconds, 0.0
         bad = [p.name for p, g in zip(self.parameters, arrays)
                if g is not None and not bool(backend.get_array_module(g).isfinite(g).all())]
         if bad:
@@ -145,7 +190,7 @@ class THOR(Optimizer):
         lam = self.damping(step)
         lrs = [lr(step) for lr in self._lr_sources]
         report.damping, report.learning_rate = lam, lrs[0]
-        self._refresh(step, seed, lam, report)
+        self._refresh(step, seed if g_seed is None else g_seed, lam, report)
         start = time.perf_counter()
         prepared = self._prepare_all(arrays, inv_scale, lam, lrs, report)
         middle = time.perf_counter()
@@ -164,8 +209,26 @@ class THOR(Optimizer):
     def _fused_rule(self):
         return None
 
+    def _sampled_seed(self):
+        """With ``fisher="mc"``: the backward scale of this step's sampled pass (G's to divide
+        out), consumed; RuntimeError when layers recorded factors without one."""
+        if self.sampler is None:
+            return None
+        ran, self.sampler.ran = self.sampler.ran, None
+        if ran is None and any(b.layer.thor_pending is not None and b.layer.thor_record
+                               for b in self.blocks):
+            where = "no loss to sample is known: pass fisher_loss=, or train through " \
+                    "TrainOneStepCell(WithLossCell(net, loss), opt) or Model(net, loss, opt)" \
+                if self.sampler.loss is None else \
+                f"the hooked loss {type(self.sampler.loss).__name__} was not called with " \
+                f"gradients enabled in this step"
+            raise RuntimeError(f"THOR(fisher='mc'): the layers recorded factors at step "
+                               f"{self.global_step} but no sampled pass ran: {where}")
+        return ran
+
     def _refresh(self, step, seed, lam, report):
-        """Consume the layers' records: new factors, inverses and trace-rule decisions."""
+        """Consume the layers' records: new factors, inverses and trace-rule decisions (G's
+        records divided by ``seed``, the backward scale of the pass they come from)."""
         t_factors = 0.0
         sqrt_lam = math.sqrt(lam)
         records, to_invert, trace_refs = [], [], {}
@@ -304,6 +367,9 @@ class THOR(Optimizer):
         """Tell each THOR layer what to record in ``step``."""
         for block in self.blocks:
             block.layer.thor_record = self.rule.record_mode(block, step)
+        if self.sampler is not None:
+            self.sampler.armed = any(b.layer.thor_record for b in self.blocks)
+            self.sampler.step, self.sampler.scale = step, self.loss_scale
 
     # ---- MindSpore's accessors and the state ----------------------------------------------
     def get_frequency(self):
@@ -318,6 +384,8 @@ class THOR(Optimizer):
         """The base optimizer state plus ``"thor"``: per layer factors, inverses and rule state."""
         result = super().state_dict()
         result["thor"] = thor_state(self.blocks)
+        if self.sampler is not None:
+            result["thor_fisher_seed"] = self.sampler.seed
         return result
 
     def load_state_dict(self, state_dict):
@@ -330,10 +398,18 @@ class THOR(Optimizer):
         if not isinstance(state_dict, dict) or "thor" not in state_dict:
             raise ValueError("THOR.load_state_dict: the state has no 'thor' entry (save it from "
                              "a THOR optimizer)")
-        rest = {k: v for k, v in state_dict.items() if k != "thor"}
+        rest = {k: v for k, v in state_dict.items() if k not in ("thor", "thor_fisher_seed")}
+        seed = state_dict.get("thor_fisher_seed")
+        if (seed is None) != (self.sampler is None):
+            raise ValueError(f"THOR.load_state_dict: the state is of fisher="
+                             f"{'empirical' if seed is None else 'mc'}, this optimizer uses "
+                             f"fisher={self.fisher!r}")
+        seed = None if seed is None else int(numpy.asarray(seed))
         apply = load_thor_state(self.blocks, state_dict["thor"])
         super().load_state_dict(rest)
         apply()
+        if seed is not None:
+            self.sampler.seed = seed
         self._plan(self.global_step)
 
 

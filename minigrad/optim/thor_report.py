@@ -45,7 +45,8 @@ class ThorReport:
         layers: ``{name: LayerReport}`` for every THOR layer.
         learning_rate, damping: the step's values.
         kl_scale: the KL clip's factor ν (1.0 when off or not binding).
-        seconds: wall time per phase: "factors", "inverses", "precondition", "update".
+        seconds: wall time per phase: "factors", "inverses", "precondition", "update", and
+            with ``fisher="mc"`` "sampling" (the sampled pass, run inside the forward pass).
     """
     step: int
     applied: bool = True
@@ -75,6 +76,18 @@ class ThorReport:
         what = f"refresh {len(self.refreshed)}/{len(self.layers)} layers" if self.refresh \
             else "reuse"
         return f"step {self.step}: {what}; {times}"
+
+    def progress_note(self):
+        """A short note for progress bars and monitors (``ProgressBar``, ``LossMonitor``):
+        ``"refresh 2/3 layers, factors 0.41 ms, inverses 1.20 ms"`` (with ``fisher="mc"`` also
+        the sampled pass), ``"reuse"``, or ``"skipped"`` for a skipped step."""
+        if not self.applied:
+            return "skipped"
+        if not self.refresh:
+            return "reuse"
+        times = ", ".join(f"{k} {1e3 * self.seconds[k]:.2f} ms"
+                          for k in ("factors", "inverses", "sampling") if k in self.seconds)
+        return f"refresh {len(self.refreshed)}/{len(self.layers)} layers, {times}"
 
     def __str__(self):
         header = (f"{'layer':<24} {'action':<8} {'tr(A)':>10} {'tr(G)':>10} {'damp A':>9} "

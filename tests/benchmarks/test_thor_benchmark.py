@@ -9,11 +9,16 @@ from helpers import REPO_ROOT
 pytest.importorskip("sklearn")
 
 
-def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
-    path = REPO_ROOT / "benchmarks" / "thor.py"
-    spec = importlib.util.spec_from_file_location("thor_benchmark", path)
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("thor_benchmark",
+                                                  REPO_ROOT / "benchmarks" / "thor.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
+    module = load_benchmark()
     path = tmp_path / "thor.json"
     module.main(["--quick", "--tasks", "autoencoder,mlp", "--json", str(path)])
     payload = json.loads(path.read_text())
@@ -31,3 +36,13 @@ def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
     assert mlp["step_costs"]["reuse_over_momentum"] > 0
     assert set(mlp["step_costs"]["refresh_extra_ms_per_layer"]) == {"0.weight", "2.weight",
                                                                    "4.weight"}
+
+
+def test_quick_linear_regression_compares_both_fishers(tmp_path):
+    module = load_benchmark()
+    path = tmp_path / "thor.json"
+    module.main(["--quick", "--tasks", "linreg", "--json", str(path)])
+    linreg = json.loads(path.read_text())["tasks"]["linreg"]
+    assert set(linreg["thor"]["best_by_fisher"]) == {"empirical", "mc"}
+    assert set(linreg["thor_steps_ratio_by_fisher"]) == {"empirical", "mc"}
+    assert linreg["thor"]["hp"]["fisher"] in ("empirical", "mc")

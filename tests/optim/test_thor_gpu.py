@@ -1,4 +1,5 @@
-"""THOR on CuPy: the same steps as on the CPU (same weights, same data), within fp32 tolerance."""
+"""THOR on CuPy: the same steps as on the CPU (same weights, same data), within fp32 tolerance;
+with fisher="mc" the labels are drawn on the host, so both devices sample the same ones."""
 import numpy
 import pytest
 
@@ -9,13 +10,14 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not backend.CUDA_AVAILABLE, reason="needs CuPy and a CUDA GPU")]
 
 
-def run(device):
+def run(device, fisher):
     minigrad.set_context(device_target=device)
     minigrad.set_seed(0)
     net = nn.SequentialCell([nn.Conv2d(1, 4, 3, has_bias=True), nn.Tanh(), nn.Flatten(),
                              nn.Dense(4 * 8 * 8, 10)])
     opt = nn.thor(net, Tensor(numpy.float32(0.05)), Tensor(numpy.float32(0.01)), 0.9,
-                  frequency=2, split_dim=64)
+                  frequency=2, split_dim=64, fisher=fisher,
+                  **({"fisher_seed": 1} if fisher == "mc" else {}))
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     train = nn.TrainOneStepCell(nn.WithLossCell(net, loss), opt)
     rng = numpy.random.default_rng(0)
@@ -26,9 +28,10 @@ def run(device):
     return [backend.as_numpy(p.data) for p in net.trainable_params()], opt
 
 
-def test_gpu_steps_match_cpu():
-    cpu, _ = run("CPU")
-    gpu, opt = run("GPU")
+@pytest.mark.parametrize("fisher", ["empirical", "mc"])
+def test_gpu_steps_match_cpu(fisher):
+    cpu, _ = run("CPU", fisher)
+    gpu, opt = run("GPU", fisher)
     assert backend.device_of(opt.blocks[0].A_inv) == "GPU"
     for a, b in zip(cpu, gpu):
         numpy.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-5)

@@ -37,7 +37,7 @@ def snapshot(net, opt):
     state = opt.state_dict()
     arrays = {f"param.{p.name}": p.asnumpy().copy() for p in net.trainable_params()}
     for key, value in state.items():
-        if key != "thor":
+        if key != "thor":  # the rest, with fisher="mc" the sampling seed
             arrays[key] = numpy.array(value)
     for layer, fields in state["thor"].items():
         for key, value in fields.items():
@@ -101,8 +101,8 @@ def test_fixed_scale_overflow_is_reported_by_thor():
     assert not opt.last_report.applied and "non-finite" in opt.last_report.reason
 
 
-@pytest.mark.parametrize("options", [{}, {"refresh": "trace"}, {"factor_decay": 0.5}],
-                         ids=["frequency", "trace", "ema"])
+@pytest.mark.parametrize("options", [{}, {"refresh": "trace"}, {"factor_decay": 0.5},
+                                     {"fisher": "mc"}], ids=["frequency", "trace", "ema", "mc"])
 def test_checkpoint_resume_is_bit_identical(tmp_path, options):
     net, opt = make(**options)
     train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt)
@@ -150,3 +150,37 @@ def test_model_with_callbacks_and_convert_to_thor_model(capsys):
     model.train(2, ds, callbacks=[LossMonitor(1), ProgressBar()])
     assert opt.global_step == 8 and opt.refresh_counts()["0.weight"] == 2
     assert "loss" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("use_tqdm", [False, True], ids=["lines", "tqdm"])
+def test_progress_bar_and_loss_monitor_show_the_refresh_cost(capsys, use_tqdm):
+    if use_tqdm:
+        pytest.importorskip("tqdm")
+    import io
+    net, opt = make()   # frequency 3: steps 0 and 3 refresh
+    x, y = batch(n=64)
+    ds = NumpySlicesDataset((x.asnumpy(), y.asnumpy()), shuffle=False).batch(8)
+    stream = io.StringIO()
+    Model(net, nn.MSELoss(), opt).train(1, ds, callbacks=[
+        LossMonitor(1), ProgressBar(use_tqdm=use_tqdm, lines_per_epoch=8, file=stream)])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 8
+    refresh = [k for k, line in enumerate(lines) if "; refresh 2/2 layers, factors " in line]
+    assert refresh == [0, 3, 6]
+    assert all("inverses" in lines[k] and lines[k].endswith(" ms") for k in refresh)
+    assert all(lines[k].endswith("; reuse") for k in (1, 2, 4, 5, 7))
+    bar = stream.getvalue()
+    assert "refreshes" in bar and "refresh 2/2 layers, factors" in bar and "inverses" in bar
+    if not use_tqdm:
+        assert bar.splitlines()[-1].endswith("3 refreshes")
+
+
+def test_monitors_without_a_reporting_optimizer_print_as_before(capsys):
+    minigrad.set_seed(0)
+    net = nn.Dense(6, 3)
+    x, y = batch(n=16)
+    ds = NumpySlicesDataset((x.asnumpy(), y.asnumpy()), shuffle=False).batch(8)
+    Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.1, 0.9)).train(
+        1, ds, callbacks=[LossMonitor(1)])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(";" not in line for line in lines)

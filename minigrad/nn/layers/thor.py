@@ -13,7 +13,9 @@ float32 whatever the network's dtype:
 With them go ``Σ ‖a_r‖²`` and ``Σ ‖d_r‖²`` (the factors' traces, for the report).
 ``thor_record = None`` records nothing (no cost). The optimizer divides the loss scale and the
 batch-mean factor back out, so the factors do not depend on the loss scale (see
-``optim.thor_blocks``).
+``optim.thor_blocks``). With ``thor_fisher = "mc"`` (THOR's Monte-Carlo Fisher) ``g`` is taken
+only from the backward pass of the loss on sampled labels (``thor_sampling`` is True while it
+runs; see ``optim.thor_fisher``), not from the training loss's.
 
 A layer records its last call of a step: a layer shared by two calls in one step is not
 supported by THOR.
@@ -39,6 +41,8 @@ class _Recorder:
     def _init_recording(self):
         self.thor_record = None   # set by the optimizer: None or "factors"
         self.thor_pending = None  # the statistics of the last recorded call
+        self.thor_fisher = "empirical"  # "mc": G from the sampled pass only
+        self.thor_sampling = False      # True while THOR's sampled pass runs
 
     @property
     def thor(self):
@@ -70,6 +74,8 @@ class _Recorder:
         pending = self.thor_pending
 
         def hook(grad):
+            if (self.thor_fisher == "mc") != self.thor_sampling:
+                return  # the pass G is not taken from
             rows = _fp32(to_rows(grad.data))
             flat = rows.reshape(-1)
             xp = backend.get_array_module(rows)

@@ -121,6 +121,17 @@ def loss_value(net_outputs):
     return float(numpy.mean(backend.as_numpy(net_outputs)))
 
 
+def optimizer_note(cb_params):
+    """The optimizer's note on its last step, or None: ``optimizer.last_report.progress_note()``
+    where the report has one (THOR: refresh or reuse, and the time spent in factors and
+    inverses). ``ProgressBar`` and ``LossMonitor`` show it."""
+    optimizer = getattr(cb_params, "optimizer", None)
+    if optimizer is None:  # a Model around a complete training cell
+        optimizer = getattr(getattr(cb_params, "train_network", None), "optimizer", None)
+    note = getattr(getattr(optimizer, "last_report", None), "progress_note", None)
+    return note() if callable(note) else None
+
+
 def step_in_epoch(cb_params):
     """The 1-based step number within the current epoch."""
     batch_num = cb_params.batch_num

@@ -10,12 +10,14 @@ import numpy
 
 from minigrad import backend
 from minigrad._checks import check_non_negative_int, check_positive_int
-from minigrad.train.callback.hooks import Callback, loss_value, step_in_epoch
+from minigrad.train.callback.hooks import Callback, loss_value, optimizer_note, step_in_epoch
 
 
 
 class LossMonitor(Callback):
-    """Print ``epoch: E step: S, loss is L`` every ``per_print_times`` steps.
+    """Print ``epoch: E step: S, loss is L`` every ``per_print_times`` steps; with an optimizer
+    that reports its step (THOR's ``last_report``) the line ends with its note, e.g.
+    ``; refresh 2/2 layers, factors 0.21 ms, inverses 0.80 ms`` or ``; reuse``.
 
     As in MindSpore the period counts steps over all epochs (a line is printed once
     ``cur_step_num`` is ``per_print_times`` past the last printed step), while ``S`` is the step
@@ -48,7 +50,9 @@ class LossMonitor(Callback):
             self._last_print_step -= n
         if n and cb_params.cur_step_num - self._last_print_step >= n:
             self._last_print_step = cb_params.cur_step_num
-            print(f"epoch: {cb_params.cur_epoch_num} step: {step}, loss is {loss:.6g}", flush=True)
+            note = optimizer_note(cb_params)  # THOR: "; refresh 2/2 layers, factors ... ms, ..."
+            print(f"epoch: {cb_params.cur_epoch_num} step: {step}, loss is {loss:.6g}"
+                  + (f"; {note}" if note else ""), flush=True)
 
 
 class TimeMonitor(Callback):
