@@ -3,14 +3,17 @@ import math
 
 from minigrad import backend
 from minigrad.optim import _fused
-from minigrad.optim._checks import check_bool, check_float
+from minigrad._checks import check_bool, check_float
 from minigrad.optim.optimizer import Optimizer
 
 
+_OPEN_UNIT = {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True}  # (0, 1)
+
+
 def _check_betas_eps(beta1, beta2, eps, owner):
-    return (check_float(beta1, "beta1", owner, 0.0, 1.0, low_inclusive=False, high_inclusive=False),
-            check_float(beta2, "beta2", owner, 0.0, 1.0, low_inclusive=False, high_inclusive=False),
-            check_float(eps, "eps", owner, low=0.0, low_inclusive=False))
+    return (check_float("beta1", beta1, **_OPEN_UNIT, owner=owner),
+            check_float("beta2", beta2, **_OPEN_UNIT, owner=owner),
+            check_float("eps", eps, low=0.0, low_open=True, owner=owner))
 
 
 def _moments(state, grad, beta1, beta2):
@@ -61,8 +64,8 @@ class Adam(Optimizer):
                  use_nesterov=False, weight_decay=0.0, loss_scale=1.0):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
         self.beta1, self.beta2, self.eps = _check_betas_eps(beta1, beta2, eps, "Adam")
-        self.use_locking = check_bool(use_locking, "use_locking", "Adam")
-        self.use_nesterov = check_bool(use_nesterov, "use_nesterov", "Adam")
+        self.use_locking = check_bool("use_locking", use_locking, owner="Adam")
+        self.use_nesterov = check_bool("use_nesterov", use_nesterov, owner="Adam")
 
     def _fused_rule(self):
         return _fused.rule_for(self, Adam, _fused.Rule(

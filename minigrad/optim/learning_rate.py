@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy
 
-from minigrad.optim._checks import check_non_negative_float
+from minigrad._checks import check_non_negative
 from minigrad.optim.lr_schedule import LearningRateSchedule
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -22,7 +22,7 @@ class LearningRate:
             raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, Iterable or "
                             f"LearningRateSchedule, but got {value!r}")
         if isinstance(value, numbers.Real):
-            return FixedLR(check_non_negative_float(value, name, owner), parameter_name)
+            return FixedLR(check_non_negative(name, value, owner=owner), parameter_name)
         array = value.asnumpy() if isinstance(value, Tensor) else value
         if isinstance(array, numpy.ndarray):  # a Tensor, or a NumPy array (an Iterable to MindSpore)
             if array.ndim > 1:
@@ -38,7 +38,8 @@ class LearningRate:
                                  f"but contains {bad}")
         elif isinstance(value, Iterable) and not isinstance(value, (str, bytes, dict)):
             # MindSpore: any Iterable (list, tuple, range, generator, ...) gives one rate per step
-            values = [check_non_negative_float(v, f"{name}[{k}]", owner) for k, v in enumerate(value)]
+            values = [check_non_negative(f"{name}[{k}]", v, owner=owner)
+                      for k, v in enumerate(value)]
         else:
             raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, Iterable or "
                             f"LearningRateSchedule, but got {type(value).__name__}")

@@ -16,11 +16,11 @@ import numbers
 
 import numpy
 
-from minigrad.optim._checks import (
+from minigrad._checks import (
     check_bool,
     check_float,
-    check_non_negative_float,
-    check_positive_float,
+    check_non_negative,
+    check_positive,
     check_positive_int,
 )
 
@@ -98,7 +98,7 @@ class CosineDecayLR(LearningRateSchedule):
     def __init__(self, min_lr, max_lr, decay_steps):
         owner = type(self).__name__
         self.min_lr, self.max_lr = _check_min_max(owner, min_lr, max_lr)
-        self.decay_steps = check_positive_int(decay_steps, "decay_steps", owner)
+        self.decay_steps = check_positive_int("decay_steps", decay_steps, owner=owner)
 
     def construct(self, global_step):
         p = min(global_step, self.decay_steps) / self.decay_steps
@@ -119,11 +119,12 @@ class PolynomialDecayLR(LearningRateSchedule):
 
     def __init__(self, learning_rate, end_learning_rate, decay_steps, power, update_decay_steps=False):
         owner = type(self).__name__
-        self.learning_rate = check_positive_float(learning_rate, "learning_rate", owner)
-        self.end_learning_rate = check_non_negative_float(end_learning_rate, "end_learning_rate", owner)
-        self.decay_steps = check_positive_int(decay_steps, "decay_steps", owner)
-        self.power = check_positive_float(power, "power", owner)
-        self.update_decay_steps = check_bool(update_decay_steps, "update_decay_steps", owner)
+        self.learning_rate = check_positive("learning_rate", learning_rate, owner=owner)
+        self.end_learning_rate = check_non_negative("end_learning_rate", end_learning_rate,
+                                                    owner=owner)
+        self.decay_steps = check_positive_int("decay_steps", decay_steps, owner=owner)
+        self.power = check_positive("power", power, owner=owner)
+        self.update_decay_steps = check_bool("update_decay_steps", update_decay_steps, owner=owner)
 
     def construct(self, global_step):
         step, decay_steps = global_step, self.decay_steps
@@ -145,8 +146,8 @@ class WarmUpLR(LearningRateSchedule):
 
     def __init__(self, learning_rate, warmup_steps):
         owner = type(self).__name__
-        self.learning_rate = check_non_negative_float(learning_rate, "learning_rate", owner)
-        self.warmup_steps = check_positive_int(warmup_steps, "warmup_steps", owner)
+        self.learning_rate = check_non_negative("learning_rate", learning_rate, owner=owner)
+        self.warmup_steps = check_positive_int("warmup_steps", warmup_steps, owner=owner)
 
     def construct(self, global_step):
         return self.learning_rate * min(global_step, self.warmup_steps) / self.warmup_steps
@@ -173,8 +174,8 @@ def piecewise_constant_lr(milestone, learning_rates):
                          f"but got {len(milestone)} and {len(learning_rates)}")
     lrs, last = [], 0
     for i, (stop, lr) in enumerate(zip(milestone, learning_rates)):
-        stop = check_positive_int(stop, f"milestone[{i}]", owner)
-        lr = check_float(lr, f"learning_rates[{i}]", owner)
+        stop = check_positive_int(f"milestone[{i}]", stop, owner=owner)
+        lr = check_float(f"learning_rates[{i}]", lr, owner=owner)
         if stop < last:
             raise ValueError(f"For '{owner}', milestone[{i}] = {stop} is smaller than "
                              f"milestone[{i - 1}] = {last}: milestones must increase")
@@ -212,7 +213,7 @@ def cosine_decay_lr(min_lr, max_lr, total_step, step_per_epoch, decay_epoch):
     """``min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * min(current_epoch, decay_epoch) / decay_epoch))``."""
     owner = "cosine_decay_lr"
     _check_min_max(owner, min_lr, max_lr)
-    check_positive_int(decay_epoch, "decay_epoch", owner)
+    check_positive_int("decay_epoch", decay_epoch, owner=owner)
     return _per_epoch(owner, CosineDecayLR(min_lr, max_lr, decay_epoch), total_step, step_per_epoch)
 
 
@@ -220,8 +221,8 @@ def polynomial_decay_lr(learning_rate, end_learning_rate, total_step, step_per_e
                         update_decay_epoch=False):
     """``PolynomialDecayLR``'s formula evaluated per epoch (``current_epoch`` for the step)."""
     owner = "polynomial_decay_lr"
-    check_positive_int(decay_epoch, "decay_epoch", owner)
-    check_bool(update_decay_epoch, "update_decay_epoch", owner)
+    check_positive_int("decay_epoch", decay_epoch, owner=owner)
+    check_bool("update_decay_epoch", update_decay_epoch, owner=owner)
     schedule = PolynomialDecayLR(learning_rate, end_learning_rate, decay_epoch, power, update_decay_epoch)
     return _per_epoch(owner, schedule, total_step, step_per_epoch)
 
@@ -229,21 +230,21 @@ def polynomial_decay_lr(learning_rate, end_learning_rate, total_step, step_per_e
 def warmup_lr(learning_rate, total_step, step_per_epoch, warmup_epoch):
     """``learning_rate * min(current_epoch, warmup_epoch) / warmup_epoch``."""
     owner = "warmup_lr"
-    check_positive_int(warmup_epoch, "warmup_epoch", owner)
+    check_positive_int("warmup_epoch", warmup_epoch, owner=owner)
     return _per_epoch(owner, WarmUpLR(learning_rate, warmup_epoch), total_step, step_per_epoch)
 
 
 # ---- helpers -------------------------------------------------------------------------------------
 def _check_decay(owner, learning_rate, decay_rate, decay_steps, is_stair, steps_name="decay_steps"):
-    return (check_positive_float(learning_rate, "learning_rate", owner),
-            check_positive_float(decay_rate, "decay_rate", owner),
-            check_positive_int(decay_steps, steps_name, owner),
-            check_bool(is_stair, "is_stair", owner))
+    return (check_positive("learning_rate", learning_rate, owner=owner),
+            check_positive("decay_rate", decay_rate, owner=owner),
+            check_positive_int(steps_name, decay_steps, owner=owner),
+            check_bool("is_stair", is_stair, owner=owner))
 
 
 def _check_min_max(owner, min_lr, max_lr):
-    min_lr = check_non_negative_float(min_lr, "min_lr", owner)
-    max_lr = check_positive_float(max_lr, "max_lr", owner)
+    min_lr = check_non_negative("min_lr", min_lr, owner=owner)
+    max_lr = check_positive("max_lr", max_lr, owner=owner)
     if min_lr >= max_lr:
         raise ValueError(f"For '{owner}', 'max_lr' must be greater than 'min_lr', "
                          f"but got max_lr={max_lr}, min_lr={min_lr}")
@@ -253,6 +254,6 @@ def _check_min_max(owner, min_lr, max_lr):
 def _per_epoch(owner, schedule, total_step, step_per_epoch):
     """The list generators: ``schedule(current_epoch)`` for each of ``total_step`` steps (the
     schedule's formula, with epochs in place of steps)."""
-    total_step = check_positive_int(total_step, "total_step", owner)
-    step_per_epoch = check_positive_int(step_per_epoch, "step_per_epoch", owner)
+    total_step = check_positive_int("total_step", total_step, owner=owner)
+    step_per_epoch = check_positive_int("step_per_epoch", step_per_epoch, owner=owner)
     return [schedule(i // step_per_epoch) for i in range(total_step)]

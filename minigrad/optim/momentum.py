@@ -1,6 +1,6 @@
 """``Momentum``: heavy-ball / Nesterov momentum (MindSpore nn.Momentum, ops.ApplyMomentum)."""
 from minigrad.optim import _fused
-from minigrad.optim._checks import check_bool, check_non_negative_float
+from minigrad._checks import check_bool, check_non_negative
 from minigrad.optim.optimizer import Optimizer
 
 
@@ -31,8 +31,8 @@ class Momentum(Optimizer):
 
     def __init__(self, params, learning_rate, momentum, weight_decay=0.0, loss_scale=1.0, use_nesterov=False):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
-        self.momentum = check_non_negative_float(momentum, "momentum", type(self).__name__)
-        self.use_nesterov = check_bool(use_nesterov, "use_nesterov", type(self).__name__)
+        self.momentum = check_non_negative("momentum", momentum, owner=type(self).__name__)
+        self.use_nesterov = check_bool("use_nesterov", use_nesterov, owner=type(self).__name__)
 
     def _fused_rule(self):
         return _fused.rule_for(self, Momentum, _fused.Rule(_fused.MOMENTUM, ("moments",),

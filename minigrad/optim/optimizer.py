@@ -35,7 +35,7 @@ from minigrad import dtype as dtypes
 from minigrad._config import enable_grad
 from minigrad._fastcast import convert
 from minigrad.optim import _fused, optimizer_state
-from minigrad.optim._checks import check_non_negative_float, check_positive_float
+from minigrad._checks import check_non_negative, check_positive
 from minigrad.optim.learning_rate import FixedLR, LearningRate
 from minigrad.optim.param_groups import default_decay_filter, describe, label, parse_parameters
 from minigrad.optim.slots import ParameterSlots
@@ -97,8 +97,8 @@ class Optimizer:
 
     def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0, decay_filter=None):
         owner = type(self).__name__
-        self.loss_scale = check_positive_float(loss_scale, "loss_scale", owner)
-        self.weight_decay = check_non_negative_float(weight_decay, "weight_decay", owner)
+        self.loss_scale = check_positive("loss_scale", loss_scale, owner=owner)
+        self.weight_decay = check_non_negative("weight_decay", weight_decay, owner=owner)
         if decay_filter is not None and not callable(decay_filter):
             raise TypeError(f"For '{owner}', the argument 'decay_filter' must be callable, "
                             f"but got {type(decay_filter).__name__}")

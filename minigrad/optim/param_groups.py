@@ -1,6 +1,6 @@
 """An optimizer's ``parameters`` argument: Parameters, or MindSpore's group dicts (``params``,
 ``lr``, ``weight_decay``, ``grad_centralization``, ``order_params``), checked and flattened."""
-from minigrad.optim._checks import check_bool, check_non_negative_float
+from minigrad._checks import check_bool, check_non_negative
 from minigrad.optim.learning_rate import LearningRate
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -46,9 +46,10 @@ def parse_parameters(parameters, default_lr, default_wd, owner):
             lr = LearningRate.build(group["lr"], f"group {k} 'lr'", owner, f"learning_rate_group_{k}")
         wd = default_wd
         if "weight_decay" in group:
-            wd = check_non_negative_float(group["weight_decay"], f"group {k} 'weight_decay'", owner)
+            wd = check_non_negative(f"group {k} 'weight_decay'", group["weight_decay"], owner=owner)
         if "grad_centralization" in group:
-            check_bool(group["grad_centralization"], f"group {k} 'grad_centralization'", owner)
+            check_bool(f"group {k} 'grad_centralization'", group["grad_centralization"],
+                       owner=owner)
         params += group_params
         lrs += [lr] * len(group_params)
         decays += [wd] * len(group_params)

@@ -1,6 +1,6 @@
 """``SGD``: stochastic gradient descent with optional momentum, dampening and Nesterov (MindSpore nn.SGD)."""
 from minigrad.optim import _fused
-from minigrad.optim._checks import check_bool, check_non_negative_float
+from minigrad._checks import check_bool, check_non_negative
 from minigrad.optim.optimizer import Optimizer
 
 
@@ -35,9 +35,9 @@ class SGD(Optimizer):
     def __init__(self, params, learning_rate=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False, loss_scale=1.0):
         super().__init__(learning_rate, params, weight_decay, loss_scale, decay_filter=lambda p: True)
-        self.momentum = check_non_negative_float(momentum, "momentum", "SGD")
-        self.dampening = check_non_negative_float(dampening, "dampening", "SGD")
-        self.nesterov = check_bool(nesterov, "nesterov", "SGD")
+        self.momentum = check_non_negative("momentum", momentum, owner="SGD")
+        self.dampening = check_non_negative("dampening", dampening, owner="SGD")
+        self.nesterov = check_bool("nesterov", nesterov, owner="SGD")
         if nesterov and (self.momentum <= 0.0 or self.dampening != 0.0):
             raise ValueError(f"For 'SGD', 'nesterov' needs 'momentum' > 0 and 'dampening' == 0, but got "
                              f"momentum={self.momentum}, dampening={self.dampening}")
