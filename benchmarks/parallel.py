@@ -31,8 +31,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
-import _timing
-import mlp_step  # the same MLP, batch and data as the one-process step benchmark
+import _timing  # noqa: E402
+import mlp_step  # noqa: E402 - the same MLP, batch and data as the one-process step benchmark
 
 SIZES, BATCH, LR = mlp_step.SIZES, mlp_step.BATCH, mlp_step.LR  # batch per rank
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")

@@ -2,10 +2,10 @@
 
 A reader who follows one ``Model(..., amp_level="O2")`` training step through the source meets
 every file this counts. The step (a Dense-BatchNorm-ReLU-Dense network, softmax cross-entropy,
-Momentum, the O2 level's ``DynamicLossScaleManager``) is warmed up first, until a step is applied (the first steps at
-the default 2**24 overflow and skip), so that imports, compilation and first-step state
-building are not counted; then one more step runs under ``sys.settrace`` and every Python call
-is recorded (the traced step is checked to be an applied one).
+Momentum, the O2 level's ``DynamicLossScaleManager``) is warmed up first, until a step is
+applied (the first steps at the default 2**24 overflow and skip), so that imports,
+compilation and first-step state building are not counted; then one more step runs under
+``sys.settrace`` and every Python call is recorded (the traced step is checked to be an applied one).
 
 Two steps are traced: one call of the train cell (``model.train_network(x, y)``) and one
 ``model.train(1, data)`` over a dataset of one batch (the loop, callbacks and dataset included).
@@ -29,10 +29,10 @@ import numpy
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, ROOT)
-import minigrad
-from minigrad import nn
-from minigrad.dataset import NumpySlicesDataset
-from minigrad.train import Model
+import minigrad  # noqa: E402
+from minigrad import nn  # noqa: E402
+from minigrad.dataset import NumpySlicesDataset  # noqa: E402
+from minigrad.train import Model  # noqa: E402
 
 PACKAGE = os.path.join(ROOT, "minigrad") + os.sep
 

@@ -12,8 +12,8 @@ inverted together as one stack (so the recursion issues one call per level, not 
 down to leaves of ``_LEAF`` columns, which are solved by forward substitution. Everything is a
 batched matrix product, so the same code runs on NumPy and CuPy. On a CPU (one BLAS thread)
 it takes 0.4-0.55x the time of ``numpy.linalg.inv`` (an LU factorisation) on 64 blocks of
-128x128 float32, as accurately (``benchmarks/thor.py`` measures it). Cholesky followed by a general ``solve`` is
-slower than ``inv``; the triangular structure is what pays.
+128x128 float32, as accurately (``benchmarks/thor.py`` measures it). Cholesky followed by a
+general ``solve`` is slower than ``inv``; the triangular structure is what pays.
 
 Cholesky fails loudly on a matrix that is not positive definite in the working precision, where
 LU returns an inverse that can be off by 100 %. ``inv_spd_ladder`` uses that signal: the blocks

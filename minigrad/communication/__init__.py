@@ -18,8 +18,8 @@ per rank.
 
 Layer 1 (see ``minigrad``'s docstring): the package imports nothing of minigrad but ``backend``
 and ``_checks`` (parameters are used through their attributes), so that the single places where
-training reduces (``amp.float_status._reduce_overflow``, ``Optimizer``, ``nn.DistributedGradReducer``,
-THOR's factor reduction) can call it from their own layers.
+training reduces (``amp.float_status._reduce_overflow``, ``Optimizer``,
+``nn.DistributedGradReducer``, THOR's factor reduction) can call it from their own layers.
 """
 from minigrad.communication.management import (GlobalComm, WORLD_COMM_GROUP, init, release,
                                                is_initialized, get_rank, get_group_size,

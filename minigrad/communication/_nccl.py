@@ -47,7 +47,8 @@ def all_reduce_(group, array, op):
     nccl, comm = _communicator(group)
     stream = backend.cupy.cuda.get_current_stream().ptr
     kind = getattr(nccl, _TYPES[array.dtype.name])
-    comm.allReduce(array.data.ptr, array.data.ptr, array.size, kind, getattr(nccl, _OPS[op]), stream)
+    reduce_op = getattr(nccl, _OPS[op])
+    comm.allReduce(array.data.ptr, array.data.ptr, array.size, kind, reduce_op, stream)
 
 
 def broadcast_(group, array, root):

@@ -75,9 +75,17 @@ def test_operands_that_are_not_numbers_are_refused(op, value):
 def test_operators_refuse_none_and_strings():
     x = Tensor(numpy.ones(2, numpy.float32))
     for bad in (lambda: x + None, lambda: x * "nan", lambda: None - x, lambda: x / "2",
-                lambda: x == None):  # noqa: E711
-        with pytest.raises(TypeError, match="got (None|'nan'|'2') \\("):
+                lambda: x < None, lambda: x >= "1"):
+        with pytest.raises(TypeError, match="got (None|'nan'|'1'|'2') \\("):
             bad()
+
+
+def test_equality_with_none_compares_identity_as_pytorch():
+    x = Tensor(numpy.ones(2, numpy.float32))
+    assert (x == None) is False  # noqa: E711
+    assert (x != None) is True  # noqa: E711
+    assert x not in [None]
+    assert x in [None, x]
 
 
 @pytest.mark.parametrize("value", [None, "nan", "0", 1j, [1.0]])
