@@ -183,7 +183,7 @@ def host_plan(arrays, halves=False):
             total += n
     if total >= HOST_PARALLEL_MIN:
         return None
-    lib = _native.host_library()  # looked up only now: CuPy arrays never build the host library
+    lib = _native.host_library()  # looked up here, at a host launch: CuPy arrays never build it
     if lib is None:
         return None
     key = tuple(key)
