@@ -139,7 +139,8 @@ class ScaleCore:
         return self.growth_interval is not None
 
     def update(self, overflow):
-        """Apply one step's outcome (``overflow``: a Python bool) to the scale; return the new scale."""
+        """Apply one step's outcome (``overflow``: a Python bool) to the scale; return the new
+        scale."""
         self.updates += 1
         if self.growth_interval is None:  # fixed (``dynamic`` without a property call)
             return self.scale
@@ -189,7 +190,8 @@ class ScaleCore:
                    "parameters named above."))
 
     def state_dict(self):
-        """The rule and its progress as a dict of Python numbers (``load_state_dict`` restores it)."""
+        """The rule and its progress as a dict of Python numbers (``load_state_dict`` restores
+        it)."""
         return {"scale": float(self.scale), "growth_factor": self.growth_factor,
                 "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
                 "counter": self.counter, "tolerance": self.tolerance, "floor": self.floor,

@@ -35,7 +35,8 @@ class LossScale(abc.ABC):
         return float(self.core.scale)
 
     def numpy(self):
-        """The current scale as a float32 NumPy scalar: TF 2.4's ``optimizer.loss_scale.numpy()``."""
+        """The current scale as a float32 NumPy scalar: TF 2.4's
+        ``optimizer.loss_scale.numpy()``."""
         return numpy.float32(self.core.scale)
 
     def update(self, grads):

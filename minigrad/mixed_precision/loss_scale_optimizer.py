@@ -123,7 +123,8 @@ class LossScaleOptimizer:
     last_report = property(lambda self: self.loss_scale.last_report)
 
     def get_scaled_loss(self, loss):
-        """``loss * scale`` (the scale cast to the loss dtype); ``loss`` may be a zero-arg callable."""
+        """``loss * scale`` (the scale cast to the loss dtype); ``loss`` may be a zero-arg
+        callable."""
         if callable(loss) and not isinstance(loss, Tensor):
             return lambda: self.get_scaled_loss(loss())
         self._loss = loss

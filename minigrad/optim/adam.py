@@ -1,4 +1,5 @@
-"""``Adam`` (bias-corrected, MindSpore ApplyAdam) and ``AdamWeightDecay`` (decoupled decay, no correction)."""
+"""``Adam`` (bias-corrected, MindSpore ApplyAdam) and ``AdamWeightDecay`` (decoupled decay, no
+correction)."""
 import math
 
 from minigrad import backend

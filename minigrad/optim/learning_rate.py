@@ -15,7 +15,8 @@ from minigrad.tensor import Tensor
 class LearningRate:
     @staticmethod
     def build(value, name, owner, parameter_name="learning_rate"):
-        """A ``FixedLR``, ``ListLR`` or ``ScheduleLR`` for ``value`` (checked; errors say ``name``)."""
+        """A ``FixedLR``, ``ListLR`` or ``ScheduleLR`` for ``value`` (checked; errors say
+        ``name``)."""
         if isinstance(value, LearningRateSchedule):
             return ScheduleLR(value)
         if isinstance(value, bool):

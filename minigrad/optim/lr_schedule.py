@@ -82,7 +82,8 @@ class NaturalExpDecayLR(ExponentialDecayLR):
 
 
 class InverseDecayLR(ExponentialDecayLR):
-    r"""``lr = learning_rate / (1 + decay_rate * p)`` with ``p = s / decay_steps`` (floored if stair)."""
+    r"""``lr = learning_rate / (1 + decay_rate * p)`` with ``p = s / decay_steps`` (floored if
+    stair)."""
 
     def construct(self, global_step):
         return self.learning_rate / (1.0 + self.decay_rate * self._p(global_step))
@@ -191,7 +192,8 @@ def piecewise_constant_lr(milestone, learning_rates):
 
 def exponential_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch,
                          is_stair=False):
-    """``learning_rate * decay_rate ** (current_epoch / decay_epoch)`` (exponent floored if ``is_stair``)."""
+    """``learning_rate * decay_rate ** (current_epoch / decay_epoch)`` (exponent floored if
+    ``is_stair``)."""
     owner = "exponential_decay_lr"
     _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair, "decay_epoch")
     return _per_epoch(owner, ExponentialDecayLR(learning_rate, decay_rate, decay_epoch, is_stair),
@@ -210,7 +212,8 @@ def natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, 
 
 def inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch,
                      is_stair=False):
-    """``learning_rate / (1 + decay_rate * current_epoch / decay_epoch)`` (ratio floored if ``is_stair``)."""
+    """``learning_rate / (1 + decay_rate * current_epoch / decay_epoch)`` (ratio floored if
+    ``is_stair``)."""
     owner = "inverse_decay_lr"
     _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair, "decay_epoch")
     return _per_epoch(owner, InverseDecayLR(learning_rate, decay_rate, decay_epoch, is_stair),
@@ -218,7 +221,8 @@ def inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, deca
 
 
 def cosine_decay_lr(min_lr, max_lr, total_step, step_per_epoch, decay_epoch):
-    """``min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * min(current_epoch, decay_epoch) / decay_epoch))``."""
+    """``min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * min(current_epoch, decay_epoch) /
+    decay_epoch))``."""
     owner = "cosine_decay_lr"
     _check_min_max(owner, min_lr, max_lr)
     check_positive_int("decay_epoch", decay_epoch, owner=owner)

@@ -270,7 +270,8 @@ class Optimizer:
         return {name: xp.zeros_like(weight) for name in self.state_names}
 
     def update(self, state, weight, grad, lr):
-        """Apply the rule in place to ``weight`` and ``state`` (fp32 arrays); ``grad`` is read-only."""
+        """Apply the rule in place to ``weight`` and ``state`` (fp32 arrays); ``grad`` is
+        read-only."""
         raise NotImplementedError(f"{type(self).__name__} must implement update(state, weight, grad, lr)")
 
     def _fused_rule(self):
@@ -366,7 +367,8 @@ class Optimizer:
 
 
 def _inverse_scale(scale, owner):
-    """``float(fp32(1 / scale))``, 1/scale computed in float64 as ``amp.float_status.inverse`` does."""
+    """``float(fp32(1 / scale))``, 1/scale computed in float64 as ``amp.float_status.inverse``
+    does."""
     if isinstance(scale, Tensor):
         scale = scale.item()
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):

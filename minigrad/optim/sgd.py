@@ -1,4 +1,5 @@
-"""``SGD``: stochastic gradient descent with optional momentum, dampening and Nesterov (MindSpore nn.SGD)."""
+"""``SGD``: stochastic gradient descent with optional momentum, dampening and Nesterov (MindSpore
+nn.SGD)."""
 from minigrad.optim import _fused
 from minigrad._checks import check_bool, check_non_negative
 from minigrad.optim.optimizer import Optimizer
