@@ -183,7 +183,7 @@ def host_plan(arrays, halves=False):
             total += n
     if total >= HOST_PARALLEL_MIN:
         return None
-    lib = _native.host_library()  # looked up only now: CuPy arrays never build the host library
+    lib = _native.host_library()  # looked up here, at a host launch: CuPy arrays never build it
     if lib is None:
         return None
     key = tuple(key)
@@ -226,7 +226,8 @@ def _new_host_table(key, total):
     if len(_host_tables) >= _HOST_TABLES_KEPT:
         _host_tables.clear()
     # the entry keeps the table alive while its address is in use
-    entry = _host_tables[key] = (table, backend.data_address(table) if rows else 0, len(key) // 2, first, chunk)
+    entry = _host_tables[key] = (table, backend.data_address(table) if rows else 0, len(key) // 2,
+                                 first, chunk)
     return entry
 
 
@@ -265,7 +266,8 @@ def _launch_host(lib, name, arrays, inv, status, outputs=()):
     chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
     table, n_chunks = chunk_table(arrays, chunk, outputs)
     launch = getattr(lib, "launch_" + name)
-    launch(min(threads, n_chunks), backend.data_address(table), len(arrays), n_chunks, chunk, float(inv),
+    launch(min(threads, n_chunks), backend.data_address(table), len(arrays), n_chunks, chunk,
+           float(inv),
            backend.data_address(status))
 
 

@@ -26,8 +26,10 @@ LEVELS = ("O0", "O1", "O2", "O3")
 
 
 def _level_config(level):
-    return {"O0": dict(cast_model_type=dtypes.float32, keep_batchnorm_fp32=False, loss_scale_manager=None),
-            "O1": dict(cast_model_type=dtypes.float32, keep_batchnorm_fp32=False, loss_scale_manager=None),
+    return {"O0": dict(cast_model_type=dtypes.float32, keep_batchnorm_fp32=False,
+                       loss_scale_manager=None),
+            "O1": dict(cast_model_type=dtypes.float32, keep_batchnorm_fp32=False,
+                       loss_scale_manager=None),
             "O2": dict(cast_model_type=dtypes.float16, keep_batchnorm_fp32=True,
                        loss_scale_manager=DynamicLossScaleManager()),
             "O3": dict(cast_model_type=dtypes.float16, keep_batchnorm_fp32=False,
@@ -170,5 +172,6 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         loss_scale = manager.get_loss_scale()
         update_cell = manager.get_update_cell()
         if update_cell is not None:
-            return TrainOneStepWithLossScaleCell(network, optimizer, scale_sense=update_cell).set_train()
+            return TrainOneStepWithLossScaleCell(network, optimizer,
+                                                 scale_sense=update_cell).set_train()
     return TrainOneStepCell(network, optimizer, loss_scale).set_train()

@@ -32,7 +32,6 @@ PyTorch GradScaler                 growth_factor   backoff_factor  interval    S
 The scale is a float32 value kept on the host (``numpy.float32``): deciding to skip a step
 already needs one host read of the overflow flag, so the rule itself costs no device work.
 """
-import math
 
 import numpy
 
@@ -217,7 +216,8 @@ class ScaleCore:
         if missing:
             raise KeyError(f"For '{owner}', missing keys {sorted(missing)}")
         checked = ScaleCore(state["scale"], state["growth_factor"], state["backoff_factor"],
-                            state["growth_interval"], state["floor"], state["cap"], state["hysteresis"],
+                            state["growth_interval"], state["floor"], state["cap"],
+                            state["hysteresis"],
                             owner=owner)
         counter = check_non_negative_int("counter", state["counter"], owner=owner)
         tolerance = check_positive_int("tolerance", state["tolerance"], owner=owner)
@@ -226,7 +226,8 @@ class ScaleCore:
                              f"but got {tolerance}")
         if self.backoff_divisor is not None and checked.backoff_factor != self.backoff_factor:
             self.backoff_divisor = 1.0 / checked.backoff_factor  # still dividing, by the new factor
-        for key in ("scale", "growth_factor", "backoff_factor", "growth_interval", "floor", "cap", "hysteresis"):
+        for key in ("scale", "growth_factor", "backoff_factor", "growth_interval", "floor", "cap",
+                    "hysteresis"):
             setattr(self, key, getattr(checked, key))
         self.counter, self.tolerance = counter, tolerance
 

@@ -1,8 +1,9 @@
-"""The float status: a sticky overflow flag for loss scaling, as functions and MindSpore ops.
+"""The float status: a sticky overflow flag for loss scaling, as functions.
 
 On Ascend NPUs MindSpore reads a hardware overflow register through ``NPUAllocFloatStatus``,
-``NPUClearFloatStatus`` and ``NPUGetFloatStatus``. CPUs and GPUs have no such register, so here
-the status is a buffer in memory that check kernels set and only a clear resets::
+``NPUClearFloatStatus`` and ``NPUGetFloatStatus`` (here in ``minigrad.amp.npu_ops``, over these
+functions). CPUs and GPUs have no such register, so here the status is a buffer in memory
+that check kernels set and only a clear resets::
 
     status = alloc_status(grads[0])      # float32 zeros of shape (8,), on the grads' device
     clear_status(status)                 # reset before the step
@@ -185,40 +186,6 @@ def all_finite(arrays):
     return not get_status(status)
 
 
-class NPUAllocFloatStatus:
-    """MindSpore's ``ops.NPUAllocFloatStatus()``: calling it returns ``alloc_status()``.
-
-    ``NPUAllocFloatStatus()()`` gives a zeroed float32 Tensor of shape (8,) on the default
-    device; ``NPUAllocFloatStatus()(like)`` puts it on ``like``'s device.
-    """
-
-    def __call__(self, like=None):
-        return alloc_status(like)
-
-
-class NPUClearFloatStatus:
-    """MindSpore's ``ops.NPUClearFloatStatus()``: ``op(status)`` zeroes ``status`` in place.
-
-    Returns ``status`` (all zeros), so that later work can be ordered after the clear.
-    """
-
-    def __call__(self, status):
-        return clear_status(status)
-
-
-class NPUGetFloatStatus:
-    """MindSpore's ``ops.NPUGetFloatStatus()``: ``op(status)`` returns the updated ``status``.
-
-    On Ascend this copies the hardware register into ``status``. Here the checks already wrote
-    into it, so it only validates and returns it: ``status.sum() > 0`` means overflow.
-    (MindSpore's op returns a separate all-zero tensor; the buffer itself is what matters.)
-    """
-
-    def __call__(self, status):
-        _status_array(status)
-        return status
-
-
 def kernel_source():
     """The CUDA source of the float-status kernels, ``kernels/float_status.cu`` (package data
     ``minigrad.kernels``): the code every check runs, compiled by CuPy on a GPU and, through
@@ -345,7 +312,8 @@ class OverflowStatus:
             check_and_unscale(status, wide, inv)
         if halves:
             widened = iter(check_and_unscale_to_fp32(status, halves, inv))
-            arrays = [a if a is None or a.dtype != dtypes.float16 else next(widened) for a in arrays]
+            arrays = [a if a is None or a.dtype != dtypes.float16 else next(widened)
+                      for a in arrays]
         self._seen.append(tuple(arrays))
         return arrays
 

@@ -89,7 +89,8 @@ class LossScaler(abc.ABC):
         return _map(lambda x: x * inv.astype(x.dtype), inputs)
 
     def __repr__(self):
-        extra = "".join(f", {k}={getattr(self, k)}" for k in ("scale_factor", "scale_window") if hasattr(self, k))
+        extra = "".join(f", {k}={getattr(self, k)}" for k in ("scale_factor",
+                                                              "scale_window") if hasattr(self, k))
         return f"{type(self).__name__}(scale_value={float(self.scale_value.data)}{extra})"
 
     @abc.abstractmethod
@@ -135,7 +136,8 @@ class DynamicLossScaler(LossScaler):
         self.scale_factor, self.scale_window = int(factor), int(window)
         self.core = ScaleCore(float(self.scale_value.data), factor, 1.0 / factor, int(window),
                               floor=1.0, owner="DynamicLossScaler", names={"scale": "scale_value"},
-                              backoff_divisor=factor)  # MindSpore: max(1, scale_value / scale_factor)
+                              # MindSpore: max(1, scale_value / scale_factor)
+                              backoff_divisor=factor)
         self.counter = Parameter(Tensor(numpy.int32(0)), name="counter", requires_grad=False)
 
     def adjust(self, grads_finite):

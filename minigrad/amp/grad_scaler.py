@@ -290,7 +290,8 @@ class GradScaler:
         at = {id(p): i for i, p in enumerate(reducer.weights)}
         return [reduced[at[id(p)]] for p in params]
 
-    # ---- copy and pickle ---------------------------------------------------------------------------
+    # ---- copy and pickle
+    # ---------------------------------------------------------------------------
     def __getstate__(self):
         """What ``pickle`` and ``copy.deepcopy`` keep: everything but the scaled loss of the
         iteration in flight (the float status copies itself into a buffer of its own).
@@ -348,7 +349,8 @@ class GradScaler:
         if not self._enabled:
             return {}
         return {"scale": float(self.core.scale), "growth_factor": self.core.growth_factor,
-                "backoff_factor": self.core.backoff_factor, "growth_interval": self.core.growth_interval,
+                "backoff_factor": self.core.backoff_factor,
+                "growth_interval": self.core.growth_interval,
                 "_growth_tracker": self.core.counter}
 
     def load_state_dict(self, state_dict):

@@ -45,7 +45,8 @@ class FixedLossScaleManager(LossScaleManager):
     """
 
     def __init__(self, loss_scale=128.0, drop_overflow_update=True):
-        float32_scale(loss_scale, "loss_scale", "FixedLossScaleManager")  # the cells multiply in float32
+        # the cells multiply in float32
+        float32_scale(loss_scale, "loss_scale", "FixedLossScaleManager")
         value = float(loss_scale)
         if value < 1:
             raise ValueError(f"For 'FixedLossScaleManager', the argument 'loss_scale' must be >= 1, "

@@ -5,9 +5,12 @@ data (no plotting library needed); ``plot_gradient_exponents`` and ``plot_scale_
 them on a matplotlib ``Axes`` (``pip install minigrad[plots]``)::
 
     from minigrad.amp import plots
-    plots.plot_gradient_exponents(fp32_grads, scale=1.0, label="scale 1")      # most values flush to 0
-    plots.plot_gradient_exponents(fp32_grads, scale=2**16, label="scale 2^16")  # shifted 16 binades up
-    plots.plot_scale_trajectory(loss_scale_monitor)                           # S over steps, skips marked
+    plots.plot_gradient_exponents(fp32_grads, scale=1.0, label="scale 1")      # most values flush
+    to 0
+    plots.plot_gradient_exponents(fp32_grads, scale=2**16, label="scale 2^16")  # shifted 16 binades
+    up
+    plots.plot_scale_trajectory(loss_scale_monitor)                           # S over steps, skips
+    marked
 
 fp16's range in binary exponents e (a value in [2^e, 2^(e+1))): normal from e = -14 (6.1e-5) to
 e = 15 (up to 65504); subnormal from e = -24 (6e-8) to -15, with fewer significant bits the lower
@@ -73,7 +76,8 @@ def gradient_exponents(gradients, scale=1.0):
         "overflow": int(numpy.count_nonzero(numpy.isinf(rounded))) / total,
     }
     shares["normal"] = values.size / total - sum(shares.values())
-    return {"exponents": bins.astype(numpy.int64), "counts": counts.astype(numpy.int64), "total": total,
+    return {"exponents": bins.astype(numpy.int64), "counts": counts.astype(numpy.int64),
+            "total": total,
             "zero": int(numpy.count_nonzero(values == 0)),
             "nonfinite": int(total - values.size), "fp16": shares}
 
@@ -115,7 +119,8 @@ def plot_gradient_exponents(gradients, scale=1.0, ax=None, label=None):
     ``ax`` with another ``scale`` to see the shift.
 
     Raises:
-        ImportError: without matplotlib (``pip install minigrad[plots]``). And as ``gradient_exponents``.
+        ImportError: without matplotlib (``pip install minigrad[plots]``). And as
+            ``gradient_exponents``.
     """
     plt = _pyplot()
     hist = gradient_exponents(gradients, scale)
@@ -128,7 +133,8 @@ def plot_gradient_exponents(gradients, scale=1.0, ax=None, label=None):
         low = min(FP16_SUBNORMAL_MIN_EXP - 6, int(hist["exponents"].min(initial=0)) - 1)
         high = max(FP16_MAX_EXP + 4, int(hist["exponents"].max(initial=0)) + 1)
         for start, stop, color in ((low, FP16_SUBNORMAL_MIN_EXP - 0.5, "tab:red"),
-                                   (FP16_SUBNORMAL_MIN_EXP - 0.5, FP16_NORMAL_MIN_EXP - 0.5, "tab:orange"),
+                                   (FP16_SUBNORMAL_MIN_EXP - 0.5, FP16_NORMAL_MIN_EXP - 0.5,
+                                    "tab:orange"),
                                    (FP16_NORMAL_MIN_EXP - 0.5, FP16_MAX_EXP + 0.5, "tab:green"),
                                    (FP16_MAX_EXP + 0.5, high, "tab:red")):
             ax.axvspan(start, stop, color=color, alpha=0.08, linewidth=0)
@@ -143,7 +149,8 @@ def plot_scale_trajectory(source, ax=None):
     """Draw the loss scale over the steps (log2 axis) with skipped steps marked; return ``ax``.
 
     Raises:
-        ImportError: without matplotlib (``pip install minigrad[plots]``). And as ``scale_trajectory``.
+        ImportError: without matplotlib (``pip install minigrad[plots]``). And as
+            ``scale_trajectory``.
     """
     plt = _pyplot()
     steps, scales, skipped = scale_trajectory(source)

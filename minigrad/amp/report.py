@@ -74,7 +74,8 @@ def loss_is_finite(loss):
 
 def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=None, underflow=None,
                 owner=None):
-    """Build the ``StepReport`` of a step, record it in ``core`` (step count, skip guard), return it.
+    """Build the ``StepReport`` of a step, record it in ``core`` (step count, skip guard), return
+    it.
 
     ``scale_after`` defaults to ``core.scale`` (the scale ``core`` chose for the next step).
     ``underflow`` goes into the report. With ``owner``, ``owner.last_report`` is set to the report

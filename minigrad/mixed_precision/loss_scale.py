@@ -1,4 +1,5 @@
-"""TensorFlow's ``LossScale`` family (``tf.mixed_precision.experimental``) on the shared ``ScaleCore``.
+"""TensorFlow's ``LossScale`` family (``tf.mixed_precision.experimental``) on the shared
+``ScaleCore``.
 
 ``loss_scale()`` is the current scale as a float32 scalar Tensor; ``update(grads)`` takes the
 *unscaled* gradients and returns ``(None, should_apply_gradients)`` (eager semantics: the scale is
@@ -137,7 +138,8 @@ class DynamicLossScale(LossScale):
         self.core = ScaleCore(initial_loss_scale, multiplier, 1.0 / multiplier, increment_period,
                               floor=floor, cap=cap, hysteresis=hysteresis,
                               max_consecutive_skips=max_consecutive_skips, owner="DynamicLossScale",
-                              names={"scale": "initial_loss_scale", "growth_interval": "increment_period",
+                              names={"scale": "initial_loss_scale",
+                                     "growth_interval": "increment_period",
                                      "backoff_divisor": "multiplier"},
                               backoff_divisor=multiplier)  # TF: max(scale / multiplier, 1)
         self._config = {"initial_loss_scale": float(initial_loss_scale),
@@ -185,7 +187,8 @@ def get(identifier):
         return identifier
     if isinstance(identifier, (int, float)) and not isinstance(identifier, bool):
         return FixedLossScale(identifier)
-    if isinstance(identifier, str) and identifier == "dynamic":  # (a Tensor would compare elementwise)
+    # (a Tensor would compare elementwise)
+    if isinstance(identifier, str) and identifier == "dynamic":
         return DynamicLossScale()
     if isinstance(identifier, dict):
         if set(identifier) == {"loss_scale_value"}:

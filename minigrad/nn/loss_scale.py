@@ -93,7 +93,8 @@ class _UpdateCell(Cell):
 
 
 class DynamicLossScaleUpdateCell(_UpdateCell):
-    """Dynamic loss scale update: ``cell(loss_scale_parameter, overflow)`` changes the scale in place.
+    """Dynamic loss scale update: ``cell(loss_scale_parameter, overflow)`` changes the scale in
+    place.
 
     On overflow ``scale = max(scale / scale_factor, 1)`` and the clean-step count restarts; after
     ``scale_window`` clean steps in a row ``scale *= scale_factor``, unless that would be inf
@@ -242,7 +243,8 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         status, grads = self.start_overflow_check(loss, grads)
         underflow = None
         if self.track_underflow:
-            underflow = amp_report.underflow_stats([p.name for p in weights], [g.data for g in grads])
+            underflow = amp_report.underflow_stats([p.name for p in weights],
+                                                   [g.data for g in grads])
         unscale_in_optimizer = self._optimizer_unscales(grads, scale_before)
         if not unscale_in_optimizer:
             grads = self.grad_reducer(self._unscale(status, grads, scale_before))
@@ -257,7 +259,8 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         else:  # BatchNorm's moving statistics as they were before this step's forward pass
             running_stats.rollback()
         # the parameters' names and gradients only matter to a report of an overflow
-        names, arrays = ([p.name for p in weights], [g.data for g in grads]) if overflow else ((), ())
+        names, arrays = ([p.name for p in weights], [g.data for g in grads]) if overflow else ((),
+                                                                                               ())
         amp_report.make_report(core, scale_before, bool(overflow), loss, names, arrays,
                              scale_after=float(core.scale), underflow=underflow,
                              owner=self)  # sets last_report, even when the skip guard raises

@@ -4,7 +4,7 @@
 Importing this package installs the Tensor's operators and op methods (``ops/tensor_methods.py``)
 and the casts ``Function.apply`` makes under autocast (``arithmetic.autocast_inputs``).
 MindSpore's float-status primitives (``ops.NPUAllocFloatStatus`` and its two siblings) belong
-to the loss-scaling layer above the ops (``minigrad.amp.float_status``); they are looked up
+to the loss-scaling layer above the ops (``minigrad.amp.npu_ops``); they are looked up
 there on first use.
 """
 from minigrad.autograd.api import GradOperation  # MindSpore spells it ops.GradOperation
@@ -125,8 +125,8 @@ _FLOAT_STATUS = ("NPUAllocFloatStatus", "NPUClearFloatStatus", "NPUGetFloatStatu
 
 def __getattr__(name):
     if name in _FLOAT_STATUS:
-        import minigrad.amp.float_status as float_status  # the layer above the ops
-        return getattr(float_status, name)
+        import minigrad.amp.npu_ops as npu_ops  # the layer above the ops
+        return getattr(npu_ops, name)
     raise AttributeError(f"module 'minigrad.ops' has no attribute {name!r}")
 
 

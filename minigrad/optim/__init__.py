@@ -1,6 +1,7 @@
 """Optimizers and learning-rate schedules (MindSpore API; also usable Torch style).
 
-``nn`` re-exports the optimizers and schedules (``nn.Momentum``, ``nn.Adam``, ``nn.CosineDecayLR``, ...).
+``nn`` re-exports the optimizers and schedules (``nn.Momentum``, ``nn.Adam``, ``nn.CosineDecayLR``,
+...).
 """
 from minigrad.optim.adam import Adam, AdamWeightDecay
 from minigrad.optim.lr_schedule import (
@@ -27,7 +28,9 @@ from minigrad.optim.thor_optimizer import THOR, thor
 from minigrad.optim.thor_report import LayerReport, ThorReport
 
 __all__ = ["Optimizer", "default_decay_filter", "SGD", "Momentum", "Adam", "AdamWeightDecay",
-           "LearningRateSchedule", "ExponentialDecayLR", "NaturalExpDecayLR", "InverseDecayLR", "CosineDecayLR",
+           "LearningRateSchedule", "ExponentialDecayLR", "NaturalExpDecayLR", "InverseDecayLR",
+           "CosineDecayLR",
            "PolynomialDecayLR", "WarmUpLR", "piecewise_constant_lr", "exponential_decay_lr",
-           "natural_exp_decay_lr", "inverse_decay_lr", "cosine_decay_lr", "polynomial_decay_lr", "warmup_lr",
+           "natural_exp_decay_lr", "inverse_decay_lr", "cosine_decay_lr", "polynomial_decay_lr",
+           "warmup_lr",
            "THOR", "thor", "ThorReport", "LayerReport"]

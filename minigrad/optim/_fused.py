@@ -41,7 +41,8 @@ ROW = numpy.dtype([("weight", numpy.uint64), ("grad", numpy.uint64), ("half", nu
                    ("flags", numpy.int64), ("lr", numpy.float64), ("weight_decay", numpy.float64)])
 _F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 # the IEEE exceptions the kernel reports: (its bit, numpy.geterr() key, NumPy's wording)
-_EXCEPTIONS = ((1, "divide", "divide by zero"), (2, "over", "overflow"), (4, "invalid", "invalid value"))
+_EXCEPTIONS = ((1, "divide", "divide by zero"), (2, "over", "overflow"), (4, "invalid",
+                                                                          "invalid value"))
 
 _OPTIM_DIR = os.path.dirname(__file__) + os.sep
 
@@ -151,13 +152,15 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
         buffers = []
         for name in rule.states:
             buffer = state.get(name)
-            if buffer is None:  # SGD's buffer starts as the first gradient; stored once all is covered
+            # SGD's buffer starts as the first gradient; stored once all is covered
+            if buffer is None:
                 if rule.kind != SGD:
                     return False  # the NumPy path raises for the missing state
                 buffer = numpy.empty_like(weight)
                 fresh.append((state, name, buffer))
                 flags |= STATE_FROM_GRAD
-            elif not (_dense_numpy(buffer, (_F32,)) and buffer.flags.writeable and buffer.size == weight.size):
+            elif not (_dense_numpy(buffer, (_F32,
+                                            )) and buffer.flags.writeable and buffer.size == weight.size):
                 return False  # e.g. a float64 state kept across a dtype change: the NumPy path
             buffers.append(data_address(buffer))
         buffers += [0] * (2 - len(buffers))
@@ -166,7 +169,8 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
             half = data_address(data)
             halves.append((i, weight, data))
         lr = lrs[i] if rule.step_size is None else rule.step_size(lrs[i])
-        rows.append((data_address(weight), data_address(grad), half, *buffers, weight.size, flags, lr,
+        rows.append((data_address(weight), data_address(grad), half, *buffers, weight.size, flags,
+                     lr,
                      optimizer.weight_decays[i]))
     for state, name, buffer in fresh:
         state[name] = buffer
@@ -176,7 +180,8 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
                    data_address(hyper), data_address(raised))
     for bit, kind, text in _EXCEPTIONS:  # NumPy's warnings, once per kind as a ufunc gives them
         if raised[0] & bit and errstate[kind] == "warn":
-            warnings.warn(f"{text} encountered in the fused {type(optimizer).__name__} step", RuntimeWarning,
+            warnings.warn(f"{text} encountered in the fused {type(optimizer).__name__} step",
+                          RuntimeWarning,
                           stacklevel=_caller_level())
     for i, weight, data in halves:
         if overflows:  # NumPy's cast again, for its overflow warning (or error, under errstate)

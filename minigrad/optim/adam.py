@@ -55,12 +55,14 @@ class Adam(Optimizer):
         loss_scale (float): > 0, divides the gradients. Default 1.0.
 
     Raises:
-        TypeError: ``beta1``, ``beta2``, ``eps`` not floats; ``use_locking``/``use_nesterov`` not bools.
+        TypeError: ``beta1``, ``beta2``, ``eps`` not floats; ``use_locking``/``use_nesterov`` not
+            bools.
         ValueError: ``beta1``/``beta2`` outside (0, 1), ``eps`` <= 0 (and the base checks).
     """
     state_names = ("moment1", "moment2")
 
-    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                 use_locking=False,
                  use_nesterov=False, weight_decay=0.0, loss_scale=1.0):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
         self.beta1, self.beta2, self.eps = _check_betas_eps(beta1, beta2, eps, "Adam")
@@ -109,7 +111,8 @@ class AdamWeightDecay(Optimizer):
     state_names = ("moment1", "moment2")
     decoupled_weight_decay = True
 
-    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.0):
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-6,
+                 weight_decay=0.0):
         super().__init__(learning_rate, params, weight_decay)
         self.beta1, self.beta2, self.eps = _check_betas_eps(beta1, beta2, eps, "AdamWeightDecay")
 

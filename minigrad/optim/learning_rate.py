@@ -24,7 +24,8 @@ class LearningRate:
         if isinstance(value, numbers.Real):
             return FixedLR(check_non_negative(name, value, owner=owner), parameter_name)
         array = value.asnumpy() if isinstance(value, Tensor) else value
-        if isinstance(array, numpy.ndarray):  # a Tensor, or a NumPy array (an Iterable to MindSpore)
+        # a Tensor, or a NumPy array (an Iterable to MindSpore)
+        if isinstance(array, numpy.ndarray):
             if array.ndim > 1:
                 raise ValueError(f"For '{owner}', a Tensor or array '{name}' must be 0-d or 1-D, "
                                  f"but got shape {array.shape}")
@@ -52,7 +53,8 @@ class LearningRate:
 
 class FixedLR:
     def __init__(self, value, name):
-        self.learning_rate = Parameter(numpy.array(value, numpy.float32), name=name, requires_grad=False)
+        self.learning_rate = Parameter(numpy.array(value, numpy.float32), name=name,
+                                       requires_grad=False)
 
     def __call__(self, step):
         return float(self.learning_rate.data)

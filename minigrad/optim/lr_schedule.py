@@ -49,7 +49,8 @@ class LearningRateSchedule:
 
 
 class ExponentialDecayLR(LearningRateSchedule):
-    r"""``lr = learning_rate * decay_rate ** p`` with ``p = s / decay_steps`` (floored if ``is_stair``).
+    r"""``lr = learning_rate * decay_rate ** p`` with ``p = s / decay_steps`` (floored if
+    ``is_stair``).
 
     Raises:
         TypeError: ``learning_rate``/``decay_rate`` not a float, ``decay_steps`` not an int,
@@ -88,7 +89,8 @@ class InverseDecayLR(ExponentialDecayLR):
 
 
 class CosineDecayLR(LearningRateSchedule):
-    r"""``lr = min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * min(s, decay_steps) / decay_steps))``.
+    r"""``lr = min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * min(s, decay_steps) /
+    decay_steps))``.
 
     Raises:
         TypeError: ``min_lr``/``max_lr`` not a float, ``decay_steps`` not an int.
@@ -114,10 +116,12 @@ class PolynomialDecayLR(LearningRateSchedule):
     Raises:
         TypeError: a float argument is not a float, ``decay_steps`` not an int,
             ``update_decay_steps`` not a bool.
-        ValueError: ``learning_rate`` or ``power`` <= 0, ``end_learning_rate`` < 0, ``decay_steps`` < 1.
+        ValueError: ``learning_rate`` or ``power`` <= 0, ``end_learning_rate`` < 0, ``decay_steps``
+            < 1.
     """
 
-    def __init__(self, learning_rate, end_learning_rate, decay_steps, power, update_decay_steps=False):
+    def __init__(self, learning_rate, end_learning_rate, decay_steps, power,
+                 update_decay_steps=False):
         owner = type(self).__name__
         self.learning_rate = check_positive("learning_rate", learning_rate, owner=owner)
         self.end_learning_rate = check_non_negative("end_learning_rate", end_learning_rate,
@@ -155,7 +159,8 @@ class WarmUpLR(LearningRateSchedule):
 
 # ---- per-step lists ------------------------------------------------------------------------------
 def piecewise_constant_lr(milestone, learning_rates):
-    """``learning_rates[t]`` for the steps in ``[milestone[t-1], milestone[t])``; length ``milestone[-1]``.
+    """``learning_rates[t]`` for the steps in ``[milestone[t-1], milestone[t])``; length
+    ``milestone[-1]``.
 
     >>> piecewise_constant_lr([2, 5], [0.1, 0.05])
     [0.1, 0.1, 0.05, 0.05, 0.05]
@@ -184,7 +189,8 @@ def piecewise_constant_lr(milestone, learning_rates):
     return lrs
 
 
-def exponential_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+def exponential_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch,
+                         is_stair=False):
     """``learning_rate * decay_rate ** (current_epoch / decay_epoch)`` (exponent floored if ``is_stair``)."""
     owner = "exponential_decay_lr"
     _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair, "decay_epoch")
@@ -192,7 +198,8 @@ def exponential_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, 
                       total_step, step_per_epoch)
 
 
-def natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+def natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch,
+                         is_stair=False):
     """``learning_rate * exp(-decay_rate * e)`` with ``e = current_epoch`` (rounded down to a
     multiple of ``decay_epoch`` if ``is_stair``)."""
     owner = "natural_exp_decay_lr"
@@ -201,7 +208,8 @@ def natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, 
                       total_step, step_per_epoch)
 
 
-def inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+def inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch,
+                     is_stair=False):
     """``learning_rate / (1 + decay_rate * current_epoch / decay_epoch)`` (ratio floored if ``is_stair``)."""
     owner = "inverse_decay_lr"
     _check_decay(owner, learning_rate, decay_rate, decay_epoch, is_stair, "decay_epoch")
@@ -217,13 +225,15 @@ def cosine_decay_lr(min_lr, max_lr, total_step, step_per_epoch, decay_epoch):
     return _per_epoch(owner, CosineDecayLR(min_lr, max_lr, decay_epoch), total_step, step_per_epoch)
 
 
-def polynomial_decay_lr(learning_rate, end_learning_rate, total_step, step_per_epoch, decay_epoch, power,
+def polynomial_decay_lr(learning_rate, end_learning_rate, total_step, step_per_epoch, decay_epoch,
+                        power,
                         update_decay_epoch=False):
     """``PolynomialDecayLR``'s formula evaluated per epoch (``current_epoch`` for the step)."""
     owner = "polynomial_decay_lr"
     check_positive_int("decay_epoch", decay_epoch, owner=owner)
     check_bool("update_decay_epoch", update_decay_epoch, owner=owner)
-    schedule = PolynomialDecayLR(learning_rate, end_learning_rate, decay_epoch, power, update_decay_epoch)
+    schedule = PolynomialDecayLR(learning_rate, end_learning_rate, decay_epoch, power,
+                                 update_decay_epoch)
     return _per_epoch(owner, schedule, total_step, step_per_epoch)
 
 

@@ -29,7 +29,8 @@ class Momentum(Optimizer):
     """
     state_names = ("moments",)
 
-    def __init__(self, params, learning_rate, momentum, weight_decay=0.0, loss_scale=1.0, use_nesterov=False):
+    def __init__(self, params, learning_rate, momentum, weight_decay=0.0, loss_scale=1.0,
+                 use_nesterov=False):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
         self.momentum = check_non_negative("momentum", momentum, owner=type(self).__name__)
         self.use_nesterov = check_bool("use_nesterov", use_nesterov, owner=type(self).__name__)

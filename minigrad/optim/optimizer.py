@@ -50,12 +50,14 @@ class Optimizer:
 
     Args:
         learning_rate: a finite float/int >= 0; a 0-d Tensor or NumPy array; a 1-D Tensor or NumPy
-            array, or any other Iterable (list, tuple, range, generator: MindSpore's ``Iterable``) of
+            array, or any other Iterable (list, tuple, range, generator: MindSpore's ``Iterable``)
+            of
             per-step values (step ``global_step`` takes entry ``global_step``; the last entry
             repeats after the end); or a ``LearningRateSchedule`` (called with ``global_step``).
         parameters: an iterable of ``Parameter``, or a list of group dicts with keys ``'params'``
             (required), ``'lr'``, ``'weight_decay'``, ``'grad_centralization'`` (a bool; accepted
-            and not applied) and one optional ``{'order_params': params}`` dict that fixes the order.
+            and not applied) and one optional ``{'order_params': params}`` dict that fixes the
+            order.
         weight_decay: L2 coefficient >= 0, added to the gradient as ``wd * w``. Default 0.0.
         loss_scale: > 0; gradients are divided by it before anything else. Default 1.0.
         decay_filter: ``fn(param) -> bool``, which parameters get weight decay. Default: all in
@@ -95,7 +97,8 @@ class Optimizer:
                             f"optimizers take learning_rate=..., as MindSpore's do")
         return super().__new__(cls)
 
-    def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0, decay_filter=None):
+    def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0,
+                 decay_filter=None):
         owner = type(self).__name__
         self.loss_scale = check_positive("loss_scale", loss_scale, owner=owner)
         self.weight_decay = check_non_negative("weight_decay", weight_decay, owner=owner)
@@ -110,7 +113,8 @@ class Optimizer:
         self.parameters = tuple(params)
         self.decay_flags = tuple(wd > 0 and (decay_filter is None or bool(decay_filter(p)))
                                  for p, wd in zip(params, decays))
-        self.weight_decays = tuple(wd if flag else 0.0 for wd, flag in zip(decays, self.decay_flags))
+        self.weight_decays = tuple(wd if flag else 0.0 for wd, flag in zip(decays,
+                                                                           self.decay_flags))
         self._inv_scale = 1.0 / self.loss_scale
 
         # one entry per distinct learning-rate object, evaluated once per step
@@ -297,7 +301,8 @@ class Optimizer:
                     raise ValueError(f"For '{owner}', the gradient of parameter {label(param, i)} has shape "
                                      f"{tuple(grad.shape)}, but the parameter has shape {param.shape}")
                 data = param.data
-                if type(data) is numpy.ndarray and not data.flags.writeable:  # fail before any update
+                # fail before any update
+                if type(data) is numpy.ndarray and not data.flags.writeable:
                     raise ValueError(f"For '{owner}', parameter {label(param, i)} is read-only (its array "
                                      f"has writeable=False); the update writes it in place")
             arrays.append(grad)

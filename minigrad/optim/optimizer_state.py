@@ -53,7 +53,7 @@ def load_state_dict(optimizer, state):
 
     Parameters with no state in ``state`` start afresh (their state is made at their next
     update, their master from the parameter); a fixed learning rate absent from it keeps its
-    value (dicts saved before rates were recorded).
+    value (a dict that does not record the rate).
 
     Raises:
         TypeError: ``state`` is not a dict, or ``global_step`` is not an int.

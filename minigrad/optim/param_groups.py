@@ -43,7 +43,8 @@ def parse_parameters(parameters, default_lr, default_wd, owner):
             raise TypeError(f"For '{owner}', group {k} 'params' must hold Parameters, got {type(bad).__name__}")
         lr = default_lr
         if "lr" in group:
-            lr = LearningRate.build(group["lr"], f"group {k} 'lr'", owner, f"learning_rate_group_{k}")
+            lr = LearningRate.build(group["lr"], f"group {k} 'lr'", owner,
+                                    f"learning_rate_group_{k}")
         wd = default_wd
         if "weight_decay" in group:
             wd = check_non_negative(f"group {k} 'weight_decay'", group["weight_decay"], owner=owner)

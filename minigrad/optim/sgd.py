@@ -34,7 +34,8 @@ class SGD(Optimizer):
 
     def __init__(self, params, learning_rate=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False, loss_scale=1.0):
-        super().__init__(learning_rate, params, weight_decay, loss_scale, decay_filter=lambda p: True)
+        super().__init__(learning_rate, params, weight_decay, loss_scale,
+                         decay_filter=lambda p: True)
         self.momentum = check_non_negative("momentum", momentum, owner="SGD")
         self.dampening = check_non_negative("dampening", dampening, owner="SGD")
         self.nesterov = check_bool("nesterov", nesterov, owner="SGD")
