@@ -5,7 +5,8 @@ every file this counts. The step (a Dense-BatchNorm-ReLU-Dense network, softmax 
 Momentum, the O2 level's ``DynamicLossScaleManager``) is warmed up first, until a step is
 applied (the first steps at the default 2**24 overflow and skip), so that imports,
 compilation and first-step state building are not counted; then one more step runs under
-``sys.settrace`` and every Python call is recorded (the traced step is checked to be an applied one).
+``sys.settrace`` and every Python call is recorded (the traced step is checked to be an
+applied one).
 
 Two steps are traced: one call of the train cell (``model.train_network(x, y)``) and one
 ``model.train(1, data)`` over a dataset of one batch (the loop, callbacks and dataset included).
