@@ -46,6 +46,7 @@ def check(status, arrays, inv_scale=None):
             continue
         xp.maximum(status[:1], has_nonfinite(x), out=status[:1])
         if inv_scale is not None:
-            factor = numpy.float64(inv_scale) if x.dtype == numpy.float64 else numpy.float32(inv_scale)
+            factor = (numpy.float64(inv_scale) if x.dtype == numpy.float64
+                      else numpy.float32(inv_scale))
             with numpy.errstate(over="ignore", invalid="ignore"):  # inf/NaN are what we report
                 xp.multiply(x, factor, out=x)

@@ -107,7 +107,8 @@ def _cast_model_type(value):
     except TypeError:
         dtype = None
     if dtype not in (dtypes.float16, dtypes.float32):
-        raise TypeError(f"build_train_network: 'cast_model_type' must be float16 or float32, but got {value!r}")
+        raise TypeError("build_train_network: 'cast_model_type' must be float16 or float32, but "
+                        f"got {value!r}")
     return dtype
 
 
@@ -139,15 +140,18 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
 
     level = _check_level(level)
     if boost_level != "O0":
-        raise ValueError(f"build_train_network: only boost_level 'O0' is supported, but got {boost_level!r}")
+        raise ValueError("build_train_network: only boost_level 'O0' is supported, but got "
+                         f"{boost_level!r}")
     config = _level_config(level)
     for key, value in kwargs.items():
         if key not in config:
-            raise ValueError(f"build_train_network: unsupported argument {key!r}; expected one of {sorted(config)}")
+            raise ValueError(f"build_train_network: unsupported argument {key!r}; expected one of "
+                             f"{sorted(config)}")
         config[key] = value
     manager = config["loss_scale_manager"]
     if manager is not None and not isinstance(manager, LossScaleManager):
-        raise TypeError(f"build_train_network: 'loss_scale_manager' must be a LossScaleManager or None, "
+        raise TypeError("build_train_network: 'loss_scale_manager' must be a LossScaleManager or "
+                        "None, "
                         f"but got {type(manager).__name__}")
     if not isinstance(config["keep_batchnorm_fp32"], bool):
         raise TypeError(f"build_train_network: 'keep_batchnorm_fp32' must be a bool, but got "
@@ -155,7 +159,8 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     cast_type = _cast_model_type(config["cast_model_type"])
     # everything checked before the network is cast in place: a refused build leaves it as it was
     if not isinstance(network, Cell):
-        raise TypeError(f"build_train_network: 'network' must be a Cell, but got {type(network).__name__}")
+        raise TypeError("build_train_network: 'network' must be a Cell, but got "
+                        f"{type(network).__name__}")
     if loss_fn is not None:
         check_loss_fn(loss_fn)
     check_optimizer(optimizer)

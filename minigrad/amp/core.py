@@ -3,7 +3,8 @@ PyTorch ``GradScaler``).
 
 Every framework runs the same loop::
 
-    loss * S  ->  backward  ->  grads / S  ->  any inf/NaN?  ->  skip the update or apply it  ->  adjust S
+    loss * S  ->  backward  ->  grads / S  ->  any inf/NaN?
+              ->  skip the update or apply it  ->  adjust S
 
 and they differ only in the adjustment rule's constants. ``ScaleCore`` holds that rule once:
 
@@ -214,7 +215,8 @@ class ScaleCore:
         unknown, missing = set(state) - expected, expected - set(state)
         state = {key: as_number(value) for key, value in state.items()}
         if unknown:
-            raise ValueError(f"For '{owner}', unknown keys {sorted(map(str, unknown))}; expected {sorted(expected)}")
+            raise ValueError(f"For '{owner}', unknown keys {sorted(map(str, unknown))}; expected "
+                             f"{sorted(expected)}")
         if missing:
             raise KeyError(f"For '{owner}', missing keys {sorted(missing)}")
         checked = ScaleCore(state["scale"], state["growth_factor"], state["backoff_factor"],
@@ -224,7 +226,8 @@ class ScaleCore:
         counter = check_non_negative_int("counter", state["counter"], owner=owner)
         tolerance = check_positive_int("tolerance", state["tolerance"], owner=owner)
         if tolerance > checked.hysteresis:
-            raise ValueError(f"For '{owner}', 'tolerance' must be <= hysteresis ({checked.hysteresis}), "
+            raise ValueError(f"For '{owner}', 'tolerance' must be <= hysteresis "
+                             f"({checked.hysteresis}), "
                              f"but got {tolerance}")
         if self.backoff_divisor is not None and checked.backoff_factor != self.backoff_factor:
             self.backoff_divisor = 1.0 / checked.backoff_factor  # still dividing, by the new factor

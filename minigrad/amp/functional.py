@@ -75,7 +75,8 @@ class LossScaler(abc.ABC):
     def __init__(self, scale_value, owner):
         value = float32_scale(scale_value, "scale_value", owner)
         if value < 1.0:
-            raise ValueError(f"For '{owner}', the argument 'scale_value' must be >= 1, but got {scale_value!r}")
+            raise ValueError(f"For '{owner}', the argument 'scale_value' must be >= 1, but got "
+                             f"{scale_value!r}")
         self.scale_value = Parameter(Tensor(value), name="scale_value", requires_grad=False)
 
     def scale(self, inputs):
@@ -132,7 +133,8 @@ class DynamicLossScaler(LossScaler):
         factor = check_positive_int("scale_factor", scale_factor, owner="DynamicLossScaler")
         window = check_positive_int("scale_window", scale_window, owner="DynamicLossScaler")
         if factor <= 1:
-            raise ValueError(f"For 'DynamicLossScaler', 'scale_factor' must be > 1, but got {scale_factor!r}")
+            raise ValueError("For 'DynamicLossScaler', 'scale_factor' must be > 1, but got "
+                             f"{scale_factor!r}")
         self.scale_factor, self.scale_window = int(factor), int(window)
         self.core = ScaleCore(float(self.scale_value.data), factor, 1.0 / factor, int(window),
                               floor=1.0, owner="DynamicLossScaler", names={"scale": "scale_value"},

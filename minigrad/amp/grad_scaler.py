@@ -172,7 +172,8 @@ class GradScaler:
         state = self._per_optimizer.get(id(optimizer))
         if state is not None:
             if state["stage"] is _UNSCALED:
-                raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+                raise RuntimeError("unscale_() has already been called on this optimizer since "
+                                   "the last update().")
             raise RuntimeError("unscale_() is being called after step().")
         everything = getattr(optimizer, "parameters", None)
         if everything is None:
@@ -248,7 +249,8 @@ class GradScaler:
         if new_scale is not None:
             if isinstance(new_scale, Tensor):
                 if new_scale.size != 1:
-                    raise ValueError(f"new_scale must be a one-element Tensor, got shape {new_scale.shape}")
+                    raise ValueError("new_scale must be a one-element Tensor, got shape "
+                                     f"{new_scale.shape}")
                 new_scale = new_scale.item()
             self.core.scale = float32_scale(new_scale, "new_scale", "GradScaler.update")
         else:
@@ -302,14 +304,16 @@ class GradScaler:
         """
         if self._per_optimizer:
             raise RuntimeError("A GradScaler can only be pickled or deep-copied at the start of an "
-                               "iteration or after update(), not between unscale_()/step() and update().")
+                               "iteration or after update(), not between unscale_()/step() and "
+                               "update().")
         return dict(self.__dict__, _loss=None, _reducers={})  # a copy makes its own reducers
 
     def __repr__(self):
         if not self._enabled:
             return "GradScaler(enabled=False)"
         return (f"GradScaler(scale={self.get_scale()}, growth_factor={self.core.growth_factor}, "
-                f"backoff_factor={self.core.backoff_factor}, growth_interval={self.core.growth_interval}, "
+                f"backoff_factor={self.core.backoff_factor}, "
+                f"growth_interval={self.core.growth_interval}, "
                 f"growth_tracker={self.core.counter})")
 
     # ---- getters, setters, serialization --------------------------------------------------------

@@ -49,7 +49,8 @@ class FixedLossScaleManager(LossScaleManager):
         float32_scale(loss_scale, "loss_scale", "FixedLossScaleManager")
         value = float(loss_scale)
         if value < 1:
-            raise ValueError(f"For 'FixedLossScaleManager', the argument 'loss_scale' must be >= 1, "
+            raise ValueError("For 'FixedLossScaleManager', the argument 'loss_scale' must be >= "
+                             "1, "
                              f"but got {loss_scale!r}")
         if not isinstance(drop_overflow_update, bool):
             raise TypeError(f"For 'FixedLossScaleManager', 'drop_overflow_update' must be a bool, "

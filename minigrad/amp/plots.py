@@ -54,11 +54,14 @@ def gradient_exponents(gradients, scale=1.0):
             raise TypeError
         scale = float(scale)
     except (TypeError, ValueError):
-        raise TypeError(f"gradient_exponents: 'scale' must be a number, but got {type(scale).__name__}") from None
+        raise TypeError("gradient_exponents: 'scale' must be a number, but got "
+                        f"{type(scale).__name__}") from None
     if not (0.0 < scale < float("inf")):
-        raise ValueError(f"gradient_exponents: 'scale' must be positive and finite, but got {scale}")
+        raise ValueError("gradient_exponents: 'scale' must be positive and finite, but got "
+                         f"{scale}")
     arrays = _arrays(gradients)
-    values = numpy.concatenate([a.reshape(-1).astype(numpy.float64) for a in arrays]) if arrays else numpy.zeros(0)
+    values = (numpy.concatenate([a.reshape(-1).astype(numpy.float64) for a in arrays])
+              if arrays else numpy.zeros(0))
     if values.size == 0:
         raise ValueError("gradient_exponents: 'gradients' holds no values")
     finite = numpy.isfinite(values)
@@ -72,7 +75,8 @@ def gradient_exponents(gradients, scale=1.0):
     total = finite.size
     shares = {
         "flushed": int(numpy.count_nonzero((values != 0) & (rounded == 0))) / total,
-        "subnormal": int(numpy.count_nonzero((rounded > 0) & (rounded < 2.0 ** FP16_NORMAL_MIN_EXP))) / total,
+        "subnormal": int(numpy.count_nonzero(
+            (rounded > 0) & (rounded < 2.0 ** FP16_NORMAL_MIN_EXP))) / total,
         "overflow": int(numpy.count_nonzero(numpy.isinf(rounded))) / total,
     }
     shares["normal"] = values.size / total - sum(shares.values())
@@ -102,7 +106,8 @@ def scale_trajectory(source):
         except TypeError:
             reports = None
         if reports is None or not all(isinstance(r, StepReport) for r in reports):
-            raise TypeError(f"scale_trajectory: 'source' must be a LossScaleMonitor or an iterable of "
+            raise TypeError("scale_trajectory: 'source' must be a LossScaleMonitor or an "
+                            "iterable of "
                             f"StepReport, but got {type(source).__name__}")
         steps = [r.step for r in reports]
         scales = [r.scale_before for r in reports]
@@ -139,7 +144,8 @@ def plot_gradient_exponents(gradients, scale=1.0, ax=None, label=None):
                                    (FP16_MAX_EXP + 0.5, high, "tab:red")):
             ax.axvspan(start, stop, color=color, alpha=0.08, linewidth=0)
         ax._minigrad_fp16_regions = True
-    ax.set_xlabel("binary exponent of |gradient| x scale   (fp16: subnormal from -24, normal -14 to 15)")
+    ax.set_xlabel("binary exponent of |gradient| x scale   (fp16: subnormal from -24, normal -14 "
+                  "to 15)")
     ax.set_ylabel("share of values")
     ax.legend(fontsize="small")
     return ax
@@ -184,5 +190,6 @@ def _pyplot():
     try:
         import matplotlib.pyplot as plt
     except ImportError as error:
-        raise ImportError("minigrad.amp.plots needs matplotlib: pip install minigrad[plots]") from error
+        raise ImportError("minigrad.amp.plots needs matplotlib: pip install "
+                          "minigrad[plots]") from error
     return plt

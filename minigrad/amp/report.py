@@ -117,7 +117,8 @@ def underflow_stats(names, scaled_grads):
             continue
         xp = backend.get_array_module(g)
         with numpy.errstate(over="ignore"):  # beyond 65504 is inf in fp16: what max_abs reports
-            mag = xp.abs(g.astype(numpy.float16) if g.dtype != dtypes.float16 else g).astype(numpy.float32)
+            mag = xp.abs(
+                g.astype(numpy.float16) if g.dtype != dtypes.float16 else g).astype(numpy.float32)
         n = float(g.size)
         zero = float((mag == 0).sum()) / n
         sub = float(((mag > 0) & (mag < dtypes.FP16_TINY)).sum()) / n

@@ -157,7 +157,8 @@ class DynamicLossScale(LossScale):
 
     def __repr__(self):
         return (f"DynamicLossScale(current_loss_scale={float(self.core.scale)}, "
-                f"num_good_steps={self.core.counter}, initial_loss_scale={self.initial_loss_scale}, "
+                f"num_good_steps={self.core.counter}, "
+                f"initial_loss_scale={self.initial_loss_scale}, "
                 f"increment_period={self.increment_period}, multiplier={self.multiplier})")
 
 
@@ -197,7 +198,8 @@ def get(identifier):
         if set(identifier) <= {"initial_loss_scale", "increment_period", "multiplier",
                                *DynamicLossScale._EXTRAS}:
             return DynamicLossScale.from_config(identifier)
-    raise ValueError(f"Could not interpret loss scale identifier: {identifier!r} (expected an int or "
+    raise ValueError(f"Could not interpret loss scale identifier: {identifier!r} (expected an int "
+                     "or "
                      f"float, 'dynamic', a LossScale config dict, a LossScale or None)")
 
 

@@ -73,11 +73,13 @@ class LossScaleOptimizer:
                             f"but got {type(optimizer).__name__}")
         if isinstance(loss_scale, bool):  # TF 2.4's positional order: (inner_optimizer, dynamic)
             if dynamic is not None:
-                raise TypeError("LossScaleOptimizer: got 'dynamic' both positionally and by keyword")
+                raise TypeError("LossScaleOptimizer: got 'dynamic' both positionally and by "
+                                "keyword")
             loss_scale, dynamic = None, loss_scale
         keras = (dynamic, initial_scale, dynamic_growth_steps) != (None, None, None)
         if keras and loss_scale is not None:
-            raise TypeError("LossScaleOptimizer: pass either 'loss_scale' (the experimental API) or "
+            raise TypeError("LossScaleOptimizer: pass either 'loss_scale' (the experimental API) "
+                            "or "
                             "'dynamic'/'initial_scale'/'dynamic_growth_steps' (TF 2.4), not both")
         if keras:
             scale = _keras_loss_scale(True if dynamic is None else dynamic, initial_scale,
@@ -87,7 +89,8 @@ class LossScaleOptimizer:
                 loss_scale = loss_scale.item()  # a scale computed with NumPy: its Python number
             scale = get("dynamic" if loss_scale is None else loss_scale)
         if not isinstance(scale, LossScale):
-            raise ValueError(f"LossScaleOptimizer: 'loss_scale' must not be None, got {loss_scale!r}")
+            raise ValueError("LossScaleOptimizer: 'loss_scale' must not be None, got "
+                             f"{loss_scale!r}")
         self.inner_optimizer = optimizer
         self.loss_scale = scale
         self._loss = None
@@ -183,7 +186,8 @@ class LossScaleOptimizer:
                 raise ValueError(f"apply_gradients: no gradient for parameters {missing}")
             return [by_param[id(p)] for p in params]
         if len(items) != len(params):
-            raise ValueError(f"apply_gradients: got {len(items)} gradients for {len(params)} parameters")
+            raise ValueError(f"apply_gradients: got {len(items)} gradients for {len(params)} "
+                             "parameters")
         return items
 
 

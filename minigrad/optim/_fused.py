@@ -159,8 +159,8 @@ def apply(optimizer, rule, arrays, lrs, inv_scale):
                 buffer = numpy.empty_like(weight)
                 fresh.append((state, name, buffer))
                 flags |= STATE_FROM_GRAD
-            elif not (_dense_numpy(buffer, (_F32,
-                                            )) and buffer.flags.writeable and buffer.size == weight.size):
+            elif not (_dense_numpy(buffer, (_F32,)) and buffer.flags.writeable
+                      and buffer.size == weight.size):
                 return False  # e.g. a float64 state kept across a dtype change: the NumPy path
             buffers.append(data_address(buffer))
         buffers += [0] * (2 - len(buffers))

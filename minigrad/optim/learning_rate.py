@@ -20,7 +20,8 @@ class LearningRate:
         if isinstance(value, LearningRateSchedule):
             return ScheduleLR(value)
         if isinstance(value, bool):
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, Iterable or "
+            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, "
+                            "Iterable or "
                             f"LearningRateSchedule, but got {value!r}")
         if isinstance(value, numbers.Real):
             return FixedLR(check_non_negative(name, value, owner=owner), parameter_name)
@@ -43,7 +44,8 @@ class LearningRate:
             values = [check_non_negative(f"{name}[{k}]", v, owner=owner)
                       for k, v in enumerate(value)]
         else:
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, Iterable or "
+            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, "
+                            "Iterable or "
                             f"LearningRateSchedule, but got {type(value).__name__}")
         if not values:
             raise ValueError(f"For '{owner}', the argument '{name}' is empty")

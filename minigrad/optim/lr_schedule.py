@@ -176,7 +176,8 @@ def piecewise_constant_lr(milestone, learning_rates):
             raise TypeError(f"For '{owner}', the argument '{name}' must be a list or tuple, "
                             f"but got {type(value).__name__}")
     if len(milestone) != len(learning_rates):
-        raise ValueError(f"For '{owner}', 'milestone' and 'learning_rates' must have the same length, "
+        raise ValueError(f"For '{owner}', 'milestone' and 'learning_rates' must have the same "
+                         "length, "
                          f"but got {len(milestone)} and {len(learning_rates)}")
     lrs, last = [], 0
     for i, (stop, lr) in enumerate(zip(milestone, learning_rates)):

@@ -185,7 +185,8 @@ class Optimizer:
             grads: one array (or None) per parameter.
         """
         cls = type(self)
-        if cls.__call__ is not Optimizer.__call__ or cls.apply_gradients is not Optimizer.apply_gradients:
+        if (cls.__call__ is not Optimizer.__call__
+                or cls.apply_gradients is not Optimizer.apply_gradients):
             return False  # an override may expect unscaled gradients
         return self.fused_rule is not None and _fused.covers(self, grads)
 
@@ -272,7 +273,8 @@ class Optimizer:
     def update(self, state, weight, grad, lr):
         """Apply the rule in place to ``weight`` and ``state`` (fp32 arrays); ``grad`` is
         read-only."""
-        raise NotImplementedError(f"{type(self).__name__} must implement update(state, weight, grad, lr)")
+        raise NotImplementedError(f"{type(self).__name__} must implement update(state, weight, "
+                                  "grad, lr)")
 
     def _fused_rule(self):
         """The ``optim._fused.Rule`` that does what ``update`` does, natively, or None (the
@@ -287,24 +289,30 @@ class Optimizer:
     def _check_gradients(self, grads):
         owner = type(self).__name__
         if not isinstance(grads, (tuple, list)):
-            raise TypeError(f"For '{owner}', the gradients must be a tuple or list with one entry per "
+            raise TypeError(f"For '{owner}', the gradients must be a tuple or list with one entry "
+                            "per "
                             f"parameter, but got {type(grads).__name__}")
         if len(grads) != len(self.parameters):
-            raise ValueError(f"For '{owner}', got {len(grads)} gradients for {len(self.parameters)} parameters")
+            raise ValueError(f"For '{owner}', got {len(grads)} gradients for "
+                             f"{len(self.parameters)} parameters")
         arrays = []
         for i, (param, grad) in enumerate(zip(self.parameters, grads)):
             if grad is not None:
                 grad = grad.data if isinstance(grad, Tensor) else grad
                 if getattr(getattr(grad, "dtype", None), "kind", None) != "f":
-                    raise TypeError(f"For '{owner}', the gradient of parameter {label(param, i)} must be a "
+                    raise TypeError(f"For '{owner}', the gradient of parameter {label(param, i)} "
+                                    "must be a "
                                     f"float Tensor or array, but got {describe(grad)}")
                 if grad.shape != param.shape:
-                    raise ValueError(f"For '{owner}', the gradient of parameter {label(param, i)} has shape "
-                                     f"{tuple(grad.shape)}, but the parameter has shape {param.shape}")
+                    raise ValueError(f"For '{owner}', the gradient of parameter {label(param, i)} "
+                                     "has shape "
+                                     f"{tuple(grad.shape)}, but the parameter has shape "
+                                     f"{param.shape}")
                 data = param.data
                 # fail before any update
                 if type(data) is numpy.ndarray and not data.flags.writeable:
-                    raise ValueError(f"For '{owner}', parameter {label(param, i)} is read-only (its array "
+                    raise ValueError(f"For '{owner}', parameter {label(param, i)} is read-only "
+                                     "(its array "
                                      f"has writeable=False); the update writes it in place")
             arrays.append(grad)
         return arrays
@@ -329,11 +337,13 @@ class Optimizer:
         result = []
         for p in params:
             if not isinstance(p, Parameter):
-                raise TypeError(f"For 'get_lr_parameter', the argument 'param' must be a Parameter or a "
+                raise TypeError("For 'get_lr_parameter', the argument 'param' must be a "
+                                "Parameter or a "
                                 f"list of Parameters, but got {type(p).__name__}")
             index = next((i for i, q in enumerate(self.parameters) if q is p), None)
             if index is None:
-                raise ValueError(f"For 'get_lr_parameter', parameter {p.name!r} is not updated by this optimizer")
+                raise ValueError(f"For 'get_lr_parameter', parameter {p.name!r} is not updated by "
+                                 "this optimizer")
             result.append(self._lr_sources[self._lr_index[index]].learning_rate)
         return result if isinstance(param, list) else result[0]
 
@@ -357,13 +367,15 @@ class Optimizer:
         if len(set(keys)) != len(keys):
             seen = set()
             duplicate = next(k for k in keys if k in seen or seen.add(k))
-            raise ValueError(f"For '{type(self).__name__}', two parameters share the name {duplicate!r}: "
+            raise ValueError(f"For '{type(self).__name__}', two parameters share the name "
+                             f"{duplicate!r}: "
                              f"state_dict needs unique names")
         return keys
 
     def __repr__(self):
         return (f"{type(self).__name__}({len(self.parameters)} parameters, lr={self.get_lr()}, "
-                f"weight_decay={self.weight_decay}, loss_scale={self.loss_scale}, global_step={self.global_step})")
+                f"weight_decay={self.weight_decay}, loss_scale={self.loss_scale}, "
+                f"global_step={self.global_step})")
 
 
 def _inverse_scale(scale, owner):
@@ -376,7 +388,8 @@ def _inverse_scale(scale, owner):
                         f"{type(scale).__name__}")
     scale = float(scale)
     if not (0.0 < scale < float("inf")):
-        raise ValueError(f"For '{owner}', the argument 'scale' must be positive and finite, but got {scale}")
+        raise ValueError(f"For '{owner}', the argument 'scale' must be positive and finite, but "
+                         f"got {scale}")
     return float(numpy.float32(1.0 / scale))
 
 

@@ -33,7 +33,8 @@ def _global_step(state, owner):
     step = state["global_step"]
     step = step.item() if isinstance(step, numpy.ndarray) and step.size == 1 else step
     if isinstance(step, bool) or not isinstance(step, numbers.Integral):
-        raise TypeError(f"For '{owner}.load_state_dict', 'global_step' must be an int, got {step!r}")
+        raise TypeError(f"For '{owner}.load_state_dict', 'global_step' must be an int, got "
+                        f"{step!r}")
     if step < 0:
         raise ValueError(f"For '{owner}.load_state_dict', 'global_step' must be >= 0, got {step}")
     return int(step)

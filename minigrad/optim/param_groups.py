@@ -22,17 +22,20 @@ def parse_parameters(parameters, default_lr, default_wd, owner):
         return items, [default_lr] * len(items), [default_wd] * len(items), False
     if not all(isinstance(g, dict) for g in items):
         k, bad = next((k, x) for k, x in enumerate(items) if not isinstance(x, (Parameter, dict)))
-        raise TypeError(f"For '{owner}', every element of 'parameters' must be a Parameter (or every element "
+        raise TypeError(f"For '{owner}', every element of 'parameters' must be a Parameter (or "
+                        "every element "
                         f"a group dict), but element {k} is {type(bad).__name__}")
 
     params, lrs, decays, order = [], [], [], None
     for k, group in enumerate(items):
         unknown = [key for key in group if key not in GROUP_KEYS]
         if unknown:
-            raise KeyError(f"For '{owner}', group {k} has unknown keys {unknown}; allowed: {list(GROUP_KEYS)}")
+            raise KeyError(f"For '{owner}', group {k} has unknown keys {unknown}; allowed: "
+                           f"{list(GROUP_KEYS)}")
         if "order_params" in group:
             if len(group) > 1:
-                raise ValueError(f"For '{owner}', the 'order_params' group (group {k}) must have no other keys")
+                raise ValueError(f"For '{owner}', the 'order_params' group (group {k}) must have "
+                                 "no other keys")
             order = _as_list(group["order_params"], "order_params", owner)
             continue
         if "params" not in group:
@@ -40,7 +43,8 @@ def parse_parameters(parameters, default_lr, default_wd, owner):
         group_params = _as_list(group["params"], f"group {k} 'params'", owner)
         bad = next((p for p in group_params if not isinstance(p, Parameter)), None)
         if bad is not None:
-            raise TypeError(f"For '{owner}', group {k} 'params' must hold Parameters, got {type(bad).__name__}")
+            raise TypeError(f"For '{owner}', group {k} 'params' must hold Parameters, got "
+                            f"{type(bad).__name__}")
         lr = default_lr
         if "lr" in group:
             lr = LearningRate.build(group["lr"], f"group {k} 'lr'", owner,
@@ -60,7 +64,8 @@ def parse_parameters(parameters, default_lr, default_wd, owner):
     if order is not None:
         position = {id(p): i for i, p in enumerate(params)}
         if len(order) != len(params) or any(id(p) not in position for p in order):
-            raise ValueError(f"For '{owner}', 'order_params' must hold exactly the parameters of the groups "
+            raise ValueError(f"For '{owner}', 'order_params' must hold exactly the parameters of "
+                             "the groups "
                              f"({len(params)}), got {len(order)} parameters")
         perm = [position[id(p)] for p in order]
         params, lrs, decays = ([xs[j] for j in perm] for xs in (params, lrs, decays))
@@ -71,7 +76,8 @@ def _as_list(value, name, owner):
     if value is None:
         raise ValueError(f"For '{owner}', the argument '{name}' can not be None")
     if isinstance(value, (Tensor, dict, str)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"For '{owner}', the argument '{name}' must be an iterable of Parameters or group "
+        raise TypeError(f"For '{owner}', the argument '{name}' must be an iterable of Parameters "
+                        "or group "
                         f"dicts, but got {type(value).__name__}")
     items = list(value)
     if not items:

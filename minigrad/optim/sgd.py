@@ -41,7 +41,8 @@ class SGD(Optimizer):
         self.dampening = check_non_negative("dampening", dampening, owner="SGD")
         self.nesterov = check_bool("nesterov", nesterov, owner="SGD")
         if nesterov and (self.momentum <= 0.0 or self.dampening != 0.0):
-            raise ValueError(f"For 'SGD', 'nesterov' needs 'momentum' > 0 and 'dampening' == 0, but got "
+            raise ValueError("For 'SGD', 'nesterov' needs 'momentum' > 0 and 'dampening' == 0, "
+                             "but got "
                              f"momentum={self.momentum}, dampening={self.dampening}")
         self.state_names = ("accum",) if self.momentum > 0 else ()
 
