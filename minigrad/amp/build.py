@@ -151,8 +151,7 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     manager = config["loss_scale_manager"]
     if manager is not None and not isinstance(manager, LossScaleManager):
         raise TypeError("build_train_network: 'loss_scale_manager' must be a LossScaleManager or "
-                        "None, "
-                        f"but got {type(manager).__name__}")
+                        f"None, but got {type(manager).__name__}")
     if not isinstance(config["keep_batchnorm_fp32"], bool):
         raise TypeError(f"build_train_network: 'keep_batchnorm_fp32' must be a bool, but got "
                         f"{config['keep_batchnorm_fp32']!r}")

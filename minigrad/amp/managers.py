@@ -50,8 +50,7 @@ class FixedLossScaleManager(LossScaleManager):
         value = float(loss_scale)
         if value < 1:
             raise ValueError("For 'FixedLossScaleManager', the argument 'loss_scale' must be >= "
-                             "1, "
-                             f"but got {loss_scale!r}")
+                             f"1, but got {loss_scale!r}")
         if not isinstance(drop_overflow_update, bool):
             raise TypeError(f"For 'FixedLossScaleManager', 'drop_overflow_update' must be a bool, "
                             f"but got {drop_overflow_update!r}")

@@ -199,8 +199,7 @@ def get(identifier):
                                *DynamicLossScale._EXTRAS}:
             return DynamicLossScale.from_config(identifier)
     raise ValueError(f"Could not interpret loss scale identifier: {identifier!r} (expected an int "
-                     "or "
-                     f"float, 'dynamic', a LossScale config dict, a LossScale or None)")
+                     "or float, 'dynamic', a LossScale config dict, a LossScale or None)")
 
 
 def _arrays(grads):

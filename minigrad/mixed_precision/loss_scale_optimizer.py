@@ -78,9 +78,9 @@ class LossScaleOptimizer:
             loss_scale, dynamic = None, loss_scale
         keras = (dynamic, initial_scale, dynamic_growth_steps) != (None, None, None)
         if keras and loss_scale is not None:
-            raise TypeError("LossScaleOptimizer: pass either 'loss_scale' (the experimental API) "
-                            "or "
-                            "'dynamic'/'initial_scale'/'dynamic_growth_steps' (TF 2.4), not both")
+            raise TypeError("LossScaleOptimizer: pass either 'loss_scale' (the experimental "
+                            "API) or 'dynamic'/'initial_scale'/'dynamic_growth_steps' (TF 2.4), "
+                            "not both")
         if keras:
             scale = _keras_loss_scale(True if dynamic is None else dynamic, initial_scale,
                                       dynamic_growth_steps)

@@ -13,8 +13,7 @@ def check_loss_fn(loss_fn):
     without parentheses) is callable too, and would fail only at the first step."""
     if isinstance(loss_fn, type):
         raise TypeError(f"loss_fn must be a loss instance such as {loss_fn.__name__}(), got the "
-                        "class "
-                        f"{loss_fn.__name__} itself")
+                        f"class {loss_fn.__name__} itself")
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
 

@@ -290,8 +290,7 @@ class Optimizer:
         owner = type(self).__name__
         if not isinstance(grads, (tuple, list)):
             raise TypeError(f"For '{owner}', the gradients must be a tuple or list with one entry "
-                            "per "
-                            f"parameter, but got {type(grads).__name__}")
+                            f"per parameter, but got {type(grads).__name__}")
         if len(grads) != len(self.parameters):
             raise ValueError(f"For '{owner}', got {len(grads)} gradients for "
                              f"{len(self.parameters)} parameters")
