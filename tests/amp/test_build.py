@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import minigrad
+from helpers.models import TinyMLP, cross_entropy
 from minigrad import Model, Tensor, amp, nn
 from minigrad.train.metrics import Accuracy
 
@@ -45,25 +46,10 @@ def test_build_train_network_accepts_both_float_names():
     assert net.fc.weight.dtype == np.float32
 
 
-class _MLP(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Dense(8, 16)
-        self.relu = nn.ReLU()
-        self.fc2 = nn.Dense(16, 3)
-
-    def construct(self, x):
-        return self.fc2(self.relu(self.fc1(x)))
-
-
 def _data(n=32, seed=0):
     rng = np.random.RandomState(seed)
     x = rng.randn(n, 8).astype(np.float32)
     return Tensor(x), Tensor(x[:, :3].argmax(1).astype(np.int32))
-
-
-def _loss():
-    return nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
 
 
 def _record_dtypes(net):
@@ -76,9 +62,9 @@ def _record_dtypes(net):
 
 def test_o1_model_eval_and_predict_run_white_list_ops_in_fp16():
     minigrad.set_seed(0)
-    net = _MLP()
+    net = TinyMLP()
     seen = _record_dtypes(net)
-    model = Model(net, _loss(), nn.Momentum(net.trainable_params(), 0.05, 0.9),
+    model = Model(net, cross_entropy(), nn.Momentum(net.trainable_params(), 0.05, 0.9),
                   metrics={"acc": Accuracy()}, amp_level="O1")
     x, y = _data()
     model.train_network(x, y)
@@ -95,8 +81,8 @@ def test_o1_model_eval_and_predict_run_white_list_ops_in_fp16():
 
 def test_o1_build_train_network_casts_the_network_in_place():
     minigrad.set_seed(0)
-    net = _MLP()
-    amp.build_train_network(net, nn.Adam(net.trainable_params()), _loss(), level="O1")
+    net = TinyMLP()
+    amp.build_train_network(net, nn.Adam(net.trainable_params()), cross_entropy(), level="O1")
     seen = _record_dtypes(net)
     out = net(_data()[0])
     assert seen["fc1"] == np.float16 and out.dtype == np.float16

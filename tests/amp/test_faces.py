@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import minigrad
+from helpers.models import TinyMLP, cross_entropy
 from helpers.faults import GradientInjector, snapshot
 from minigrad import Model, Tensor, amp, nn, value_and_grad
 from minigrad.amp import GradScaler
@@ -89,25 +90,10 @@ def _run_torch(data, plan, s0, window):
     return scales, skipped, net
 
 
-class _Classifier(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Dense(8, 16)
-        self.relu = nn.ReLU()
-        self.fc2 = nn.Dense(16, 3)
-
-    def construct(self, x):
-        return self.fc2(self.relu(self.fc1(x)))
-
-
-def _cross_entropy():
-    return nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-
-
 def _overflowing_batches():
     """An fp16 classifier and 8 batches; batches 2, 3 and 6 make the scaled gradients overflow."""
     minigrad.set_seed(3)
-    net = _Classifier()
+    net = TinyMLP()
     rng = np.random.RandomState(1)
     batches = []
     for k in range(8):
@@ -125,7 +111,7 @@ def _o2_faces(init=2.0**12, window=2):
     net, batches = _overflowing_batches()
     model = Model(
         net,
-        _cross_entropy(),
+        cross_entropy(),
         nn.Momentum(net.trainable_params(), 0.01, 0.9),
         amp_level="O2",
         loss_scale_manager=amp.DynamicLossScaleManager(init, 2, window),
@@ -141,7 +127,7 @@ def _o2_faces(init=2.0**12, window=2):
     for x, y in batches:
         opt.zero_grad()
         scales.append(scaler.get_scale())
-        scaler.scale(_cross_entropy()(net(x).astype(np.float32), y)).backward()
+        scaler.scale(cross_entropy()(net(x).astype(np.float32), y)).backward()
         skipped.append(not scaler.step(opt))
         scaler.update()
     results.append((scales, skipped, _bits(net)))
@@ -155,7 +141,7 @@ def _o2_faces(init=2.0**12, window=2):
     scales, skipped = [], []
     for x, y in batches:
         scales.append(float(lso.loss_scale().data))
-        fn = lambda a, b: lso.get_scaled_loss(_cross_entropy()(net(a).astype(np.float32), b))  # noqa: E731
+        fn = lambda a, b: lso.get_scaled_loss(cross_entropy()(net(a).astype(np.float32), b))  # noqa: E731
         _, grads = value_and_grad(fn, None, params)(x, y)
         skipped.append(not lso.apply_gradients(zip(lso.get_unscaled_gradients(grads), params)))
     results.append((scales, skipped, _bits(net)))

@@ -4,23 +4,9 @@ import numpy as np
 import pytest
 
 import minigrad
+from helpers.models import TinyMLP, cross_entropy
 from minigrad import Model, Tensor, amp, nn
 from minigrad.train.metrics import Accuracy
-
-
-class _MLP(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Dense(8, 16)
-        self.relu = nn.ReLU()
-        self.fc2 = nn.Dense(16, 3)
-
-    def construct(self, x):
-        return self.fc2(self.relu(self.fc1(x)))
-
-
-def _loss():
-    return nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
 
 
 class _CNN(nn.Cell):
@@ -59,7 +45,7 @@ class _Emb(nn.Cell):
         return self.fc(self.flat(self.emb(x)))
 
 
-class _Drop(_MLP):
+class _Drop(TinyMLP):
     def __init__(self):
         super().__init__()
         self.drop = nn.Dropout(keep_prob=0.9)
@@ -82,7 +68,7 @@ def _task(kind, n=32):
 
 
 _NETS = {
-    "mlp": (_MLP, "x"),
+    "mlp": (TinyMLP, "x"),
     "cnn": (_CNN, "cnn"),
     "ln": (_LN, "x"),
     "emb": (_Emb, "emb"),
@@ -103,7 +89,7 @@ def test_matrix_levels_learn_with_the_documented_dtypes(name, level, recwarn):
     manager = None if level in ("O0", "O3") else amp.DynamicLossScaleManager(2.0**10, 2, 5)
     model = Model(
         net,
-        _loss(),
+        cross_entropy(),
         nn.Adam(net.trainable_params(), 0.02),
         metrics={"acc": Accuracy()},
         amp_level=level,
@@ -148,7 +134,7 @@ def test_checkpoint_resume_is_bit_identical(tmp_path, name, level, opt_name):
         }[opt_name]()
         model = Model(
             net,
-            _loss(),
+            cross_entropy(),
             opt,
             amp_level=level,
             loss_scale_manager=amp.DynamicLossScaleManager(2.0**14, 2, 2),
