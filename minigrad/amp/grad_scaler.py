@@ -37,7 +37,7 @@ from minigrad.amp import report as amp_report
 from minigrad.amp.autocast import check_device
 from minigrad._checks import check_float, check_positive_int, check_non_negative_int, check_bool
 from minigrad.amp.core import BACKOFF_RANGE, GROWTH_RANGE, ScaleCore, as_number, float32_scale
-from minigrad.nn import running_stats
+from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 

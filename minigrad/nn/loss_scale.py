@@ -8,7 +8,7 @@ One call of ``TrainOneStepWithLossScaleCell(net_with_loss, optimizer, scale_sens
    ``get_overflow_status``; fp16 gradients come out float32, see ``minigrad.amp.float_status``);
 4. ``process_loss_scale(overflow)``: the update cell adjusts S in place;
 5. the optimizer runs only if there was no overflow; a skipped step also restores the running
-   statistics its forward pass wrote (BatchNorm's, see ``minigrad.nn.running_stats``).
+   statistics its forward pass wrote (BatchNorm's: ``nn.layers.normalization.running_stats``).
 
 When the optimizer says it takes scaled gradients (``Optimizer.takes_scaled_gradients``: SGD,
 Momentum, Adam, AdamWeightDecay with their fused update on CPU), ``grad_reducer`` is the identity
@@ -37,7 +37,7 @@ from minigrad.amp import float_status
 from minigrad.amp import report as amp_report
 from minigrad._checks import check_float, check_positive_int, check_bool
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale
-from minigrad.nn import running_stats
+from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
 from minigrad.parameter import Parameter
