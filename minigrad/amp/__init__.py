@@ -11,19 +11,19 @@
 All of them decide with ``ScaleCore`` (``core.py``), unscale and check through the one
 float-status API (``float_status.py``: the functions and ``OverflowStatus``, whose host fast
 path is inside it; every decision passes ``_reduce_overflow``) and leave a ``StepReport``
-(``report.py``) in ``last_report``: applied or skipped, gradient overflow vs non-finite loss,
+(``core.py`` too) in ``last_report``: applied or skipped, gradient overflow vs non-finite loss,
 scale before/after, the parameters holding inf and NaN. ``minigrad.amp.plots`` draws the
 scale's trajectory and where gradient values fall in fp16's range (matplotlib, optional).
 
-Layers: the amp core (``core.py``: the scale rule; ``float_status.py`` with ``_status_args``,
-``_status_launch`` and ``_status_numpy``: the overflow status; ``report.py``) works on arrays
+Layers: the amp core (``core.py``: the scale rule and the step report; ``float_status.py`` with
+``_status_args``, ``_status_launch`` and ``_status_numpy``: the overflow status) works on arrays
 and sits below ``optim``; the faces (``managers``, ``build``, ``grad_scaler``, ``autocast``,
 ``functional``, ``plots``) sit above ``nn``.
 """
 from minigrad.amp import float_status
 from minigrad.amp.autocast import autocast
 from minigrad.amp.build import build_train_network, cast_network
-from minigrad.amp.core import ScaleCore
+from minigrad.amp.core import ScaleCore, StepReport, underflow_stats
 from minigrad.amp.float_status import (
                                        OverflowStatus,
                                        alloc_status,
@@ -42,7 +42,6 @@ from minigrad.amp.functional import (
 )
 from minigrad.amp.grad_scaler import GradScaler, OptState
 from minigrad.amp.managers import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
-from minigrad.amp.report import StepReport, underflow_stats
 
 __all__ = ["ScaleCore", "float_status", "alloc_status", "clear_status", "check_overflow",
            "check_and_unscale", "check_and_unscale_to_fp32", "get_status", "OverflowStatus",

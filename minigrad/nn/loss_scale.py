@@ -34,9 +34,8 @@ import numpy
 
 from minigrad import backend
 from minigrad.amp import float_status
-from minigrad.amp import report as amp_report
 from minigrad._checks import check_float, check_positive_int, check_bool
-from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale
+from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report, underflow_stats
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
@@ -243,7 +242,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         status, grads = self.start_overflow_check(loss, grads)
         underflow = None
         if self.track_underflow:
-            underflow = amp_report.underflow_stats([p.name for p in weights],
+            underflow = underflow_stats([p.name for p in weights],
                                                    [g.data for g in grads])
         unscale_in_optimizer = self._optimizer_unscales(grads, scale_before)
         if not unscale_in_optimizer:
@@ -261,7 +260,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         # the parameters' names and gradients only matter to a report of an overflow
         names, arrays = ([p.name for p in weights], [g.data for g in grads]) if overflow else ((),
                                                                                                ())
-        amp_report.make_report(core, scale_before, bool(overflow), loss, names, arrays,
+        make_report(core, scale_before, bool(overflow), loss, names, arrays,
                              scale_after=float(core.scale), underflow=underflow,
                              owner=self)  # sets last_report, even when the skip guard raises
         # the scale this step used, beside this step's loss and flag (see the module docstring)
