@@ -3,7 +3,7 @@
 The package is layered; a module imports only modules of its own layer or below (no import
 cycles, checked by the test suite). From the bottom up:
 
-1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fastcast``, ``context``,
+1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fp16_host``, ``context``,
    ``random``: array dispatch, dtypes and the fp16 compute rule, global modes, argument checks,
    the native kernel loader, fp16 <-> fp32 conversion, the seeded RNG; ``communication`` (MPI
    group, collectives over arrays, parallel context: it imports only ``backend`` and

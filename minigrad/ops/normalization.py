@@ -7,7 +7,7 @@ fp16 input (the dtype policy for fragile reductions); y is returned in x's dtype
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_float
-from minigrad._fastcast import store, widen
+from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, check_float_tensor, leaf, one_axis, tensor_class
 

@@ -33,7 +33,7 @@ import numpy
 from minigrad import backend, communication
 from minigrad import dtype as dtypes
 from minigrad._config import enable_grad
-from minigrad._fastcast import convert
+from minigrad._fp16_host import convert
 from minigrad.optim import _fused, optimizer_state
 from minigrad._checks import check_non_negative, check_positive
 from minigrad.optim.learning_rate import FixedLR, LearningRate
