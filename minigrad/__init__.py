@@ -9,7 +9,7 @@ cycles, checked by the test suite). From the bottom up:
    group, collectives over arrays, parallel context: it imports only ``backend`` and
    ``_checks``, so the amp core, ``optim`` and ``nn`` can reduce across ranks).
 2. ``tensor``, ``parameter``: the user handle; ``linalg`` (batched SPD inverse).
-3. ``autograd``: Function nodes, the engine, ``grad``/``value_and_grad``/``GradOperation``.
+3. ``autograd``: Function nodes and the reverse pass, ``grad``/``value_and_grad``/``GradOperation``.
 4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods.
 5. ``amp`` core: the loss-scale rule, the overflow status, the step report (arrays only).
 6. ``optim``, then ``nn``.
