@@ -100,7 +100,7 @@ def scale_trajectory(source):
     if all(hasattr(source, name) for name in ("steps", "scales", "overflows")):
         steps, scales, skipped = source.steps, source.scales, source.overflows
     else:
-        from minigrad.amp.report import StepReport
+        from minigrad.amp.core import StepReport
         try:
             reports = list(source)
         except TypeError:

@@ -9,7 +9,7 @@ import pytest
 
 import minigrad
 from minigrad.amp import plots
-from minigrad.amp.report import StepReport
+from minigrad.amp.core import StepReport
 from minigrad.train.callback import LossScaleMonitor
 
 F32 = numpy.float32
