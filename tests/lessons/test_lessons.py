@@ -77,8 +77,8 @@ EXPECTED = {
             "growth factor        scale_factor                   multiplier"]),
     "07": (["gradient_exponents.png"], ["chosen scale S = 2**", "fc output", "conv1.weight"]),
     "08": (["thor_vs_momentum.png"],
-           ["THOR's step reports", "step 0: refresh 3/3 layers", "step 1: reuse",
-            "THOR: refresh steps [0, 10, 20, 30, 40, 50]", "THOR, trace rule: refresh steps [0, ",
+           ["THOR's step reports", "step 1: refresh 3/3 layers", "step 2: reuse",
+            "THOR: refresh steps [1, 11, 21, 31, 41, 51]", "THOR, trace rule: refresh steps [1, ",
             "layer refreshes"]),
 }
 
