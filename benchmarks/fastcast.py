@@ -1,6 +1,6 @@
-"""fp16 <-> fp32 conversion: ``minigrad._fastcast.convert`` vs NumPy ``astype`` vs a float32 copy.
+"""fp16 <-> fp32 conversion: ``minigrad._fp16_host.convert`` vs NumPy ``astype`` vs a float32 copy.
 
-The claim behind it (README, ``_fastcast``): the native conversion runs at the speed of a copy,
+The claim behind it (README, ``_fp16_host``): the native conversion runs at the speed of a copy,
 where NumPy's ``astype`` converts element by element in software. PyTorch's ``Tensor.to`` is the
 peer when torch is installed.
 
@@ -14,7 +14,7 @@ import numpy
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from minigrad._fastcast import convert  # noqa: E402
+from minigrad._fp16_host import convert  # noqa: E402
 import _timing  # noqa: E402
 
 F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)

@@ -1,7 +1,8 @@
 /* Host-only fp16 kernels for the CPU: fp16 <-> fp32 conversion, and the fp16 passes of ReLU and
    of Dense's bias (forward epilogue, backward column sum) fused with their conversions. Every
-   result is bit for bit what the NumPy code it replaces gives (tests/test_fastcast.py,
-   tests/test_fp16_native.py); all are single-threaded (OpenBLAS's threads own the other core).
+   result is bit for bit what the NumPy code it replaces gives (tests/core/test_fp16_host.py,
+   tests/core/test_fp16_host_passes.py); all are single-threaded (OpenBLAS's threads own the
+   other core).
 
    Conversion. NumPy converts one element at a time in software (about 1-2 ns an element); the
    F16C instructions (vcvtph2ps / vcvtps2ph, x86 since 2012) convert 8 at a time (16 with
@@ -16,7 +17,7 @@
    caller can let NumPy raise its "overflow encountered in cast" warning. mg_convert_vectorized()
    says whether the F16C path was compiled in (the scalar code alone is slower than NumPy's).
 
-   The fused fp16 kernels (after the conversions below) are used by minigrad/_fastcast.py. */
+   The fused fp16 kernels (after the conversions below) are used by minigrad/_fp16_host.py. */
 #include <cstdint>
 #include <cstring>
 #if defined(__F16C__) && defined(__AVX__)

@@ -169,7 +169,7 @@ refresh.set_yticks(range(len(layer_names)),
                    [f"{name}\n{shapes[name][1]} -> {shapes[name][0]}" for name in layer_names])
 refresh.set_ylim(-0.7, len(layer_names) - 0.1)
 refresh.set_xlim(-1, STEPS + 1)
-refresh.set_xlabel("THOR step (optimizer.last_report.step, from 0)")
+refresh.set_xlabel("THOR step (optimizer.last_report.step, from 1)")
 refresh.set_title("inverse refreshes per layer (reused in between)", fontsize=10)
 refresh.legend(fontsize="small", loc="upper right")
 fig.suptitle("THOR vs Momentum on the same MLP and batches")

@@ -3,13 +3,13 @@
 The package is layered; a module imports only modules of its own layer or below (no import
 cycles, checked by the test suite). From the bottom up:
 
-1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fastcast``, ``context``,
+1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fp16_host``, ``context``,
    ``random``: array dispatch, dtypes and the fp16 compute rule, global modes, argument checks,
    the native kernel loader, fp16 <-> fp32 conversion, the seeded RNG; ``communication`` (MPI
    group, collectives over arrays, parallel context: it imports only ``backend`` and
    ``_checks``, so the amp core, ``optim`` and ``nn`` can reduce across ranks).
 2. ``tensor``, ``parameter``: the user handle; ``linalg`` (batched SPD inverse).
-3. ``autograd``: Function nodes, the engine, ``grad``/``value_and_grad``/``GradOperation``.
+3. ``autograd``: Function nodes and the reverse pass, ``grad``/``value_and_grad``/``GradOperation``.
 4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods.
 5. ``amp`` core: the loss-scale rule, the overflow status, the step report (arrays only).
 6. ``optim``, then ``nn``.

@@ -10,8 +10,8 @@ The same CUDA source runs on two targets:
   moved into place atomically, so concurrent processes never load a half-written file. With no
   compiler (or ``MINIGRAD_NATIVE=0``) ``host_library()`` returns None and callers use NumPy.
   The same library also holds the host-only fp16<->fp32 conversion (``kernels/convert_host.cpp``,
-  used by ``minigrad._fastcast``), the fused fp16 passes of the ops (``minigrad.ops.
-  _fp16_passes``) and the fused optimizer steps (``kernels/optim_host.cpp``, used by
+  used by ``minigrad._fp16_host``, which also holds the fused fp16 passes of the ops) and the
+  fused optimizer steps (``kernels/optim_host.cpp``, used by
   ``minigrad.optim._fused``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
 
 The process loads it once, into one ``HostBuild`` record (``loaded()``) that every caller reads;
@@ -93,7 +93,7 @@ class HostBuild:
         pid: the process that loaded it (OpenMP's pool does not survive a fork).
         conversions: ``{(from, to): C function}`` for float16 <-> float32, or None when there is
             no library or it has no vector conversion (a CPU without F16C).
-        fp16_passes: the library for the fused fp16 passes of ``minigrad._fp16_passes``, or None
+        fp16_passes: the library for the fused fp16 passes of ``minigrad._fp16_host``, or None
             (also whenever ``conversions`` is None).
         optimizer_step: the fused optimizer update ``mg_fused_update``, or None.
     """

@@ -195,6 +195,19 @@ def host_plan(arrays, halves=False):
     return lib, dtype, entry
 
 
+def host_check_plans(arrays):
+    """The host launches of a check (no unscale) of ``arrays`` (None entries skipped): one
+    ``host_plan`` per dtype when float16 and float32 arrays come together (an O2 step's fp16
+    layer gradients beside its fp32 BatchNorm ones), as a tuple; None when either is None."""
+    halves = [x for x in arrays if x is not None and x.dtype is _FP16]
+    if not halves or len(halves) == sum(x is not None for x in arrays):
+        plan = host_plan(arrays, halves=True)
+        return None if plan is None else (plan,)
+    plans = (host_plan(halves, halves=True),
+             host_plan([x for x in arrays if x is not None and x.dtype is not _FP16]))
+    return None if None in plans else plans
+
+
 def launch_plan(plan, inv_scale, status_address):
     """Run ``host_plan``'s launch: the check of its arrays (``inv_scale`` None; float32 or
     float16) or their check and unscale in place (float32), in one thread, setting element 0 of

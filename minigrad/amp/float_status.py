@@ -19,7 +19,8 @@ answer as a bool Tensor, as MindSpore does).
 The faces' training steps use ``OverflowStatus``, one step's status object over the same
 functions: ``unscale_and_check(arrays, scale)``, ``check(arrays)`` and ``overflow()``. On the
 host it keeps its flag in a small ctypes buffer and hands dense float32 gradients (or float16
-ones for a check) straight to one kernel launch (``_status_launch.host_plan``/``launch_plan``);
+ones for a check) straight to one kernel launch per dtype (``_status_launch.host_plan``/
+``host_check_plans``/``launch_plan``);
 everything else takes the checked functions above. Every overflow decision passes through
 ``_reduce_overflow`` (in data parallel, an all-reduce: one rank's inf makes every rank skip).
 
@@ -42,6 +43,7 @@ from minigrad import _native, backend, communication
 from minigrad import dtype as dtypes
 from minigrad._config import config
 from minigrad.amp import _status_args, _status_launch
+from minigrad.communication import parallel_context
 
 CHECKED_DTYPES, STATUS_SHAPE = _status_args.CHECKED_DTYPES, _status_args.STATUS_SHAPE
 STATUS_SIZE = STATUS_SHAPE[0]
@@ -336,13 +338,18 @@ class OverflowStatus:
         it and this status is (or can become) a host one; False when nothing was done."""
         if self._host is None and self._buffer is not None:
             return False  # a GPU status (or one set from outside): the checked path
-        plan = _status_launch.host_plan(arrays, halves=inv is None)  # fp16 unscales widen
-        if plan is None:
+        if inv is None:  # a check: fp16 and fp32 arrays each in one launch
+            plans = _status_launch.host_check_plans(arrays)
+        else:  # an unscale: fp32 only (fp16 unscales widen into new arrays)
+            plans = _status_launch.host_plan(arrays)
+            plans = None if plans is None else (plans,)
+        if plans is None:
             return False
-        if plan[2][2]:  # some array is not empty
-            if self._host is None:
-                self._host = self._spare if self._spare is not None else self._new_host()
-            _status_launch.launch_plan(plan, inv, self._host_address)
+        for plan in plans:
+            if plan[2][2]:  # some array is not empty
+                if self._host is None:
+                    self._host = self._spare if self._spare is not None else self._new_host()
+                _status_launch.launch_plan(plan, inv, self._host_address)
         self._seen.append(tuple(arrays))
         return True
 
@@ -383,6 +390,7 @@ def _reduce_overflow(flag):
 
     Standalone it returns ``bool(flag)``. In data-parallel mode the flag is all-reduced (max)
     across the ranks (``communication.reduce_flag``), so that one rank's inf makes every rank
-    skip and every rank's scale follows the same trajectory.
+    skip and every rank's scale follows the same trajectory. The mode is read from
+    ``parallel_context.data_parallel``: a stand-alone step makes no call for it.
     """
-    return communication.reduce_flag(flag)
+    return communication.reduce_flag(flag) if parallel_context.data_parallel else bool(flag)

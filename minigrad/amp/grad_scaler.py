@@ -33,11 +33,11 @@ import numbers
 
 from minigrad import communication
 from minigrad.amp import float_status
-from minigrad.amp import report as amp_report
 from minigrad.amp.autocast import check_device
 from minigrad._checks import check_float, check_positive_int, check_non_negative_int, check_bool
-from minigrad.amp.core import BACKOFF_RANGE, GROWTH_RANGE, ScaleCore, as_number, float32_scale
-from minigrad.nn import running_stats
+from minigrad.amp.core import (BACKOFF_RANGE, GROWTH_RANGE, ScaleCore, as_number, float32_scale,
+                               make_report, underflow_stats)
+from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 
@@ -186,7 +186,7 @@ class GradScaler:
                 params.append(p)
                 scaled.append(g.data)
         if self.track_underflow:  # of the gradients as backprop made them, before the unscale
-            underflow = amp_report.underflow_stats([p.name for p in params], scaled)
+            underflow = underflow_stats([p.name for p in params], scaled)
         status = self._status  # float_status.unscale_and_check, on this scaler's status
         status.clear()
         arrays = status.unscale_and_check(scaled, self.core.scale)
@@ -273,7 +273,7 @@ class GradScaler:
             underflow = ({k: v for s in checked for k, v in s.get("underflow", {}).items()}
                          if self.track_underflow else None)
             # owner=self: the step that trips max_consecutive_skips still leaves its own report
-            amp_report.make_report(self.core, before, overflow, self._loss, names, arrays,
+            make_report(self.core, before, overflow, self._loss, names, arrays,
                                  underflow=underflow, owner=self)
         self._per_optimizer.clear()
         self._loss = None

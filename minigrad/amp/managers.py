@@ -138,7 +138,7 @@ class DynamicLossScaleManager(LossScaleManager):
         Raises:
             RuntimeError: after more than ``bad_step_max`` (1000) overflows in a row.
         """
-        from minigrad.amp.report import StepReport
+        from minigrad.amp.core import StepReport
         before = self.core.scale
         self.core.update(bool(overflow))
         self.core.record(StepReport(self.core.steps + 1, bool(overflow),

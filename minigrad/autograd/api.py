@@ -6,7 +6,7 @@ is seeded with ones — or with ``sens`` (this is how a loss scale enters backpr
 """
 from minigrad import backend
 from minigrad._config import config, enable_grad
-from minigrad.autograd import engine
+from minigrad.autograd.function import run_backward
 from minigrad.tensor import Tensor, make, seed_like
 
 
@@ -56,7 +56,7 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
     targets = leaves + weights
     if differentiable:
         seeds = [seed_like(r, s if s is not None else _ones(r)) for r, s in differentiable]
-        grads = engine.run_backward([r for r, _ in differentiable], seeds, targets=targets)
+        grads = run_backward([r for r, _ in differentiable], seeds, targets=targets)
     else:
         grads = [None] * len(targets)
     grads = [make(_zeros(t) if g is None else g, None, 0) for t, g in zip(targets, grads)]

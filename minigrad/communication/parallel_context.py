@@ -36,6 +36,9 @@ _DEFAULTS = {"parallel_mode": STAND_ALONE, "gradients_mean": False, "device_num"
              "global_rank": 0, "parameter_broadcast": True, "gradient_fp32_sync": True,
              "comm_fusion": {"allreduce": {"mode": "size", "config": 25}}}
 _context = dict(_DEFAULTS)
+# parallel_mode == "data_parallel", kept beside the context for the checks in every training
+# step (``amp.float_status._reduce_overflow``), which read it without a call
+data_parallel = False
 _OWNER = "set_auto_parallel_context"
 
 
@@ -89,8 +92,10 @@ def set_auto_parallel_context(**kwargs):
             range.
         TypeError: for a value of the wrong type (a non-bool flag, a non-int count).
     """
+    global data_parallel
     checked = {key: _checked(key, value) for key, value in kwargs.items()}
     _context.update(checked)
+    data_parallel = _context["parallel_mode"] == DATA_PARALLEL
 
 
 def get_auto_parallel_context(key):
@@ -107,13 +112,15 @@ def get_auto_parallel_context(key):
 
 def reset_auto_parallel_context():
     """Back to the defaults: stand-alone training."""
+    global data_parallel
     _context.clear()
     _context.update(_DEFAULTS)
+    data_parallel = False
 
 
 def is_data_parallel():
     """True in ``"data_parallel"`` mode."""
-    return _context["parallel_mode"] == DATA_PARALLEL
+    return data_parallel
 
 
 def bucket_bytes():

@@ -14,9 +14,8 @@ import numbers
 import numpy
 
 from minigrad.amp import float_status
-from minigrad.amp import report as amp_report
 from minigrad._checks import check_float, check_positive
-from minigrad.amp.core import GROWTH_RANGE, ScaleCore
+from minigrad.amp.core import GROWTH_RANGE, ScaleCore, make_report
 from minigrad.tensor import Tensor
 
 
@@ -57,7 +56,7 @@ class LossScale(abc.ABC):
     def _decide(self, overflow, loss, names, arrays):
         before = self.core.scale
         self.core.update(overflow)
-        amp_report.make_report(self.core, before, overflow, loss, names, arrays, owner=self)
+        make_report(self.core, before, overflow, loss, names, arrays, owner=self)
         return not overflow
 
     @abc.abstractmethod

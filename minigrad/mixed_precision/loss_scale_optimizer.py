@@ -21,7 +21,7 @@ from minigrad import communication
 from minigrad import dtype as dtypes
 from minigrad.amp import float_status
 from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, LossScale, get
-from minigrad.nn import running_stats
+from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.tensor import Tensor
 

@@ -26,15 +26,46 @@ from collections import OrderedDict
 
 import numpy
 
-from minigrad import dtype as dtypes
-from minigrad._checks import check_bool, check_callable
+from minigrad import dtype as dtypes, ops
+from minigrad._checks import check_bool
 from minigrad._config import using_config
-from minigrad.nn.cell_inputs import TORCH_NAMES, cast_floats, check_tensor, narrow_float64
+from minigrad.nn.cell_tree import CellTree
 from minigrad.nn.parameter_tuple import ParameterTuple
+from minigrad.nn.torch_names import TORCH_NAMES
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
 __all__ = ["Cell", "ParameterTuple", "check_tensor"]
+
+
+def narrow_float64(inputs, parameters):
+    """Float64 inputs cast to the compute dtype: the widest floating dtype of ``parameters`` (a
+    cell's), when that is narrower (float32 for an fp32 network). Without floating parameters,
+    or with float64 ones, the inputs are returned as they are."""
+    kinds = {p.dtype for p in parameters if p.dtype.kind == "f"}
+    if not kinds or dtypes.float64 in kinds:
+        return inputs
+    return cast_floats(inputs, max(kinds, key=lambda d: d.itemsize))
+
+
+def check_tensor(owner, name, value):
+    """``value`` if it is a Tensor, else a TypeError naming the loss and the argument.
+
+    The one rule at the boundary of layers and losses: a NumPy array is converted to a Tensor
+    when the cell is called (``Cell.__call__``); anything else that is not a Tensor (a list, a
+    number, None) is refused, as PyTorch's losses and MindSpore's cells refuse it.
+    """
+    if isinstance(value, Tensor):
+        return value
+    raise TypeError(f"For '{owner}', '{name}' must be a Tensor (or a NumPy array), got "
+                    f"{type(value).__name__}")
+
+
+def cast_floats(inputs, dtype):
+    """``inputs`` with each floating Tensor of another dtype cast to ``dtype`` (``to_float``)."""
+    return tuple(ops.cast(x, dtype)
+                 if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != dtype else x
+                 for x in inputs)
 
 
 class _HookHandle:
@@ -50,7 +81,7 @@ class _HookHandle:
         self._hooks.pop(self.id, None)
 
 
-class Cell:
+class Cell(CellTree):
     """Base class of layers and networks: subclass it and define ``construct``.
 
     Args:
@@ -213,92 +244,6 @@ class Cell:
             raise TypeError(f"child_cell must be a Cell, got {type(child_cell).__name__}")
         setattr(self, child_name, child_cell)
 
-    def update_parameters_name(self, prefix="", recurse=True):
-        """Rename every parameter to ``prefix + its attribute path`` (user-given names included).
-
-        Use it to give a second copy of a network distinct names before checkpointing both.
-
-        Raises:
-            TypeError: if ``prefix`` is not a str.
-        """
-        if not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
-        for path, param in self.parameters_and_names(expand=recurse):
-            param.name = prefix + path
-        for path, cell in (self.cells_and_names() if recurse else [("", self)]):
-            cell.__dict__["_scope"] = prefix + (f"{path}." if path else "")
-
-    # ---- traversal ----------------------------------------------------------------------------
-    def cells_and_names(self, name_prefix=""):
-        """Yield ``(path, cell)`` for this cell (path ``name_prefix``) and every sub-cell, once
-        each."""
-        seen = set()
-        stack = [(name_prefix, self)]
-        while stack:  # iterative depth-first, children in definition order
-            path, cell = stack.pop()
-            if id(cell) in seen:
-                continue
-            seen.add(id(cell))
-            yield path, cell
-            children = [(f"{path}.{name}" if path else name, child)
-                        for name, child in cell._cells.items() if child is not None]
-            stack.extend(reversed(children))
-
-    def name_cells(self):
-        """OrderedDict of the direct sub-cells by attribute name."""
-        return OrderedDict((k, v) for k, v in self._cells.items() if v is not None)
-
-    def cells(self):
-        """The direct sub-cells, in definition order."""
-        return list(self.name_cells().values())
-
-    def parameters_and_names(self, name_prefix="", expand=True):
-        """Yield ``(path, parameter)`` for every parameter, once each, in definition order.
-
-        Args:
-            name_prefix: prepended to the paths.
-            expand: include the parameters of sub-cells (default True).
-
-        Raises:
-            ValueError: if two different Parameters have the same ``name`` (naming both paths).
-        """
-        cells = self.cells_and_names(name_prefix) if expand else [(name_prefix, self)]
-        seen = set()
-        paths_by_name = {}
-        for cell_path, cell in cells:
-            members = [(name, p) for name, p in cell._params.items()]
-            for attr, params in cell._param_tuples.items():
-                members.extend((f"{attr}.{i}", p) for i, p in enumerate(params))
-            for name, param in members:
-                if id(param) in seen:
-                    continue
-                seen.add(id(param))
-                path = f"{cell_path}.{name}" if cell_path else name
-                other = paths_by_name.setdefault(param.name, path)
-                if other != path:
-                    raise ValueError(f"two different parameters are both named {param.name!r}: at "
-                                     f"{other!r} and {path!r}; give them distinct names (or call "
-                                     f"update_parameters_name on one sub-network)")
-                yield path, param
-
-    def get_parameters(self, expand=True):
-        """Yield every parameter once, in definition order."""
-        for _, param in self.parameters_and_names(expand=expand):
-            yield param
-
-    def trainable_params(self, recurse=True):
-        """List of the parameters with ``requires_grad=True`` (what an optimizer takes)."""
-        return [p for p in self.get_parameters(expand=recurse) if p.requires_grad]
-
-    def untrainable_params(self, recurse=True):
-        """List of the parameters with ``requires_grad=False`` (e.g. BatchNorm's moving
-        statistics)."""
-        return [p for p in self.get_parameters(expand=recurse) if not p.requires_grad]
-
-    def parameters_dict(self, recurse=True):
-        """OrderedDict ``param.name -> Parameter``."""
-        return OrderedDict((p.name, p) for p in self.get_parameters(expand=recurse))
-
     # ---- modes and dtypes ---------------------------------------------------------------------
     def set_train(self, mode=True):
         """Set ``training`` on this cell and all sub-cells (Dropout and BatchNorm read it).
@@ -318,18 +263,6 @@ class Cell:
             TypeError: if ``requires_grad`` is not a bool.
         """
         check_bool("requires_grad", requires_grad, owner="Cell.set_grad")
-        return self
-
-    def apply(self, fn):
-        """Call ``fn(cell)`` on every sub-cell and then on this cell (MindSpore's order: children
-        first); returns ``self``. E.g. a custom initialisation of every Dense layer.
-
-        Raises:
-            TypeError: if ``fn`` is not callable.
-        """
-        check_callable("fn", fn, owner="Cell.apply")
-        for _, cell in reversed(list(self.cells_and_names())):
-            fn(cell)
         return self
 
     @property

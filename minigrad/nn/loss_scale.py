@@ -8,7 +8,7 @@ One call of ``TrainOneStepWithLossScaleCell(net_with_loss, optimizer, scale_sens
    ``get_overflow_status``; fp16 gradients come out float32, see ``minigrad.amp.float_status``);
 4. ``process_loss_scale(overflow)``: the update cell adjusts S in place;
 5. the optimizer runs only if there was no overflow; a skipped step also restores the running
-   statistics its forward pass wrote (BatchNorm's, see ``minigrad.nn.running_stats``).
+   statistics its forward pass wrote (BatchNorm's: ``nn.layers.normalization.running_stats``).
 
 When the optimizer says it takes scaled gradients (``Optimizer.takes_scaled_gradients``: SGD,
 Momentum, Adam, AdamWeightDecay with their fused update on CPU), ``grad_reducer`` is the identity
@@ -34,10 +34,9 @@ import numpy
 
 from minigrad import backend
 from minigrad.amp import float_status
-from minigrad.amp import report as amp_report
 from minigrad._checks import check_float, check_positive_int, check_bool
-from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale
-from minigrad.nn import running_stats
+from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report, underflow_stats
+from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell
 from minigrad.parameter import Parameter
@@ -243,7 +242,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         status, grads = self.start_overflow_check(loss, grads)
         underflow = None
         if self.track_underflow:
-            underflow = amp_report.underflow_stats([p.name for p in weights],
+            underflow = underflow_stats([p.name for p in weights],
                                                    [g.data for g in grads])
         unscale_in_optimizer = self._optimizer_unscales(grads, scale_before)
         if not unscale_in_optimizer:
@@ -261,7 +260,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         # the parameters' names and gradients only matter to a report of an overflow
         names, arrays = ([p.name for p in weights], [g.data for g in grads]) if overflow else ((),
                                                                                                ())
-        amp_report.make_report(core, scale_before, bool(overflow), loss, names, arrays,
+        make_report(core, scale_before, bool(overflow), loss, names, arrays,
                              scale_after=float(core.scale), underflow=underflow,
                              owner=self)  # sets last_report, even when the skip guard raises
         # the scale this step used, beside this step's loss and flag (see the module docstring)

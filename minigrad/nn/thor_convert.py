@@ -25,7 +25,7 @@ from minigrad.optim.thor_fisher import (
     sample_categorical,
     sample_gaussian,
 )
-from minigrad.optim.thor_optimizer import register_converter
+from minigrad.optim.thor_build import register_converter
 
 _THOR_CLASS = {Dense: DenseThor, Conv2d: Conv2dThor, Embedding: EmbeddingThor}
 

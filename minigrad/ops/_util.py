@@ -5,7 +5,7 @@ import minigrad.tensor as _tensor  # a cycle: tensor.py imports the ops
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import is_int
-from minigrad._fastcast import convert
+from minigrad._fp16_host import convert
 
 _NUMBERS = (int, float, numpy.number, numpy.bool_)  # bool is an int
 _NOT_NUMERIC = numpy.dtype(object)

@@ -11,7 +11,7 @@ import numpy
 
 from minigrad import backend
 from minigrad._checks import check_bool
-from minigrad._fastcast import store, widen
+from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, check_float_tensor, one_axis
 

@@ -11,7 +11,7 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._config import config
-from minigrad._fastcast import MIN_SIZE, convert, widen
+from minigrad._fp16_host import MIN_SIZE, convert, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import binary_operands, leaf, unbroadcast
 

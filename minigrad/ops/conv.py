@@ -21,7 +21,7 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_int_tuple, check_positive_int
-from minigrad._fastcast import store, widen
+from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, cast, check_float_tensor
 

@@ -9,7 +9,7 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_int_tuple, check_number, is_int
 from minigrad._config import config
-from minigrad._fastcast import convert, widen
+from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, leaf
 

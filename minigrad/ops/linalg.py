@@ -1,8 +1,8 @@
 """Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16."""
 from minigrad import dtype as dtypes
-from minigrad._fastcast import convert, widen
+from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
-from minigrad.ops import _fp16_passes
+from minigrad import _fp16_host
 from minigrad.ops._util import binary_operands, unbroadcast
 
 
@@ -16,7 +16,7 @@ def _add_bias_narrow(y, b, dtype):
     if b is None:
         return _narrow(y, dtype)
     if b.dtype == dtypes.float16:
-        out = _fp16_passes.add_bias_to_half(y, b)
+        out = _fp16_host.add_bias_to_half(y, b)
         if out is not None:
             return out
     y += widen(b)
@@ -27,7 +27,7 @@ def _widen_sum_rows(g, dtype):
     """(g widened, Σ over the rows of g rounded to dtype) for a 2-D ``g``: the product's operand
     and the bias gradient of Dense's backward; fp16 on the host in one pass."""
     if g.dtype == dtypes.float16:
-        native = _fp16_passes.widen_sum_rows(g)
+        native = _fp16_host.widen_sum_rows(g)
         if native is not None:
             return native
     g = widen(g)

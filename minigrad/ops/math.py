@@ -7,9 +7,9 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._fastcast import convert
+from minigrad._fp16_host import convert
 from minigrad.autograd.function import Function
-from minigrad.ops import _fp16_passes
+from minigrad import _fp16_host
 from minigrad.ops._util import (
     as_tensor,
     binary_operands,
@@ -116,12 +116,12 @@ class ReLU(Function):
 
     fp16 runs on the int16 bit patterns (exact, and fast: NumPy's fp16 arithmetic and compares
     are slow): x > 0 is ``0 < bits <= 0x7C00``; NaNs of either sign pass through unchanged.
-    On the host each direction is one native pass (``_fp16_passes.relu_half``), same bits.
+    On the host each direction is one native pass (``_fp16_host.relu_half``), same bits.
     """
     def forward(self, x):
         xp = backend.get_array_module(x)
         if x.dtype == dtypes.float16:
-            native = _fp16_passes.relu_half(x)
+            native = _fp16_host.relu_half(x)
             if native is not None:
                 out, self.mask = native
                 return out
@@ -134,7 +134,7 @@ class ReLU(Function):
 
     def backward(self, g):
         if g.dtype == dtypes.float16:
-            native = _fp16_passes.relu_half_backward(g, self.mask)
+            native = _fp16_host.relu_half_backward(g, self.mask)
             if native is not None:
                 return native
             return (g.view(numpy.int16) * self.mask).view(numpy.float16)

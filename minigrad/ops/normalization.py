@@ -7,7 +7,7 @@ fp16 input (the dtype policy for fragile reductions); y is returned in x's dtype
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_float
-from minigrad._fastcast import store, widen
+from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, check_float_tensor, leaf, one_axis, tensor_class
 
@@ -113,11 +113,15 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
     """
     x = as_tensor(x)
     check_float_tensor(x, "batch_norm")
-    training = check_bool("training", training)
+    # what the nn layers pass at every step (a bool, floats in range) needs no checker call
+    if training is not True and training is not False:
+        training = check_bool("training", training)
     if x.ndim < 2:
         raise ValueError(f"batch_norm expects x of shape (N, C) or (N, C, H, W), got {x.shape}")
-    momentum = check_float("batch_norm momentum", momentum, low=0, high=1)
-    eps = check_float("batch_norm eps", eps, low=0, low_open=True)
+    if type(momentum) is not float or not 0.0 <= momentum <= 1.0:
+        momentum = check_float("batch_norm momentum", momentum, low=0, high=1)
+    if type(eps) is not float or not eps > 0.0:
+        eps = check_float("batch_norm eps", eps, low=0, low_open=True)
     c = x.shape[1]
     axes = (0,) + tuple(range(2, x.ndim))
     param_shape = (1, c) + (1,) * (x.ndim - 2)

@@ -2,7 +2,7 @@
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
-from minigrad._fastcast import convert
+from minigrad._fp16_host import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, normalize_axis, sum_acc
 

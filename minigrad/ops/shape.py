@@ -3,7 +3,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._fastcast import store, widen
+from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops._util import as_tensor, normalize_axis, one_axis, unbroadcast
 from minigrad.tensor import _unwrap_index

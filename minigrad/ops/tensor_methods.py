@@ -14,7 +14,7 @@ equivalent (``Tensor.__getattr__`` reads ``PYTORCH_ONLY``).
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
-from minigrad.autograd import engine
+from minigrad.autograd.function import run_backward
 from minigrad.ops import arithmetic, creation, linalg, math, reduction, shape
 from minigrad.ops._util import leaf, normalize_axis
 from minigrad.tensor import Tensor, seed_like
@@ -57,7 +57,7 @@ def backward(self, gradient=None, retain_graph=False):
     if not self.requires_grad:
         raise RuntimeError("backward() on a tensor that does not require grad "
                            "(no input had requires_grad=True, or it was made under no_grad)")
-    engine.run_backward([self], [seed_like(self, gradient)], retain_graph)
+    run_backward([self], [seed_like(self, gradient)], retain_graph)
 
 
 def _unless_none(other):

@@ -23,7 +23,7 @@ that changes what happens to a gradient before the update overrides
 returns it from ``_fused_rule()`` (built once per optimizer, ``fused_rule``).
 
 The parameter groups are parsed in ``optim.param_groups``, the learning-rate objects live in
-``optim.learning_rate`` and ``state_dict``/``load_state_dict`` in ``optim.optimizer_state``.
+``optim.lr_schedule`` and ``state_dict``/``load_state_dict`` in ``optim.optimizer_state``.
 """
 import numbers
 import warnings
@@ -33,10 +33,10 @@ import numpy
 from minigrad import backend, communication
 from minigrad import dtype as dtypes
 from minigrad._config import enable_grad
-from minigrad._fastcast import convert
+from minigrad._fp16_host import convert
 from minigrad.optim import _fused, optimizer_state
 from minigrad._checks import check_non_negative, check_positive
-from minigrad.optim.learning_rate import FixedLR, LearningRate
+from minigrad.optim.lr_schedule import FixedLR, LearningRate
 from minigrad.optim.param_groups import default_decay_filter, describe, label, parse_parameters
 from minigrad.optim.slots import ParameterSlots
 from minigrad.parameter import Parameter

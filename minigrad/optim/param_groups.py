@@ -1,7 +1,7 @@
 """An optimizer's ``parameters`` argument: Parameters, or MindSpore's group dicts (``params``,
 ``lr``, ``weight_decay``, ``grad_centralization``, ``order_params``), checked and flattened."""
 from minigrad._checks import check_bool, check_non_negative
-from minigrad.optim.learning_rate import LearningRate
+from minigrad.optim.lr_schedule import LearningRate
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 

@@ -13,7 +13,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._fastcast import convert
+from minigrad._fp16_host import convert
 from minigrad.tensor import Tensor
 
 

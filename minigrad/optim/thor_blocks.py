@@ -1,19 +1,26 @@
 """One THOR curvature block per recording layer: factors, damping, block inverses, preconditioning.
 
 For a layer with weight gradient ``g`` (Dense ``(out, in)``; Conv2d ``(O, C·kh·kw)`` after a
-reshape; Embedding ``(vocab, E)``) the layer records ``Σ a aᵀ`` over its R input rows and
-``Σ d dᵀ`` over the rows of the gradient at its output, whose loss was a batch mean over N
-samples multiplied by the backward scale s (the loss scale). The factors are::
+reshape; Embedding ``(vocab, E)``) the layer keeps its R input rows ``a`` and the rows ``d`` of
+the gradient at its output over N samples, backpropagated with the seed s (the loss scale).
+The loss trained is ``L = w · Σ_n ℓ_n``: ``w = 1/N`` for a batch mean (``loss_reduction``
+"mean"), ``w = 1`` for a sum (reduction "sum", and "none", whose per-sample losses the train
+cells backpropagate with a seed of ones, i.e. their sum). Then ``d = s·w·δ`` with δ the
+per-sample output gradient ``∂ℓ_n/∂y``, and the factors are::
 
     A = Σ a aᵀ / R              (the mean over samples, and over positions for a convolution)
-    G = N · Σ d dᵀ / s²         (d = s/N · δ: G = (1/N) Σ_n Σ_t δ_nt δ_ntᵀ, a true expectation)
+    G = Σ d dᵀ / (w · s²)       (= w · Σ_n Σ_t δ_nt δ_ntᵀ: (1/N) Σ δ δᵀ for a mean, Σ δ δᵀ
+                                 for a sum)
 
-so ``A ⊗ G`` is the empirical Fisher of the weight (exact for one sample of a Dense layer; the
-standard KFC approximation for a convolution), whatever the loss scale. Each factor gets its
-damping ``δ = √λ`` (MindSpore's split of the seed's ``λ``: ``(A + √λ I) ⊗ (G + √λ I)`` holds
-``λ I`` plus cross terms ``√λ (A ⊗ I + I ⊗ G)``), or with ``relative_damping`` the factor's own
-scale ``√λ · tr(F) / dim(F)``; never less than ``damping_floor``. The damped factor is cut into
-diagonal blocks of ``split_dim`` (the last one padded with the identity); at a refresh the
+so ``A ⊗ G`` is the empirical Fisher of the loss actually trained (``w · Σ_n`` of the per-sample
+Fishers: exact for one sample of a Dense layer; the standard KFC approximation for a
+convolution), whatever the loss scale. A sum loss has N times the gradient and N times the
+curvature of the mean, so the preconditioned step is the same up to the damping.
+
+Each factor gets its damping ``δ = √λ`` (MindSpore's split of the seed's ``λ``: ``(A + √λ I) ⊗ (G +
+√λ I)`` holds ``λ I`` plus cross terms ``√λ (A ⊗ I + I ⊗ G)``), or with ``relative_damping`` the
+factor's own scale ``√λ · tr(F) / dim(F)``; never less than ``damping_floor``. The damped factor is
+cut into diagonal blocks of ``split_dim`` (the last one padded with the identity); at a refresh the
 blocks of every refreshing layer that have the same size are inverted together, in one call of
 ``linalg.inv_spd_ladder`` (see ``invert_together``). The preconditioned gradient is::
 
@@ -27,6 +34,8 @@ import numpy
 from minigrad import backend
 from minigrad.linalg import inv_spd_ladder
 
+KINDS = ("dense", "conv", "embedding")
+
 
 class CurvatureBlock:
     """The second-order state of one layer (all float32, on the layer's device).
@@ -36,6 +45,8 @@ class CurvatureBlock:
         A, G: the current factors (None until the first record); A of an Embedding is a vector.
         A_inv, G_inv: stacks of block inverses (b, s, s); A_inv of an Embedding is a vector.
         trace_ref: ``tr(A + δ_A I) · tr(G + δ_G I)`` at the last refresh (the trace rule's base).
+        due: the trace rule asked for a refresh that the step's records could not serve
+            (``fisher="mc"``: G exists only on steps planned to record it); the next step does.
         frozen: True once the trace rule froze the layer (its inverses are kept for good).
         refreshes: how many times the inverses were computed.
     """
@@ -55,25 +66,33 @@ class CurvatureBlock:
         self.A = self.G = self.A_inv = self.G_inv = None
         self.trace_ref = None    # damped trace product at the last refresh
         self.frozen = False
+        self.due = False
         self.refreshes = 0
         self.damping_used = (None, None)
 
     # ---- factors --------------------------------------------------------------------------------
-    def factors_from(self, pending, scale):
-        """``(A, G)`` of one recorded batch, float32; None when the record is incomplete."""
-        if pending is None or pending.get("a") is None or pending.get("g") is None:
+    def factors_from(self, pending, scale, mean=True):
+        """``(A, G)`` of one recorded batch, float32 (see the module docstring; ``mean``: the
+        loss is a batch mean, else a sum); None when the record has no G rows."""
+        if pending is None or pending.get("a_rows") is None or pending.get("g_rows") is None:
             return None
-        rows, batch = pending["rows"], pending["batch"]
-        a = pending["a"] / numpy.float32(max(rows, 1))
-        g = pending["g"] * numpy.float32(batch / (scale * scale))
+        a_rows, g_rows = pending["a_rows"], pending["g_rows"]
+        a = a_rows if self.kind == "embedding" else a_rows.T @ a_rows
+        a = a / numpy.float32(max(pending["rows"], 1))
+        g = (g_rows.T @ g_rows) * numpy.float32(self.g_weight(pending, scale, mean))
         return a, g
 
-    def traces_from(self, pending, scale):
+    def traces_from(self, pending, scale, mean=True):
         """``(tr A, tr G)`` of one recorded batch (from any record mode), or None."""
         if pending is None or pending.get("g_trace") is None:
             return None
         return (pending["a_trace"] / max(pending["rows"], 1),
-                pending["g_trace"] * pending["batch"] / (scale * scale))
+                pending["g_trace"] * self.g_weight(pending, scale, mean))
+
+    @staticmethod
+    def g_weight(pending, scale, mean):
+        """The factor ``1 / (w · s²)`` that turns ``Σ d dᵀ`` into G."""
+        return (pending["batch"] if mean else 1.0) / (scale * scale)
 
     def damped_trace(self, traces, damping):
         """``tr(A + δ_A I) · tr(G + δ_G I)`` for ``traces`` and ``damping`` (the trace rule's
@@ -211,3 +230,28 @@ def invert_together(jobs):
             out[block] = (inverses, ladder, total + seconds * count)
             offset += count
     return out
+
+
+def find_blocks(net, params, split_dim, owner):
+    """The curvature block of each THOR layer, and each parameter's role: a block, "diagonal"
+    (LayerNorm's gamma/beta, tagged ``thor_diagonal`` by the converter) or None (plain)."""
+    index = {id(p): i for i, p in enumerate(params)}
+    roles = [None] * len(params)
+    blocks = []
+    for _, cell in net.cells_and_names():
+        kind = getattr(cell, "thor_kind", None)
+        if kind in KINDS:
+            weight = cell.embedding_table if kind == "embedding" else cell.weight
+            if id(weight) in index:
+                block = CurvatureBlock(cell, weight.name, split_dim)
+                blocks.append(block)
+                roles[index[id(weight)]] = block
+        elif getattr(cell, "thor_diagonal", False):
+            for p in (getattr(cell, "gamma", None), getattr(cell, "beta", None)):
+                if p is not None and id(p) in index:
+                    roles[index[id(p)]] = "diagonal"
+    if not blocks:
+        raise ValueError(f"{owner}: net has no THOR layer with a trainable weight (convert it "
+                         f"with nn.ConvertNetUtils().convert_to_thor_net, or build it with "
+                         f"nn.thor)")
+    return blocks, roles

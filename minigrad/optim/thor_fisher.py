@@ -31,7 +31,7 @@ import numpy
 from minigrad import backend, communication
 from minigrad import random as mg_random
 from minigrad._config import enable_grad, is_grad_enabled
-from minigrad.autograd import engine
+from minigrad.autograd.function import run_backward
 from minigrad.tensor import Tensor, make, seed_like
 
 FISHERS = ("empirical", "mc")
@@ -135,7 +135,7 @@ class SampledFisher:
         for block in self.blocks:
             block.layer.thor_sampling = True
         try:
-            engine.run_backward([loss], [seed_like(loss, numpy.asarray(self.scale, numpy.float32))],
+            run_backward([loss], [seed_like(loss, numpy.asarray(self.scale, numpy.float32))],
                                 retain_graph=True, targets=[])
         finally:
             for block in self.blocks:

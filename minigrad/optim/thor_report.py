@@ -13,9 +13,11 @@ class LayerReport:
             period shorter than the inverse period), or "kept" (the recorded factors were not
             finite: the previous factors and inverses stay).
         trace_a, trace_g: ``tr(A)``, ``tr(G)`` of this step's record (None when nothing was
-            recorded).
+            recorded); ``tr(G)`` is the training loss's, also with ``fisher="mc"`` (the trace
+            rule's statistic).
         damping_a, damping_g: the damping added to A and G by the last refresh.
-        delta: the trace rule's relative change (None with the frequency rule).
+        delta: the trace rule's relative change (None with the frequency rule and before the
+            layer's first refresh).
         ladder: the blocks that needed the inversion ladder, ``{"A": {...}, "G": {...}}``
             (see ``linalg.inv_spd_ladder``); empty when every block factorised at once.
         factor_seconds, inverse_seconds: wall time spent forming the factors and inverting.
@@ -37,7 +39,12 @@ class ThorReport:
     """One THOR step.
 
     Attributes:
-        step: the optimizer's ``global_step`` before the step.
+        step: the 1-based number of the step, as amp's ``StepReport.step``: the optimizer's
+            ``global_step`` after an applied step. A skipped step carries the number it would
+            have had; the next applied step takes that number (the schedules index
+            ``learning_rate`` and ``damping`` by ``step - 1``). Under dynamic loss scaling the
+            train cell does not call the optimizer on an overflowed step, so there the two
+            counts differ by the number of skipped steps.
         applied: False when the step was skipped (a non-finite gradient): then parameters,
             momentum and THOR state are unchanged.
         reason: why a step was skipped ("" when applied).

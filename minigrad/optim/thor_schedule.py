@@ -11,12 +11,17 @@ Refresh rules (``refresh=``):
   inverses recomputed every ``inverse_frequency`` steps (both default ``frequency``), counting
   from step 0; the steps in between reuse the stored inverses and record nothing.
 - ``"trace"`` (the THOR paper's rule, which MindSpore does not implement): every step each layer
-  records its factors (a product as large as the layer's weight gradient; the inversion is what
-  the rule saves) and measures ``Δ = |T - T_ref| / T_ref`` with ``T = tr(A + δ_A I) ·
-  tr(G + δ_G I)`` (``tr(A ⊗ G) = tr A · tr G``) against ``T_ref`` of the layer's last refresh.
-  ``Δ > omega1``: the layer inverts its new factors at once; ``Δ < omega2``: the layer is frozen
-  for good (its inverses are kept, nothing is recorded any more); otherwise the stored inverses
-  are reused. With ``factor_decay`` the traces are those of the running averages.
+  keeps its rows and measures ``Δ = |T - T_ref| / T_ref`` with ``T = tr(A + δ_A I) ·
+  tr(G + δ_G I)`` (``tr(A ⊗ G) = tr A · tr G``; the traces are two dot products, the factors
+  are not formed) against ``T_ref`` of the layer's last refresh. ``Δ > omega1``: the layer forms
+  its factors from this step's rows and inverts them at once; ``Δ < omega2``: the layer is
+  frozen for good (its inverses are kept, nothing is recorded any more); otherwise the stored
+  inverses are reused. The traces are always the training loss's (also with ``fisher="mc"``) and
+  of the step's own batch (also with ``factor_decay``, whose running average then takes in the
+  batches of the refresh steps). With ``fisher="mc"`` the sampled backward pass that gives G
+  runs inside the forward pass, before the step's traces exist, so it runs only on the steps
+  planned to record factors: a refresh that the rule asks for at step k (the layer is then
+  ``due``) is served by the factors of step k + 1, whatever that step's Δ.
 """
 import numbers
 
@@ -85,30 +90,41 @@ class RefreshRule:
         self.omega1 = check_float("omega1", omega1, low=0.0, owner=owner)
         self.omega2 = check_float("omega2", omega2, low=0.0, high=self.omega1, owner=owner)
 
-    def record_mode(self, block, step):
-        """What ``block``'s layer records at ``step``: None or "factors"."""
+    def record_mode(self, block, step, sampled=False):
+        """What ``block``'s layer records at ``step``: None, "traces" (rows for the trace test)
+        or "factors" (a refresh may use them; with ``sampled``, i.e. ``fisher="mc"``, the
+        sampled pass runs)."""
         if block.frozen:
             return None
-        if self.rule == "trace" or step % self.factor_frequency == 0 or block.A is None:
+        if self.rule == "trace":
+            return "factors" if not sampled or block.due or block.A is None else "traces"
+        if step % self.factor_frequency == 0 or block.A is None:
             return "factors"
         return None
 
-    def decide(self, block, step, recorded, delta):
-        """"refresh", "reuse" or "frozen" for ``block`` at ``step``: ``recorded`` says whether new
-        factors came in, ``delta`` is the trace rule's relative change (None: no reference)."""
-        if block.frozen:
-            return "frozen"
+    def decide(self, block, step, recorded):
+        """The frequency rule: "refresh" or "reuse" for ``block`` at ``step`` (``recorded``: new
+        finite factors came in)."""
         if block.A is None:
             return "reuse"
         if block.A_inv is None or block.G_inv is None:
             return "refresh"
-        if self.rule == "frequency":
-            return "refresh" if step % self.inverse_frequency == 0 else "reuse"
-        if not recorded:
-            return "reuse"
-        if delta is None or delta > self.omega1:
-            return "refresh"
+        return "refresh" if step % self.inverse_frequency == 0 else "reuse"
+
+    def test(self, block, traces):
+        """The trace rule: ``(decision, Δ)`` for ``block`` given this step's ``traces`` ((tr A,
+        tr G) or None): decision "refresh", "reuse" or "frozen" (Δ None without a reference)."""
+        if block.frozen:
+            return "frozen", None
+        delta = None
+        if traces is not None and block.trace_ref:
+            delta = abs(block.damped_trace(traces, block.damping_used) - block.trace_ref) \
+                / block.trace_ref
+        if block.due or block.A_inv is None or block.G_inv is None or delta is None:
+            return ("refresh" if traces is not None else "reuse"), delta
+        if delta > self.omega1:
+            return "refresh", delta
         if delta < self.omega2:
             block.frozen = True
-            return "frozen"
-        return "reuse"
+            return "frozen", delta
+        return "reuse", delta

@@ -2,7 +2,7 @@
 
 ``state_dict()["thor"]`` is ``{layer name: {...}}`` with the factors ``A``, ``G`` and the block
 inverses ``A_inv``, ``G_inv`` (float32 NumPy arrays, or None before the first refresh) and the
-refresh rule's scalars (``trace_ref``, ``damping_a``, ``damping_g``, ``frozen``,
+refresh rule's scalars (``trace_ref``, ``damping_a``, ``damping_g``, ``frozen``, ``due``,
 ``refreshes``). Everything a step reads is there, so a run resumed from a
 checkpoint continues bit-identically.
 """
@@ -12,7 +12,7 @@ from minigrad import backend
 
 ARRAYS = ("A", "G", "A_inv", "G_inv")
 FLOATS = ("trace_ref", "damping_a", "damping_g")
-FLAGS = ("frozen",)
+FLAGS = ("frozen", "due")
 
 
 def thor_state(blocks):
@@ -23,7 +23,7 @@ def thor_state(blocks):
                  else numpy.array(backend.as_numpy(getattr(block, k))) for k in ARRAYS}
         entry["trace_ref"] = block.trace_ref
         entry["damping_a"], entry["damping_g"] = block.damping_used
-        entry["frozen"] = block.frozen
+        entry["frozen"], entry["due"] = block.frozen, block.due
         entry["refreshes"] = block.refreshes
         state[block.name] = entry
     return state
@@ -58,7 +58,7 @@ def load_thor_state(blocks, state):
                                                                                   device))
             block.trace_ref = values["trace_ref"]
             block.damping_used = (values["damping_a"], values["damping_g"])
-            block.frozen = values["frozen"]
+            block.frozen, block.due = values["frozen"], values["due"]
             block.refreshes = values["refreshes"]
     return apply
 

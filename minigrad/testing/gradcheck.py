@@ -15,7 +15,7 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._config import enable_grad, no_grad
-from minigrad.autograd import engine
+from minigrad.autograd.function import run_backward
 from minigrad.autograd.function import Function
 
 # (atol, rtol) for the directional derivative of a gradient computed in each dtype
@@ -199,7 +199,7 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
         seeds.append(gy)
         seeds64.append(gy.astype(numpy.float64))
     if roots:
-        engine.run_backward(roots, seeds, targets=[leaves[i] for i in diff])
+        run_backward(roots, seeds, targets=[leaves[i] for i in diff])
     grads = [box[0] if box else
              backend.get_array_module(a).zeros(a.shape, a.dtype) if i in diff else None
              for i, (box, a) in enumerate(zip(boxes, arrays))]

@@ -207,3 +207,37 @@ def test_a_check_alone_takes_float16_arrays_too():
     assert status.overflow()
     mixed = [numpy.ones(2, numpy.float32), numpy.array([numpy.nan], numpy.float16)]
     assert float_status.check(mixed) and not float_status.check([mixed[0]])
+
+
+@needs_host
+@pytest.mark.parametrize("bad", [None, "half", "single"])
+def test_a_check_of_float16_and_float32_arrays_is_one_launch_per_dtype(bad, monkeypatch):
+    # an O2 step's gradients: fp16 layers beside fp32 BatchNorm parameters
+    halves = [numpy.ones(n, numpy.float16) for n in (3, 300)]
+    singles = [numpy.ones(n, numpy.float32) for n in (5, 70)]
+    arrays = [halves[0], singles[0], None, halves[1], singles[1]]
+    plans = _status_launch.host_check_plans(arrays)
+    assert [plan[1] for plan in plans] == [numpy.float16, numpy.float32]
+    assert [plan[2][2] for plan in plans] == [2, 2]  # two arrays in each launch
+    if bad == "half":
+        halves[1][7] = numpy.inf
+    elif bad == "single":
+        singles[0][2] = numpy.nan
+    launches = []
+    real = _status_launch.launch_plan
+    monkeypatch.setattr(_status_launch, "launch_plan",
+                        lambda *args: (launches.append(args[0][1]), real(*args)))
+    monkeypatch.setattr(float_status, "check_overflow", None)  # the checked path is not taken
+    status = float_status.OverflowStatus()
+    status.check(arrays)
+    assert launches == [numpy.float16, numpy.float32]
+    assert status.overflow() is (bad is not None)
+
+
+@needs_host
+def test_a_mixed_check_takes_the_checked_path_when_one_dtype_cannot_launch():
+    view = numpy.ones((4, 4), numpy.float32).T  # not C-contiguous
+    arrays = [numpy.ones(3, numpy.float16), view]
+    assert _status_launch.host_check_plans(arrays) is None
+    view[1, 2] = numpy.inf
+    assert float_status.check(arrays)

@@ -177,8 +177,22 @@ def test_subpackages_are_attributes_of_minigrad():
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
 
 
-def test_import_minigrad_amp_does_not_load_the_training_loop():
+def test_import_minigrad_amp_loads_the_amp_core_without_the_layers_above_it():
     loaded = _loaded_after("import minigrad.amp")
-    assert not loaded & {"minigrad.train", "minigrad.dataset"}, sorted(
-        loaded & {"minigrad.train", "minigrad.dataset"}
-    )
+    assert {"minigrad.amp.core", "minigrad.amp.float_status", "minigrad.amp.autocast"} <= loaded
+    above = {"minigrad.nn", "minigrad.optim", "minigrad.train", "minigrad.dataset",
+             "minigrad.mixed_precision", "minigrad.amp.build", "minigrad.amp.grad_scaler"}
+    assert not loaded & above, sorted(loaded & above)
+
+
+def test_the_amp_faces_load_on_first_access():
+    code = ("import minigrad.amp as amp, sys\n"
+            "assert 'minigrad.nn' not in sys.modules\n"
+            "from minigrad.amp import GradScaler, build_train_network\n"
+            "assert GradScaler is sys.modules['minigrad.amp.grad_scaler'].GradScaler\n"
+            "assert amp.cast_network is sys.modules['minigrad.amp.build'].cast_network\n"
+            "assert callable(amp.autocast) and 'GradScaler' in dir(amp)\n"
+            "assert set(amp.__all__) <= set(dir(amp))\n"
+            "try:\n    amp.no_such_name\nexcept AttributeError as e:\n"
+            "    assert 'no_such_name' in str(e)\nelse:\n    raise SystemExit(1)\n")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)

@@ -65,7 +65,7 @@ EXPECTED = {
             "clear                  -> flag False", "inf at index 4, check of data[::3]: False",
             "struct Fp16 {", "MASK = 0x7C007C00u", "status[0] = 1.0f;"]),
     "04": (["loss_scale_cell_steps.png"],
-           ["step 1: skipped (gradient_overflow), loss scale 1.67772e+07 -> 8.38861e+06",
+           ["step 1: skipped (gradient_overflow), loss scale 16777216 -> 8388608",
             "parameters and optimizer state bit-identical: True",
             "step 15: skipped (nonfinite_loss)", "RuntimeError: loss scaling skipped 3 steps"]),
     "05": (["dynamic_vs_fixed_scale.png"], ["fixed 2**20", "dynamic (from 2**24, window 10)"]),
@@ -77,8 +77,8 @@ EXPECTED = {
             "growth factor        scale_factor                   multiplier"]),
     "07": (["gradient_exponents.png"], ["chosen scale S = 2**", "fc output", "conv1.weight"]),
     "08": (["thor_vs_momentum.png"],
-           ["THOR's step reports", "step 0: refresh 3/3 layers", "step 1: reuse",
-            "THOR: refresh steps [0, 10, 20, 30, 40, 50]", "THOR, trace rule: refresh steps [0, ",
+           ["THOR's step reports", "step 1: refresh 3/3 layers", "step 2: reuse",
+            "THOR: refresh steps [1, 11, 21, 31, 41, 51]", "THOR, trace rule: refresh steps [1, ",
             "layer refreshes"]),
 }
 

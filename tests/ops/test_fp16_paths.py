@@ -9,7 +9,7 @@ import pytest
 
 import minigrad
 from minigrad import Parameter, Tensor, _native, ops
-from minigrad._fastcast import MIN_SIZE
+from minigrad._fp16_host import MIN_SIZE
 from minigrad.ops.arithmetic import _arith
 from minigrad.optim import SGD
 
@@ -173,7 +173,7 @@ def test_master_write_back_rounds_like_numpy():
 
 @pytest.mark.requires_native
 def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch):
-    """Five O2 steps give the same losses and parameter bits whether ``_fastcast.convert`` runs its
+    """Five O2 steps give the same losses and parameter bits whether ``_fp16_host.convert`` runs its
     native conversion (counted, so the first run is known to take it) or NumPy's ``astype``."""
     from minigrad import amp, nn
 

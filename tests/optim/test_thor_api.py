@@ -179,13 +179,17 @@ def test_trace_rule_skips_refreshes_once_factors_settle_and_freezes():
     opt = nn.thor(net, T, T, 0.9, refresh="trace", omega1=0.05, omega2=0.0)
     train = trainer(opt, net)
     x, y = data()
-    actions = []
+    actions, formed = [], []
     for _ in range(12):
+        factor = opt.blocks[0].A
         train(x, y)  # one batch: the factors barely change after the first steps
         actions.append(opt.last_report.layers["0.weight"].action)
+        formed.append(opt.blocks[0].A is not factor)
     assert actions[0] == "refresh"
-    assert actions.count("refresh") <= 3 and actions[-1] == "record"  # recorded, inverses kept
+    assert actions.count("refresh") <= 3 and actions[-1] == "reuse"  # traces tested only
+    assert formed == [a == "refresh" for a in actions]  # factors formed only to refresh
     assert opt.last_report.layers["0.weight"].delta < 0.05
+    assert net.cells()[0].thor_record == "factors"  # the empirical G may refresh at any step
 
     net = mlp()
     opt = nn.thor(net, T, T, 0.9, refresh="trace", omega1=0.5, omega2=0.5)
@@ -207,7 +211,7 @@ def test_trace_rule_refreshes_when_the_data_changes():
     x, y = data()
     for _ in range(4):
         train(x, y)
-    assert opt.last_report.layers["0.weight"].action == "record"
+    assert opt.last_report.layers["0.weight"].action == "reuse"
     train(x * 5.0, y)       # tr(A) jumps: the layer refreshes at once
     assert opt.last_report.layers["0.weight"].delta > 0.5
     assert opt.last_report.layers["0.weight"].action == "refresh"
@@ -220,7 +224,10 @@ def test_last_report_says_what_happened():
     train = trainer(opt, net)
     train(*data())
     report = opt.last_report
-    assert report.applied and report.refresh and report.step == 0
+    assert report.applied and report.refresh and report.step == 1  # 1-based, as amp's report
+    assert report.summary().startswith("step 1: refresh 2/2 layers")
+    train(*data())
+    assert opt.last_report.step == 2 == opt.global_step
     layer = report.layers["0.weight"]
     assert layer.action == "refresh" and layer.trace_a > 0 and layer.trace_g > 0
     assert layer.damping_a == pytest.approx(0.1 ** 0.5)
@@ -237,7 +244,8 @@ def test_non_finite_gradient_skips_the_whole_step():
     before = [p.asnumpy().copy() for p in opt.parameters]
     assert opt(grads) is True
     assert not opt.last_report.applied and "0.bias" in opt.last_report.reason
-    assert opt.global_step == 0
+    assert opt.global_step == 0 and opt.last_report.step == 1  # the step it would have been
+    assert opt.last_report.summary().startswith("step 1: skipped")
     assert all((p.asnumpy() == b).all() for p, b in zip(opt.parameters, before))
 
 
@@ -252,8 +260,8 @@ def test_non_finite_factor_keeps_the_inverses():
     layer = net.cells()[0]
     assert layer.thor_record == "factors"
     net(x)                                            # a forward pass records the factors ...
-    layer.thor_pending["a"][0, 0] = numpy.nan         # ... which are broken here
-    layer.thor_pending["g"] = numpy.eye(8, dtype=numpy.float32)
+    layer.thor_pending["a_rows"][0, 0] = numpy.nan    # ... which are broken here
+    layer.thor_pending["g_rows"] = numpy.eye(8, dtype=numpy.float32)
     layer.thor_pending["g_trace"] = 8.0
     opt([numpy.zeros(p.shape, numpy.float32) for p in opt.parameters])
     assert opt.last_report.layers["0.weight"].action == "kept"

@@ -5,10 +5,15 @@ A = mean over rows of a aᵀ (rows: samples; samples x positions for a convoluti
 an embedding) and G = (1/N) Σ_n Σ_t δ_nt δ_ntᵀ; the update of the first step (momentum's v
 starts at zero) is lr · (G + √λ I)⁻¹ · ∇W · (A + √λ I)⁻¹ (embedding: diag(A + √λ)⁻¹ ∇W G⁻¹),
 or the block-diagonal version of both inverses when split_dim is smaller than the factor.
+For a sum loss (reduction "sum", or "none": the train cell backpropagates the per-sample losses
+with a seed of ones) G is the Fisher of that sum, Σ_n δ δᵀ, and ∇W is the sum's gradient.
 """
+import math
+
 import numpy
 import pytest
 
+import minigrad
 from minigrad import Tensor, nn
 
 LR, LAM = 0.5, 0.04
@@ -138,3 +143,98 @@ def test_one_sample_dense_fisher_is_exactly_kronecker():
     grad = numpy.outer(delta[0], x[0])
     fisher = numpy.outer(grad.T.reshape(-1), grad.T.reshape(-1))   # column-major vec
     numpy.testing.assert_allclose(numpy.kron(block.A, block.G), fisher, rtol=1e-4, atol=1e-6)
+
+
+def dense_sum_reference(w0, x, t_ids):
+    """float64 step of a cross-entropy Dense (N, 5) -> (N, 4) summed over the batch."""
+    x64 = x.astype(numpy.float64)
+    y = x64 @ w0.T
+    p = numpy.exp(y - y.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    delta = p - numpy.eye(w0.shape[0])[t_ids]     # dℓ_n/dy_n
+    a = x64.T @ x64 / len(x)
+    g = delta.T @ delta                           # Σ_n δ δᵀ: the sum's Fisher
+    grad_w = delta.T @ x64                        # the sum's gradient
+    s = numpy.sqrt(LAM)
+    return numpy.linalg.inv(g + s * numpy.eye(len(g))) @ grad_w \
+        @ numpy.linalg.inv(a + s * numpy.eye(len(a)))
+
+
+@pytest.mark.parametrize("reduction", ["sum", "none"])
+def test_sum_loss_step_is_the_formula_of_the_sum(reduction):
+    """THOR reads the reduction of the train cell's loss (MindSpore's default is "none")."""
+    rng = numpy.random.default_rng(4)
+    minigrad.set_seed(0)
+    net = nn.Dense(5, 4, has_bias=False)
+    w0 = net.weight.asnumpy().astype(numpy.float64)
+    x = rng.standard_normal((6, 5)).astype(numpy.float32)
+    ids = rng.integers(0, 4, 6).astype(numpy.int32)
+    opt = nn.thor(net, Tensor(numpy.float32(LR)), Tensor(numpy.float32(LAM)), 0.9, frequency=2)
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction=reduction)
+    nn.TrainOneStepCell(nn.WithLossCell(net, loss), opt)(Tensor(x), Tensor(ids))
+    assert opt.loss_reduction == reduction
+    numpy.testing.assert_allclose(net.weight.asnumpy(),
+                                  w0 - LR * dense_sum_reference(w0, x, ids), rtol=1e-4, atol=1e-5)
+
+
+def test_explicit_loss_reduction_in_a_custom_loop():
+    """A ``value_and_grad`` loop has no loss Cell to read: ``loss_reduction="sum"`` says it; the
+    default takes the sum for a mean and gives G N times the sum's Fisher."""
+    rng = numpy.random.default_rng(5)
+    x = rng.standard_normal((6, 5)).astype(numpy.float32)
+    ids = rng.integers(0, 4, 6).astype(numpy.int32)
+    steps = {}
+    for reduction in ("sum", None):
+        minigrad.set_seed(0)
+        net = nn.Dense(5, 4, has_bias=False)
+        w0 = net.weight.asnumpy().astype(numpy.float64)
+        opt = nn.thor(net, Tensor(numpy.float32(LR)), Tensor(numpy.float32(LAM)), 0.9,
+                      frequency=2, loss_reduction=reduction)
+        loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="sum")
+        grad_fn = minigrad.value_and_grad(lambda a, b: loss(net(a), b), None,
+                                          net.trainable_params())
+        _, grads = grad_fn(Tensor(x), Tensor(ids))
+        opt(grads)
+        steps[reduction] = (w0 - net.weight.asnumpy()) / LR
+        g_sum = opt.blocks[0].G
+    expected = dense_sum_reference(w0, x, ids)
+    numpy.testing.assert_allclose(steps["sum"], expected, rtol=1e-4, atol=1e-5)
+    assert not numpy.allclose(steps[None], expected, rtol=1e-2)
+    y = x.astype(numpy.float64) @ w0.T
+    p = numpy.exp(y - y.max(1, keepdims=True))
+    delta = p / p.sum(1, keepdims=True) - numpy.eye(4)[ids]
+    numpy.testing.assert_allclose(g_sum, len(x) * delta.T @ delta, rtol=1e-4)  # the default
+
+
+def test_explicit_loss_reduction_wins_over_the_train_cells_loss():
+    net = nn.Dense(5, 4)
+    opt = nn.thor(net, Tensor(numpy.float32(LR)), Tensor(numpy.float32(LAM)), 0.9,
+                  loss_reduction="mean")
+    nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss(reduction="sum")), opt)
+    assert opt.loss_reduction == "mean"
+    other = nn.thor(nn.Dense(5, 4), Tensor(numpy.float32(LR)), Tensor(numpy.float32(LAM)), 0.9,
+                    fisher="mc", fisher_loss=nn.MSELoss(reduction="sum"))
+    assert other.loss_reduction == "sum"  # read from fisher_loss
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_layernorm_diagonal_rule_follows_the_reduction(reduction):
+    """MindSpore's g / (g²/N + √λ) for a batch mean; g / (g²/N² + √λ) for a sum."""
+    minigrad.set_seed(0)
+    net = nn.SequentialCell([nn.Dense(6, 4), nn.LayerNorm((4,))])
+    opt = nn.thor(net, Tensor(numpy.float32(LR)), Tensor(numpy.float32(LAM)), 0.0,
+                  batch_size=16, loss_reduction=reduction)
+    gamma = net.cells()[1].gamma
+    before = gamma.asnumpy().astype(numpy.float64)
+    grads = [numpy.full(p.shape, 0.5, numpy.float32) for p in opt.parameters]
+    opt(grads)
+    n = 16 if reduction == "mean" else 256
+    expected = before - LR * 0.5 / (0.25 / n + math.sqrt(LAM))
+    numpy.testing.assert_allclose(gamma.asnumpy(), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("value, error", [("batch", ValueError), (1, TypeError)])
+def test_bad_loss_reduction_names_the_argument(value, error):
+    with pytest.raises(error, match="loss_reduction"):
+        nn.thor(nn.Dense(3, 2), Tensor(numpy.float32(LR)), Tensor(numpy.float32(LAM)), 0.9,
+                loss_reduction=value)

@@ -88,10 +88,9 @@ def test_g_is_the_squared_error_formula_for_the_drawn_labels(reduction, variance
     drawn = sample_gaussian(out.astype(numpy.float32), opt.sampler.rng(0), variance,
                             numpy.float32).astype(numpy.float64)
     c = 1 / 3 if reduction == "mean" else 1.0
-    # THOR's G = N Σ d dᵀ / s² assumes a batch-mean loss (as the empirical G): a sum's d is N
-    # times a mean's, so its G is N² x E[δ δᵀ]
+    # the Fisher of the loss trained: (1/N) Σ δ δᵀ for a mean, Σ δ δᵀ for a sum
     scale = len(out) if reduction == "sum" else 1
-    expected = g_from_output_grads(jacobians, 2 * c * (out - drawn) * scale)
+    expected = [scale * g for g in g_from_output_grads(jacobians, 2 * c * (out - drawn))]
     for block, g in zip(opt.blocks, expected):
         numpy.testing.assert_allclose(block.G, g, rtol=2e-3, atol=1e-5)
 
@@ -254,3 +253,29 @@ def test_mc_needs_fewer_steps_than_empirical_on_an_ill_conditioned_regression():
     best_empirical = min(s for s in empirical if s)
     best_mc = min(s for s in mc if s)
     assert best_mc <= 0.5 * best_empirical, (empirical, mc)
+
+
+def test_trace_rule_runs_the_sampled_pass_only_on_the_steps_that_refresh():
+    """The sampled pass runs inside the forward pass, before the step's traces exist: a refresh
+    the trace rule asks for (from the training loss's traces) is served by the next step."""
+    net = mlp()
+    x, ids, _ = data()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.thor(net, LR, DAMP, 0.9, refresh="trace", omega1=0.05, fisher="mc", fisher_seed=1)
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss), opt)
+    sampled, refreshed = [], []
+    for _ in range(6):
+        train(x, ids)
+        sampled.append(opt.last_report.seconds["sampling"] > 0)
+        refreshed.append(opt.last_report.refresh)
+    assert sampled == refreshed and sampled[0] and sum(sampled) <= 2
+    layer = opt.blocks[0].layer
+    assert layer.thor_record == "traces" and not layer.thor
+    train(x * 5.0, ids)             # tr(A) jumps: the rule asks for a refresh ...
+    entry = opt.last_report.layers["0.weight"]
+    assert entry.delta > 0.5 and entry.action == "reuse" and opt.blocks[0].due
+    assert opt.last_report.seconds["sampling"] == 0
+    assert layer.thor_record == "factors"
+    train(x * 5.0, ids)             # ... served by this step's sampled pass
+    assert opt.last_report.layers["0.weight"].action == "refresh"
+    assert opt.last_report.seconds["sampling"] > 0 and not opt.blocks[0].due

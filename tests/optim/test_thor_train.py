@@ -102,7 +102,8 @@ def test_fixed_scale_overflow_is_reported_by_thor():
 
 
 @pytest.mark.parametrize("options", [{}, {"refresh": "trace"}, {"factor_decay": 0.5},
-                                     {"fisher": "mc"}], ids=["frequency", "trace", "ema", "mc"])
+                                     {"fisher": "mc"}, {"fisher": "mc", "refresh": "trace"}],
+                         ids=["frequency", "trace", "ema", "mc", "mc-trace"])
 def test_checkpoint_resume_is_bit_identical(tmp_path, options):
     net, opt = make(**options)
     train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt)

@@ -1,12 +1,63 @@
-"""BatchNorm1d, BatchNorm2d and LayerNorm."""
+"""BatchNorm1d, BatchNorm2d and LayerNorm, and ``running_stats``: the record through which a
+skipped loss-scaled step takes back the moving statistics its forward pass wrote.
+
+A batch holding inf or NaN makes the loss non-finite and the step is skipped, but the forward
+pass has already folded that batch into BatchNorm's ``moving_mean``/``moving_variance``: every
+later evaluation would be NaN. So each BatchNorm forward that updates them first records the
+values it replaces (``running_stats.save``, once per Parameter until the next ``commit``), and
+the loss-scaling faces end every step with ``running_stats.commit()`` (the step was applied)
+or ``running_stats.rollback()`` (it was skipped: the statistics are restored bit for bit, in
+place). The faces that do so: ``nn.TrainOneStepWithLossScaleCell`` (and
+``Model(amp_level="O2")``), ``amp.GradScaler`` (``step`` skipped: rollback; ``update``:
+commit) and ``mixed_precision.LossScaleOptimizer.apply_gradients``. No peer framework does
+this; it is minigrad's rule that a skipped step leaves every piece of state as it was.
+
+The record is per thread and holds one copy of each statistic written since the last commit;
+a loop with no loss scaling never rolls back, and its records only ever hold that one copy.
+"""
+import threading
+import weakref
+
 from minigrad import dtype as dtypes, ops
-from minigrad.nn import running_stats
 from minigrad.nn.cell import Cell
 from minigrad.nn.init import initializer
 from minigrad._checks import (check_bool, check_float, check_int, check_positive,
                               check_positive_int)
 from minigrad.nn.layers.spatial_args import check_data_format
 from minigrad.parameter import Parameter
+
+
+class RunningStatsRecord(threading.local):
+    """The running statistics written since the last ``commit``, per thread (module docstring)."""
+
+    def __init__(self):
+        self.saved = {}  # id(param) -> (weak reference to param, the array it held)
+
+    def save(self, *params):
+        """Remember the current values of ``params`` (Parameters about to be written in place),
+        unless they were saved since the last ``commit``."""
+        saved = self.saved
+        for p in params:
+            key = id(p)
+            entry = saved.get(key)
+            if entry is None or entry[0]() is not p:
+                saved[key] = (weakref.ref(p), p.data.copy())
+
+    def commit(self):
+        """Keep every statistic written so far: the step they belong to was applied."""
+        self.saved.clear()
+
+    def rollback(self):
+        """Restore every statistic saved since the last ``commit``, in place (same arrays, same
+        bits, ``version`` unchanged: nothing else saw the skipped values), then forget them."""
+        for ref, old in self.saved.values():
+            param = ref()
+            if param is not None and param.data.shape == old.shape:
+                param.data[...] = old
+        self.saved.clear()
+
+
+running_stats = RunningStatsRecord()
 
 
 class _BatchNorm(Cell):
@@ -20,7 +71,7 @@ class _BatchNorm(Cell):
     The moving statistics are non-trainable float32 Parameters ``moving_mean`` and
     ``moving_variance`` (the parameter-casting helper leaves them float32); the statistics are
     computed in float32 whatever the input dtype. A loss-scaled step that is skipped restores
-    them (``minigrad.nn.running_stats``).
+    them (``running_stats``, in this module).
     """
     _ndims = ()
     _fp32_params = ("moving_mean", "moving_variance")

@@ -1,21 +1,23 @@
 """THOR layers: Dense, Conv2d and Embedding that record the statistics of their Kronecker factors.
 
 Each layer computes exactly what its parent computes. When its optimizer asks for it
-(``thor_record``, set by ``optim.THOR`` before each step), the forward pass also stores, in
-float32 whatever the network's dtype:
+(``thor_record`` "factors" or "traces", set by ``optim.THOR`` before each step), the forward pass
+also keeps, in float32 whatever the network's dtype:
 
-- ``a``: ``Σ_r a_r a_rᵀ`` over the rows ``a_r`` of the layer's input (Dense: the input vectors;
-  Conv2d: every im2col patch, one row per sample and output position, the standard KFC factor;
-  Embedding: the token counts, the diagonal of ``Σ onehot onehotᵀ``), and the number of rows;
-- ``g``: ``Σ_r d_r d_rᵀ`` over the rows ``d_r`` of the gradient arriving at the layer's output
-  before bias and activation (a hook on the product's output), and the batch size.
+- ``a_rows``: the rows ``a_r`` of the layer's input (Dense: the input vectors; Conv2d: every
+  im2col patch, one row per sample and output position, the standard KFC factor), or for an
+  Embedding the token counts (the diagonal of ``Σ onehot onehotᵀ``); ``rows``, their number;
+  ``batch``, the number of samples; ``a_trace = Σ ‖a_r‖²``;
+- ``g_rows``: the rows ``d_r`` of the gradient arriving at the layer's output before bias and
+  activation (a hook on the product's output), and ``g_trace = Σ ‖d_r‖²``.
 
-With them go ``Σ ‖a_r‖²`` and ``Σ ‖d_r‖²`` (the factors' traces, for the report).
-``thor_record = None`` records nothing (no cost). The optimizer divides the loss scale and the
-batch-mean factor back out, so the factors do not depend on the loss scale (see
-``optim.thor_blocks``). With ``thor_fisher = "mc"`` (THOR's Monte-Carlo Fisher) ``g`` is taken
-only from the backward pass of the loss on sampled labels (``thor_sampling`` is True while it
-runs; see ``optim.thor_fisher``), not from the training loss's.
+The optimizer forms the products ``Σ a aᵀ`` and ``Σ d dᵀ`` only when it needs the factors, so
+a step that only tests the traces (the trace rule) costs two dot products per layer; it divides
+the loss scale and the loss's batch-mean factor back out (see ``optim.thor_blocks``).
+``thor_record = None`` records nothing (no cost). With ``thor_fisher = "mc"`` (THOR's
+Monte-Carlo Fisher) ``g_rows`` is taken only from the backward pass of the loss on sampled
+labels (``thor_sampling`` is True while it runs; see ``optim.thor_fisher``); ``g_trace`` always
+comes from the training loss's backward pass (the trace rule's statistic).
 
 A layer records its last call of a step: a layer shared by two calls in one step is not
 supported by THOR.
@@ -27,7 +29,7 @@ from minigrad.nn.layers.conv import Conv2d
 from minigrad.nn.layers.embedding import Embedding
 from minigrad.ops.conv import im2col, same_padding
 
-RECORD_MODES = (None, "factors")
+RECORD_MODES = (None, "traces", "factors")
 
 
 def _fp32(array):
@@ -39,48 +41,50 @@ class _Recorder:
     thor_kind = None
 
     def _init_recording(self):
-        self.thor_record = None   # set by the optimizer: None or "factors"
+        self.thor_record = None   # set by the optimizer: None, "traces" or "factors"
         self.thor_pending = None  # the statistics of the last recorded call
         self.thor_fisher = "empirical"  # "mc": G from the sampled pass only
         self.thor_sampling = False      # True while THOR's sampled pass runs
 
     @property
     def thor(self):
-        """MindSpore's flag: True when this step records the full factors."""
+        """MindSpore's flag: True when this step may refresh the factors (records them)."""
         return self.thor_record == "factors"
 
     def _recording(self):
         return self.thor_record is not None and is_grad_enabled()
 
     def _record_rows(self, rows, batch, kind="dense"):
-        """Store the input statistics of ``rows`` (R, d): a float32 array (a CuPy one on GPU)."""
+        """Keep the input rows ``rows`` (R, d) as float32 (an Embedding: its token counts)."""
         xp = backend.get_array_module(rows)
-        pending = {"rows": rows.shape[0], "batch": batch, "g": None, "g_trace": None}
+        pending = {"rows": rows.shape[0], "batch": batch, "g_rows": None, "g_trace": None}
         if kind == "counts":
             counts = xp.bincount(rows.reshape(-1), minlength=self.vocab_size).astype("float32")
             pending["a_trace"] = float(rows.size)
-            pending["a"] = counts
+            pending["a_rows"] = counts
         else:
             rows = _fp32(rows)
             pending["a_trace"] = float(xp.vdot(rows.reshape(-1), rows.reshape(-1)))
-            pending["a"] = rows.T @ rows
+            pending["a_rows"] = rows
         self.thor_pending = pending
 
     def _watch(self, output, to_rows):
-        """Record the gradient reaching ``output`` (a Tensor) as rows, through a hook."""
+        """Keep the gradient reaching ``output`` (a Tensor) as rows, through a hook."""
         if not output.requires_grad:
             self.thor_pending = None
             return
         pending = self.thor_pending
 
         def hook(grad):
-            if (self.thor_fisher == "mc") != self.thor_sampling:
-                return  # the pass G is not taken from
+            sampled = self.thor_fisher == "mc"
+            if self.thor_sampling and not sampled:
+                return
             rows = _fp32(to_rows(grad.data))
-            flat = rows.reshape(-1)
-            xp = backend.get_array_module(rows)
-            pending["g_trace"] = float(xp.vdot(flat, flat))
-            pending["g"] = rows.T @ rows
+            if not self.thor_sampling:  # the training loss's pass: the trace rule's statistic
+                flat = rows.reshape(-1)
+                pending["g_trace"] = float(backend.get_array_module(rows).vdot(flat, flat))
+            if self.thor_sampling or not sampled:
+                pending["g_rows"] = rows
         output.register_hook(hook)
 
 

@@ -104,9 +104,11 @@ class CallbackList:
             if not isinstance(cb, Callback):
                 raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
         self.callbacks = callbacks
+        # rank_zero_only callbacks are skipped on the other ranks (the rank is fixed for a run)
+        self._other_rank = communication.get_rank() != 0
 
     def __call__(self, hook, run_context):
-        other_rank = communication.get_rank() != 0  # rank_zero_only callbacks are skipped there
+        other_rank = self._other_rank
         for cb in self.callbacks:
             if not (other_rank and cb.rank_zero_only):
                 getattr(cb, hook)(run_context)

@@ -1,4 +1,4 @@
-"""The fused fp16 host passes of ``minigrad.ops._fp16_passes`` give the bits of the NumPy code
+"""The fused fp16 host passes of ``minigrad._fp16_host`` give the bits of the NumPy code
 they replace.
 
 ReLU forward/backward (every fp16 bit pattern), Dense's bias epilogue ``fp16(y + fp32(b))`` and
@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minigrad import Tensor, _native
-from minigrad.ops import _fp16_passes, linalg
+from minigrad import _fp16_host
+from minigrad.ops import linalg
 from minigrad.ops import math as ops_math
 
 F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
@@ -113,7 +114,7 @@ def relu_numpy(x):
 
 def test_relu_forward_every_half():
     x = all_halves()
-    out, mask = _fp16_passes.relu_half(x)
+    out, mask = _fp16_host.relu_half(x)
     want, fn = relu_numpy(x)
     same_bits(out, want)
     same_bits(mask, fn.mask)
@@ -126,7 +127,7 @@ def test_relu_forward_every_half():
 def test_relu_backward_every_half():
     g = all_halves()
     mask = numpy.random.default_rng(0).random(g.shape) < 0.5
-    same_bits(_fp16_passes.relu_half_backward(g, mask), (g.view(numpy.int16) * mask).view(F16))
+    same_bits(_fp16_host.relu_half_backward(g, mask), (g.view(numpy.int16) * mask).view(F16))
 
 
 @settings(max_examples=30, deadline=None)
@@ -200,7 +201,7 @@ def test_add_bias_special_values(y_value, b_value, warning):
     assert (warning is None) == (not got_warnings)
     if warning:
         assert warning in got_warnings[0]
-        assert _fp16_passes.add_bias_to_half(y, b) is None  # inf/NaN results: the op's NumPy code
+        assert _fp16_host.add_bias_to_half(y, b) is None  # inf/NaN results: the op's NumPy code
         with numpy.errstate(over="raise", invalid="raise"), pytest.raises(FloatingPointError):
             add_bias_op(y, b)
 
@@ -265,7 +266,7 @@ def test_widen_sum_rows_nonfinite_columns():
     same_bits(g32, want32)
     same_bits(gb, wantb)
     assert got_warnings == want_warnings == ["invalid value encountered in reduce"]
-    assert _fp16_passes.widen_sum_rows(g) is None  # inf/NaN sums: the op's NumPy code
+    assert _fp16_host.widen_sum_rows(g) is None  # inf/NaN sums: the op's NumPy code
 
 
 # ---- the ops, with and without the native passes -------------------------------------------------
@@ -304,11 +305,11 @@ def test_fused_passes_are_used_in_the_fp16_dense_relu(monkeypatch):
     calls = []
     for name in ("relu_half", "relu_half_backward", "add_bias_to_half", "widen_sum_rows"):
 
-        def record(*args, _name=name, _fn=getattr(_fp16_passes, name)):
+        def record(*args, _name=name, _fn=getattr(_fp16_host, name)):
             calls.append(_name)
             return _fn(*args)
 
-        monkeypatch.setattr(_fp16_passes, name, record)
+        monkeypatch.setattr(_fp16_host, name, record)
     from minigrad import ops
 
     x = Tensor(numpy.ones((4, 3), F16))
@@ -325,25 +326,25 @@ def test_fused_passes_are_used_in_the_fp16_dense_relu(monkeypatch):
 
 def test_native_passes_leave_other_arrays_to_numpy():
     x = halves((6, 10), 5)
-    assert _fp16_passes.relu_half(x[:, ::2]) is None  # a strided view
-    assert _fp16_passes.relu_half(x.astype(F32)) is None
-    assert _fp16_passes.relu_half(x[:0]) is None  # empty
-    assert _fp16_passes.relu_half_backward(x, numpy.ones((6, 5), bool)) is None
-    assert _fp16_passes.widen_sum_rows(x[:, :1].copy()) is None  # one column: NumPy sums pairwise
-    assert _fp16_passes.widen_sum_rows(x.reshape(-1)) is None
+    assert _fp16_host.relu_half(x[:, ::2]) is None  # a strided view
+    assert _fp16_host.relu_half(x.astype(F32)) is None
+    assert _fp16_host.relu_half(x[:0]) is None  # empty
+    assert _fp16_host.relu_half_backward(x, numpy.ones((6, 5), bool)) is None
+    assert _fp16_host.widen_sum_rows(x[:, :1].copy()) is None  # one column: NumPy sums pairwise
+    assert _fp16_host.widen_sum_rows(x.reshape(-1)) is None
     y = numpy.ones((6, 10), F32)
-    assert _fp16_passes.add_bias_to_half(y, numpy.ones(9, F16)) is None
-    assert _fp16_passes.add_bias_to_half(y, numpy.ones(10, F32)) is None
-    assert _fp16_passes.add_bias_to_half(y.T.copy().T, numpy.ones(10, F16)) is None  # F order
+    assert _fp16_host.add_bias_to_half(y, numpy.ones(9, F16)) is None
+    assert _fp16_host.add_bias_to_half(y, numpy.ones(10, F32)) is None
+    assert _fp16_host.add_bias_to_half(y.T.copy().T, numpy.ones(10, F16)) is None  # F order
 
 
 def test_read_only_inputs_take_the_slow_address():
     x = halves((6, 10), 6, special_share=0)
     x[~numpy.isfinite(x)] = 1
     x.flags.writeable = False
-    out, mask = _fp16_passes.relu_half(x)
+    out, mask = _fp16_host.relu_half(x)
     same_bits(out, relu_numpy(x)[0])
-    g32, gb = _fp16_passes.widen_sum_rows(x)
+    g32, gb = _fp16_host.widen_sum_rows(x)
     same_bits(gb, sum_rows_numpy(x)[1])
 
 
@@ -355,9 +356,9 @@ def test_add_bias_steps_aside_when_underflow_is_not_ignored(under):
     y[2, 3] = 1e-9  # + a zero bias: flushes to zero in fp16
     y[1, 5] = 1e-6  # an inexact fp16 subnormal
     b = numpy.zeros(10, F16)
-    assert _fp16_passes.add_bias_to_half(y, b) is not None
+    assert _fp16_host.add_bias_to_half(y, b) is not None
     with numpy.errstate(under=under):
-        assert _fp16_passes.add_bias_to_half(y, b) is None
+        assert _fp16_host.add_bias_to_half(y, b) is None
     if under == "warn":
         with numpy.errstate(under="warn"):
             got, got_warnings = with_warnings(add_bias_op, y, b)
@@ -375,7 +376,7 @@ def test_bias_gradient_cannot_underflow():
     g = numpy.full((5, 10), numpy.float16(6e-8), F16)  # the smallest subnormal, 2^-24
     g[:, 4] = numpy.float16(-3e-5)  # a subnormal column
     with numpy.errstate(under="raise"):
-        got = _fp16_passes.widen_sum_rows(g)
+        got = _fp16_host.widen_sum_rows(g)
         want = sum_rows_numpy(g)
     assert got is not None
     same_bits(got[1], want[1])

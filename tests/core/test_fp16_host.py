@@ -1,4 +1,4 @@
-"""``minigrad._fastcast.convert``: NumPy's astype bits for float16 <-> float32, on every path.
+"""``minigrad._fp16_host.convert``: NumPy's astype bits for float16 <-> float32, on every path.
 
 The native routine has a vector path (8 elements at a time) and a scalar path (tails, blocks
 with NaN or near-overflow values, CPUs without F16C); both are checked exhaustively for fp16
@@ -10,8 +10,8 @@ import warnings
 import numpy
 import pytest
 
-from minigrad import _fastcast, _native
-from minigrad._fastcast import convert
+from minigrad import _fp16_host, _native
+from minigrad._fp16_host import convert
 
 F16, F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 
@@ -74,7 +74,7 @@ def scalar_path(fn, x, dtype, block=7):
 def test_half_to_float_exhaustive():
     fns = native()
     x = all_halves()
-    same_bits(_fastcast.convert(x, F32), x.astype(F32))
+    same_bits(_fp16_host.convert(x, F32), x.astype(F32))
     same_bits(scalar_path(fns[F16, F32], x, F32), x.astype(F32))
 
 
@@ -89,13 +89,13 @@ def test_float_to_half_adversarial():
     subset = x[::37].copy()
     same_bits(scalar_path(fns[F32, F16], subset, F16), expected[::37])
     finite = x[numpy.abs(x) < 65504]
-    same_bits(_fastcast.convert(finite, F16), finite.astype(F16))
+    same_bits(_fp16_host.convert(finite, F16), finite.astype(F16))
 
 
 def test_float_to_half_round_trips_every_half():
     native()
     x = all_halves().astype(F32)
-    same_bits(_fastcast.convert(x, F16), all_halves())
+    same_bits(_fp16_host.convert(x, F16), all_halves())
 
 
 def test_overflow_count():
@@ -107,16 +107,16 @@ def test_overflow_count():
 
 def test_overflow_warns_and_raises_like_numpy():
     native()
-    x = numpy.full(_fastcast.MIN_SIZE, 1.0, F32)
+    x = numpy.full(_fp16_host.MIN_SIZE, 1.0, F32)
     x[100] = 1e6
     with pytest.warns(RuntimeWarning, match="overflow"):
-        got = _fastcast.convert(x, F16)
+        got = _fp16_host.convert(x, F16)
     assert numpy.isinf(got[100]) and (got[:100] == 1).all()
     with numpy.errstate(over="raise"), pytest.raises(FloatingPointError):
-        _fastcast.convert(x, F16)
+        _fp16_host.convert(x, F16)
     out = numpy.empty(x.shape, F16)
     with numpy.errstate(over="raise"), pytest.raises(FloatingPointError):
-        _fastcast.convert(x, F16, out=out)
+        _fp16_host.convert(x, F16, out=out)
 
 
 @pytest.mark.parametrize(
@@ -136,20 +136,20 @@ def test_layouts_match_astype(make, pair):
     src, dst = pair
     base = (numpy.random.default_rng(1).standard_normal((96, 130)) * 300).astype(src)
     x = make(base)
-    got = _fastcast.convert(x, dst)
+    got = _fp16_host.convert(x, dst)
     want = x.astype(dst)
     same_bits(got, want)
     assert got.flags.c_contiguous == want.flags.c_contiguous
     assert got.flags.f_contiguous == want.flags.f_contiguous
     out = numpy.empty(x.shape, dst)
-    assert _fastcast.convert(x, dst, out=out) is out
+    assert _fp16_host.convert(x, dst, out=out) is out
     same_bits(out, want)
 
 
 def test_out_of_another_layout_is_filled_correctly():
     x = numpy.random.default_rng(2).standard_normal((100, 80)).astype(F32)
     out = numpy.empty((80, 100), F16).T  # F-ordered out for a C-ordered x
-    _fastcast.convert(x, F16, out=out)
+    _fp16_host.convert(x, F16, out=out)
     same_bits(out, x.astype(F16))
 
 
@@ -165,34 +165,34 @@ def test_native_path_is_used_for_large_dense_arrays(monkeypatch):
         return call
 
     monkeypatch.setattr(_native.loaded(), "conversions", {key: recording(key) for key in fns})
-    x = numpy.ones(_fastcast.MIN_SIZE, F32)
-    _fastcast.convert(_fastcast.convert(x, F16), F32)
-    _fastcast.convert(x[:10], F16)
+    x = numpy.ones(_fp16_host.MIN_SIZE, F32)
+    _fp16_host.convert(_fp16_host.convert(x, F16), F32)
+    _fp16_host.convert(x[:10], F16)
     assert calls == [(F32, F16), (F16, F32)]
 
 
 def test_without_the_native_routine_numpy_converts(monkeypatch):
     monkeypatch.setattr(_native.loaded(), "conversions", None)
     x = adversarial_floats()[:50_000]
-    same_bits(_fastcast.convert(x, F16), quiet_astype(x, F16))
+    same_bits(_fp16_host.convert(x, F16), quiet_astype(x, F16))
     h = all_halves()
-    same_bits(_fastcast.convert(h, F32), h.astype(F32))
+    same_bits(_fp16_host.convert(h, F32), h.astype(F32))
 
 
 def test_other_dtypes_go_to_astype():
     x = numpy.arange(10_000, dtype=numpy.float64)
-    same_bits(_fastcast.convert(x, F32), x.astype(F32))
-    assert _fastcast.convert(x, numpy.dtype(numpy.int32)).dtype == numpy.int32
+    same_bits(_fp16_host.convert(x, F32), x.astype(F32))
+    assert _fp16_host.convert(x, numpy.dtype(numpy.int32)).dtype == numpy.int32
 
 
 def test_read_only_input_converts_natively():
     fns = dict(native())
-    x = numpy.random.default_rng(3).standard_normal(_fastcast.MIN_SIZE).astype(F32)
+    x = numpy.random.default_rng(3).standard_normal(_fp16_host.MIN_SIZE).astype(F32)
     x.flags.writeable = False  # no writable buffer to take the address of: the slow address
-    same_bits(_fastcast.convert(x, F16), x.astype(F16))
+    same_bits(_fp16_host.convert(x, F16), x.astype(F16))
     h = x.astype(F16)
     h.flags.writeable = False
-    same_bits(_fastcast.convert(h, F32), h.astype(F32))
+    same_bits(_fp16_host.convert(h, F32), h.astype(F32))
     assert fns == _native.loaded().conversions
 
 
@@ -201,20 +201,20 @@ def test_underflow_warns_and_raises_like_numpy(value):
     """NumPy's cast reports underflow when errstate asks; the native path does not, so it steps
     aside then (and stays native under the default "ignore")."""
     native()
-    x = numpy.full(_fastcast.MIN_SIZE, 1.0, F32)
+    x = numpy.full(_fp16_host.MIN_SIZE, 1.0, F32)
     x[7] = value
     want = x.astype(F16)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        same_bits(_fastcast.convert(x, F16), want)  # default: silent, as astype
+        same_bits(_fp16_host.convert(x, F16), want)  # default: silent, as astype
     with numpy.errstate(under="warn"), pytest.warns(RuntimeWarning, match="underflow"):
-        same_bits(_fastcast.convert(x, F16), want)
+        same_bits(_fp16_host.convert(x, F16), want)
     with numpy.errstate(under="raise"), pytest.raises(FloatingPointError, match="underflow"):
-        _fastcast.convert(x, F16)
+        _fp16_host.convert(x, F16)
     with numpy.errstate(under="raise"), pytest.raises(FloatingPointError, match="underflow"):
-        _fastcast.convert(x, F16, out=numpy.empty(x.shape, F16))
+        _fp16_host.convert(x, F16, out=numpy.empty(x.shape, F16))
     with numpy.errstate(under="raise"):  # widening never underflows: still native, still exact
-        same_bits(_fastcast.convert(want, F32), want.astype(F32))
+        same_bits(_fp16_host.convert(want, F32), want.astype(F32))
 
 
 @pytest.mark.requires_native
@@ -248,17 +248,17 @@ def test_convert_gives_astypes_bits_and_memory_order(native, monkeypatch):
     x.flat[:6] = [numpy.inf, -numpy.inf, numpy.nan, -0.0, 1e-8, 6e-5]
     x.view(numpy.uint32).flat[6] = 0x7FC00123  # a NaN payload
     for a in _layouts(x):
-        assert _same(_fastcast.convert(a, F16), a.astype(F16))
+        assert _same(_fp16_host.convert(a, F16), a.astype(F16))
     h = x.astype(F16)
     for a in _layouts(h):
-        assert _same(_fastcast.convert(a, F32), a.astype(F32))
+        assert _same(_fp16_host.convert(a, F32), a.astype(F32))
     for a in (x, numpy.asfortranarray(x)):
         out = numpy.empty_like(a, dtype=F16)
-        assert _fastcast.convert(a, F16, out=out) is out and out.tobytes("A") == a.astype(
+        assert _fp16_host.convert(a, F16, out=out) is out and out.tobytes("A") == a.astype(
             F16
         ).tobytes("A")
     out = numpy.empty(x.shape, F16, order="F")  # another order than x: still right
-    _fastcast.convert(x, F16, out=out)
+    _fp16_host.convert(x, F16, out=out)
     numpy.testing.assert_array_equal(out.view(numpy.uint16), x.astype(F16).view(numpy.uint16))
 
 
@@ -270,7 +270,7 @@ def test_convert_warns_and_raises_as_astype_under_errstate():
         for key in ("over", "under"):
             with numpy.errstate(**{key: setting}):
                 outcomes = []
-                for fn in (lambda: _fastcast.convert(x, F16), lambda: x.astype(F16)):
+                for fn in (lambda: _fp16_host.convert(x, F16), lambda: x.astype(F16)):
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         try:

@@ -1,0 +1,168 @@
+"""THOR's refresh phase: from the layers' records of one step to new factors and inverses.
+
+``refresh`` runs at the start of every applied THOR step. Per layer it takes the record of the
+step (``layer.thor_pending``, consumed), computes the traces of its factors, and decides with
+the refresh rule (``thor_schedule.RefreshRule``) whether the layer refreshes: the frequency rule
+from the step number, the trace rule from the traces. Only then are the factors formed (two
+products per refreshing layer) and, when finite, stored (as a running average with
+``factor_decay``); the damped blocks of every refreshing layer are inverted together
+(``thor_blocks.invert_together``). A layer whose factors are not finite keeps its factors and
+inverses (action "kept"). What happened goes into the step's ``ThorReport``.
+
+``reduce_factors`` is the data-parallel reduction of the records (the identity in one process).
+"""
+import math
+import time
+
+import numpy
+
+from minigrad import backend, communication
+from minigrad.optim.thor_blocks import invert_together
+from minigrad.optim.thor_report import LayerReport
+
+
+def refresh(opt, step, seeds, lam, report):
+    """Consume the layers' records of ``step`` into ``opt.blocks`` (see the module docstring).
+
+    Args:
+        opt: the THOR optimizer (its blocks, rule and damping options).
+        seeds: ``(training seed, G seed)``: the backward scales of the training pass (the
+            traces; the empirical G) and of the pass G was recorded from (``fisher="mc"``: the
+            sampled pass; None when none ran).
+        lam: the step's damping λ.
+        report: the step's ``ThorReport`` (its ``layers`` and ``seconds`` are filled).
+    """
+    start = time.perf_counter()
+    blocks, rule, mean = opt.blocks, opt.rule, opt.batch_mean
+    pendings, traces = _take_records(blocks, seeds[0], mean, report)
+    trace_rule = rule.rule == "trace"
+    if trace_rule:  # decide on the (reduced) traces first, then form only the factors needed
+        traces = [t for _, t in opt.reduce_factors([(None, t) for t in traces])]
+        wanted = [_trace_decision(rule, b, t, report.layers[b.name])
+                  for b, t in zip(blocks, traces)]
+    else:
+        wanted = [block.layer.thor_record == "factors" for block in blocks]
+    factors = []
+    for block, pending, want in zip(blocks, pendings, wanted):
+        formed = time.perf_counter()
+        factors.append(block.factors_from(pending, seeds[1], mean)
+                       if want and seeds[1] is not None else None)
+        report.layers[block.name].factor_seconds = time.perf_counter() - formed
+    if trace_rule:
+        factors = [f for f, _ in opt.reduce_factors([(f, None) for f in factors])]
+    else:
+        reduced = opt.reduce_factors(list(zip(factors, traces)))
+        factors, traces = [r[0] for r in reduced], [r[1] for r in reduced]
+    to_invert = []
+    for block, new, current, want in zip(blocks, factors, traces, wanted):
+        entry = report.layers[block.name]
+        if current is not None:
+            entry.trace_a, entry.trace_g = current
+        formed = time.perf_counter()
+        recorded = _store_factors(block, new, opt.factor_decay, entry)
+        if trace_rule:
+            refreshing = want and recorded
+            block.due = want and new is None  # mc: served by the next step's sampled pass
+        else:
+            refreshing = entry.action != "kept" and rule.decide(block, step, recorded) == "refresh"
+        if refreshing:
+            damping = block.dampings(block.factor_traces(), math.sqrt(lam), opt.relative_damping,
+                                     opt.damping_floor)
+            to_invert.append((block, damping, block.damped_stacks(damping), current))
+            entry.action, (entry.damping_a, entry.damping_g) = "refresh", damping
+        entry.factor_seconds += time.perf_counter() - formed
+    report.seconds["factors"] = time.perf_counter() - start
+    start = time.perf_counter()
+    _invert(to_invert, report)
+    report.refresh = any(r.action == "refresh" for r in report.layers.values())
+    report.seconds["inverses"] = time.perf_counter() - start
+
+
+def _take_records(blocks, seed, mean, report):
+    """Each layer's record of the step (consumed) and its traces; a report entry per layer."""
+    pendings, traces = [], []
+    for block in blocks:
+        pending, block.layer.thor_pending = block.layer.thor_pending, None
+        pendings.append(pending)
+        report.layers[block.name] = LayerReport(
+            block.name, "frozen" if block.frozen else "reuse",
+            damping_a=block.damping_used[0], damping_g=block.damping_used[1])
+        traces.append(block.traces_from(pending, seed, mean))
+    return pendings, traces
+
+
+def _invert(jobs, report):
+    """Invert the damped blocks of the refreshing layers together and store the inverses (and
+    the trace rule's reference, from the step's traces)."""
+    results = invert_together([job[:3] for job in jobs]) if jobs else {}
+    for block, damping, _, current in jobs:
+        inverses, ladder, seconds = results[block]
+        block.store_inverses(inverses, damping)
+        block.trace_ref = None if current is None else block.damped_trace(current, damping)
+        entry = report.layers[block.name]
+        entry.ladder, entry.inverse_seconds = ladder, seconds
+
+
+def _trace_decision(rule, block, traces, entry):
+    """The trace rule's test for one layer: True when it should refresh at this step."""
+    decision, entry.delta = rule.test(block, traces)
+    if decision == "frozen":
+        entry.action = "frozen"
+    return decision == "refresh"
+
+
+def _store_factors(block, factors, decay, entry):
+    """Store ``factors`` in ``block`` when given and finite (True); mark "kept" when not finite."""
+    if factors is None:
+        return False
+    xp = backend.get_array_module(factors[1])
+    if not (bool(xp.isfinite(factors[0]).all()) and bool(xp.isfinite(factors[1]).all())):
+        entry.action = "kept"
+        return False
+    block.set_factors(factors[0], factors[1], decay)
+    entry.action = "record"
+    return True
+
+
+def reduce_factors(records, split_indices):
+    """The data-parallel reduction of one step's records: one ``(factors, traces)`` per THOR
+    layer (``(A, G)`` or None, ``(tr A, tr G)`` or None), returned in the same form.
+
+    In a single process it is the identity. In data-parallel mode
+    (``communication.is_data_parallel()``) each ``split_indices`` group of layers is averaged
+    across the ranks in one all-reduce (what the group holds: factors and traces together), so
+    every rank inverts the same factors and the trace rule decides the same on every rank.
+    Averaging the factors, not the inverses (MindSpore averages inverses), gives the factors of
+    the whole global batch.
+    """
+    if not communication.is_data_parallel():
+        return records
+    out, start = list(records), 0
+    for stop in split_indices:
+        group = range(start, stop + 1)
+        start = stop + 1
+        pieces = []
+        for k in group:
+            factors, traces = records[k]
+            pieces += [f.reshape(-1) for f in factors or ()]
+            if traces is not None:
+                pieces.append(numpy.asarray(traces, numpy.float32))
+        if not pieces:
+            continue
+        xp = backend.get_array_module(pieces[0])
+        flat = communication.all_reduce_(xp.concatenate([xp.asarray(p) for p in pieces]),
+                                         "mean")
+        offset = 0
+        for k in group:
+            factors, traces = records[k]
+            if factors is not None:
+                parts = []
+                for f in factors:
+                    parts.append(flat[offset:offset + f.size].reshape(f.shape))
+                    offset += f.size
+                factors = tuple(parts)
+            if traces is not None:
+                traces = tuple(float(v) for v in flat[offset:offset + 2])
+                offset += 2
+            out[k] = (factors, traces)
+    return out
