@@ -6,9 +6,9 @@ thread per rank. In one ``mpirun`` job, each rank builds both trainings and time
 interleaved rounds (machine noise hits both alike):
 
 * minigrad: ``TrainOneStepCell`` in data-parallel mode (gradients averaged by
-  ``nn.DistributedGradReducer``, one all-reduce per bucket, started during backward), the
-  same with every all-reduce run after backward, and, for the compute alone, the same step
-  stand-alone (no all-reduce);
+  ``nn.DistributedGradReducer``, one all-reduce per bucket, after backward), the same with the
+  reducer's ``overlap=True`` (DDP's 1 MiB first bucket, its all-reduce started during
+  backward), and, for the compute alone, the same step stand-alone (no all-reduce);
 * PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch)
   and, for its compute alone, the same PyTorch step without DDP;
 * ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit.
@@ -39,9 +39,9 @@ import _timing  # noqa: E402
 import mlp_step  # noqa: E402 - the same MLP, batch and data as the one-process step benchmark
 
 SIZES, BATCH, LR = mlp_step.SIZES, mlp_step.BATCH, mlp_step.LR  # batch per rank
-STEP, AFTER = "minigrad 2-rank step", "minigrad 2-rank step, all-reduce after backward"
+STEP, OVERLAP = "minigrad 2-rank step", "minigrad 2-rank step, overlap=True"
 IN_STEP = "all-reduce inside the minigrad step"  # time blocked in it
-IN_AFTER = "all-reduce inside the step reduced after backward"
+IN_OVERLAP = "all-reduce inside the overlap=True step"
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -132,7 +132,7 @@ def measure(args):
     import numpy
 
     import minigrad
-    from minigrad import communication
+    from minigrad import communication, nn
     communication.init()
     rank, size = communication.get_rank(), communication.get_group_size()
     # each rank its own batch (and initial weights: the optimizer and DDP broadcast rank 0's)
@@ -140,8 +140,9 @@ def measure(args):
     local, _ = mlp_step.minigrad_train(x, y, weights)  # stand-alone: the compute of a step
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
     parallel, train = mlp_step.minigrad_train(x, y, weights)
-    after, after_train = mlp_step.minigrad_train(x, y, weights)
-    after_train.grad_reducer.overlap = False  # every all-reduce once backward has ended
+    overlapped, overlapped_train = mlp_step.minigrad_train(x, y, weights)
+    overlapped_train.grad_reducer = nn.DistributedGradReducer(overlapped_train.weights,
+                                                              overlap=True)
     minigrad.reset_auto_parallel_context()
     reducer = train.grad_reducer
     n_bytes = sum(b.size * b.dtype.itemsize for b in reducer.buckets)
@@ -153,7 +154,7 @@ def measure(args):
         group.comm.Allreduce(mpi.IN_PLACE, buffer, op=mpi.SUM)
 
     steps = {"minigrad local step (no all-reduce)": local, "minigrad 2-rank step": parallel,
-             AFTER: after, "mpi4py Allreduce (same bytes)": plain_allreduce}
+             OVERLAP: overlapped, "mpi4py Allreduce (same bytes)": plain_allreduce}
     torch = None if args.no_torch else _timing.optional_torch()
     if torch is not None:
         torch.set_num_threads(1)
@@ -165,7 +166,7 @@ def measure(args):
     timed = group.comm = TimedComm(group.comm)
     # the step's own Allreduce seconds, read from the timed communicator per round
     samples = {name: [] for name in steps}
-    in_step = {STEP: [], AFTER: []}
+    in_step = {STEP: [], OVERLAP: []}
     for fn in steps.values():
         fn()
     for _ in range(args.repeat):
@@ -181,10 +182,12 @@ def measure(args):
     group.comm = timed.comm
     medians = {name: statistics.median(v) for name, v in samples.items()}
     medians[IN_STEP] = statistics.median(in_step[STEP])
-    medians[IN_AFTER] = statistics.median(in_step[AFTER])
+    medians[IN_OVERLAP] = statistics.median(in_step[OVERLAP])
     every = communication.all_gather_object(medians)
     if rank == 0:
-        report(args, every, n_bytes, len(reducer.buckets), load_before, torch)
+        report(args, every, n_bytes, (len(reducer.buckets),
+                                      len(overlapped_train.grad_reducer.buckets)),
+               load_before, torch)
 
 
 def blas_info():
@@ -197,6 +200,7 @@ def blas_info():
 
 
 def report(args, every, n_bytes, buckets, load_before, torch):
+    buckets, n_overlap = buckets
     rank0 = every[0]
     step = rank0[STEP]
     ddp = next((v for k, v in rank0.items() if "DDP" in k), None)
@@ -205,7 +209,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
     # the share of each rank's step it spends blocked in all-reduces (the rank that ends its
     # backward first waits for the other inside them): averaged over the ranks, and the largest
     shares = [r[IN_STEP] / r[STEP] for r in every]
-    shares_after = [r[IN_AFTER] / r[AFTER] for r in every]
+    shares_overlap = [r[IN_OVERLAP] / r[OVERLAP] for r in every]
     rows = [{"what": name, "ms": seconds * 1e3,
              "ms_max_over_ranks": max(r[name] for r in every) * 1e3}
             for name, seconds in rank0.items()]
@@ -214,8 +218,8 @@ def report(args, every, n_bytes, buckets, load_before, torch):
         "allreduce_share_of_step": statistics.mean(shares),
         "allreduce_share_of_step_max_over_ranks": max(shares),
         "allreduce_share_of_step_per_rank": shares,
-        "allreduce_share_reduced_after_backward": statistics.mean(shares_after),
-        "step_over_step_reduced_after_backward": step / rank0[AFTER],
+        "allreduce_share_overlap_true": statistics.mean(shares_overlap),
+        "overlap_true_step_over_step": rank0[OVERLAP] / step, "buckets_overlap_true": n_overlap,
         "step_overhead_vs_local": step / rank0["minigrad local step (no all-reduce)"] - 1,
         "minigrad_step_over_ddp": step / ddp if ddp else None,
         "ddp_overhead_vs_local": ddp / rank0["torch local step (no DDP)"] - 1 if ddp else None,

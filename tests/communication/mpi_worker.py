@@ -186,23 +186,23 @@ class CountingComm:
         return getattr(self.comm, name)
 
 
-def reduced_after_backward(net, opt):
-    """A TrainOneStepCell whose reducer runs every all-reduce once backward has ended."""
+def overlapped(net, opt):
+    """A TrainOneStepCell whose reducer starts its all-reduces during backward."""
     train = nn.TrainOneStepCell(net, opt)
-    train.grad_reducer.overlap = False
+    train.grad_reducer = nn.DistributedGradReducer(opt.parameters, overlap=True)
     return train
 
 
 TRAIN_CELLS = {
-    "plain": nn.TrainOneStepCell, "after_backward": reduced_after_backward,
+    "plain": nn.TrainOneStepCell, "overlapped": overlapped,
     "scaled": lambda net, opt: nn.TrainOneStepWithLossScaleCell(net, opt,
                                                                 Tensor(numpy.float32(8.0)))}
 
 
 def run_counts(rank, size, batch, bucket_mb):
-    """All-reduce calls per step of the fp32 cell (all-reduces started during backward or after
-    it) and of the loss-scaled cell, with small buckets; at each started all-reduce of the
-    plain cell, how many gradients its reducer had been given."""
+    """All-reduce calls per step of the fp32 cell (all-reduces after backward, or started during
+    it) and of the loss-scaled cell, with small buckets; at each started all-reduce, how many
+    gradients the overlapping reducer had been given."""
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True,
                                        comm_fusion={"allreduce": {"mode": "size",
                                                                   "config": bucket_mb}})
