@@ -42,6 +42,9 @@ SIZES, BATCH, LR = mlp_step.SIZES, mlp_step.BATCH, mlp_step.LR  # batch per rank
 STEP, OVERLAP = "minigrad 2-rank step", "minigrad 2-rank step, overlap=True"
 IN_STEP = "all-reduce inside the minigrad step"  # time blocked in it
 IN_OVERLAP = "all-reduce inside the overlap=True step"
+THOR_EVERY = "THOR 2-rank refresh + reuse steps, every rank inverts"
+THOR_SHARED = "THOR 2-rank refresh + reuse steps, distributed_inversion"
+INV_EVERY, INV_SHARED = "THOR inversion, every rank", "THOR inversion, distributed_inversion"
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -59,6 +62,35 @@ def launch(args):
 
 
 # ---- on every rank -----------------------------------------------------------------------------
+def thor_steps(x, y, weights):
+    """Two closures, each running a THOR refresh step and a reuse step (frequency 2) in
+    data-parallel mode: every rank inverting every layer, and the inversions shared out
+    (``distributed_inversion``); with THOR's seconds of inversion, per closure."""
+    import numpy
+
+    import minigrad
+    from minigrad import nn
+
+    def thor(net):
+        return nn.thor(net, minigrad.Tensor(numpy.float32(LR)),
+                       minigrad.Tensor(numpy.float32(0.03)), 0.9, frequency=2, batch_size=BATCH)
+    steps, inversion = {}, {}
+    for shared in (False, True):
+        step, train = mlp_step.minigrad_train(x, y, weights, optimizer=thor)
+        inversion[shared] = []
+
+        def pair(step=step, opt=train.optimizer, shared=shared):
+            # THOR reads the context at each step (its factor reduction and this choice)
+            minigrad.set_auto_parallel_context(parallel_mode="data_parallel",
+                                               distributed_inversion=shared)
+            step()
+            inversion[shared].append(opt.last_report.seconds["inverses"])
+            step()
+            minigrad.reset_auto_parallel_context()
+        steps[shared] = pair
+    return steps, inversion
+
+
 def torch_ddp_step(torch, rank, size, port, x, y, weights):
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
@@ -143,6 +175,7 @@ def measure(args):
     overlapped, overlapped_train = mlp_step.minigrad_train(x, y, weights)
     overlapped_train.grad_reducer = nn.DistributedGradReducer(overlapped_train.weights,
                                                               overlap=True)
+    thor, inversion = thor_steps(x, y, weights) if args.thor else ({}, {})
     minigrad.reset_auto_parallel_context()
     reducer = train.grad_reducer
     n_bytes = sum(b.size * b.dtype.itemsize for b in reducer.buckets)
@@ -155,6 +188,8 @@ def measure(args):
 
     steps = {"minigrad local step (no all-reduce)": local, "minigrad 2-rank step": parallel,
              OVERLAP: overlapped, "mpi4py Allreduce (same bytes)": plain_allreduce}
+    if thor:
+        steps[THOR_EVERY], steps[THOR_SHARED] = thor[False], thor[True]
     torch = None if args.no_torch else _timing.optional_torch()
     if torch is not None:
         torch.set_num_threads(1)
@@ -183,6 +218,9 @@ def measure(args):
     medians = {name: statistics.median(v) for name, v in samples.items()}
     medians[IN_STEP] = statistics.median(in_step[STEP])
     medians[IN_OVERLAP] = statistics.median(in_step[OVERLAP])
+    for shared, name in ((False, INV_EVERY), (True, INV_SHARED)):
+        if inversion:
+            medians[name] = statistics.median(inversion[shared])
     every = communication.all_gather_object(medians)
     if rank == 0:
         report(args, every, n_bytes, (len(reducer.buckets),
@@ -228,6 +266,10 @@ def report(args, every, n_bytes, buckets, load_before, torch):
         "allreduce_GBps_plain_mpi4py": n_bytes / plain / 1e9,
         "allreduce_in_step_over_plain": in_step / plain,
     }
+    if THOR_EVERY in rank0:
+        ratios["thor_steps_distributed_over_every_rank"] = rank0[THOR_SHARED] / rank0[THOR_EVERY]
+        ratios["thor_inversion_distributed_over_every_rank"] = (rank0[INV_SHARED]
+                                                                / rank0[INV_EVERY])
     for key, value in ratios.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
     if torch is None:
@@ -252,6 +294,9 @@ def main():
     parser.add_argument("--number", type=int, default=5, help="steps per round")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 steps")
     parser.add_argument("--no-torch", action="store_true", help="leave the PyTorch peer out")
+    parser.add_argument("--thor", action="store_true",
+                        help="also time THOR (frequency 2) with every rank inverting every "
+                             "layer and with distributed_inversion")
     parser.add_argument("--spin", action="store_true",
                         help="ranks spin while waiting in MPI (Open MPI's default) instead of "
                              "yielding the CPU (what communication.init() asks for)")

@@ -108,6 +108,20 @@ def test_thor_bit_identical_and_matches_one_process(ranks, reference):
     # the gradients' one bucket every step; on the refresh steps (1 and 3, frequency 2) one
     # all-reduce more per split_indices group of factors ([0, 1]: a group per layer)
     assert ranks[0]["thor"]["allreduce_per_step"] == [1 + 2, 1, 1 + 2, 1]
+    # every rank inverts both layers at both refreshes
+    assert [r["thor"]["inverted"] for r in ranks] == [[["fc1.weight", "fc2.weight"]] * 2] * 2
+
+
+def test_thor_with_distributed_inversion_shares_the_layers_and_gives_the_same_step(ranks,
+                                                                                  reference):
+    if ranks[0]["thor_shared"] is None:
+        pytest.skip("nn.thor is not in this minigrad")
+    shared = [r["thor_shared"] for r in ranks]
+    # fc1's blocks (6 + 8 wide) cost more than fc2's (8 + 3): rank 0 inverts fc1, rank 1 fc2
+    assert [s["inverted"] for s in shared] == [[["fc1.weight"]] * 2, [["fc2.weight"]] * 2]
+    assert_bit_identical(shared[0]["params"], shared[1]["params"])
+    assert_bit_identical(shared[0]["params"], ranks[0]["thor"]["params"])
+    assert_close(shared[0]["params"], reference["thor_shared"]["params"], 1e-5, 1e-6)
 
 
 @pytest.mark.parametrize("face", FACES)
