@@ -28,7 +28,9 @@ Run (8 minutes on 2 cores shared with other work, load ~4; ``--quick``: seconds,
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/thor.py --json out.json
 
-(``--tasks linreg``: the regression alone, both Fishers, ~10 s.)
+(``--tasks linreg``: the regression alone, both Fishers, ~10 s; ``--tasks inverse``: the batched
+inverse alone, ~3 s; ``--tasks mlp``: the MLP with the reuse-step cost; ``--tasks autoencoder``:
+the autoencoder with the trace rule against every-step refresh.)
 """
 import argparse
 import itertools
@@ -43,7 +45,7 @@ import numpy
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import print_table, time_interleaved, write_json
+from _timing import print_table, sample_interleaved, time_interleaved, write_json
 
 import minigrad
 from minigrad import Tensor, nn
@@ -239,14 +241,20 @@ def median_of(runs, key, budget):
 
 # ---- side measurements -----------------------------------------------------------------------
 def inverse_benchmark(repeat):
+    """``batched_inv_spd`` against ``numpy.linalg.inv`` on 64 SPD blocks of 128x128 fp32,
+    interleaved, after 3 warm-up calls each; run first, before any training has grown the heap.
+    The ratio is the median of the per-round ratios (each round times both back to back)."""
     rng = numpy.random.default_rng(0)
     m = rng.standard_normal((64, 128, 256)).astype(numpy.float32)
     stack = m @ m.transpose(0, 2, 1) / 256 + 1e-3 * numpy.eye(128, dtype=numpy.float32)
-    times = time_interleaved({"batched_inv_spd": lambda: batched_inv_spd(stack),
-                              "numpy.linalg.inv": lambda: numpy.linalg.inv(stack)}, repeat)
+    samples = sample_interleaved({"batched_inv_spd": lambda: batched_inv_spd(stack),
+                                  "numpy.linalg.inv": lambda: numpy.linalg.inv(stack)}, repeat,
+                                 warmup=3)
     inv = batched_inv_spd(stack)
-    return {"ms": {k: 1e3 * v for k, v in times.items()},
-            "ratio": times["batched_inv_spd"] / times["numpy.linalg.inv"],
+    ratios = [a / b for a, b in zip(samples["batched_inv_spd"], samples["numpy.linalg.inv"])]
+    return {"ms": {k: 1e3 * statistics.median(v) for k, v in samples.items()},
+            "ratio": statistics.median(ratios),
+            "ratio_quartiles": statistics.quantiles(ratios, n=4),
             "max_abs_XS_minus_I": float(numpy.abs(inv @ stack - numpy.eye(128)).max())}
 
 
@@ -311,7 +319,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="tiny budgets and grids (CI)")
     parser.add_argument("--seeds", type=int, default=None, help="default 3 (1 with --quick)")
     parser.add_argument("--extend", type=int, default=2, help="grid extensions per optimizer")
-    parser.add_argument("--tasks", default="autoencoder,mlp,cnn,linreg")
+    parser.add_argument("--tasks", default="inverse,autoencoder,mlp,cnn,linreg",
+                        help="comma-separated; 'inverse' is the batched SPD inverse alone")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS threads for every optimizer (threadpoolctl); 0: leave as is")
     parser.add_argument("--json", default=None)
@@ -327,6 +336,8 @@ def main(argv=None):
     seeds = list(range(args.seeds or (1 if args.quick else 3)))
     chosen = [t for t in tasks(args.quick) if t.name in args.tasks.split(",")]
     results, rows = {}, []
+    inverse = inverse_benchmark(3 if args.quick else 15) if "inverse" in args.tasks.split(",") \
+        else None
     for task in chosen:
         entry = {"target": task.target, "budget": task.budget, "batch": task.batch}
         for kind in ("momentum", "adam", "thor"):
@@ -353,9 +364,10 @@ def main(argv=None):
                      "thor/mom wall": entry["thor_wall_ratio"],
                      "adam/mom steps": entry["adam_steps_ratio"],
                      "thor hp": str(entry["thor"]["hp"])})
-    inverse = inverse_benchmark(3 if args.quick else 15)
-    print_table(rows, list(rows[0]) if rows else ["task"])
-    print(f"batched_inv_spd / numpy.linalg.inv (64 x 128x128 fp32): {inverse['ratio']:.3f}")
+    if rows:
+        print_table(rows, list(rows[0]))
+    if inverse is not None:
+        print(f"batched_inv_spd / numpy.linalg.inv (64 x 128x128 fp32): {inverse['ratio']:.3f}")
     if "mlp" in results:
         print(f"THOR reuse step / Momentum step (MLP): "
               f"{results['mlp']['step_costs']['reuse_over_momentum']:.3f}")

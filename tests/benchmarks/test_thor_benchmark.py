@@ -20,11 +20,13 @@ def load_benchmark():
 def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
     module = load_benchmark()
     path = tmp_path / "thor.json"
-    module.main(["--quick", "--tasks", "autoencoder,mlp", "--json", str(path)])
+    module.main(["--quick", "--tasks", "inverse,autoencoder,mlp", "--json", str(path)])
     payload = json.loads(path.read_text())
     assert "same initial weights" in payload["protocol"]
     assert {"loadavg", "blas"} <= set(payload["environment"]["before"])
-    assert payload["batched_inverse"]["max_abs_XS_minus_I"] < 1e-3
+    inverse = payload["batched_inverse"]
+    assert inverse["max_abs_XS_minus_I"] < 1e-3 and inverse["ratio"] > 0
+    assert len(inverse["ratio_quartiles"]) == 3
     ae, mlp = payload["tasks"]["autoencoder"], payload["tasks"]["mlp"]
     for task in (ae, mlp):
         for kind in ("momentum", "adam", "thor"):
@@ -42,7 +44,9 @@ def test_quick_linear_regression_compares_both_fishers(tmp_path):
     module = load_benchmark()
     path = tmp_path / "thor.json"
     module.main(["--quick", "--tasks", "linreg", "--json", str(path)])
-    linreg = json.loads(path.read_text())["tasks"]["linreg"]
+    payload = json.loads(path.read_text())
+    assert payload["batched_inverse"] is None  # not asked for
+    linreg = payload["tasks"]["linreg"]
     assert set(linreg["thor"]["best_by_fisher"]) == {"empirical", "mc"}
     assert set(linreg["thor_steps_ratio_by_fisher"]) == {"empirical", "mc"}
     assert linreg["thor"]["hp"]["fisher"] in ("empirical", "mc")
