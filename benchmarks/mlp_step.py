@@ -36,7 +36,9 @@ def data(seed=0):
     return x, y, weights
 
 
-def minigrad_step(x, y, weights):
+def minigrad_train(x, y, weights):
+    """The MLP in a TrainOneStepCell with SGD: (a closure running one step on ``x``, ``y``, the
+    cell)."""
     layers = []
     for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
         layer = nn.Dense(fan_in, fan_out)
@@ -48,7 +50,11 @@ def minigrad_step(x, y, weights):
     train = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.SGD(net.trainable_params(), LR))
     train.set_train()
     xt, yt = minigrad.Tensor(x), minigrad.Tensor(y)
-    return lambda: train(xt, yt)
+    return (lambda: train(xt, yt)), train
+
+
+def minigrad_step(x, y, weights):
+    return minigrad_train(x, y, weights)[0]
 
 
 def numpy_step(x, y, weights):

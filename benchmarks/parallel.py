@@ -6,8 +6,9 @@ thread per rank. In one ``mpirun`` job, each rank builds both trainings and time
 interleaved rounds (machine noise hits both alike):
 
 * minigrad: ``TrainOneStepCell`` in data-parallel mode (gradients averaged by
-  ``nn.DistributedGradReducer``, one all-reduce per bucket) and, for the compute alone, the
-  same step stand-alone (no all-reduce);
+  ``nn.DistributedGradReducer``, one all-reduce per bucket, started during backward), the
+  same with every all-reduce run after backward, and, for the compute alone, the same step
+  stand-alone (no all-reduce);
 * PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch)
   and, for its compute alone, the same PyTorch step without DDP;
 * ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit.
@@ -19,6 +20,9 @@ Python running it: use one with mpi4py (``pip install ".[mpi]"``) and, for the p
 (``pip install torch==2.13.0``); without PyTorch it says so and times minigrad alone.
 
 Goals: the all-reduce share of minigrad's step <= 10%; minigrad's step / DDP's step <= 1.0.
+The share is the time each rank's step is blocked in MPI all-reduce calls (a blocking
+``Allreduce``, starting an ``Iallreduce``, testing or waiting for it), over its step time,
+averaged over the ranks (``..._max_over_ranks`` and ``..._per_rank`` beside it).
 """
 import argparse
 import os
@@ -35,6 +39,9 @@ import _timing  # noqa: E402
 import mlp_step  # noqa: E402 - the same MLP, batch and data as the one-process step benchmark
 
 SIZES, BATCH, LR = mlp_step.SIZES, mlp_step.BATCH, mlp_step.LR  # batch per rank
+STEP, AFTER = "minigrad 2-rank step", "minigrad 2-rank step, all-reduce after backward"
+IN_STEP = "all-reduce inside the minigrad step"  # time blocked in it
+IN_AFTER = "all-reduce inside the step reduced after backward"
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -52,24 +59,6 @@ def launch(args):
 
 
 # ---- on every rank -----------------------------------------------------------------------------
-def minigrad_step(x, y, weights):
-    """One training step closure, and its train cell (data parallel when the context says so)."""
-    import minigrad
-    from minigrad import nn
-    layers = []
-    for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layer = nn.Dense(fan_in, fan_out)
-        layer.weight.set_data(weights[2 * i])
-        layer.bias.set_data(weights[2 * i + 1])
-        layers += [layer, nn.ReLU()] if i < len(SIZES) - 2 else [layer]
-    net = nn.SequentialCell(layers)
-    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.SGD(net.trainable_params(), LR))
-    train.set_train()
-    xt, yt = minigrad.Tensor(x), minigrad.Tensor(y)
-    return (lambda: train(xt, yt)), train
-
-
 def torch_ddp_step(torch, rank, size, port, x, y, weights):
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
@@ -94,19 +83,43 @@ def torch_ddp_step(torch, rank, size, port, x, y, weights):
 
 
 class TimedComm:
-    """The group's communicator, with the seconds spent in ``Allreduce`` counted."""
+    """The group's communicator, with the seconds its caller is blocked in all-reduces counted:
+    in ``Allreduce``, in starting an ``Iallreduce`` and in testing or waiting for its request
+    (what a step spends in communication, whether or not it overlaps backward)."""
 
     def __init__(self, comm):
         self.comm, self.seconds, self.calls = comm, 0.0, 0
 
-    def Allreduce(self, *args, **kwargs):
+    def timed(self, fn, *args, **kwargs):
         start = time.perf_counter()
-        self.comm.Allreduce(*args, **kwargs)
-        self.seconds += time.perf_counter() - start
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def Allreduce(self, *args, **kwargs):
         self.calls += 1
+        return self.timed(self.comm.Allreduce, *args, **kwargs)
+
+    def Iallreduce(self, *args, **kwargs):
+        self.calls += 1
+        return TimedRequest(self.timed(self.comm.Iallreduce, *args, **kwargs), self)
 
     def __getattr__(self, name):
         return getattr(self.comm, name)
+
+
+class TimedRequest:
+    """A request of ``TimedComm.Iallreduce``: its ``Test`` and ``Wait`` are timed too."""
+
+    def __init__(self, request, timer):
+        self.request, self.timer = request, timer
+
+    def Test(self):
+        return self.timer.timed(self.request.Test)
+
+    def Wait(self):
+        return self.timer.timed(self.request.Wait)
 
 
 def free_port():
@@ -124,9 +137,11 @@ def measure(args):
     rank, size = communication.get_rank(), communication.get_group_size()
     # each rank its own batch (and initial weights: the optimizer and DDP broadcast rank 0's)
     x, y, weights = mlp_step.data(seed=rank)
-    local, _ = minigrad_step(x, y, weights)  # stand-alone: the compute of a step
+    local, _ = mlp_step.minigrad_train(x, y, weights)  # stand-alone: the compute of a step
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
-    parallel, train = minigrad_step(x, y, weights)
+    parallel, train = mlp_step.minigrad_train(x, y, weights)
+    after, after_train = mlp_step.minigrad_train(x, y, weights)
+    after_train.grad_reducer.overlap = False  # every all-reduce once backward has ended
     minigrad.reset_auto_parallel_context()
     reducer = train.grad_reducer
     n_bytes = sum(b.size * b.dtype.itemsize for b in reducer.buckets)
@@ -138,7 +153,7 @@ def measure(args):
         group.comm.Allreduce(mpi.IN_PLACE, buffer, op=mpi.SUM)
 
     steps = {"minigrad local step (no all-reduce)": local, "minigrad 2-rank step": parallel,
-             "mpi4py Allreduce (same bytes)": plain_allreduce}
+             AFTER: after, "mpi4py Allreduce (same bytes)": plain_allreduce}
     torch = None if args.no_torch else _timing.optional_torch()
     if torch is not None:
         torch.set_num_threads(1)
@@ -150,7 +165,7 @@ def measure(args):
     timed = group.comm = TimedComm(group.comm)
     # the step's own Allreduce seconds, read from the timed communicator per round
     samples = {name: [] for name in steps}
-    in_step = []
+    in_step = {STEP: [], AFTER: []}
     for fn in steps.values():
         fn()
     for _ in range(args.repeat):
@@ -161,11 +176,12 @@ def measure(args):
             for _ in range(args.number):
                 fn()
             samples[name].append((time.perf_counter() - start) / args.number)
-            if name == "minigrad 2-rank step":
-                in_step.append((timed.seconds - before) / args.number)
+            if name in in_step:
+                in_step[name].append((timed.seconds - before) / args.number)
     group.comm = timed.comm
     medians = {name: statistics.median(v) for name, v in samples.items()}
-    medians["all-reduce inside the minigrad step"] = statistics.median(in_step)
+    medians[IN_STEP] = statistics.median(in_step[STEP])
+    medians[IN_AFTER] = statistics.median(in_step[AFTER])
     every = communication.all_gather_object(medians)
     if rank == 0:
         report(args, every, n_bytes, len(reducer.buckets), load_before, torch)
@@ -182,16 +198,24 @@ def blas_info():
 
 def report(args, every, n_bytes, buckets, load_before, torch):
     rank0 = every[0]
-    step = rank0["minigrad 2-rank step"]
+    step = rank0[STEP]
     ddp = next((v for k, v in rank0.items() if "DDP" in k), None)
-    in_step = rank0["all-reduce inside the minigrad step"]
+    in_step = rank0[IN_STEP]
     plain = rank0["mpi4py Allreduce (same bytes)"]
+    # the share of each rank's step it spends blocked in all-reduces (the rank that ends its
+    # backward first waits for the other inside them): averaged over the ranks, and the largest
+    shares = [r[IN_STEP] / r[STEP] for r in every]
+    shares_after = [r[IN_AFTER] / r[AFTER] for r in every]
     rows = [{"what": name, "ms": seconds * 1e3,
              "ms_max_over_ranks": max(r[name] for r in every) * 1e3}
             for name, seconds in rank0.items()]
     _timing.print_table(rows, ["what", "ms", "ms_max_over_ranks"])
     ratios = {
-        "allreduce_share_of_step": in_step / step,
+        "allreduce_share_of_step": statistics.mean(shares),
+        "allreduce_share_of_step_max_over_ranks": max(shares),
+        "allreduce_share_of_step_per_rank": shares,
+        "allreduce_share_reduced_after_backward": statistics.mean(shares_after),
+        "step_over_step_reduced_after_backward": step / rank0[AFTER],
         "step_overhead_vs_local": step / rank0["minigrad local step (no all-reduce)"] - 1,
         "minigrad_step_over_ddp": step / ddp if ddp else None,
         "ddp_overhead_vs_local": ddp / rank0["torch local step (no DDP)"] - 1 if ddp else None,

@@ -116,12 +116,20 @@ def scale_trajectory(source):
             numpy.asarray(skipped, bool))
 
 
+# the x-window of every exponent panel (fp16's subnormal start - 6 to its largest exponent + 4),
+# and the exponents the shading covers (float64's, from subnormals to the largest finite)
+_WINDOW = (FP16_SUBNORMAL_MIN_EXP - 6, FP16_MAX_EXP + 4)
+_SHADED = (-1080, 1030)
+
+
 def plot_gradient_exponents(gradients, scale=1.0, ax=None, label=None):
     """Draw ``gradient_exponents(gradients, scale)`` as bars over fp16's regions; return ``ax``.
 
     The background shows where fp16 flushes values to 0 (red), keeps them subnormal (orange),
     normal (green) and overflows (red); the legend gives the shares. Call it again on the same
-    ``ax`` with another ``scale`` to see the shift.
+    ``ax`` with another ``scale`` to see the shift. The x-axis spans exponents -30 to 19 (fp16's
+    subnormal start - 6 to its largest exponent + 4) on every axes, widened to hold every bar
+    drawn on it, so panels of different gradients line up.
 
     Raises:
         ImportError: without matplotlib (``pip install minigrad[plots]``). And as
@@ -131,19 +139,24 @@ def plot_gradient_exponents(gradients, scale=1.0, ax=None, label=None):
     hist = gradient_exponents(gradients, scale)
     ax = ax if ax is not None else plt.subplots(figsize=(8, 3.5))[1]
     shares = hist["fp16"]
-    text = (f"{label or f'scale {scale:g}'}: {shares['flushed']:.0%} flush to 0, "
+    text = (f"{label or f'scale {scale:.9g}'}: {shares['flushed']:.0%} flush to 0, "
             f"{shares['subnormal']:.0%} subnormal, {shares['overflow']:.0%} overflow")
     ax.bar(hist["exponents"], hist["counts"] / hist["total"], width=0.9, alpha=0.6, label=text)
-    if not getattr(ax, "_minigrad_fp16_regions", False):  # shade the regions once per axes
-        low = min(FP16_SUBNORMAL_MIN_EXP - 6, int(hist["exponents"].min(initial=0)) - 1)
-        high = max(FP16_MAX_EXP + 4, int(hist["exponents"].max(initial=0)) + 1)
-        for start, stop, color in ((low, FP16_SUBNORMAL_MIN_EXP - 0.5, "tab:red"),
+    # every panel shows the same window of fp16's range, widened to hold all of its bars; the
+    # regions are shaded across every exponent a float32 or float64 gradient can have
+    exps = hist["exponents"]
+    low, high = getattr(ax, "_minigrad_exponent_window", _WINDOW)
+    if exps.size:
+        low, high = min(low, int(exps.min()) - 1), max(high, int(exps.max()) + 1)
+    if not getattr(ax, "_minigrad_exponent_window", None):  # shade the regions once per axes
+        for start, stop, color in ((_SHADED[0], FP16_SUBNORMAL_MIN_EXP - 0.5, "tab:red"),
                                    (FP16_SUBNORMAL_MIN_EXP - 0.5, FP16_NORMAL_MIN_EXP - 0.5,
                                     "tab:orange"),
                                    (FP16_NORMAL_MIN_EXP - 0.5, FP16_MAX_EXP + 0.5, "tab:green"),
-                                   (FP16_MAX_EXP + 0.5, high, "tab:red")):
+                                   (FP16_MAX_EXP + 0.5, _SHADED[1], "tab:red")):
             ax.axvspan(start, stop, color=color, alpha=0.08, linewidth=0)
-        ax._minigrad_fp16_regions = True
+    ax._minigrad_exponent_window = (low, high)
+    ax.set_xlim(low, high)
     ax.set_xlabel("binary exponent of |gradient| x scale   (fp16: subnormal from -24, normal -14 "
                   "to 15)")
     ax.set_ylabel("share of values")

@@ -29,7 +29,13 @@ an explicit-stack depth-first search (no recursion, so a 10,000-op chain is fine
 
 Leaf gradients are handed out fresh: never aliased with one another or with the seed, writable,
 in the leaf's shape and dtype, so optimizers and loss scalers may update them in place.
+
+``on_gradient_ready`` lets a caller see each leaf's gradient as soon as it is final (every node
+that sends it a gradient has run), while backward goes on with the other nodes: data-parallel
+training starts all-reducing the last layers' gradients then (PyTorch DDP's autograd hooks).
 """
+import contextlib
+
 import numpy
 
 import minigrad.tensor as _tensor
@@ -112,6 +118,43 @@ def _toposort(roots):
     return order
 
 
+_listeners = []  # (id(leaf) -> index, callback) of each active on_gradient_ready block
+
+
+@contextlib.contextmanager
+def on_gradient_ready(tensors, callback):
+    """Within the block, every backward calls ``callback(i, grad)`` once the gradient of the leaf
+    ``tensors[i]`` is final (its hooks applied; an array, to be read before backward ends), in
+    the order the gradients become final. Only gradients the backward hands out are reported
+    (with ``targets``, those of the targets): not a leaf it gives no gradient."""
+    listener = ({id(t): i for i, t in enumerate(tensors)}, callback)
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def _ready_plan(order, targets):
+    """node -> [(leaf, [(callback, i), ...])]: the listened leaves (among ``targets`` unless it
+    is None) whose last gradient that node sends."""
+    wanted = {}
+    handed_out = None if targets is None else {id(t) for t in targets}
+    for index_of, callback in _listeners:
+        for key, i in index_of.items():
+            if handed_out is None or key in handed_out:
+                wanted.setdefault(key, []).append((callback, i))
+    last = {}
+    for fn in order:
+        for t, need in zip(fn.inputs, fn.needs_grad):
+            if need and t._ctx is None and id(t) in wanted:
+                last[id(t)] = (fn, t)
+    plan = {}
+    for key, (fn, t) in last.items():
+        plan.setdefault(fn, []).append((t, wanted[key]))
+    return plan
+
+
 def run_backward(roots, seeds, retain_graph=False, targets=None):
     """Backpropagate ``seeds`` (arrays, one per root tensor).
 
@@ -122,6 +165,7 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
     node_grads = {}   # fn -> list of its output gradients
     leaf_grads = {}   # id(leaf) -> [leaf, gradient]
     captured = {}     # id(non-leaf target) -> gradient
+    hooked = set()    # id(leaf) whose hooks ran when its gradient was reported final
 
     def send(tensor, grad):
         fn = tensor._ctx
@@ -141,12 +185,27 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
     for root, seed in zip(roots, seeds):
         send(root, seed)
     inner_targets = [t for t in targets or () if t._ctx is not None]
+
+    def report(fn):  # the listened leaves whose gradient is final once ``fn`` has run
+        for leaf, calls in ready.get(fn, ()):
+            entry = leaf_grads.get(id(leaf))
+            if entry is None:
+                continue
+            if leaf._hooks:
+                entry[1] = _run_hooks(leaf._hooks, entry[1])
+                hooked.add(id(leaf))
+            for callback, i in calls:
+                callback(i, entry[1])
+
     # Scaled gradients are meant to overflow now and then: the float status reports it, so NumPy's
     # per-op RuntimeWarnings would only be noise.
     with numpy.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        for fn in _toposort([r._ctx for r in roots if r._ctx is not None]):
+        order = _toposort([r._ctx for r in roots if r._ctx is not None])
+        ready = _ready_plan(order, targets) if _listeners else {}
+        for fn in order:
             grads = node_grads.pop(fn, None)
             if grads is None:
+                report(fn)
                 continue
             if fn.out_hooks:
                 grads = [_run_hooks(fn.out_hooks.get(i), g) for i, g in enumerate(grads)]
@@ -163,17 +222,19 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
                     send(t, g)
             if not retain_graph:
                 fn.release()
+            report(fn)
 
     seen = {_owner(s) for s in seeds}
     if targets is not None:
         out = []
         for t in targets:
             entry = leaf_grads.get(id(t))
-            g = _run_hooks(t._hooks, entry[1]) if entry is not None else captured.get(id(t))
+            g = captured.get(id(t)) if entry is None else (
+                entry[1] if id(t) in hooked else _run_hooks(t._hooks, entry[1]))
             out.append(None if g is None else _fresh(g, t, seen))
         return out
     for leaf, g in leaf_grads.values():
-        if leaf._hooks:
+        if leaf._hooks and id(leaf) not in hooked:
             g = _run_hooks(leaf._hooks, g)
         g = _fresh(g, leaf, seen)
         leaf.grad = _tensor.make(g if leaf.grad is None else leaf.grad.data + g, None, 0)

@@ -26,7 +26,8 @@ from minigrad.communication.management import (GlobalComm, WORLD_COMM_GROUP, ini
                                                get_local_rank, get_local_rank_size)
 from minigrad.communication.collectives import (REDUCE_OPS, all_reduce, all_reduce_, broadcast,
                                                 broadcast_, all_gather, all_gather_object,
-                                                broadcast_object, any_rank, barrier)
+                                                broadcast_object, any_rank, barrier,
+                                                all_reduce_start, PendingAllReduce)
 from minigrad.communication.parallel_context import (ParallelMode, set_auto_parallel_context,
                                                      get_auto_parallel_context,
                                                      reset_auto_parallel_context,
@@ -43,8 +44,8 @@ def reduce_flag(flag):
 
 __all__ = ["GlobalComm", "WORLD_COMM_GROUP", "init", "release", "is_initialized", "get_rank",
            "get_group_size", "get_local_rank", "get_local_rank_size", "REDUCE_OPS", "all_reduce",
-           "all_reduce_", "broadcast", "broadcast_", "all_gather", "all_gather_object",
-           "broadcast_object", "any_rank", "barrier", "ParallelMode", "set_auto_parallel_context",
-           "get_auto_parallel_context", "reset_auto_parallel_context", "is_data_parallel",
-           "bucket_bytes", "check_same_model", "broadcast_parameters", "synchronize_parameters",
-           "reduce_flag"]
+           "all_reduce_", "all_reduce_start", "PendingAllReduce", "broadcast", "broadcast_",
+           "all_gather", "all_gather_object", "broadcast_object", "any_rank", "barrier",
+           "ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
+           "reset_auto_parallel_context", "is_data_parallel", "bucket_bytes", "check_same_model",
+           "broadcast_parameters", "synchronize_parameters", "reduce_flag"]

@@ -7,6 +7,11 @@ one) each returns its input's values.
 On the host the arrays go to MPI as they are (float16, which MPI has no type for, is reduced in
 float32). CuPy arrays are reduced by NCCL after ``init("nccl")``, otherwise staged through host
 memory (copied to the host, reduced by MPI, copied back).
+
+``all_reduce_start`` begins an all-reduce without waiting for it (MPI's ``Iallreduce``); its
+``wait()`` ends it. Every rank must start and wait in the same order, and a started all-reduce
+matches only a started one on the other ranks (MPI does not match nonblocking collectives with
+blocking ones).
 """
 import numpy
 
@@ -63,6 +68,50 @@ def all_reduce_(array, op="sum"):
     if op == "mean":
         array /= group.size
     return array
+
+
+class PendingAllReduce:
+    """An all-reduce in flight (``all_reduce_start``). ``test()`` lets MPI progress it and says
+    whether it is done; ``wait()`` ends it and returns the reduced array."""
+
+    def __init__(self, array, request, divisor):
+        self.array, self.request, self.divisor = array, request, divisor
+
+    def test(self):
+        """True once the all-reduce is complete (then ``wait()`` returns at once)."""
+        return self.request is None or bool(self.request.Test())
+
+    def wait(self):
+        """Block until the all-reduce is complete; the reduced array (in place)."""
+        if self.request is not None:
+            self.request.Wait()
+            self.request = None
+            if self.divisor != 1:
+                self.array /= self.divisor
+        return self.array
+
+
+def all_reduce_start(array, op="sum"):
+    """Begin reducing ``array`` in place across the group without waiting: a
+    ``PendingAllReduce`` whose ``wait()`` returns it reduced as ``all_reduce_`` would. The
+    array must not be read or written until then. On the host a float32 or float64 array is
+    reduced by MPI's ``Iallreduce``; any other array (float16, bool, CuPy) is reduced at once,
+    and ``wait()`` returns it.
+
+    Raises:
+        as ``all_reduce_``.
+    """
+    _check_op(op, "all_reduce_start")
+    _check_array(array, "all_reduce_start")
+    group = management.current()
+    if (group is None or group.size == 1 or array.size == 0
+            or not isinstance(array, numpy.ndarray)
+            or array.dtype not in (numpy.float32, numpy.float64)):
+        return PendingAllReduce(all_reduce_(array, op), None, 1)
+    if not array.flags.c_contiguous or not array.flags.writeable:
+        raise ValueError("all_reduce_start: the array must be C-contiguous and writeable")
+    request = group.comm.Iallreduce(group.MPI.IN_PLACE, array, op=_mpi_op(group, op))
+    return PendingAllReduce(array, request, group.size if op == "mean" else 1)
 
 
 def _host_all_reduce(group, array, op):

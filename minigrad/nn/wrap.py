@@ -91,7 +91,8 @@ class TrainOneStepCell(Cell):
     Subclasses (``TrainOneStepWithLossScaleCell``) reuse ``loss_and_grads`` and ``grad_reducer``.
     In data-parallel mode (``minigrad.set_auto_parallel_context(parallel_mode="data_parallel")``)
     ``grad_reducer`` is an ``nn.DistributedGradReducer`` over ``optimizer.parameters``, made
-    here (so every rank checks the model and takes rank 0's parameters before the first step).
+    here (so every rank checks the model and takes rank 0's parameters before the first step);
+    backward runs inside its ``overlapping()``, so the gradients' all-reduces start during it.
 
     Raises:
         TypeError: if ``network`` is not a Cell, ``optimizer`` is not callable or has no
@@ -143,6 +144,11 @@ class TrainOneStepCell(Cell):
         return grads
 
     def construct(self, *inputs):
-        loss, grads = self.loss_and_grads(inputs, self.sens)
-        self.optimizer(self.grad_reducer(grads))
+        reducer = self.grad_reducer
+        if isinstance(reducer, DistributedGradReducer):  # its all-reduces overlap backward
+            with reducer.overlapping():
+                loss, grads = self.loss_and_grads(inputs, self.sens)
+        else:
+            loss, grads = self.loss_and_grads(inputs, self.sens)
+        self.optimizer(reducer(grads))
         return loss

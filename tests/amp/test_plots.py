@@ -169,3 +169,25 @@ def test_gradient_exponents_scale_must_be_a_number(scale):
     # its docstring: TypeError when 'scale' is not a number (a string parsed by float() is not)
     with pytest.raises(TypeError, match="scale"):
         plots.gradient_exponents(np.ones(3), scale)
+
+
+def test_exponent_panels_share_one_window_widened_to_their_bars():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(2, 1)
+    plots.plot_gradient_exponents(numpy.array([2.0**-20, 1.0], numpy.float32), ax=a)
+    plots.plot_gradient_exponents(numpy.array([2.0**-3, 2.0**4], numpy.float32), ax=b)
+    assert a.get_xlim() == b.get_xlim() == (-30, 19)  # different data inside it: one window
+    plots.plot_gradient_exponents(numpy.array([2.0**-60, 2.0**40]), ax=a)  # float64, beyond it
+    low, high = a.get_xlim()
+    assert low < -60 and high > 40
+    shaded = [p for p in a.patches if p.get_alpha() == 0.08]
+    assert len(shaded) == 4  # shaded once, and across the whole widened window
+    spans = sorted((p.get_x(), p.get_x() + p.get_width()) for p in shaded)
+    assert spans[0][0] <= low and spans[-1][1] >= high
+    assert all(x1 == x0 for (_, x1), (x0, _) in zip(spans, spans[1:]))  # no gap between regions
+    assert "scale 65536:" in plots.plot_gradient_exponents(
+        numpy.ones(2, numpy.float32), scale=2.0**16, ax=b).get_legend().get_texts()[-1].get_text()
+    plt.close(fig)

@@ -322,3 +322,35 @@ def test_backward_overflow_is_silent_and_reported_by_the_values():
         warnings.simplefilter("error")
         loss.backward(minigrad.Tensor(numpy.float16(8.0)))   # 8 / 2 * 30000 overflows fp16
     assert numpy.isinf(x.grad.asnumpy()).all()
+
+
+def test_on_gradient_ready_reports_each_leaf_once_as_soon_as_it_is_final():
+    from minigrad.autograd import function
+    x = minigrad.Tensor(numpy.array([1.0, 2.0], numpy.float32))
+    w1, w2, unused = _leaf([3.0, 4.0]), _leaf([5.0, 6.0]), _leaf([7.0])
+    w1.register_hook(lambda g: g * 2.0)  # applied once, before the report
+    events = []
+    with function.on_gradient_ready([w1, w2, unused],
+                                  lambda i, g: events.append((i, g.tolist()))):
+        h = x * w1
+        h.register_hook(lambda g: events.append("h"))  # runs when backward reaches x * w1
+        loss = (h * w2 + h * w2).sum()  # w2 gets two gradients: reported once, summed
+        loss.backward()
+    assert events == [(1, [6.0, 16.0]), "h", (0, [20.0, 48.0])]
+    assert w1.grad.tolist() == [20.0, 48.0] and w2.grad.tolist() == [6.0, 16.0]
+    assert unused.grad is None
+
+
+def test_on_gradient_ready_reports_only_the_targets_and_nothing_outside_its_block():
+    from minigrad.autograd import function
+    w1, w2 = _leaf([3.0]), _leaf([5.0])
+    events = []
+    with function.on_gradient_ready([w1, w2], lambda i, g: events.append(i)):
+        loss = (w1 * w2).sum()
+        grads = function.run_backward([loss], [numpy.ones((), numpy.float32)], targets=[w2])
+        assert events == [1] and grads[0].tolist() == [3.0]
+        assert function.run_backward([(w1 * w2).sum()], [numpy.ones((), numpy.float32)],
+                                   targets=[]) == []
+        assert events == [1]
+    (w1 * w2).sum().backward()
+    assert events == [1] and function._listeners == []

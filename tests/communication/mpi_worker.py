@@ -26,6 +26,7 @@ from minigrad.train import CheckpointConfig, LossMonitor, ModelCheckpoint
 STEPS, BATCH = 4, 8          # per-rank batch; the reference takes 2 * BATCH rows per step
 SEED = 7                     # rank r initialises from SEED + r
 POISON_STEP = 2              # the step whose gradients hold inf on the poisoned rank
+BUCKET_MB = 512 / 2 ** 20    # 512-byte buckets: the 6-64-3 MLP of run_counts in two
 
 
 def data(n=STEPS * 2 * BATCH, features=6, classes=3):
@@ -163,40 +164,71 @@ def run_thor(rank, size, batch):
 
 
 class CountingComm:
-    """Wraps the group's communicator and counts its Allreduce calls."""
+    """Wraps the group's communicator and counts its all-reduces, blocking (``Allreduce``) or
+    started (``Iallreduce``); ``started`` counts the latter alone."""
 
-    def __init__(self, comm):
-        self.comm, self.allreduce = comm, 0
+    def __init__(self, comm, probe=None):
+        self.comm, self.allreduce, self.started = comm, 0, 0
+        self.probe, self.probes = probe, []  # probe(): what to record at each Iallreduce
 
     def Allreduce(self, *args, **kwargs):
         self.allreduce += 1
         return self.comm.Allreduce(*args, **kwargs)
 
+    def Iallreduce(self, *args, **kwargs):
+        self.allreduce += 1
+        self.started += 1
+        if self.probe is not None:
+            self.probes.append(self.probe())
+        return self.comm.Iallreduce(*args, **kwargs)
+
     def __getattr__(self, name):
         return getattr(self.comm, name)
 
 
+def reduced_after_backward(net, opt):
+    """A TrainOneStepCell whose reducer runs every all-reduce once backward has ended."""
+    train = nn.TrainOneStepCell(net, opt)
+    train.grad_reducer.overlap = False
+    return train
+
+
+TRAIN_CELLS = {
+    "plain": nn.TrainOneStepCell, "after_backward": reduced_after_backward,
+    "scaled": lambda net, opt: nn.TrainOneStepWithLossScaleCell(net, opt,
+                                                                Tensor(numpy.float32(8.0)))}
+
+
 def run_counts(rank, size, batch, bucket_mb):
-    """Allreduce calls per step of the fp32 and the loss-scaled cell, with small buckets."""
-    minigrad.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "size",
+    """All-reduce calls per step of the fp32 cell (all-reduces started during backward or after
+    it) and of the loss-scaled cell, with small buckets; at each started all-reduce of the
+    plain cell, how many gradients its reducer had been given."""
+    minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True,
+                                       comm_fusion={"allreduce": {"mode": "size",
                                                                   "config": bucket_mb}})
     group = communication.management.current()
     out = {}
-    for name in ("plain", "scaled"):
-        minigrad.set_seed(SEED)
+    for name, make_cell in TRAIN_CELLS.items():
+        minigrad.set_seed(SEED + rank)
         net = MLP(hidden=64)
         opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
-        with_loss = nn.WithLossCell(net, loss_fn())
-        train = (nn.TrainOneStepCell(with_loss, opt) if name == "plain" else
-                 nn.TrainOneStepWithLossScaleCell(with_loss, opt, Tensor(numpy.float32(8.0))))
-        counter = group.comm = CountingComm(group.comm)
-        per_step = []
+        train = make_cell(nn.WithLossCell(net, loss_fn()), opt)
+        reducer = train.grad_reducer
+        counter = CountingComm(None if group is None else group.comm, probe=lambda r=reducer: (
+            None if r._reported is None else len(r._reported)))
+        if group is not None:
+            group.comm = counter
+        per_step, started = [], []
         for x, y in batches(rank, size, batch):
-            before = counter.allreduce
+            before, before_started = counter.allreduce, counter.started
             train(x, y)
             per_step.append(counter.allreduce - before)
-        group.comm = counter.comm
-        out[name] = {"per_step": per_step, "buckets": len(train.grad_reducer.buckets)}
+            started.append(counter.started - before_started)
+        if group is not None:
+            group.comm = counter.comm
+        out[name] = {"per_step": per_step, "buckets": len(reducer.buckets), "started": started,
+                     "reported_at_start": counter.probes, "params": params(net),
+                     "n_params": len(reducer.weights)}
     minigrad.reset_auto_parallel_context()
     return out
 
@@ -291,7 +323,7 @@ def main(out_dir, what="all", backend_name="mpi"):
     out = scenarios(rank, size, BATCH)
     out["collectives"] = run_collectives(rank)
     out["callbacks"] = run_callbacks(rank, out_dir)
-    out["counts"] = run_counts(rank, size, BATCH, bucket_mb=1024 / 2 ** 20)
+    out["counts"] = run_counts(rank, size, BATCH, BUCKET_MB)
     out["size"] = size
     with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
         pickle.dump(out, f)

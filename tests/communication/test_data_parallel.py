@@ -136,13 +136,29 @@ def test_three_faces_agree_on_the_injected_run(ranks):
     assert scales["cell"][1:] == scales["grad_scaler"][:-1]
 
 
-@pytest.mark.parametrize("cell", ["plain", "scaled"])
+@pytest.mark.parametrize("cell", ["plain", "after_backward", "scaled"])
 def test_one_all_reduce_per_bucket(ranks, cell):
     counts = ranks[0]["counts"][cell]
     assert counts["buckets"] > 1  # the small bucket size splits the model
     flag = 1 if cell == "scaled" else 0  # the loss-scaled step also all-reduces its overflow flag
     assert counts["per_step"] == [counts["buckets"] + flag] * worker.STEPS
-    assert ranks[1]["counts"] == ranks[0]["counts"]
+    for name in ("per_step", "started", "reported_at_start", "buckets"):
+        assert ranks[1]["counts"][cell][name] == counts[name]
+
+
+def test_all_reduces_start_during_backward_and_give_the_same_step(ranks):
+    plain, after = ranks[0]["counts"]["plain"], ranks[0]["counts"]["after_backward"]
+    # every bucket but the last is started while backward has not yet made every gradient
+    assert plain["started"] == [plain["buckets"] - 1] * worker.STEPS
+    assert plain["reported_at_start"] and all(
+        0 < n < plain["n_params"] for n in plain["reported_at_start"])
+    # reduced after backward, every bucket is reduced by a blocking all-reduce
+    assert after["started"] == [0] * worker.STEPS and after["reported_at_start"] == []
+    assert_bit_identical(plain["params"], after["params"])
+    assert_bit_identical(plain["params"], ranks[1]["counts"]["plain"]["params"])
+    minigrad.reset_auto_parallel_context()
+    one = worker.run_counts(0, 1, 2 * worker.BATCH, worker.BUCKET_MB)["plain"]  # global batch
+    assert_close(plain["params"], one["params"], rtol=1e-5, atol=1e-6)
 
 
 def test_a_raising_rank_ends_the_job_with_its_message():

@@ -19,19 +19,28 @@ def params(*shapes, dtype=numpy.float32):
     return [Parameter(numpy.zeros(s, dtype), name=f"p{i}") for i, s in enumerate(shapes)]
 
 
-def test_buckets_fill_in_order_up_to_the_byte_size():
+def test_buckets_fill_in_reverse_order_until_they_hold_the_byte_size():
     ps = params((10,), (20,), (5,), (100,), (1,))
-    buckets = plan_buckets(ps, bucket_bytes=30 * 4)
-    assert [[slot[0] for slot in b.slots] for b in buckets] == [[0, 1], [2], [3], [4]]
-    assert [b.size for b in buckets] == [30, 5, 100, 1]  # 100 floats exceed 30: their own bucket
-    assert [slot[1] for slot in buckets[0].slots] == [0, 10]  # offsets
+    buckets = plan_buckets(ps, bucket_bytes=30 * 4, first_bucket_bytes=4)
+    assert [[slot[0] for slot in b.slots] for b in buckets] == [[4], [3], [2, 1, 0]]
+    assert [b.size for b in buckets] == [1, 100, 35]  # closed once full: 35 floats >= 30
+    assert [slot[1] for slot in buckets[2].slots] == [0, 5, 25]  # offsets
+
+
+def test_the_first_bucket_closes_at_one_mebibyte():
+    ps = params((2 ** 18,), (2 ** 18,), (10,))  # 1 MiB, 1 MiB, 40 bytes
+    buckets = plan_buckets(ps, bucket_bytes=2 ** 30)
+    assert [[slot[0] for slot in b.slots] for b in buckets] == [[2, 1], [0]]
+    small = plan_buckets(params((10,), (10,), (10,)), bucket_bytes=80)  # caps the first too
+    assert [[slot[0] for slot in b.slots] for b in small] == [[2, 1], [0]]
+    assert len(plan_buckets(params((3,), (3,), (3,)), bucket_bytes=100)) == 1
 
 
 def test_float64_gradients_get_buckets_of_their_own_fp16_share_fp32():
     ps = params((4,), dtype=numpy.float16) + params((3,), dtype=numpy.float64) + params((2,))
     buckets = plan_buckets(ps, bucket_bytes=2 ** 20)
     assert [(b.dtype.name, [s[0] for s in b.slots]) for b in buckets] == [
-        ("float32", [0, 2]), ("float64", [1])]
+        ("float32", [2, 0]), ("float64", [1])]
 
 
 @pytest.mark.parametrize("mean, degree, expected", [(False, None, 1.0), (True, 4, 0.25)])
@@ -46,7 +55,7 @@ def test_reduced_values_sum_or_mean(mean, degree, expected):
     numpy.testing.assert_array_equal(out[0].asnumpy(), 2.0 * expected)
     numpy.testing.assert_array_equal(out[1].asnumpy(), 0.0)  # None counts as zeros
     numpy.testing.assert_array_equal(out[2].asnumpy(), 60000.0 * expected)
-    assert len(reducer.buckets) == 3
+    assert len(reducer.buckets) == 2  # [fp16 (4,)] full at 16 bytes, then [(3,), (2, 3)]
 
 
 def test_reducer_defaults_come_from_the_context():
@@ -67,6 +76,9 @@ def test_reducer_refuses_bad_arguments():
     with pytest.raises(ValueError, match="DistributedGradReducer: degree must be a positive int, "
                                          "got 0"):
         nn.DistributedGradReducer(params((3,)), degree=0)
+    with pytest.raises(TypeError, match="DistributedGradReducer: overlap must be a bool, got "
+                                        "'yes'"):
+        nn.DistributedGradReducer(params((3,)), overlap="yes")
     with pytest.raises(TypeError, match="bucket_bytes must be a positive int, got 0.5"):
         nn.DistributedGradReducer(params((3,)), bucket_bytes=0.5)
     with pytest.raises(ValueError, match="'group' must be None or the world group"):
