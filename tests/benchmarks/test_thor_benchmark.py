@@ -34,7 +34,11 @@ def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
         thor_run = task["thor"]["runs"][0]
         assert set(thor_run["phase_seconds"]) == {"factors", "inverses", "precondition", "update"}
         assert thor_run["refreshes"] >= 1
-    assert set(ae["trace_rule"]) >= {"every_step", "trace", "refresh_ratio", "steps_ratio"}
+    trace_rule = ae["trace_rule"]
+    assert set(trace_rule) >= {"every_step", "trace", "refresh_ratio", "steps_ratio", "omega1",
+                               "paper_omega1"}
+    assert set(trace_rule["trace"]) == {"0.01", "0.03", "0.1"}  # JSON keys
+    assert trace_rule["omega1"] in (0.01, 0.03, 0.1)
     assert mlp["step_costs"]["reuse_over_momentum"] > 0
     assert set(mlp["step_costs"]["refresh_extra_ms_per_layer"]) == {"0.weight", "2.weight",
                                                                    "4.weight"}
