@@ -187,8 +187,16 @@ def right_multiply(matrix, blocks):
 
 
 def left_multiply(blocks, matrix):
-    """``blkdiag(blocks) @ matrix`` for ``blocks`` (b, s, s) and ``matrix`` (n, m), b·s >= n."""
-    return right_multiply(matrix.T, blocks.transpose(0, 2, 1)).T
+    """``blkdiag(blocks) @ matrix`` for ``blocks`` (b, s, s) and ``matrix`` (n, m), b·s >= n
+    (C-contiguous)."""
+    xp = backend.get_array_module(matrix)
+    count, s, _ = blocks.shape
+    n, m = matrix.shape
+    if count == 1 and s == n:
+        return blocks[0] @ matrix
+    padded = xp.zeros((count * s, m), matrix.dtype)
+    padded[:n] = matrix
+    return xp.matmul(blocks, padded.reshape(count, s, m)).reshape(count * s, m)[:n]
 
 
 def invert_together(jobs):

@@ -258,7 +258,9 @@ class THOR(Optimizer):
         """Tell each THOR layer what to record in ``step``."""
         sampled = self.sampler is not None
         for block in self.blocks:
-            block.layer.thor_record = self.rule.record_mode(block, step, sampled)
+            mode = self.rule.record_mode(block, step, sampled)
+            if block.layer.thor_record != mode:  # (a Cell attribute write costs)
+                block.layer.thor_record = mode
         if sampled:
             self.sampler.armed = any(b.layer.thor_record == "factors" for b in self.blocks)
             self.sampler.step, self.sampler.scale = step, self.loss_scale

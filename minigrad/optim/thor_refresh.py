@@ -36,6 +36,10 @@ def refresh(opt, step, seeds, lam, report):
     blocks, rule, mean = opt.blocks, opt.rule, opt.batch_mean
     pendings, traces = _take_records(blocks, seeds[0], mean, report)
     trace_rule = rule.rule == "trace"
+    if not trace_rule and all(p is None for p in pendings) and \
+            all(rule.decide(b, step, False) == "reuse" for b in blocks):
+        report.seconds["factors"], report.seconds["inverses"] = time.perf_counter() - start, 0.0
+        return  # a reuse step: nothing recorded, nothing to invert
     if trace_rule:  # decide on the (reduced) traces first, then form only the factors needed
         traces = [t for _, t in opt.reduce_factors([(None, t) for t in traces])]
         wanted = [_trace_decision(rule, b, t, report.layers[b.name])
@@ -44,9 +48,11 @@ def refresh(opt, step, seeds, lam, report):
         wanted = [block.layer.thor_record == "factors" for block in blocks]
     factors = []
     for block, pending, want in zip(blocks, pendings, wanted):
+        if not want or seeds[1] is None or pending is None:
+            factors.append(None)
+            continue
         formed = time.perf_counter()
-        factors.append(block.factors_from(pending, seeds[1], mean)
-                       if want and seeds[1] is not None else None)
+        factors.append(block.factors_from(pending, seeds[1], mean))
         report.layers[block.name].factor_seconds = time.perf_counter() - formed
     if trace_rule:
         factors = [f for f, _ in opt.reduce_factors([(f, None) for f in factors])]
@@ -58,7 +64,7 @@ def refresh(opt, step, seeds, lam, report):
         entry = report.layers[block.name]
         if current is not None:
             entry.trace_a, entry.trace_g = current
-        formed = time.perf_counter()
+        formed = time.perf_counter() if new is not None else None
         recorded = _store_factors(block, new, opt.factor_decay, entry)
         if trace_rule:
             refreshing = want and recorded
@@ -70,7 +76,8 @@ def refresh(opt, step, seeds, lam, report):
                                      opt.damping_floor)
             to_invert.append((block, damping, block.damped_stacks(damping), current))
             entry.action, (entry.damping_a, entry.damping_g) = "refresh", damping
-        entry.factor_seconds += time.perf_counter() - formed
+        if formed is not None:
+            entry.factor_seconds += time.perf_counter() - formed
     report.seconds["factors"] = time.perf_counter() - start
     start = time.perf_counter()
     _invert(to_invert, report)
@@ -82,7 +89,9 @@ def _take_records(blocks, seed, mean, report):
     """Each layer's record of the step (consumed) and its traces; a report entry per layer."""
     pendings, traces = [], []
     for block in blocks:
-        pending, block.layer.thor_pending = block.layer.thor_pending, None
+        pending = block.layer.thor_pending
+        if pending is not None:  # (a Cell attribute write costs: only when there is a record)
+            block.layer.thor_pending = None
         pendings.append(pending)
         report.layers[block.name] = LayerReport(
             block.name, "frozen" if block.frozen else "reuse",

@@ -20,11 +20,13 @@ def load_benchmark():
 def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
     module = load_benchmark()
     path = tmp_path / "thor.json"
-    module.main(["--quick", "--tasks", "autoencoder,mlp", "--json", str(path)])
+    module.main(["--quick", "--tasks", "inverse,autoencoder,mlp", "--json", str(path)])
     payload = json.loads(path.read_text())
     assert "same initial weights" in payload["protocol"]
     assert {"loadavg", "blas"} <= set(payload["environment"]["before"])
-    assert payload["batched_inverse"]["max_abs_XS_minus_I"] < 1e-3
+    inverse = payload["batched_inverse"]
+    assert inverse["max_abs_XS_minus_I"] < 1e-3 and inverse["ratio"] > 0
+    assert len(inverse["ratio_quartiles"]) == 3
     ae, mlp = payload["tasks"]["autoencoder"], payload["tasks"]["mlp"]
     for task in (ae, mlp):
         for kind in ("momentum", "adam", "thor"):
@@ -32,7 +34,11 @@ def test_quick_mode_writes_the_protocol_and_every_measurement(tmp_path):
         thor_run = task["thor"]["runs"][0]
         assert set(thor_run["phase_seconds"]) == {"factors", "inverses", "precondition", "update"}
         assert thor_run["refreshes"] >= 1
-    assert set(ae["trace_rule"]) >= {"every_step", "trace", "refresh_ratio", "steps_ratio"}
+    trace_rule = ae["trace_rule"]
+    assert set(trace_rule) >= {"every_step", "trace", "refresh_ratio", "steps_ratio", "omega1",
+                               "paper_omega1"}
+    assert set(trace_rule["trace"]) == {"0.01", "0.03", "0.1"}  # JSON keys
+    assert trace_rule["omega1"] in (0.01, 0.03, 0.1)
     assert mlp["step_costs"]["reuse_over_momentum"] > 0
     assert set(mlp["step_costs"]["refresh_extra_ms_per_layer"]) == {"0.weight", "2.weight",
                                                                    "4.weight"}
@@ -42,7 +48,9 @@ def test_quick_linear_regression_compares_both_fishers(tmp_path):
     module = load_benchmark()
     path = tmp_path / "thor.json"
     module.main(["--quick", "--tasks", "linreg", "--json", str(path)])
-    linreg = json.loads(path.read_text())["tasks"]["linreg"]
+    payload = json.loads(path.read_text())
+    assert payload["batched_inverse"] is None  # not asked for
+    linreg = payload["tasks"]["linreg"]
     assert set(linreg["thor"]["best_by_fisher"]) == {"empirical", "mc"}
     assert set(linreg["thor_steps_ratio_by_fisher"]) == {"empirical", "mc"}
     assert linreg["thor"]["hp"]["fisher"] in ("empirical", "mc")

@@ -24,7 +24,7 @@ def rel_err(inv, ref):
 
 
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-@pytest.mark.parametrize("n", [1, 5, 16, 17, 33, 128])
+@pytest.mark.parametrize("n", [1, 5, 16, 17, 33, 65, 100, 128])
 def test_matches_numpy_inv(dtype, n):
     rng = numpy.random.default_rng(n)
     x = spd_stack(rng, 6, n, dtype)
@@ -82,6 +82,19 @@ def test_not_positive_definite_names_the_blocks():
     with pytest.raises(NotPositiveDefiniteError) as info:
         batched_inv_spd(x)
     assert info.value.indices == (1, 2)
+
+
+def test_a_schur_complement_that_fails_deep_in_the_recursion_names_the_block():
+    """A 100x100 matrix whose trailing corner makes it indefinite: the blocked factorisation
+    meets it only in the last Schur complement; the failing block is still named."""
+    rng = numpy.random.default_rng(9)
+    x = spd_stack(rng, 4, 100, numpy.float32)
+    x[2, 99, 99] = -1.0
+    with pytest.raises(NotPositiveDefiniteError, match="1 of 4") as info:
+        batched_inv_spd(x)
+    assert info.value.indices == (2,)
+    good = batched_inv_spd(x[[0, 1, 3]])
+    assert rel_err(good, numpy.linalg.inv(x[[0, 1, 3]].astype(numpy.float64))) < 1e-3
 
 
 @pytest.mark.parametrize("bad, error, match", [
