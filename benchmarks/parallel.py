@@ -95,23 +95,8 @@ def torch_ddp_step(torch, rank, size, port, x, y, weights):
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=size)
-    layers = []
-    for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layer = torch.nn.Linear(fan_in, fan_out)
-        with torch.no_grad():
-            layer.weight.copy_(torch.from_numpy(weights[2 * i]))
-            layer.bias.copy_(torch.from_numpy(weights[2 * i + 1]))
-        layers += [layer, torch.nn.ReLU()] if i < len(SIZES) - 2 else [layer]
-    net = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
-    opt = torch.optim.SGD(net.parameters(), lr=LR)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype("int64"))
-
-    def step():
-        opt.zero_grad()
-        loss_fn(net(xt), yt).backward()
-        opt.step()
-    return step
+    return mlp_step.torch_step(torch, x, y, weights,
+                               wrap=torch.nn.parallel.DistributedDataParallel)
 
 
 class TimedComm:
