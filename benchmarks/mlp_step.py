@@ -85,7 +85,8 @@ def numpy_step(x, y, weights):
     return step
 
 
-def torch_step(torch, x, y, weights):
+def torch_step(torch, x, y, weights, wrap=None):
+    """The same MLP step in PyTorch; ``wrap(net)`` wraps the network (e.g. in DDP)."""
     layers = []
     for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
         layer = torch.nn.Linear(fan_in, fan_out)
@@ -94,6 +95,7 @@ def torch_step(torch, x, y, weights):
             layer.bias.copy_(torch.from_numpy(weights[2 * i + 1]))
         layers += [layer, torch.nn.ReLU()] if i < len(SIZES) - 2 else [layer]
     net = torch.nn.Sequential(*layers)
+    net = net if wrap is None else wrap(net)
     opt = torch.optim.SGD(net.parameters(), lr=LR)
     loss_fn = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(numpy.int64))

@@ -13,7 +13,7 @@ interleaved rounds (machine noise hits both alike):
   and, for its compute alone, the same PyTorch step without DDP;
 * ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit.
 
-    python benchmarks/parallel.py [--quick] [--json benchmarks/results/parallel.json]
+    python benchmarks/parallel.py [--quick] [--thor] [--bind core] [--json FILE]
 
 It starts ``mpirun -np 2`` itself (``--ranks``; as root with ``--allow-run-as-root``), with the
 Python running it: use one with mpi4py (``pip install ".[mpi]"``) and, for the peer, PyTorch
@@ -56,8 +56,9 @@ def launch(args):
     env = dict(os.environ, **{name: "1" for name in THREAD_VARS})
     if args.spin:  # Open MPI's default; minigrad's init() otherwise sets 1 (yield while waiting)
         env["OMPI_MCA_mpi_yield_when_idle"] = "0"
-    command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(args.ranks),
-               sys.executable, os.path.abspath(__file__), "--rank-worker"] + sys.argv[1:]
+    command = [mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", args.bind,
+               "-np", str(args.ranks), sys.executable, os.path.abspath(__file__),
+               "--rank-worker"] + sys.argv[1:]
     return subprocess.call(command, env=env)
 
 
@@ -95,23 +96,8 @@ def torch_ddp_step(torch, rank, size, port, x, y, weights):
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=size)
-    layers = []
-    for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layer = torch.nn.Linear(fan_in, fan_out)
-        with torch.no_grad():
-            layer.weight.copy_(torch.from_numpy(weights[2 * i]))
-            layer.bias.copy_(torch.from_numpy(weights[2 * i + 1]))
-        layers += [layer, torch.nn.ReLU()] if i < len(SIZES) - 2 else [layer]
-    net = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
-    opt = torch.optim.SGD(net.parameters(), lr=LR)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype("int64"))
-
-    def step():
-        opt.zero_grad()
-        loss_fn(net(xt), yt).backward()
-        opt.step()
-    return step
+    return mlp_step.torch_step(torch, x, y, weights,
+                               wrap=torch.nn.parallel.DistributedDataParallel)
 
 
 class TimedComm:
@@ -283,6 +269,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
             "load_average_before": load_before, "load_average_after": os.getloadavg(),
             "blas": blas_info(), "threads": {k: os.environ.get(k) for k in THREAD_VARS},
             "OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle"),
+            "bind_to": args.bind,
             "torch_threads": torch.get_num_threads() if torch is not None else None})
 
 
@@ -300,6 +287,10 @@ def main():
     parser.add_argument("--spin", action="store_true",
                         help="ranks spin while waiting in MPI (Open MPI's default) instead of "
                              "yielding the CPU (what communication.init() asks for)")
+    parser.add_argument("--bind", choices=("none", "core"), default="none",
+                        help="mpirun --bind-to: none (default: the scheduler moves the ranks; "
+                             "best beside other work) or core (a core per rank, for an idle "
+                             "machine with a core per rank)")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
