@@ -115,7 +115,7 @@ class GradScaler:
             device = args.pop(0)
         _bind_positional(args, given, self._POSITIONAL)
         if device is not None:
-            check_device(device, "device", "GradScaler")
+            check_device("device", device, owner="GradScaler")
         enabled, growth_interval = given["enabled"], given["growth_interval"]
         check_bool("enabled", enabled, owner="GradScaler")
         check_bool("track_underflow", track_underflow, owner="GradScaler")
