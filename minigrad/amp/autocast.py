@@ -6,64 +6,43 @@
         logits = net(x)                    # Dense/Conv matmuls in fp16 (fp32 accumulation)
         loss = loss_fn(logits, y)          # softmax, log, sums, norms, losses in fp32
 
-The mode is ``minigrad._config.config.autocast_dtype``. There is ONE hook point:
-``Function.apply`` asks ``cast_inputs`` to cast the inputs of an op whose class carries an
-``autocast`` label, and this module sets those labels from the two lists below. Unlisted ops run
-in the dtype of their inputs (fp16 + fp32 promotes to fp32 as usual). As in PyTorch, float64
-inputs are not eligible: they stay float64 whether or not autocast is on. Casts are ordinary
-differentiable ``ops.cast`` nodes, so gradients return to fp32 parameters in fp32.
+The mode is ``minigrad._config.config.autocast_dtype``. The op lists are labels on the Function
+classes (``autocast = "low"`` on ``ops.linalg.MatMul``/``Dense`` and ``ops.conv.Conv2d``;
+``"fp32"`` on softmax, log-softmax, exp, log, pow, sum, mean, the norms and the softmax
+cross-entropy), and ``Function.apply`` casts a labelled op's inputs while the mode is set;
+``labelled_ops()`` lists them. Unlabelled ops run in the dtype of their inputs (fp16 + fp32
+promotes to fp32 as usual). As in PyTorch, float64 inputs are not eligible: they stay float64
+whether or not autocast is on. Casts are ordinary differentiable ``ops.cast`` nodes, so
+gradients return to fp32 parameters in fp32.
 """
 import functools
-import importlib
 
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._config import config, using_config
-
-# (module, Function class) pairs; each must exist (labelled_ops raises ImportError otherwise)
-LOW_PRECISION_OPS = (
-    ("minigrad.ops.linalg", "MatMul"),          # matmul, bmm
-    ("minigrad.ops.linalg", "Dense"),           # nn.Dense
-    ("minigrad.ops.conv", "Conv2d"),
-)
-FP32_OPS = (
-    ("minigrad.ops.activation", "Softmax"),
-    ("minigrad.ops.activation", "LogSoftmax"),
-    ("minigrad.ops.math", "Exp"),
-    ("minigrad.ops.math", "Log"),
-    ("minigrad.ops.arithmetic", "Pow"),
-    ("minigrad.ops.reduction", "Sum"),
-    ("minigrad.ops.reduction", "Mean"),
-    ("minigrad.ops.normalization", "Normalize"),   # batch_norm, layer_norm
-    ("minigrad.nn.loss", "SoftmaxCrossEntropy"),
-)
+from minigrad.autograd.function import Function
 
 
-def _label(table, kind):
-    labelled = []
-    for module_name, class_name in table:
-        cls = getattr(importlib.import_module(module_name), class_name, None)
-        if cls is None:
-            raise ImportError(f"autocast: {module_name} has no Function {class_name!r} to label")
-        cls.autocast = kind
-        labelled.append(cls)
-    return tuple(labelled)
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
 
 
-@functools.lru_cache(maxsize=None)
 def labelled_ops():
-    """``(low_precision_classes, fp32_classes)`` that autocast acts on in this build."""
-    return _label(LOW_PRECISION_OPS, "low"), _label(FP32_OPS, "fp32")
+    """``(low_precision_classes, fp32_classes)``: the Function classes defined so far whose
+    ``autocast`` label is ``"low"`` (inputs cast to the autocast dtype) and ``"fp32"`` (inputs
+    cast to float32), each tuple sorted by module and name. A class is defined before its op can
+    run, so the lists hold every op autocast can act on at that point."""
+    found = {"low": set(), "fp32": set()}
+    for cls in _subclasses(Function):
+        if cls.autocast is not None:
+            found[cls.autocast].add(cls)
+    return tuple(sorted(found["low"], key=_by_name)), tuple(sorted(found["fp32"], key=_by_name))
 
 
-def cast_inputs(kind, inputs):
-    """The hook ``Function.apply`` calls while autocast is on: cast the float32 inputs of an op
-    labelled ``"low"`` to the autocast dtype, and fp16 inputs of an op labelled ``"fp32"`` to fp32
-    (float64 inputs are left alone, as PyTorch's autocast leaves them)."""
-    from minigrad.ops import cast
-    low = config.autocast_dtype
-    source, target = (dtypes.float32, low) if kind == "low" else (low, dtypes.float32)
-    return tuple(cast(t, target) if t.data.dtype == source else t for t in inputs)
+def _by_name(cls):
+    return cls.__module__, cls.__qualname__
 
 
 _TORCH_DEVICES = {"cpu": "CPU", "cuda": "GPU"}
@@ -156,8 +135,6 @@ class autocast:
         self._contexts = []
 
     def __enter__(self):
-        if self.enabled:
-            labelled_ops()
         context = using_config(autocast_dtype=self.dtype if self.enabled else None)
         self._contexts.append(context)
         return context.__enter__()

@@ -1,4 +1,4 @@
-"""autocast as PyTorch 2.x spells it, and its op tables (every entry exists)."""
+"""autocast as PyTorch 2.x spells it, and its op lists (the labels on the Function classes)."""
 import importlib
 
 import numpy as np
@@ -7,6 +7,7 @@ import pytest
 import minigrad
 from minigrad import Tensor, ops
 from minigrad._config import config
+from minigrad.autograd.function import Function
 from minigrad.amp import autocast
 
 autocast_module = importlib.import_module("minigrad.amp.autocast")
@@ -46,9 +47,18 @@ def test_wrong_spellings_name_the_argument_at_fault(make, error, match):
         make()
 
 
-def test_every_table_entry_exists_and_a_missing_one_is_an_error():
+def test_the_op_lists_are_the_labelled_function_classes():
+    from minigrad.nn.loss import SoftmaxCrossEntropy  # defines the loss's Function class
     low, fp32 = autocast_module.labelled_ops()
-    assert len(low) == len(autocast_module.LOW_PRECISION_OPS)
-    assert len(fp32) == len(autocast_module.FP32_OPS)
-    with pytest.raises(ImportError, match="NoSuchLoss"):
-        autocast_module._label((("minigrad.nn.loss", "NoSuchLoss"),), "fp32")
+    assert {cls.__name__ for cls in low} == {"MatMul", "Dense", "Conv2d"}
+    assert {cls.__name__ for cls in fp32} == {
+        "Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sum", "Mean", "Normalize",
+        "SoftmaxCrossEntropy"}
+    assert all(cls.autocast == "low" for cls in low) and all(c.autocast == "fp32" for c in fp32)
+    assert ops.linalg.MatMul in low and ops.math.Exp in fp32 and SoftmaxCrossEntropy in fp32
+    assert ops.math.ReLU not in low + fp32
+
+
+def test_a_function_class_with_an_unknown_label_is_an_error():
+    with pytest.raises(ValueError, match=r"Half\.autocast must be one of .*got 'fp16'"):
+        type("Half", (Function,), {"autocast": "fp16"})
