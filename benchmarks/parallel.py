@@ -228,7 +228,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
     rank0 = every[0]
     step = rank0[STEP]
     ddp = next((v for k, v in rank0.items() if "DDP" in k), None)
-    in_step = rank0[IN_STEP]
+    in_step = statistics.mean(r[IN_STEP] for r in every)  # blocked per step, over the ranks
     plain = rank0["mpi4py Allreduce (same bytes)"]
     # the share of each rank's step it spends blocked in all-reduces (the rank that ends its
     # backward first waits for the other inside them): averaged over the ranks, and the largest

@@ -26,7 +26,7 @@ others. That pays where a started all-reduce moves on by itself (a network card,
 core). Open MPI progresses a started all-reduce only inside MPI calls, its ``Iallreduce`` is
 slower than its blocking ``Allreduce`` at these sizes, and with a core per busy rank the
 transfer takes CPU time from backward anyway: on 2 ranks of 2 cores
-(``benchmarks/parallel.py``, the 2.7 MB MLP) the overlapped step is 3-6% slower than one
+(``benchmarks/parallel.py``, the 2.7 MB MLP) the overlapped step is 2-7% slower than one
 blocking all-reduce after backward, so ``overlap=False`` is the default.
 
 That every rank has the same model, starting from rank 0's values, is settled before: an
