@@ -375,9 +375,8 @@ def test_errstate_under_raise_stops_the_step_as_numpy_does(fused):
     the fused kernel does not report underflow, so the step must not run there."""
     param = minigrad.Parameter(numpy.ones(64, F32), name="w")
     opt = nn.Adam([param], 0.1)
-    if not fused:
-        numpy_path(opt)
-    with numpy.errstate(under="raise"), pytest.raises(FloatingPointError, match="underflow"):
+    with numpy_path(not fused), numpy.errstate(under="raise"), pytest.raises(
+            FloatingPointError, match="underflow"):
         opt.apply_gradients([numpy.full(64, 1e-30, F32)])
 
 
