@@ -28,12 +28,11 @@ def check_optimizer_owns(network, optimizer, owner):
     cells and ``Model`` (through them) share this check."""
     params = list(optimizer.parameters)
     own = {id(p) for p in network.get_parameters()}
-    if params and own and not any(id(p) in own for p in params):
-        names = [p.name for p in params[:4]] + (["..."] if len(params) > 4 else [])
-        check_relation("optimizer", optimizer, False,
-                       f"built from the parameters of the network {type(network).__name__} "
-                       f"(optimizer(network.trainable_params(), ...)); it holds {names}",
-                       owner=owner)
+    names = [p.name for p in params[:4]] + (["..."] if len(params) > 4 else [])
+    check_relation("optimizer", optimizer,
+                   not (params and own) or any(id(p) in own for p in params),
+                   f"built from the parameters of the network {type(network).__name__} "
+                   f"(optimizer(network.trainable_params(), ...)); it holds {names}", owner=owner)
 
 
 class WithLossCell(Cell):
