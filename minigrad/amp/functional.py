@@ -20,7 +20,7 @@ import abc
 import numpy
 
 from minigrad.amp import float_status
-from minigrad._checks import check_positive_int
+from minigrad._checks import check_positive_int, check_relation
 from minigrad.amp.core import ScaleCore, float32_scale
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -74,9 +74,7 @@ class LossScaler(abc.ABC):
 
     def __init__(self, scale_value, owner):
         value = float32_scale(scale_value, "scale_value", owner)
-        if value < 1.0:
-            raise ValueError(f"For '{owner}', the argument 'scale_value' must be >= 1, but got "
-                             f"{scale_value!r}")
+        check_relation("scale_value", scale_value, value >= 1.0, ">= 1", owner=owner)
         self.scale_value = Parameter(Tensor(value), name="scale_value", requires_grad=False)
 
     def scale(self, inputs):
@@ -132,9 +130,8 @@ class DynamicLossScaler(LossScaler):
         super().__init__(scale_value, "DynamicLossScaler")
         factor = check_positive_int("scale_factor", scale_factor, owner="DynamicLossScaler")
         window = check_positive_int("scale_window", scale_window, owner="DynamicLossScaler")
-        if factor <= 1:
-            raise ValueError("For 'DynamicLossScaler', 'scale_factor' must be > 1, but got "
-                             f"{scale_factor!r}")
+        check_relation("scale_factor", scale_factor, factor > 1, "an int > 1",
+                       owner="DynamicLossScaler")
         self.scale_factor, self.scale_window = int(factor), int(window)
         self.core = ScaleCore(float(self.scale_value.data), factor, 1.0 / factor, int(window),
                               floor=1.0, owner="DynamicLossScaler", names={"scale": "scale_value"},

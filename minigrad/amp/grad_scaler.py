@@ -29,13 +29,12 @@ and broadcasts rank 0's parameters) and the overflow flag, so every rank clips, 
 with the same gradients and scale.
 """
 import enum
-import numbers
 
 from minigrad import communication
 from minigrad.amp import float_status
 from minigrad.amp.autocast import check_device
 from minigrad._checks import (check_bool, check_float, check_non_negative_int, check_positive_int,
-                              check_relation, check_type)
+                              check_relation, check_type, is_int)
 from minigrad.amp.core import (BACKOFF_RANGE, GROWTH_RANGE, ScaleCore, as_number, float32_scale,
                                make_report, underflow_stats)
 from minigrad.nn.layers.normalization import running_stats
@@ -120,10 +119,9 @@ class GradScaler:
         enabled, growth_interval = given["enabled"], given["growth_interval"]
         check_bool("enabled", enabled, owner="GradScaler")
         check_bool("track_underflow", track_underflow, owner="GradScaler")
-        if isinstance(growth_interval, bool) or not isinstance(growth_interval, numbers.Integral):
-            # None would mean a fixed scale to ScaleCore; PyTorch's scaler always grows
-            raise TypeError(f"For 'GradScaler', 'growth_interval' must be a positive int, but got "
-                            f"{growth_interval!r} of type {type(growth_interval).__name__}")
+        # None would mean a fixed scale to ScaleCore; PyTorch's scaler always grows
+        check_relation("growth_interval", growth_interval, is_int(growth_interval),
+                       "a positive int", error=TypeError, owner="GradScaler")
         self._enabled = enabled
         self.core = ScaleCore(given["init_scale"], given["growth_factor"], given["backoff_factor"],
                               growth_interval, floor=floor, cap=cap, hysteresis=hysteresis,

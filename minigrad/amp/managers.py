@@ -13,7 +13,8 @@ DynamicLossScaleManager(s, f, w)       TrainOneStepWithLossScaleCell +  step ski
                                        DynamicLossScaleUpdateCell       scale / f (floor 1)
 =====================================  ===============================  ====================
 """
-from minigrad._checks import check_float, check_positive, check_positive_int
+from minigrad._checks import (check_bool, check_float, check_positive, check_positive_int,
+                              check_relation)
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale
 
 
@@ -48,13 +49,10 @@ class FixedLossScaleManager(LossScaleManager):
         # the cells multiply in float32
         float32_scale(loss_scale, "loss_scale", "FixedLossScaleManager")
         value = float(loss_scale)
-        if value < 1:
-            raise ValueError("For 'FixedLossScaleManager', the argument 'loss_scale' must be >= "
-                             f"1, but got {loss_scale!r}")
-        if not isinstance(drop_overflow_update, bool):
-            raise TypeError(f"For 'FixedLossScaleManager', 'drop_overflow_update' must be a bool, "
-                            f"but got {drop_overflow_update!r}")
-        self._drop_overflow_update = drop_overflow_update
+        owner = "FixedLossScaleManager"
+        check_relation("loss_scale", loss_scale, value >= 1, ">= 1", owner=owner)
+        self._drop_overflow_update = check_bool("drop_overflow_update", drop_overflow_update,
+                                                owner=owner)
         self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScaleManager",
                               names={"scale": "loss_scale"})
 
@@ -107,9 +105,7 @@ class DynamicLossScaleManager(LossScaleManager):
     def __init__(self, init_loss_scale=2 ** 24, scale_factor=2, scale_window=2000):
         owner = "DynamicLossScaleManager"
         value = check_positive("init_loss_scale", init_loss_scale, owner=owner)
-        if value < 1:
-            raise ValueError(f"For '{owner}', the argument 'init_loss_scale' must be >= 1, but got "
-                             f"{init_loss_scale!r}")
+        check_relation("init_loss_scale", init_loss_scale, value >= 1, ">= 1", owner=owner)
         factor = check_float("scale_factor", scale_factor, **GROWTH_RANGE, owner=owner)
         self.scale_window = check_positive_int("scale_window", scale_window, owner=owner)
         self.scale_factor = scale_factor

@@ -14,7 +14,7 @@ import numbers
 import numpy
 
 from minigrad.amp import float_status
-from minigrad._checks import check_float, check_positive
+from minigrad._checks import check_float, check_positive, check_relation
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, make_report
 from minigrad.tensor import Tensor
 
@@ -91,9 +91,8 @@ class FixedLossScale(LossScale):
             value = check_positive("loss_scale_value", loss_scale_value, owner="FixedLossScale")
         except TypeError as error:
             raise NotANumberError(str(error)) from None
-        if value < 1:
-            raise ValueError(f"For 'FixedLossScale', 'loss_scale_value' must be at least 1, "
-                             f"but got {loss_scale_value!r}")
+        check_relation("loss_scale_value", loss_scale_value, value >= 1, ">= 1",
+                       owner="FixedLossScale")
         self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScale",
                               names={"scale": "loss_scale_value"})
         self._loss_scale_value = value
@@ -164,12 +163,12 @@ class DynamicLossScale(LossScale):
 def _as_period(value):
     """``int(value)`` for a whole real number (TF converts ``increment_period`` with ``int``),
     or TypeError/ValueError naming ``increment_period``; the range is ScaleCore's check."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"For 'DynamicLossScale', 'increment_period' must be an int, but got "
-                        f"{value!r} of type {type(value).__name__}")
-    if not math.isfinite(value) or value != int(value):
-        raise ValueError(f"For 'DynamicLossScale', 'increment_period' must be a whole number, "
-                         f"but got {value!r}")
+    owner = "DynamicLossScale"
+    check_relation("increment_period", value,
+                   not isinstance(value, bool) and isinstance(value, numbers.Real),
+                   "an int", error=TypeError, owner=owner)
+    check_relation("increment_period", value, math.isfinite(value) and value == int(value),
+                   "a whole number", owner=owner)
     return int(value)
 
 

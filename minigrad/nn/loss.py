@@ -6,7 +6,7 @@ fp16 gradients). ``reduction`` is "mean", "sum" or "none" (per-element loss).
 import numpy
 
 from minigrad import backend, dtype as dtypes, ops
-from minigrad._checks import check_bool, check_in
+from minigrad._checks import check_bool, check_in, check_relation
 from minigrad.autograd.function import Function
 from minigrad.nn.cell import Cell, check_tensor
 from minigrad.tensor import Tensor
@@ -56,9 +56,11 @@ def _difference(owner, logits, labels):
     labels = _fp32(check_tensor(owner, "labels", labels))
     try:
         numpy.broadcast_shapes(logits.shape, labels.shape)
+        fits = True
     except ValueError:
-        raise ValueError(f"For '{owner}', 'logits' of shape {logits.shape} and 'labels' of shape "
-                         f"{labels.shape} must have the same shape or broadcast") from None
+        fits = False
+    check_relation("labels.shape", labels.shape, fits,
+                   f"logits.shape {logits.shape} or a shape that broadcasts with it", owner=owner)
     return logits - labels
 
 

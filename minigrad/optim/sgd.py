@@ -1,7 +1,7 @@
 """``SGD``: stochastic gradient descent with optional momentum, dampening and Nesterov (MindSpore
 nn.SGD)."""
 from minigrad.optim import _fused
-from minigrad._checks import check_bool, check_non_negative
+from minigrad._checks import check_bool, check_non_negative, check_relation
 from minigrad.optim.optimizer import Optimizer
 
 
@@ -40,10 +40,10 @@ class SGD(Optimizer):
         self.momentum = check_non_negative("momentum", momentum, owner="SGD")
         self.dampening = check_non_negative("dampening", dampening, owner="SGD")
         self.nesterov = check_bool("nesterov", nesterov, owner="SGD")
-        if nesterov and (self.momentum <= 0.0 or self.dampening != 0.0):
-            raise ValueError("For 'SGD', 'nesterov' needs 'momentum' > 0 and 'dampening' == 0, "
-                             "but got "
-                             f"momentum={self.momentum}, dampening={self.dampening}")
+        check_relation("nesterov", nesterov,
+                       not nesterov or (self.momentum > 0.0 and self.dampening == 0.0),
+                       f"False unless momentum > 0 and dampening == 0 (momentum={self.momentum}, "
+                       f"dampening={self.dampening})", owner="SGD")
         self.state_names = ("accum",) if self.momentum > 0 else ()
 
     def _fused_rule(self):

@@ -72,6 +72,12 @@ def test_flags_and_interval_must_be_what_they_say(kwargs, error):
         GradScaler(**kwargs)
 
 
+def test_a_growth_interval_that_is_not_an_int_is_a_type_error_naming_it():
+    with pytest.raises(TypeError, match=r"GradScaler: growth_interval must be a positive int, got "
+                                        r"2\.0 \(float\)"):
+        GradScaler(growth_interval=2.0)
+
+
 def test_scale_backs_off_to_the_smallest_normal_float32_and_keeps_skipping():
     """PyTorch's scaler has no floor and keeps skipping; minigrad's scale stops at float32's
     smallest normal value, whose inverse is finite, instead of reaching 0 (ZeroDivisionError)."""

@@ -462,7 +462,8 @@ def test_learning_rate_ndarray_checked_like_a_tensor():
         (
             lambda w: nn.SGD(w, momentum=0.0, nesterov=True),
             ValueError,
-            ["'nesterov'", "momentum=0.0"],
+            ["SGD: nesterov must be False unless momentum > 0 and dampening == 0",
+             "momentum=0.0", "got True"],
         ),
         (
             lambda w: nn.SGD(w, momentum=0.9, dampening=0.1, nesterov=True),
