@@ -11,11 +11,8 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
+from minigrad._fp16_host import convert, widen
 from minigrad.tensor import Tensor
-
-
-def _wide(x):
-    return x.astype(numpy.float32) if x.dtype == dtypes.float16 else x
 
 
 def global_norm(arrays, norm_type=2.0):
@@ -30,7 +27,7 @@ def global_norm(arrays, norm_type=2.0):
             if x.size == 0:
                 continue
             xp = backend.get_array_module(x)
-            v = xp.abs(_wide(x).reshape(-1))
+            v = xp.abs(widen(x).reshape(-1))
             if norm_type == math.inf:
                 per_array.append(float(v.max()))
             elif norm_type == 2.0:
@@ -51,7 +48,7 @@ def scale_in_place(arrays, factor):
     with numpy.errstate(over="ignore", invalid="ignore"):
         for x in arrays:
             if x.dtype == dtypes.float16:
-                x[...] = _wide(x) * numpy.float32(factor)
+                convert(widen(x) * numpy.float32(factor), x.dtype, out=x)  # in place
             else:
                 x *= x.dtype.type(factor)
 
