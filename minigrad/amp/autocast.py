@@ -7,11 +7,13 @@
         loss = loss_fn(logits, y)          # softmax, log, sums, norms, losses in fp32
 
 The mode is ``minigrad._config.config.autocast_dtype``. There is ONE hook point:
-``Function.apply`` asks ``cast_inputs`` to cast the inputs of an op whose class carries an
-``autocast`` label, and this module sets those labels from the two lists below. Unlisted ops run
-in the dtype of their inputs (fp16 + fp32 promotes to fp32 as usual). As in PyTorch, float64
-inputs are not eligible: they stay float64 whether or not autocast is on. Casts are ordinary
-differentiable ``ops.cast`` nodes, so gradients return to fp32 parameters in fp32.
+``Function.apply`` casts the inputs of an op whose class carries an ``autocast`` label, written
+in the class body beside its forward: ``"low"`` (matmul, Dense, conv: float32 inputs run in
+fp16) or ``"fp32"`` (softmax, exp, log, pow, sums, norms, losses: fp16 inputs run in fp32);
+``labelled_ops()`` lists them. Unlabelled ops run in the dtype of their inputs (fp16 + fp32
+promotes to fp32 as usual). As in PyTorch, float64 inputs are not eligible: they stay float64
+whether or not autocast is on. Casts are ordinary differentiable ``ops.cast`` nodes
+(``ops.arithmetic.autocast_inputs``), so gradients return to fp32 parameters in fp32.
 """
 import functools
 import importlib
@@ -19,51 +21,29 @@ import importlib
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._config import config, using_config
+from minigrad.autograd.function import Function
 
-# (module, Function class) pairs; each must exist (labelled_ops raises ImportError otherwise)
-LOW_PRECISION_OPS = (
-    ("minigrad.ops.linalg", "MatMul"),          # matmul, bmm
-    ("minigrad.ops.linalg", "Dense"),           # nn.Dense
-    ("minigrad.ops.conv", "Conv2d"),
-)
-FP32_OPS = (
-    ("minigrad.ops.activation", "Softmax"),
-    ("minigrad.ops.activation", "LogSoftmax"),
-    ("minigrad.ops.math", "Exp"),
-    ("minigrad.ops.math", "Log"),
-    ("minigrad.ops.arithmetic", "Pow"),
-    ("minigrad.ops.reduction", "Sum"),
-    ("minigrad.ops.reduction", "Mean"),
-    ("minigrad.ops.normalization", "Normalize"),   # batch_norm, layer_norm
-    ("minigrad.nn.loss", "SoftmaxCrossEntropy"),
-)
+# the packages whose modules define the labelled Function classes
+_LABELLED_IN = ("minigrad.ops", "minigrad.nn.loss")
 
 
-def _label(table, kind):
-    labelled = []
-    for module_name, class_name in table:
-        cls = getattr(importlib.import_module(module_name), class_name, None)
-        if cls is None:
-            raise ImportError(f"autocast: {module_name} has no Function {class_name!r} to label")
-        cls.autocast = kind
-        labelled.append(cls)
-    return tuple(labelled)
-
-
-@functools.lru_cache(maxsize=None)
 def labelled_ops():
-    """``(low_precision_classes, fp32_classes)`` that autocast acts on in this build."""
-    return _label(LOW_PRECISION_OPS, "low"), _label(FP32_OPS, "fp32")
+    """``(low_precision_classes, fp32_classes)``: the Function classes (defined so far, the ops'
+    and the losses' included) whose ``autocast`` label is ``"low"`` and ``"fp32"``, each sorted
+    by module and name."""
+    for name in _LABELLED_IN:
+        importlib.import_module(name)
+    classes, stack = set(), [Function]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub not in classes:
+                classes.add(sub)
+                stack.append(sub)
 
-
-def cast_inputs(kind, inputs):
-    """The hook ``Function.apply`` calls while autocast is on: cast the float32 inputs of an op
-    labelled ``"low"`` to the autocast dtype, and fp16 inputs of an op labelled ``"fp32"`` to fp32
-    (float64 inputs are left alone, as PyTorch's autocast leaves them)."""
-    from minigrad.ops import cast
-    low = config.autocast_dtype
-    source, target = (dtypes.float32, low) if kind == "low" else (low, dtypes.float32)
-    return tuple(cast(t, target) if t.data.dtype == source else t for t in inputs)
+    def of(label):
+        return tuple(sorted((c for c in classes if c.__dict__.get("autocast") == label),
+                            key=lambda c: (c.__module__, c.__qualname__)))
+    return of("low"), of("fp32")
 
 
 _TORCH_DEVICES = {"cpu": "CPU", "cuda": "GPU"}
@@ -156,8 +136,6 @@ class autocast:
         self._contexts = []
 
     def __enter__(self):
-        if self.enabled:
-            labelled_ops()
         context = using_config(autocast_dtype=self.dtype if self.enabled else None)
         self._contexts.append(context)
         return context.__enter__()

@@ -17,7 +17,6 @@ Keyword arguments override a level's defaults: ``cast_model_type`` (float16/floa
 """
 from minigrad import dtype as dtypes
 from minigrad import ops
-from minigrad.amp.autocast import labelled_ops
 from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell, WithLossCell, check_loss_fn, check_optimizer
@@ -55,9 +54,6 @@ def _check_level(level):
 def _apply_autocast(network):
     """Level O1, in place: every call of ``network`` (train step, ``Model.eval``/``predict``, or a
     direct call) runs its ``construct`` under ``autocast()`` (white-list ops in fp16)."""
-    # label the op classes autocast acts on: autocast() does it on entry, but the cell sets the
-    # mode itself (Cell.__call__)
-    labelled_ops()
     network.__dict__["_autocast_dtype"] = dtypes.float16
     return network
 

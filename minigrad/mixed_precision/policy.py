@@ -65,8 +65,6 @@ def set_global_policy(policy):
     policy = Policy("float32") if policy is None else policy
     policy = policy if isinstance(policy, Policy) else Policy(policy)
     if policy.compute_dtype == "float16":
-        from minigrad.amp.autocast import labelled_ops
-        labelled_ops()
         config.autocast_dtype = dtypes.float16
     else:
         config.autocast_dtype = None
