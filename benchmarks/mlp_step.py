@@ -36,9 +36,9 @@ def data(seed=0):
     return x, y, weights
 
 
-def minigrad_train(x, y, weights):
-    """The MLP in a TrainOneStepCell with SGD: (a closure running one step on ``x``, ``y``, the
-    cell)."""
+def minigrad_train(x, y, weights, optimizer=None):
+    """The MLP in a TrainOneStepCell with SGD (or ``optimizer(net)``): (a closure running one
+    step on ``x``, ``y``, the cell)."""
     layers = []
     for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
         layer = nn.Dense(fan_in, fan_out)
@@ -47,7 +47,8 @@ def minigrad_train(x, y, weights):
         layers += [layer, nn.ReLU()] if i < len(SIZES) - 2 else [layer]
     net = nn.SequentialCell(layers)
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.SGD(net.trainable_params(), LR))
+    opt = nn.SGD(net.trainable_params(), LR) if optimizer is None else optimizer(net)
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, loss), opt)
     train.set_train()
     xt, yt = minigrad.Tensor(x), minigrad.Tensor(y)
     return (lambda: train(xt, yt)), train
@@ -84,7 +85,8 @@ def numpy_step(x, y, weights):
     return step
 
 
-def torch_step(torch, x, y, weights):
+def torch_step(torch, x, y, weights, wrap=None):
+    """The same MLP step in PyTorch; ``wrap(net)`` wraps the network (e.g. in DDP)."""
     layers = []
     for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
         layer = torch.nn.Linear(fan_in, fan_out)
@@ -93,6 +95,7 @@ def torch_step(torch, x, y, weights):
             layer.bias.copy_(torch.from_numpy(weights[2 * i + 1]))
         layers += [layer, torch.nn.ReLU()] if i < len(SIZES) - 2 else [layer]
     net = torch.nn.Sequential(*layers)
+    net = net if wrap is None else wrap(net)
     opt = torch.optim.SGD(net.parameters(), lr=LR)
     loss_fn = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(numpy.int64))

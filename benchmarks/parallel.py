@@ -6,14 +6,14 @@ thread per rank. In one ``mpirun`` job, each rank builds both trainings and time
 interleaved rounds (machine noise hits both alike):
 
 * minigrad: ``TrainOneStepCell`` in data-parallel mode (gradients averaged by
-  ``nn.DistributedGradReducer``, one all-reduce per bucket, started during backward), the
-  same with every all-reduce run after backward, and, for the compute alone, the same step
-  stand-alone (no all-reduce);
+  ``nn.DistributedGradReducer``, one all-reduce per bucket, after backward), the same with the
+  reducer's ``overlap=True`` (DDP's 1 MiB first bucket, its all-reduce started during
+  backward), and, for the compute alone, the same step stand-alone (no all-reduce);
 * PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch)
   and, for its compute alone, the same PyTorch step without DDP;
 * ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit.
 
-    python benchmarks/parallel.py [--quick] [--json benchmarks/results/parallel.json]
+    python benchmarks/parallel.py [--quick] [--thor] [--bind core] [--json FILE]
 
 It starts ``mpirun -np 2`` itself (``--ranks``; as root with ``--allow-run-as-root``), with the
 Python running it: use one with mpi4py (``pip install ".[mpi]"``) and, for the peer, PyTorch
@@ -39,9 +39,12 @@ import _timing  # noqa: E402
 import mlp_step  # noqa: E402 - the same MLP, batch and data as the one-process step benchmark
 
 SIZES, BATCH, LR = mlp_step.SIZES, mlp_step.BATCH, mlp_step.LR  # batch per rank
-STEP, AFTER = "minigrad 2-rank step", "minigrad 2-rank step, all-reduce after backward"
+STEP, OVERLAP = "minigrad 2-rank step", "minigrad 2-rank step, overlap=True"
 IN_STEP = "all-reduce inside the minigrad step"  # time blocked in it
-IN_AFTER = "all-reduce inside the step reduced after backward"
+IN_OVERLAP = "all-reduce inside the overlap=True step"
+THOR_EVERY = "THOR 2-rank refresh + reuse steps, every rank inverts"
+THOR_SHARED = "THOR 2-rank refresh + reuse steps, distributed_inversion"
+INV_EVERY, INV_SHARED = "THOR inversion, every rank", "THOR inversion, distributed_inversion"
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -53,33 +56,48 @@ def launch(args):
     env = dict(os.environ, **{name: "1" for name in THREAD_VARS})
     if args.spin:  # Open MPI's default; minigrad's init() otherwise sets 1 (yield while waiting)
         env["OMPI_MCA_mpi_yield_when_idle"] = "0"
-    command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(args.ranks),
-               sys.executable, os.path.abspath(__file__), "--rank-worker"] + sys.argv[1:]
+    command = [mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", args.bind,
+               "-np", str(args.ranks), sys.executable, os.path.abspath(__file__),
+               "--rank-worker"] + sys.argv[1:]
     return subprocess.call(command, env=env)
 
 
 # ---- on every rank -----------------------------------------------------------------------------
+def thor_steps(x, y, weights):
+    """Two closures, each running a THOR refresh step and a reuse step (frequency 2) in
+    data-parallel mode: every rank inverting every layer, and the inversions shared out
+    (``distributed_inversion``); with THOR's seconds of inversion, per closure."""
+    import numpy
+
+    import minigrad
+    from minigrad import nn
+
+    def thor(net):
+        return nn.thor(net, minigrad.Tensor(numpy.float32(LR)),
+                       minigrad.Tensor(numpy.float32(0.03)), 0.9, frequency=2, batch_size=BATCH)
+    steps, inversion = {}, {}
+    for shared in (False, True):
+        step, train = mlp_step.minigrad_train(x, y, weights, optimizer=thor)
+        inversion[shared] = []
+
+        def pair(step=step, opt=train.optimizer, shared=shared):
+            # THOR reads the context at each step (its factor reduction and this choice)
+            minigrad.set_auto_parallel_context(parallel_mode="data_parallel",
+                                               distributed_inversion=shared)
+            step()
+            inversion[shared].append(opt.last_report.seconds["inverses"])
+            step()
+            minigrad.reset_auto_parallel_context()
+        steps[shared] = pair
+    return steps, inversion
+
+
 def torch_ddp_step(torch, rank, size, port, x, y, weights):
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=size)
-    layers = []
-    for i, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layer = torch.nn.Linear(fan_in, fan_out)
-        with torch.no_grad():
-            layer.weight.copy_(torch.from_numpy(weights[2 * i]))
-            layer.bias.copy_(torch.from_numpy(weights[2 * i + 1]))
-        layers += [layer, torch.nn.ReLU()] if i < len(SIZES) - 2 else [layer]
-    net = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
-    opt = torch.optim.SGD(net.parameters(), lr=LR)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype("int64"))
-
-    def step():
-        opt.zero_grad()
-        loss_fn(net(xt), yt).backward()
-        opt.step()
-    return step
+    return mlp_step.torch_step(torch, x, y, weights,
+                               wrap=torch.nn.parallel.DistributedDataParallel)
 
 
 class TimedComm:
@@ -132,7 +150,7 @@ def measure(args):
     import numpy
 
     import minigrad
-    from minigrad import communication
+    from minigrad import communication, nn
     communication.init()
     rank, size = communication.get_rank(), communication.get_group_size()
     # each rank its own batch (and initial weights: the optimizer and DDP broadcast rank 0's)
@@ -140,8 +158,10 @@ def measure(args):
     local, _ = mlp_step.minigrad_train(x, y, weights)  # stand-alone: the compute of a step
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
     parallel, train = mlp_step.minigrad_train(x, y, weights)
-    after, after_train = mlp_step.minigrad_train(x, y, weights)
-    after_train.grad_reducer.overlap = False  # every all-reduce once backward has ended
+    overlapped, overlapped_train = mlp_step.minigrad_train(x, y, weights)
+    overlapped_train.grad_reducer = nn.DistributedGradReducer(overlapped_train.weights,
+                                                              overlap=True)
+    thor, inversion = thor_steps(x, y, weights) if args.thor else ({}, {})
     minigrad.reset_auto_parallel_context()
     reducer = train.grad_reducer
     n_bytes = sum(b.size * b.dtype.itemsize for b in reducer.buckets)
@@ -153,7 +173,9 @@ def measure(args):
         group.comm.Allreduce(mpi.IN_PLACE, buffer, op=mpi.SUM)
 
     steps = {"minigrad local step (no all-reduce)": local, "minigrad 2-rank step": parallel,
-             AFTER: after, "mpi4py Allreduce (same bytes)": plain_allreduce}
+             OVERLAP: overlapped, "mpi4py Allreduce (same bytes)": plain_allreduce}
+    if thor:
+        steps[THOR_EVERY], steps[THOR_SHARED] = thor[False], thor[True]
     torch = None if args.no_torch else _timing.optional_torch()
     if torch is not None:
         torch.set_num_threads(1)
@@ -165,7 +187,7 @@ def measure(args):
     timed = group.comm = TimedComm(group.comm)
     # the step's own Allreduce seconds, read from the timed communicator per round
     samples = {name: [] for name in steps}
-    in_step = {STEP: [], AFTER: []}
+    in_step = {STEP: [], OVERLAP: []}
     for fn in steps.values():
         fn()
     for _ in range(args.repeat):
@@ -181,10 +203,15 @@ def measure(args):
     group.comm = timed.comm
     medians = {name: statistics.median(v) for name, v in samples.items()}
     medians[IN_STEP] = statistics.median(in_step[STEP])
-    medians[IN_AFTER] = statistics.median(in_step[AFTER])
+    medians[IN_OVERLAP] = statistics.median(in_step[OVERLAP])
+    for shared, name in ((False, INV_EVERY), (True, INV_SHARED)):
+        if inversion:
+            medians[name] = statistics.median(inversion[shared])
     every = communication.all_gather_object(medians)
     if rank == 0:
-        report(args, every, n_bytes, len(reducer.buckets), load_before, torch)
+        report(args, every, n_bytes, (len(reducer.buckets),
+                                      len(overlapped_train.grad_reducer.buckets)),
+               load_before, torch)
 
 
 def blas_info():
@@ -197,15 +224,16 @@ def blas_info():
 
 
 def report(args, every, n_bytes, buckets, load_before, torch):
+    buckets, n_overlap = buckets
     rank0 = every[0]
     step = rank0[STEP]
     ddp = next((v for k, v in rank0.items() if "DDP" in k), None)
-    in_step = rank0[IN_STEP]
+    in_step = statistics.mean(r[IN_STEP] for r in every)  # blocked per step, over the ranks
     plain = rank0["mpi4py Allreduce (same bytes)"]
     # the share of each rank's step it spends blocked in all-reduces (the rank that ends its
     # backward first waits for the other inside them): averaged over the ranks, and the largest
     shares = [r[IN_STEP] / r[STEP] for r in every]
-    shares_after = [r[IN_AFTER] / r[AFTER] for r in every]
+    shares_overlap = [r[IN_OVERLAP] / r[OVERLAP] for r in every]
     rows = [{"what": name, "ms": seconds * 1e3,
              "ms_max_over_ranks": max(r[name] for r in every) * 1e3}
             for name, seconds in rank0.items()]
@@ -214,8 +242,8 @@ def report(args, every, n_bytes, buckets, load_before, torch):
         "allreduce_share_of_step": statistics.mean(shares),
         "allreduce_share_of_step_max_over_ranks": max(shares),
         "allreduce_share_of_step_per_rank": shares,
-        "allreduce_share_reduced_after_backward": statistics.mean(shares_after),
-        "step_over_step_reduced_after_backward": step / rank0[AFTER],
+        "allreduce_share_overlap_true": statistics.mean(shares_overlap),
+        "overlap_true_step_over_step": rank0[OVERLAP] / step, "buckets_overlap_true": n_overlap,
         "step_overhead_vs_local": step / rank0["minigrad local step (no all-reduce)"] - 1,
         "minigrad_step_over_ddp": step / ddp if ddp else None,
         "ddp_overhead_vs_local": ddp / rank0["torch local step (no DDP)"] - 1 if ddp else None,
@@ -224,6 +252,10 @@ def report(args, every, n_bytes, buckets, load_before, torch):
         "allreduce_GBps_plain_mpi4py": n_bytes / plain / 1e9,
         "allreduce_in_step_over_plain": in_step / plain,
     }
+    if THOR_EVERY in rank0:
+        ratios["thor_steps_distributed_over_every_rank"] = rank0[THOR_SHARED] / rank0[THOR_EVERY]
+        ratios["thor_inversion_distributed_over_every_rank"] = (rank0[INV_SHARED]
+                                                                / rank0[INV_EVERY])
     for key, value in ratios.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
     if torch is None:
@@ -237,6 +269,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
             "load_average_before": load_before, "load_average_after": os.getloadavg(),
             "blas": blas_info(), "threads": {k: os.environ.get(k) for k in THREAD_VARS},
             "OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle"),
+            "bind_to": args.bind,
             "torch_threads": torch.get_num_threads() if torch is not None else None})
 
 
@@ -248,9 +281,16 @@ def main():
     parser.add_argument("--number", type=int, default=5, help="steps per round")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 steps")
     parser.add_argument("--no-torch", action="store_true", help="leave the PyTorch peer out")
+    parser.add_argument("--thor", action="store_true",
+                        help="also time THOR (frequency 2) with every rank inverting every "
+                             "layer and with distributed_inversion")
     parser.add_argument("--spin", action="store_true",
                         help="ranks spin while waiting in MPI (Open MPI's default) instead of "
                              "yielding the CPU (what communication.init() asks for)")
+    parser.add_argument("--bind", choices=("none", "core"), default="none",
+                        help="mpirun --bind-to: none (default: the scheduler moves the ranks; "
+                             "best beside other work) or core (a core per rank, for an idle "
+                             "machine with a core per rank)")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:

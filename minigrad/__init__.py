@@ -5,21 +5,26 @@ cycles, checked by the test suite). From the bottom up:
 
 1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fp16_host``, ``context``,
    ``random``: array dispatch, dtypes and the fp16 compute rule, global modes, argument checks,
-   the native kernel loader, fp16 <-> fp32 conversion, the seeded RNG; ``communication`` (MPI
-   group, collectives over arrays, parallel context: it imports only ``backend`` and
-   ``_checks``, so the amp core, ``optim`` and ``nn`` can reduce across ranks).
+   the native kernel loader, fp16 on the host, the seeded RNG; ``communication`` (MPI group,
+   collectives over arrays, parallel context: it needs nothing above this layer, so the amp
+   core, the optimizers and the network cells can reduce across ranks).
 2. ``tensor``, ``parameter``: the user handle; ``linalg`` (batched SPD inverse).
 3. ``autograd``: Function nodes and the reverse pass, ``grad``/``value_and_grad``/``GradOperation``.
 4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods.
-5. ``amp`` core: the loss-scale rule, the overflow status, the step report (arrays only).
-6. ``optim``, then ``nn``.
-7. ``amp`` faces (managers, build, grad_scaler, autocast, plots), ``mixed_precision``.
-8. ``train``, ``dataset``, ``testing``.
+5. amp core, on arrays only: ``amp.core`` (the loss-scale rule, the step report),
+   ``amp.float_status`` with ``amp._status_args``, ``amp._status_launch`` and
+   ``amp._status_numpy`` (the overflow status), ``amp.npu_ops`` (MindSpore's ops over it).
+6. ``optim``.
+7. ``nn``.
+8. amp faces: ``amp`` (the package and its other modules: managers, build, grad_scaler,
+   autocast, functional, plots); ``mixed_precision``.
+9. ``train``, ``dataset``, ``testing``.
 
-``import minigrad`` loads layers 1-4. The subpackages above them (``minigrad.nn``,
-``minigrad.amp``, ``minigrad.mixed_precision``, ...) and the names taken from them
-(``minigrad.Model``, ``minigrad.DynamicLossScaleManager``, ...) are loaded on first access
-(PEP 562), so ``import minigrad.amp`` does not load the training loop.
+``import minigrad`` loads layers 1-4 (``communication`` and ``linalg`` on first use). The
+subpackages above them (``minigrad.nn``, ``minigrad.amp``, ``minigrad.mixed_precision``, ...)
+and the names taken from them (``minigrad.Model``, ``minigrad.DynamicLossScaleManager``, ...)
+are loaded on first access (PEP 562), so ``import minigrad.amp`` does not load the training
+loop.
 """
 import importlib
 
@@ -45,6 +50,24 @@ from minigrad.random import get_seed, set_seed
 from minigrad.tensor import Tensor, from_dlpack
 
 __version__ = "0.1.0"
+
+# The layers of the list above, bottom up, as module paths inside the package; a path stands for
+# the module or package and everything under it (the longest matching path places a module), and
+# "" is the package's own __init__. tests/core/test_import_layers.py checks every import against
+# this table, and the list above and the README's Layout against it.
+_LAYERS = (
+    ("backend", "dtype", "_config", "_checks", "_native", "_fp16_host", "context", "random",
+     "communication"),
+    ("tensor", "parameter", "linalg"),
+    ("autograd",),
+    ("ops", ""),
+    ("amp.core", "amp.float_status", "amp._status_args", "amp._status_launch",
+     "amp._status_numpy", "amp.npu_ops"),
+    ("optim",),
+    ("nn",),
+    ("amp", "mixed_precision"),
+    ("train", "dataset", "testing"),
+)
 
 # subpackages loaded on first access, and the names the package takes from them
 _SUBPACKAGES = ("amp", "communication", "dataset", "mixed_precision", "nn", "optim", "testing",

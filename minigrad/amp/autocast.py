@@ -6,44 +6,43 @@
         logits = net(x)                    # Dense/Conv matmuls in fp16 (fp32 accumulation)
         loss = loss_fn(logits, y)          # softmax, log, sums, norms, losses in fp32
 
-The mode is ``minigrad._config.config.autocast_dtype``. There is ONE hook point:
-``Function.apply`` casts the inputs of an op whose class carries an ``autocast`` label, written
-in the class body beside its forward: ``"low"`` (matmul, Dense, conv: float32 inputs run in
-fp16) or ``"fp32"`` (softmax, exp, log, pow, sums, norms, losses: fp16 inputs run in fp32);
+The mode is ``minigrad._config.config.autocast_dtype``. The op lists are labels on the Function
+classes (``autocast = "low"`` on ``ops.linalg.MatMul``/``Dense`` and ``ops.conv.Conv2d``;
+``"fp32"`` on softmax, log-softmax, exp, log, pow, sum, mean, the norms and the softmax
+cross-entropy), and ``Function.apply`` casts a labelled op's inputs while the mode is set;
 ``labelled_ops()`` lists them. Unlabelled ops run in the dtype of their inputs (fp16 + fp32
 promotes to fp32 as usual). As in PyTorch, float64 inputs are not eligible: they stay float64
-whether or not autocast is on. Casts are ordinary differentiable ``ops.cast`` nodes
-(``ops.arithmetic.autocast_inputs``), so gradients return to fp32 parameters in fp32.
+whether or not autocast is on. Casts are ordinary differentiable ``ops.cast`` nodes, so
+gradients return to fp32 parameters in fp32.
 """
 import functools
-import importlib
 
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._config import config, using_config
 from minigrad.autograd.function import Function
 
-# the packages whose modules define the labelled Function classes
-_LABELLED_IN = ("minigrad.ops", "minigrad.nn.loss")
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
 
 
 def labelled_ops():
-    """``(low_precision_classes, fp32_classes)``: the Function classes (defined so far, the ops'
-    and the losses' included) whose ``autocast`` label is ``"low"`` and ``"fp32"``, each sorted
-    by module and name."""
-    for name in _LABELLED_IN:
-        importlib.import_module(name)
-    classes, stack = set(), [Function]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            if sub not in classes:
-                classes.add(sub)
-                stack.append(sub)
+    """``(low_precision_classes, fp32_classes)``: the Function classes defined so far whose
+    ``autocast`` label is ``"low"`` (inputs cast to the autocast dtype) and ``"fp32"`` (inputs
+    cast to float32), each tuple sorted by module and name. A class is defined before its op can
+    run, so the lists hold every op autocast can act on at that point."""
+    found = {"low": set(), "fp32": set()}
+    for cls in _subclasses(Function):
+        if cls.autocast is not None:
+            found[cls.autocast].add(cls)
+    return tuple(sorted(found["low"], key=_by_name)), tuple(sorted(found["fp32"], key=_by_name))
 
-    def of(label):
-        return tuple(sorted((c for c in classes if c.__dict__.get("autocast") == label),
-                            key=lambda c: (c.__module__, c.__qualname__)))
-    return of("low"), of("fp32")
+
+def _by_name(cls):
+    return cls.__module__, cls.__qualname__
 
 
 _TORCH_DEVICES = {"cpu": "CPU", "cuda": "GPU"}

@@ -19,7 +19,7 @@ inputs while ``_config.config.autocast_dtype`` is set: ``"low"`` ops (matmul, De
 float32 inputs in the low-precision dtype, ``"fp32"`` ops (softmax, exp, log, pow, sums, norms,
 losses) take fp16 inputs in float32; unlabelled ops (None) run in their inputs' dtype. The casts
 are ``autocast_inputs``, which the ops install (it records ``ops.cast`` nodes, so gradients
-return in the inputs' dtypes).
+return in the inputs' dtypes). A class defined with another label raises ValueError.
 
 The reverse pass (``run_backward``) is an iterative topological walk over the nodes. Gradients
 flow from the roots to the leaves. A node is processed only after every node that
@@ -43,6 +43,8 @@ from minigrad import backend
 from minigrad._config import config
 from minigrad.tensor import make
 
+AUTOCAST_LABELS = (None, "low", "fp32")  # a Function's ``autocast`` label (module docstring)
+
 
 class Function:
     # inputs: the input tensors while the graph is alive (None once freed)
@@ -55,6 +57,12 @@ class Function:
     freed = False
     autocast = None  # None, "low" or "fp32": the op's autocast label (module docstring)
     autocast_inputs = None  # (label, inputs) -> inputs cast for autocast; installed by the ops
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.autocast not in AUTOCAST_LABELS:
+            raise ValueError(f"{cls.__qualname__}.autocast must be one of {AUTOCAST_LABELS}, "
+                             f"got {cls.autocast!r}")
 
     def forward(self, *arrays, **kwargs):
         raise NotImplementedError

@@ -31,9 +31,11 @@ from minigrad.communication.collectives import (REDUCE_OPS, all_reduce, all_redu
 from minigrad.communication.parallel_context import (ParallelMode, set_auto_parallel_context,
                                                      get_auto_parallel_context,
                                                      reset_auto_parallel_context,
-                                                     is_data_parallel, bucket_bytes)
+                                                     is_data_parallel, bucket_bytes,
+                                                     shares_inversions)
 from minigrad.communication.parameters import (check_same_model, broadcast_parameters,
                                                synchronize_parameters)
+from minigrad.communication.work import plan_shares, share_work
 
 
 def reduce_flag(flag):
@@ -48,4 +50,5 @@ __all__ = ["GlobalComm", "WORLD_COMM_GROUP", "init", "release", "is_initialized"
            "all_gather", "all_gather_object", "broadcast_object", "any_rank", "barrier",
            "ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
            "reset_auto_parallel_context", "is_data_parallel", "bucket_bytes", "check_same_model",
-           "broadcast_parameters", "synchronize_parameters", "reduce_flag"]
+           "broadcast_parameters", "synchronize_parameters", "reduce_flag", "shares_inversions",
+           "plan_shares", "share_work"]

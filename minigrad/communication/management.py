@@ -124,44 +124,36 @@ def _check_group(group, caller):
                          f"{WORLD_COMM_GROUP!r}, got {group!r} (minigrad has one group)")
 
 
+def _of_group(group, caller, attribute, alone):
+    """``attribute`` of the joined group, or ``alone`` without ``init()`` (``group`` checked)."""
+    _check_group(group, caller)
+    return alone if _group is None else getattr(_group, attribute)
+
+
 def get_rank(group=None):
     """This process's rank in the group: 0 .. ``get_group_size() - 1``; 0 without ``init()``.
 
     Raises:
         ValueError: for a ``group`` other than the world group.
     """
-    _check_group(group, "get_rank")
-    return 0 if _group is None else _group.rank
+    return _of_group(group, "get_rank", "rank", 0)
 
 
 def get_group_size(group=None):
-    """The number of processes in the group; 1 without ``init()``.
-
-    Raises:
-        ValueError: for a ``group`` other than the world group.
-    """
-    _check_group(group, "get_group_size")
-    return 1 if _group is None else _group.size
+    """The number of processes in the group; 1 without ``init()``. Raises as ``get_rank``."""
+    return _of_group(group, "get_group_size", "size", 1)
 
 
 def get_local_rank(group=None):
-    """This process's rank among the group's processes on the same machine (0 without ``init``).
-
-    Raises:
-        ValueError: for a ``group`` other than the world group.
-    """
-    _check_group(group, "get_local_rank")
-    return 0 if _group is None else _group.local_rank
+    """This process's rank among the group's processes on the same machine (0 without
+    ``init``). Raises as ``get_rank``."""
+    return _of_group(group, "get_local_rank", "local_rank", 0)
 
 
 def get_local_rank_size(group=None):
-    """How many of the group's processes run on this machine (1 without ``init``).
-
-    Raises:
-        ValueError: for a ``group`` other than the world group.
-    """
-    _check_group(group, "get_local_rank_size")
-    return 1 if _group is None else _group.local_size
+    """How many of the group's processes run on this machine (1 without ``init``). Raises as
+    ``get_rank``."""
+    return _of_group(group, "get_local_rank_size", "local_size", 1)
 
 
 def current():

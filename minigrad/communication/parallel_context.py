@@ -13,6 +13,7 @@ all-reduce their gradients through ``nn.DistributedGradReducer`` and every overf
 through ``any_rank``, and ``NumpySlicesDataset`` gives each rank its shard.
 """
 from minigrad import _checks
+from minigrad.communication import management
 
 STAND_ALONE, DATA_PARALLEL = "stand_alone", "data_parallel"
 MB = 2 ** 20
@@ -31,10 +32,12 @@ class ParallelMode:
 # parallel_mode, gradients_mean, device_num (0: the group size), global_rank, parameter_broadcast
 # (minigrad's default is True, MindSpore's False: ranks start identical whatever their seeds),
 # gradient_fp32_sync (fp16 gradients are always reduced in fp32: True is the only value), and
-# comm_fusion's all-reduce bucket size in MB (MindSpore's "size" fusion mode)
+# comm_fusion's all-reduce bucket size in MB (MindSpore's "size" fusion mode), and minigrad's
+# distributed_inversion (THOR's factor inversions shared out across the ranks, as KAISA does)
 _DEFAULTS = {"parallel_mode": STAND_ALONE, "gradients_mean": False, "device_num": 0,
              "global_rank": 0, "parameter_broadcast": True, "gradient_fp32_sync": True,
-             "comm_fusion": {"allreduce": {"mode": "size", "config": 25}}}
+             "comm_fusion": {"allreduce": {"mode": "size", "config": 25}},
+             "distributed_inversion": False}
 _context = dict(_DEFAULTS)
 # parallel_mode == "data_parallel", kept beside the context for the checks in every training
 # step (``amp.float_status._reduce_overflow``), which read it without a call
@@ -50,7 +53,8 @@ def _checked(key, value):
         if value not in (STAND_ALONE, DATA_PARALLEL):
             raise ValueError(f"set_auto_parallel_context: parallel_mode {value!r} is not "
                              f"implemented; minigrad runs {STAND_ALONE!r} and {DATA_PARALLEL!r}")
-    elif key in ("gradients_mean", "parameter_broadcast", "gradient_fp32_sync"):
+    elif key in ("gradients_mean", "parameter_broadcast", "gradient_fp32_sync",
+                 "distributed_inversion"):
         value = _checks.check_bool(key, value, owner=_OWNER)
         if key == "gradient_fp32_sync" and not value:
             raise ValueError("set_auto_parallel_context: 'gradient_fp32_sync' must be True: "
@@ -84,8 +88,11 @@ def set_auto_parallel_context(**kwargs):
     ``device_num`` (0, default: the group size; otherwise it must equal it),
     ``global_rank`` (accepted, informational), ``parameter_broadcast`` (default True: the
     gradient reducer broadcasts rank 0's parameters when it is made), ``gradient_fp32_sync``
-    (True only) and ``comm_fusion={"allreduce": {"mode": "size", "config": MB}}`` (the size of
-    one fused all-reduce bucket, default 25 MB).
+    (True only), ``comm_fusion={"allreduce": {"mode": "size", "config": MB}}`` (the size of
+    one fused all-reduce bucket, default 25 MB) and minigrad's ``distributed_inversion``
+    (default False: every rank inverts every THOR factor; True: each rank inverts a share of
+    the layers, balanced by cost, and every rank receives the others' inverses, as KAISA
+    distributes them; see ``shares_inversions``).
 
     Raises:
         ValueError: for an unknown key, an unknown or unimplemented mode, or a value out of
@@ -121,6 +128,13 @@ def reset_auto_parallel_context():
 def is_data_parallel():
     """True in ``"data_parallel"`` mode."""
     return data_parallel
+
+
+def shares_inversions():
+    """True when THOR's inversions are shared out across the ranks: data-parallel mode, the
+    context's ``distributed_inversion``, and a group of more than one."""
+    return (is_data_parallel() and _context["distributed_inversion"]
+            and management.get_group_size() > 1)
 
 
 def bucket_bytes():

@@ -9,19 +9,25 @@ applies the same update::
 Gradients are copied into a few flat buffers ("buckets"), multiplied by ``1/n`` on the way for
 the mean (as PyTorch's DDP divides before it reduces: one pass over the gradients instead of
 two, and a sum that stays in the gradients' range), and each bucket is reduced by ONE
-all-reduce: a 2.7 MB MLP is two collectives per step, not one per parameter (the fixed cost of
+all-reduce: a 2.7 MB MLP is one collective per step, not one per parameter (the fixed cost of
 a collective is paid per call). float16 gradients are copied into float32 buckets, so the sum is
 taken in float32 and cannot overflow fp16's 65504; they come back float32, as the loss-scaled
 unscale returns them. The buffers are made once and reused at every step.
 
 Buckets are filled as PyTorch's DDP fills them: in reverse parameter order (backward makes the
-last layers' gradients first), each closed once it holds ``bucket_bytes`` (the first once it
-holds 1 MiB, so that a first all-reduce can start early in backward).
+last layers' gradients first), each closed once it holds ``bucket_bytes``.
 
-``TrainOneStepCell`` runs backward inside ``reducer.overlapping()``: each gradient is copied into
-its bucket as soon as backward has made it final, and each full bucket but the last starts its
-all-reduce at once (``communication.all_reduce_start``) while backward computes the others;
-``reducer(grads)`` then reduces the last bucket and waits for the others.
+With ``overlap=True`` the reducer also overlaps as DDP does: the first bucket closes at 1 MiB,
+and ``TrainOneStepCell`` runs backward inside ``reducer.overlapping()``, where each gradient is
+copied into its bucket as soon as backward has made it final and each full bucket but the last
+starts its all-reduce at once (``communication.all_reduce_start``, MPI's ``Iallreduce``) while
+backward computes the others; ``reducer(grads)`` then reduces the last bucket and waits for the
+others. That pays where a started all-reduce moves on by itself (a network card, a spare
+core). Open MPI progresses a started all-reduce only inside MPI calls, its ``Iallreduce`` is
+slower than its blocking ``Allreduce`` at these sizes, and with a core per busy rank the
+transfer takes CPU time from backward anyway: on 2 ranks of 2 cores
+(``benchmarks/parallel.py``, the 2.7 MB MLP) the overlapped step is 2-7% slower than one
+blocking all-reduce after backward, so ``overlap=False`` is the default.
 
 That every rank has the same model, starting from rank 0's values, is settled before: an
 ``Optimizer`` made in data-parallel mode calls ``communication.synchronize_parameters``.
@@ -104,9 +110,10 @@ class DistributedGradReducer(Cell):
         group: the world group (None or ``"world"``; MindSpore's world group names too).
         bucket_bytes: the largest bucket, in bytes. Default None: the context's ``comm_fusion``
             size (25 MB).
-        overlap: within ``overlapping()``, start the buckets' all-reduces during backward.
-            Default True; False: every bucket is reduced by a blocking all-reduce once backward
-            has ended (one rank's choice must be every rank's).
+        overlap: True: the first bucket closes at 1 MiB and, within ``overlapping()``, the
+            buckets' all-reduces start during backward (PyTorch DDP). Default False: every
+            bucket is reduced by a blocking all-reduce once backward has ended (see the module
+            docstring for why). Every rank must make the same choice.
 
     The returned arrays are views of the reducer's buckets, valid until its next call. A None
     gradient counts as zeros in the sum (another rank may have one) and comes back as an array.
@@ -119,7 +126,7 @@ class DistributedGradReducer(Cell):
     """
 
     def __init__(self, parameters, mean=None, degree=None, fusion_type=1, group=None,
-                 bucket_bytes=None, overlap=True):
+                 bucket_bytes=None, overlap=False):
         super().__init__(auto_prefix=False)
         params = tuple(parameters)
         for i, p in enumerate(params):
@@ -136,7 +143,8 @@ class DistributedGradReducer(Cell):
                              _checks.check_positive_int("bucket_bytes", bucket_bytes, owner=owner))
         self.overlap = _checks.check_bool("overlap", overlap, owner=owner)
         self.weights = params  # a plain tuple: not registered, so not saved twice
-        self.buckets = plan_buckets(params, self.bucket_bytes)
+        self.buckets = plan_buckets(params, self.bucket_bytes,
+                                    FIRST_BUCKET_BYTES if self.overlap else self.bucket_bytes)
         self._slot_of = {slot[0]: (bucket, slot) for bucket in self.buckets
                          for slot in bucket.slots}
         self._reported = None  # during overlapping(): the indices of the gradients copied in

@@ -92,7 +92,8 @@ class TrainOneStepCell(Cell):
     In data-parallel mode (``minigrad.set_auto_parallel_context(parallel_mode="data_parallel")``)
     ``grad_reducer`` is an ``nn.DistributedGradReducer`` over ``optimizer.parameters``, made
     here (so every rank checks the model and takes rank 0's parameters before the first step);
-    backward runs inside its ``overlapping()``, so the gradients' all-reduces start during it.
+    backward runs inside its ``overlapping()`` (with ``overlap=True`` the gradients' all-reduces
+    start during backward).
 
     Raises:
         TypeError: if ``network`` is not a Cell, ``optimizer`` is not callable or has no
@@ -145,7 +146,7 @@ class TrainOneStepCell(Cell):
 
     def construct(self, *inputs):
         reducer = self.grad_reducer
-        if isinstance(reducer, DistributedGradReducer):  # its all-reduces overlap backward
+        if isinstance(reducer, DistributedGradReducer):  # its all-reduces may overlap backward
             with reducer.overlapping():
                 loss, grads = self.loss_and_grads(inputs, self.sens)
         else:

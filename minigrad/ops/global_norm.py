@@ -10,7 +10,6 @@ import numbers
 import numpy
 
 from minigrad import backend
-from minigrad import dtype as dtypes
 from minigrad._fp16_host import convert, widen
 from minigrad.tensor import Tensor
 
@@ -44,13 +43,15 @@ def global_norm(arrays, norm_type=2.0):
 
 
 def scale_in_place(arrays, factor):
-    """``x *= factor`` for every array, float16 through float32 (one rounding), no warnings."""
+    """``x *= factor`` for every array, no warnings; float16 is computed in float32 (``widen``)
+    and stored back into ``x`` with one rounding (``store``'s conversion, written in place)."""
     with numpy.errstate(over="ignore", invalid="ignore"):
         for x in arrays:
-            if x.dtype == dtypes.float16:
-                convert(widen(x) * numpy.float32(factor), x.dtype, out=x)  # in place
-            else:
+            wide = widen(x)
+            if wide is x:
                 x *= x.dtype.type(factor)
+            else:
+                convert(wide * wide.dtype.type(factor), x.dtype, out=x)
 
 
 def check_norm_type(norm_type, owner):

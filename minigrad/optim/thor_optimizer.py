@@ -53,8 +53,9 @@ class THOR(Optimizer):
         momentum (float): >= 0.
         weight_decay (int, float): >= 0. Default 0.0.
         loss_scale (float): > 0; an int is converted. Default 1.0.
-        batch_size (int): the N of LayerNorm's rule ``g² / N``. The factors use each batch's
-            actual size (MindSpore multiplies G by ``batch_size²``, wrong on a short last batch).
+        batch_size (int): the N of LayerNorm's rule ``g² / N`` (``g² / N²`` for a sum loss).
+            The factors use each batch's actual size (MindSpore multiplies G by
+            ``batch_size²``, wrong on a short last batch).
         use_nesterov (bool): Default False.
         decay_filter: ``fn(param) -> bool``, default ``lambda x: x.name not in []`` (all).
         split_indices: None, or increasing layer indices closing each all-reduce group of the

@@ -102,14 +102,27 @@ def _take_records(blocks, seed, mean, report):
 
 def _invert(jobs, report):
     """Invert the damped blocks of the refreshing layers together and store the inverses (and
-    the trace rule's reference, from the step's traces)."""
-    results = invert_together([job[:3] for job in jobs]) if jobs else {}
+    the trace rule's reference, from the step's traces). With the parallel context's
+    ``distributed_inversion`` each rank inverts a share of the layers (balanced by the cost of
+    their blocks, ``b s³``) and receives the others' (``communication.share_work``)."""
+    if jobs and communication.shares_inversions():
+        def invert(indices):
+            done = invert_together([jobs[i][:3] for i in indices])
+            return [done[jobs[i][0]] for i in indices]
+        shared = communication.share_work([_inversion_cost(job) for job in jobs], invert)
+        results = {job[0]: result for job, result in zip(jobs, shared)}
+    else:
+        results = invert_together([job[:3] for job in jobs]) if jobs else {}
     for block, damping, _, current in jobs:
         inverses, ladder, seconds = results[block]
         block.store_inverses(inverses, damping)
         block.trace_ref = None if current is None else block.damped_trace(current, damping)
         entry = report.layers[block.name]
         entry.ladder, entry.inverse_seconds = ladder, seconds
+
+
+def _inversion_cost(job):
+    return sum(stack.shape[0] * stack.shape[-1] ** 3 for _, stack, _, _ in job[2])
 
 
 def _trace_decision(rule, block, traces, entry):

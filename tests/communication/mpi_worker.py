@@ -139,11 +139,30 @@ def run_tf_overflow(rank, size, batch, poison_rank):
     return {"params": params(net), "reports": reports}
 
 
-def run_thor(rank, size, batch):
+def run_thor(rank, size, batch, shared=False):
     """THOR (refreshing its factors every 2 steps, one all-reduce group per layer) in a
-    TrainOneStepCell, with the Allreduce calls of each step; None without nn.thor."""
+    TrainOneStepCell, with the Allreduce calls of each step and the layers this rank inverted;
+    ``shared``: with the context's distributed_inversion. None without nn.thor."""
     if not hasattr(nn, "thor"):
         return None
+    from minigrad.optim import thor_refresh
+    inverted, invert_together = [], thor_refresh.invert_together
+
+    def counted(jobs):
+        inverted.append(sorted(block.name for block, _, _ in jobs))
+        return invert_together(jobs)
+    thor_refresh.invert_together = counted
+    minigrad.set_auto_parallel_context(distributed_inversion=shared)
+    try:
+        out = _thor_steps(rank, size, batch)
+    finally:
+        thor_refresh.invert_together = invert_together
+        minigrad.set_auto_parallel_context(distributed_inversion=False)
+    out["inverted"] = inverted
+    return out
+
+
+def _thor_steps(rank, size, batch):
     minigrad.set_seed(SEED + rank)
     net = MLP()
     opt = nn.thor(net, Tensor(numpy.float32(0.05)), Tensor(numpy.float32(0.01)), 0.9,
@@ -186,23 +205,23 @@ class CountingComm:
         return getattr(self.comm, name)
 
 
-def reduced_after_backward(net, opt):
-    """A TrainOneStepCell whose reducer runs every all-reduce once backward has ended."""
+def overlapped(net, opt):
+    """A TrainOneStepCell whose reducer starts its all-reduces during backward."""
     train = nn.TrainOneStepCell(net, opt)
-    train.grad_reducer.overlap = False
+    train.grad_reducer = nn.DistributedGradReducer(opt.parameters, overlap=True)
     return train
 
 
 TRAIN_CELLS = {
-    "plain": nn.TrainOneStepCell, "after_backward": reduced_after_backward,
+    "plain": nn.TrainOneStepCell, "overlapped": overlapped,
     "scaled": lambda net, opt: nn.TrainOneStepWithLossScaleCell(net, opt,
                                                                 Tensor(numpy.float32(8.0)))}
 
 
 def run_counts(rank, size, batch, bucket_mb):
-    """All-reduce calls per step of the fp32 cell (all-reduces started during backward or after
-    it) and of the loss-scaled cell, with small buckets; at each started all-reduce of the
-    plain cell, how many gradients its reducer had been given."""
+    """All-reduce calls per step of the fp32 cell (all-reduces after backward, or started during
+    it) and of the loss-scaled cell, with small buckets; at each started all-reduce, how many
+    gradients the overlapping reducer had been given."""
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True,
                                        comm_fusion={"allreduce": {"mode": "size",
                                                                   "config": bucket_mb}})
@@ -274,7 +293,8 @@ def run_callbacks(rank, out_dir):
 def scenarios(rank, size, batch):
     """Every scenario's results (the two overflow injections: on rank 1, and on no rank)."""
     out = {"fp32_cell": run_fp32_cell(rank, size, batch),
-           "o2_model": run_o2_model(rank, size, batch), "thor": run_thor(rank, size, batch)}
+           "o2_model": run_o2_model(rank, size, batch), "thor": run_thor(rank, size, batch),
+           "thor_shared": run_thor(rank, size, batch, shared=True)}
     for poison in (1, None):
         out[f"cell_overflow_{poison}"] = run_cell_overflow(rank, size, batch, poison)
         out[f"grad_scaler_overflow_{poison}"] = run_grad_scaler_overflow(rank, size, batch, poison)

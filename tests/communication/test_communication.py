@@ -136,3 +136,37 @@ def test_the_package_imports_only_layer_one():
             for name in names:
                 if name.startswith("minigrad.") and not name.startswith("minigrad.communication"):
                     assert name in allowed, f"{path.name} imports {name}"
+
+
+def test_plan_shares_balances_the_cost_greedily_the_same_way_every_time():
+    assert communication.plan_shares([5, 1, 4, 2, 3], 2) == [0, 0, 1, 0, 1]  # 5+2+1 | 4+3
+    assert communication.plan_shares([1, 1, 1], 1) == [0, 0, 0]
+    assert communication.plan_shares([2, 2, 2, 2], 3) == [0, 1, 2, 0]  # ties: the lowest rank
+    assert communication.plan_shares([], 2) == []
+    with pytest.raises(ValueError, match="'costs' element 1 must be a finite number >= 0, "
+                                         "got -1"):
+        communication.plan_shares([1, -1], 2)
+    with pytest.raises(ValueError, match="'size' must be >= 1, got 0"):
+        communication.plan_shares([1], 0)
+
+
+def test_share_work_in_a_group_of_one_computes_everything_in_order():
+    calls = []
+
+    def compute(indices):
+        calls.append(indices)
+        return [10 * i for i in indices]
+    assert communication.share_work([3, 1, 2], compute) == [0, 10, 20]
+    assert calls == [[0, 1, 2]]
+    assert communication.share_work([], compute) == [] and calls == [[0, 1, 2]]
+    with pytest.raises(ValueError, match="'compute' returned 1 results for 2 items"):
+        communication.share_work([1, 1], lambda indices: [0])
+
+
+def test_distributed_inversion_is_a_context_flag_that_needs_a_group():
+    assert communication.get_auto_parallel_context("distributed_inversion") is False
+    minigrad.set_auto_parallel_context(parallel_mode="data_parallel", distributed_inversion=True)
+    assert communication.get_auto_parallel_context("distributed_inversion") is True
+    assert not communication.shares_inversions()  # a group of one inverts everything itself
+    with pytest.raises(TypeError, match="distributed_inversion"):
+        minigrad.set_auto_parallel_context(distributed_inversion="yes")

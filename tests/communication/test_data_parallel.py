@@ -108,6 +108,20 @@ def test_thor_bit_identical_and_matches_one_process(ranks, reference):
     # the gradients' one bucket every step; on the refresh steps (1 and 3, frequency 2) one
     # all-reduce more per split_indices group of factors ([0, 1]: a group per layer)
     assert ranks[0]["thor"]["allreduce_per_step"] == [1 + 2, 1, 1 + 2, 1]
+    # every rank inverts both layers at both refreshes
+    assert [r["thor"]["inverted"] for r in ranks] == [[["fc1.weight", "fc2.weight"]] * 2] * 2
+
+
+def test_thor_with_distributed_inversion_shares_the_layers_and_gives_the_same_step(ranks,
+                                                                                  reference):
+    if ranks[0]["thor_shared"] is None:
+        pytest.skip("nn.thor is not in this minigrad")
+    shared = [r["thor_shared"] for r in ranks]
+    # fc1's blocks (6 + 8 wide) cost more than fc2's (8 + 3): rank 0 inverts fc1, rank 1 fc2
+    assert [s["inverted"] for s in shared] == [[["fc1.weight"]] * 2, [["fc2.weight"]] * 2]
+    assert_bit_identical(shared[0]["params"], shared[1]["params"])
+    assert_bit_identical(shared[0]["params"], ranks[0]["thor"]["params"])
+    assert_close(shared[0]["params"], reference["thor_shared"]["params"], 1e-5, 1e-6)
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -136,7 +150,7 @@ def test_three_faces_agree_on_the_injected_run(ranks):
     assert scales["cell"][1:] == scales["grad_scaler"][:-1]
 
 
-@pytest.mark.parametrize("cell", ["plain", "after_backward", "scaled"])
+@pytest.mark.parametrize("cell", ["plain", "overlapped", "scaled"])
 def test_one_all_reduce_per_bucket(ranks, cell):
     counts = ranks[0]["counts"][cell]
     assert counts["buckets"] > 1  # the small bucket size splits the model
@@ -146,16 +160,16 @@ def test_one_all_reduce_per_bucket(ranks, cell):
         assert ranks[1]["counts"][cell][name] == counts[name]
 
 
-def test_all_reduces_start_during_backward_and_give_the_same_step(ranks):
-    plain, after = ranks[0]["counts"]["plain"], ranks[0]["counts"]["after_backward"]
-    # every bucket but the last is started while backward has not yet made every gradient
-    assert plain["started"] == [plain["buckets"] - 1] * worker.STEPS
-    assert plain["reported_at_start"] and all(
-        0 < n < plain["n_params"] for n in plain["reported_at_start"])
-    # reduced after backward, every bucket is reduced by a blocking all-reduce
-    assert after["started"] == [0] * worker.STEPS and after["reported_at_start"] == []
-    assert_bit_identical(plain["params"], after["params"])
-    assert_bit_identical(plain["params"], ranks[1]["counts"]["plain"]["params"])
+def test_overlapped_all_reduces_start_during_backward_and_give_the_same_step(ranks):
+    plain, overlapped = ranks[0]["counts"]["plain"], ranks[0]["counts"]["overlapped"]
+    # overlap=True: every bucket but the last starts while backward has not made every gradient
+    assert overlapped["started"] == [overlapped["buckets"] - 1] * worker.STEPS
+    assert overlapped["reported_at_start"] and all(
+        0 < n < overlapped["n_params"] for n in overlapped["reported_at_start"])
+    # the default: every bucket reduced by a blocking all-reduce after backward
+    assert plain["started"] == [0] * worker.STEPS and plain["reported_at_start"] == []
+    assert_bit_identical(plain["params"], overlapped["params"])
+    assert_bit_identical(overlapped["params"], ranks[1]["counts"]["overlapped"]["params"])
     minigrad.reset_auto_parallel_context()
     one = worker.run_counts(0, 1, 2 * worker.BATCH, worker.BUCKET_MB)["plain"]  # global batch
     assert_close(plain["params"], one["params"], rtol=1e-5, atol=1e-6)

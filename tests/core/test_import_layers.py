@@ -1,5 +1,10 @@
-"""minigrad's modules import one another without cycles at module level, and ``import minigrad``
-stays light (the layer order is written in the package docstring and the README's Layout).
+"""minigrad's modules import one another without cycles and only downward through the layers, and
+``import minigrad`` stays light.
+
+The layer table is ``minigrad._LAYERS`` (read from the source of ``minigrad/__init__.py``); the
+package docstring and the README's Layout write it out as a numbered list, and a test checks
+that each item names exactly the modules of its layer, so the table, the docstring and the
+README cannot drift apart.
 
 The import graph is read from the source (``ast``), not by importing: an edge runs from a module
 to each minigrad module its body imports when it is executed (module level, including under
@@ -9,8 +14,13 @@ to each minigrad module its body imports when it is executed (module level, incl
 A package's own ``__init__`` importing its submodules is an edge like any other; the implicit
 run of a parent package's ``__init__`` before a submodule is not (Python allows a submodule to
 be imported while its parent package is still initialising).
+
+An import inside a function (run on first use) that goes up the layers is allowed only where
+``LAZY_UPWARD`` lists it with its reason. ``importlib.import_module`` of a computed name is not
+read; it is allowed only in a package's PEP 562 ``__getattr__`` (checked below).
 """
 import ast
+import re
 import subprocess
 import sys
 
@@ -19,11 +29,11 @@ from helpers import REPO_ROOT
 PACKAGE = REPO_ROOT / "minigrad"
 
 
-def module_names():
-    """{dotted module name: path} for every module of the package."""
+def module_names(package=PACKAGE):
+    """{dotted module name: path} for every module of the package in folder ``package``."""
     names = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         names[".".join(parts)] = path
@@ -45,29 +55,53 @@ def _executed_statements(body):
             yield from _executed_statements(handler.body)
 
 
+def _targets(node, package, modules):
+    """The modules in ``modules`` that the import statement ``node`` (in ``package``) loads."""
+    if isinstance(node, ast.Import):
+        targets = {alias.name for alias in node.names}
+    else:
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")
+            anchor = anchor[:len(anchor) - node.level + 1]
+            base = ".".join(anchor + ([base] if base else []))
+        targets = set()
+        for alias in node.names:
+            full = f"{base}.{alias.name}"
+            targets.add(full if full in modules else base)
+    return {t for t in targets if t in modules}
+
+
+def _parse(name, path):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return tree, name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
 def imports_of(name, path, modules):
     """The minigrad modules that module ``name`` (at ``path``) imports at module level."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree, package = _parse(name, path)
     targets = set()
     for node in _executed_statements(tree.body):
-        if isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[:len(anchor) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            for alias in node.names:
-                full = f"{base}.{alias.name}"
-                targets.add(full if full in modules else base)
-    return {t for t in targets if t in modules and t != name}
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            targets |= _targets(node, package, modules)
+    return targets - {name}
 
 
-def import_graph():
-    modules = module_names()
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+def function_imports_of(name, path, modules):
+    """The minigrad modules that the functions and methods of module ``name`` import."""
+    tree, package = _parse(name, path)
+    targets = set()
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    targets |= _targets(node, package, modules)
+    return targets - {name}
+
+
+def import_graph(package=PACKAGE, reader=imports_of):
+    modules = module_names(package)
+    return {name: reader(name, path, modules) for name, path in modules.items()}
 
 
 def cycles(graph):
@@ -116,6 +150,142 @@ def _one_cycle(graph, component):
         if v == start or v in seen:
             return " -> ".join(path)
         seen.add(v)
+
+
+# Function-level imports that go up the layers: (module, imported module) -> why it is there.
+LAZY_UPWARD = {
+    ("minigrad.ops", "minigrad.amp.npu_ops"):
+        "MindSpore spells its float-status primitives ops.NPUAllocFloatStatus, "
+        "ops.NPUClearFloatStatus and ops.NPUGetFloatStatus; they wrap the amp core's overflow "
+        "status (the layer above the ops), so ops.__getattr__ loads them on first use",
+}
+
+
+def read_layers(package=PACKAGE):
+    """The ``_LAYERS`` table of the package's ``__init__``, read from its source."""
+    init = package / "__init__.py"
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == "_LAYERS" for target in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{init} defines no _LAYERS table")
+
+
+def layer_of(module, layers):
+    """The index in ``layers`` of the layer that places the dotted ``module`` (the longest
+    matching path; "" matches the package itself only), or None when no path matches."""
+    path = module.partition(".")[2]
+    best, best_length = None, -1
+    for index, paths in enumerate(layers):
+        for entry in paths:
+            hit = path == entry or (entry != "" and path.startswith(entry + "."))
+            if hit and len(entry) > best_length:
+                best, best_length = index, len(entry)
+    return best
+
+
+def layer_violations(graph, layers):
+    """``(unplaced modules, upward imports)``: the modules no layer places, and the
+    ``(module, imported module)`` pairs whose target sits on a higher layer, both sorted."""
+    unplaced = sorted(m for m in graph if layer_of(m, layers) is None)
+    upward = sorted((m, t) for m, targets in graph.items() for t in targets
+                    if m not in unplaced and t not in unplaced
+                    and layer_of(t, layers) > layer_of(m, layers))
+    return unplaced, upward
+
+
+def _describe(pairs, layers):
+    return "\n".join(f"  {m} (layer {layer_of(m, layers) + 1}) imports {t} "
+                      f"(layer {layer_of(t, layers) + 1})" for m, t in pairs)
+
+
+def documented_layers(text, quote):
+    """The names quoted with ``quote`` in each item of the first numbered list of ``text``."""
+    start = re.search(r"^1\. ", text, re.M).start()
+    items = re.findall(r"^(\d+)\. (.*?)(?=^\d+\. |^\s*$|\Z)", text[start:], re.M | re.S)
+    assert [int(number) for number, _ in items] == list(range(1, len(items) + 1)), items
+    pattern = re.escape(quote) + r"([A-Za-z_][\w.]*)" + re.escape(quote) + "(?!`)"
+    return [re.findall(r"(?<!`)" + pattern, body) for _, body in items]
+
+
+def _layer_text_matches_table(text, quote, layers, modules, package="minigrad"):
+    named = [{n for n in names if f"{package}.{n}" in modules}
+             for names in documented_layers(text, quote)]
+    return named == [set(paths) - {""} for paths in layers], named
+
+
+def test_the_layer_checker_on_a_made_up_package(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "high").mkdir(parents=True)
+    files = {
+        "__init__.py": '"""1. ``low``.\n2. ``high``.\n"""\n_LAYERS = (("low",), ("high", ""))\n',
+        "low.py": "from pkg import high\ndef f():\n    import pkg.high.deep\n",
+        "high/__init__.py": "from pkg import low\n",
+        "high/deep.py": "import pkg.low\nfrom pkg import base\n",
+        "base.py": "",
+        "stray.py": "def g():\n    from . import low\n",
+    }
+    for name, source in files.items():
+        (package / name).write_text(source)
+    layers = read_layers(package)
+    assert layers == (("low",), ("high", ""))
+    assert [layer_of(m, layers) for m in ("pkg", "pkg.low", "pkg.high", "pkg.high.deep")] == [
+        1, 0, 1, 1]
+    graph = import_graph(package)
+    # pkg.high.deep imports pkg (from pkg import base: base is a module, so pkg.base)
+    assert layer_violations(graph, layers) == (["pkg.base", "pkg.stray"],
+                                               [("pkg.low", "pkg.high")])
+    lazy = import_graph(package, function_imports_of)
+    assert layer_violations(lazy, layers)[1] == [("pkg.low", "pkg.high.deep")]
+    modules = module_names(package)
+    docstring = ast.get_docstring(ast.parse(files["__init__.py"]))
+    assert _layer_text_matches_table(docstring, "``", layers, modules, "pkg")[0]
+    swapped = "1. ``high``.\n2. ``low``.\n"
+    assert not _layer_text_matches_table(swapped, "``", layers, modules, "pkg")[0]
+
+
+def test_no_module_imports_a_module_of_a_higher_layer():
+    layers = read_layers()
+    unplaced, upward = layer_violations(import_graph(), layers)
+    assert not unplaced, f"modules in no layer of minigrad._LAYERS: {unplaced}"
+    assert not upward, "module-level imports up the layers:\n" + _describe(upward, layers)
+
+
+def test_function_level_imports_go_up_only_where_listed():
+    layers = read_layers()
+    upward = layer_violations(import_graph(reader=function_imports_of), layers)[1]
+    unlisted = [pair for pair in upward if pair not in LAZY_UPWARD]
+    assert not unlisted, ("function-level imports up the layers (remove them, or list them in "
+                          "LAZY_UPWARD with the reason):\n" + _describe(unlisted, layers))
+    stale = sorted(set(LAZY_UPWARD) - set(upward))
+    assert not stale, f"LAZY_UPWARD lists imports the package does not make: {stale}"
+
+
+def test_import_module_of_a_computed_name_only_in_a_package_getattr():
+    found = []
+    for name, path in module_names().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module")
+                        and not (isinstance(node.args[0], ast.Constant)
+                                 and not node.args[0].value.startswith("minigrad"))):
+                    found.append((name, function.name, path.name))
+    assert found and all(f == "__getattr__" and p == "__init__.py" for _, f, p in found), found
+
+
+def test_the_docstring_and_the_readme_write_out_the_layer_table():
+    layers, modules = read_layers(), module_names()
+    docstring = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text()))
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("\n## Layout\n"):]
+    layout = layout[:layout.index("\n## ", 1)]
+    for where, text, quote in (("the package docstring", docstring, "``"),
+                               ("the README's Layout", layout, "`")):
+        matches, named = _layer_text_matches_table(text, quote, layers, modules)
+        assert matches, f"{where} names {named}, minigrad._LAYERS holds {layers}"
 
 
 def test_the_graph_reader_sees_module_level_imports_only(tmp_path):

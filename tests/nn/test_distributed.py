@@ -124,3 +124,20 @@ def test_optimizer_synchronizes_nothing_in_a_group_of_one():
     nn.SGD([p], 0.1)
     assert p.version == 0  # no broadcast wrote it
     assert communication.get_group_size() == 1
+
+
+def test_the_buckets_are_made_once_and_the_gradients_come_back_as_views_of_them():
+    ps = params((2, 3), (3,)) + params((4,), dtype=numpy.float16)
+    reducer = nn.DistributedGradReducer(ps, mean=True, degree=2, bucket_bytes=16)
+    grads = (Tensor(numpy.ones((2, 3), numpy.float32)), Tensor(numpy.ones(3, numpy.float32)),
+             Tensor(numpy.ones(4, numpy.float16)))
+    first = reducer(grads)
+    buffers = [b.buffer for b in reducer.buckets]
+    second = reducer(grads)
+    assert all(b.buffer is old for b, old in zip(reducer.buckets, buffers))  # made once
+    for a, b in zip(first, second):
+        assert numpy.shares_memory(a.asnumpy(), b.asnumpy())
+        numpy.testing.assert_array_equal(b.asnumpy(), 0.5)
+    with reducer.overlapping():  # a group of one: nothing to overlap, the same call after it
+        pass
+    numpy.testing.assert_array_equal(reducer(grads)[2].asnumpy(), 0.5)

@@ -315,3 +315,28 @@ def test_reduce_factors_is_one_all_reduce_per_split_group(monkeypatch):
     # layers 1 and 2
     assert calls[-2:] == [(36 + 64 + 2, "mean"), (64 + 25 + 2 + 25 + 9 + 2, "mean")]
     assert opt.last_report.refresh
+
+
+def test_trace_rule_reduces_the_traces_then_the_factors_of_refreshing_layers(monkeypatch):
+    """Data-parallel trace rule: one all-reduce of the traces per group (every rank then decides
+    alike), then one of the factors of the layers that refresh; a reuse step only the first."""
+    from minigrad import communication
+    calls = []
+
+    def fake_all_reduce(array, op):
+        calls.append(array.size)
+        return array
+    monkeypatch.setattr(communication, "is_data_parallel", lambda: True)
+    monkeypatch.setattr(communication, "all_reduce_", fake_all_reduce)
+    monkeypatch.setattr(communication, "synchronize_parameters", lambda params: None)
+    monkeypatch.setattr(communication, "check_same_model", lambda *a, **k: None, raising=False)
+    minigrad.set_seed(0)
+    net = nn.SequentialCell([nn.Dense(6, 8), nn.Dense(8, 3)])
+    opt = nn.thor(net, T, T, 0.9, refresh="trace", omega1=0.5)
+    train = trainer(opt, net)
+    x, y = data()
+    for expected in ([2 + 2, 36 + 64 + 64 + 9], [2 + 2]):
+        calls.clear()
+        train(x, y)
+        assert calls == [6 * 8 + 8 + 8 * 3 + 3] + expected  # the gradients', then THOR's
+    assert not opt.last_report.refresh
