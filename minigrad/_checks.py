@@ -187,6 +187,25 @@ def check_in(name, value, choices, *, owner=None):
     _fail(ValueError, name, words, value, owner, False)
 
 
+def check_relation(name, value, holds, expected, *, error=ValueError, owner=None):
+    """``value`` if ``holds``, else ``error`` with the one message: ``name must be <expected>,
+    got <value>`` (and the value's type for a TypeError).
+
+    For a rule the caller tests itself: between arguments (``min_scale <= max_scale``), against
+    state (an optimizer built for another network, a key a state dict cannot hold) or against
+    the context (a device other than ``device_target``)::
+
+        check_relation("min_scale", low, low <= high, f"<= max_scale ({high})")
+        # ValueError: min_scale must be <= max_scale (1024.0), got 2048.0
+
+    ``error`` is ValueError (out of range), TypeError (the wrong kind of object), or the type a
+    peer's documentation names (e.g. KeyError for a missing key).
+    """
+    if holds:
+        return value
+    _fail(error, name, expected, value, owner, error is TypeError)
+
+
 def check_callable(name, value, *, owner=None):
     """``value`` if it is callable, else TypeError."""
     if callable(value):

@@ -19,6 +19,7 @@ import functools
 
 from minigrad import backend
 from minigrad import dtype as dtypes
+from minigrad._checks import check_relation, check_type
 from minigrad._config import config, using_config
 from minigrad.autograd.function import Function
 
@@ -57,7 +58,7 @@ def is_device_name(value):
     return name.lower() in _TORCH_DEVICES or name.upper() in backend.DEVICES
 
 
-def check_device(value, name, owner):
+def check_device(name, value, *, owner=None):
     """The minigrad device (``"CPU"``/``"GPU"``) a PyTorch device string stands for, checked
     against the context's ``device_target`` (where minigrad creates tensors): PyTorch picks the
     device from this argument, minigrad from the context, so the two must agree.
@@ -66,19 +67,17 @@ def check_device(value, name, owner):
         TypeError: ``value`` is not a str. ValueError: an unknown device, or another device than
             the context's (the message says which ``set_context`` call or argument fits).
     """
-    if not isinstance(value, str):
-        raise TypeError(f"For '{owner}', '{name}' must be a str such as 'cpu' or 'cuda', but got "
-                        f"{value!r} of type {type(value).__name__}")
-    if not is_device_name(value):
-        raise ValueError(f"For '{owner}', '{name}' must be 'cpu' or 'cuda' (or 'CPU'/'GPU'), but "
-                         f"got {value!r}")
+    check_type(name, value, str, expected="a str such as 'cpu' or 'cuda'", owner=owner)
+    check_relation(name, value, is_device_name(value), "'cpu' or 'cuda' (or 'CPU'/'GPU')",
+                   owner=owner)
     base = value.split(":", 1)[0]
     device = _TORCH_DEVICES.get(base.lower()) or base.upper()
-    if device != config.device_target:
-        torch_name = {v: k for k, v in _TORCH_DEVICES.items()}[config.device_target]
-        raise ValueError(f"For '{owner}', '{name}'={value!r} is minigrad's {device!r}, but the "
-                         f"context's device_target is {config.device_target!r}: pass "
-                         f"{name}={torch_name!r} or call set_context(device_target={device!r})")
+    target = config.device_target
+    torch_name = {v: k for k, v in _TORCH_DEVICES.items()}[target]
+    check_relation(name, value, device == target,
+                   f"{torch_name!r} as the context's device_target is {target!r} ({value!r} is "
+                   f"minigrad's {device!r}: pass {name}={torch_name!r} or call "
+                   f"set_context(device_target={device!r}) first)", owner=owner)
     return device
 
 
@@ -122,7 +121,7 @@ class autocast:
             given[key] = value
         dtype, enabled, cache_enabled = (given[key] for key in names)
         if device_type is not None:
-            check_device(device_type, "device_type", "autocast")
+            check_device("device_type", device_type, owner="autocast")
         dtype = dtypes.float16 if dtype is None else dtypes.as_dtype(dtype)
         if dtype != dtypes.float16:
             raise TypeError(f"autocast: 'dtype' must be float16, but got {dtype}")

@@ -17,6 +17,7 @@ Keyword arguments override a level's defaults: ``cast_model_type`` (float16/floa
 """
 from minigrad import dtype as dtypes
 from minigrad import ops
+from minigrad._checks import check_in, check_relation
 from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
 from minigrad.nn.cell import Cell
 from minigrad.nn.wrap import TrainOneStepCell, WithLossCell, check_loss_fn, check_optimizer
@@ -36,18 +37,17 @@ def _level_config(level):
 
 
 def _check_level(level):
-    if not isinstance(level, str):
-        raise TypeError(f"build_train_network: 'level' must be a str, but got {level!r} "
-                        f"of type {type(level).__name__}")
+    """``level``, with ``"auto"`` resolved (O2 on a GPU, as MindSpore's ``"auto"``); TypeError
+    for a non-str, ValueError for an unknown level or ``"auto"`` off the GPU."""
+    owner = "build_train_network"
+    check_in("level", level, LEVELS + ("auto",), owner=owner)
     if level == "auto":
         from minigrad.context import get_context
-        if get_context("device_target") == "GPU":
-            return "O2"
-        raise ValueError("build_train_network: level 'auto' is only supported when device_target "
-                         "is 'GPU' (it means O2 there); choose one of " + ", ".join(LEVELS))
-    if level not in LEVELS:
-        raise ValueError(f"build_train_network: 'level' must be one of {LEVELS + ('auto',)}, "
-                         f"but got {level!r}")
+        target = get_context("device_target")
+        check_relation("level", level, target == "GPU",
+                       f"one of {list(LEVELS)} when device_target is {target!r} ('auto' means O2 "
+                       f"on a GPU)", owner=owner)
+        return "O2"
     return level
 
 

@@ -34,7 +34,8 @@ import numbers
 from minigrad import communication
 from minigrad.amp import float_status
 from minigrad.amp.autocast import check_device
-from minigrad._checks import check_float, check_positive_int, check_non_negative_int, check_bool
+from minigrad._checks import (check_bool, check_float, check_non_negative_int, check_positive_int,
+                              check_relation, check_type)
 from minigrad.amp.core import (BACKOFF_RANGE, GROWTH_RANGE, ScaleCore, as_number, float32_scale,
                                make_report, underflow_stats)
 from minigrad.nn.layers.normalization import running_stats
@@ -115,7 +116,7 @@ class GradScaler:
             device = args.pop(0)
         _bind_positional(args, given, self._POSITIONAL)
         if device is not None:
-            check_device(device, "device", "GradScaler")
+            check_device("device", device, owner="GradScaler")
         enabled, growth_interval = given["enabled"], given["growth_interval"]
         check_bool("enabled", enabled, owner="GradScaler")
         check_bool("track_underflow", track_underflow, owner="GradScaler")
@@ -375,14 +376,14 @@ class GradScaler:
         if not self._enabled:
             return
         owner = "GradScaler.load_state_dict"
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"For '{owner}', expected a dict, but got {type(state_dict).__name__}")
+        check_type("state_dict", state_dict, dict, owner=owner)
         if len(state_dict) == 0:
             raise RuntimeError("The source state dict is empty, possibly because it was saved "
                                "from a disabled instance of GradScaler.")
-        missing = set(self.state_dict()) - set(state_dict)
-        if missing:
-            raise KeyError(f"GradScaler.load_state_dict: missing keys {sorted(missing)}")
+        missing = sorted(set(self.state_dict()) - set(state_dict))
+        check_relation("state_dict keys", sorted(state_dict), not missing,
+                       f"a superset of {sorted(self.state_dict())} (missing {missing})",
+                       error=KeyError, owner=owner)
         value = {key: as_number(state_dict[key]) for key in self.state_dict()}
         scale = float32_scale(value["scale"], "scale", owner)
         growth = check_float("growth_factor", value["growth_factor"], **GROWTH_RANGE, owner=owner)

@@ -1,8 +1,6 @@
 """Training wrappers: ``WithLossCell`` (network + loss) and ``TrainOneStepCell`` (one update)."""
-import math
-import numbers
-
 from minigrad import communication
+from minigrad._checks import check_callable, check_positive, check_relation, check_type
 from minigrad.autograd import GradOperation
 from minigrad.nn.cell import Cell
 from minigrad.nn.distributed import DistributedGradReducer
@@ -12,18 +10,16 @@ def check_loss_fn(loss_fn):
     """Raise TypeError unless ``loss_fn`` is a callable loss instance: a class (``nn.MSELoss``
     without parentheses) is callable too, and would fail only at the first step."""
     if isinstance(loss_fn, type):
-        raise TypeError(f"loss_fn must be a loss instance such as {loss_fn.__name__}(), got the "
-                        f"class {loss_fn.__name__} itself")
-    if not callable(loss_fn):
-        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+        check_relation("loss_fn", loss_fn, False, f"a loss instance such as {loss_fn.__name__}()",
+                       error=TypeError)
+    check_callable("loss_fn", loss_fn)
 
 
 def check_optimizer(optimizer):
     """Raise TypeError unless ``optimizer`` can run a training step (callable on the gradients,
     with a ``parameters`` attribute)."""
-    if not callable(optimizer) or not hasattr(optimizer, "parameters"):
-        raise TypeError(f"optimizer must be callable on gradients and have a 'parameters' "
-                        f"attribute, got {type(optimizer).__name__}")
+    check_relation("optimizer", optimizer, callable(optimizer) and hasattr(optimizer, "parameters"),
+                   "callable on gradients with a 'parameters' attribute", error=TypeError)
 
 
 def check_optimizer_owns(network, optimizer, owner):
@@ -32,12 +28,11 @@ def check_optimizer_owns(network, optimizer, owner):
     cells and ``Model`` (through them) share this check."""
     params = list(optimizer.parameters)
     own = {id(p) for p in network.get_parameters()}
-    if params and own and not any(id(p) in own for p in params):
-        names = [p.name for p in params[:4]] + (["..."] if len(params) > 4 else [])
-        raise ValueError(f"For '{owner}', the optimizer {type(optimizer).__name__} holds none of "
-                         f"the parameters of the network {type(network).__name__} (it holds "
-                         f"{names}); build it from this network: "
-                         f"optimizer(network.trainable_params(), ...)")
+    names = [p.name for p in params[:4]] + (["..."] if len(params) > 4 else [])
+    check_relation("optimizer", optimizer,
+                   not (params and own) or any(id(p) in own for p in params),
+                   f"built from the parameters of the network {type(network).__name__} "
+                   f"(optimizer(network.trainable_params(), ...)); it holds {names}", owner=owner)
 
 
 class WithLossCell(Cell):
@@ -55,8 +50,7 @@ class WithLossCell(Cell):
 
     def __init__(self, backbone, loss_fn):
         super().__init__(auto_prefix=False)
-        if not isinstance(backbone, Cell):
-            raise TypeError(f"backbone must be a Cell, got {type(backbone).__name__}")
+        check_type("backbone", backbone, Cell)
         check_loss_fn(loss_fn)
         self._backbone = backbone
         self._loss_fn = loss_fn
@@ -103,16 +97,10 @@ class TrainOneStepCell(Cell):
 
     def __init__(self, network, optimizer, sens=1.0):
         super().__init__(auto_prefix=False)
-        if not isinstance(network, Cell):
-            raise TypeError(f"network must be a Cell, got {type(network).__name__}")
+        check_type("network", network, Cell)
         check_optimizer(optimizer)
         check_optimizer_owns(network, optimizer, type(self).__name__)
-        if isinstance(sens, bool) or not isinstance(sens, numbers.Real):
-            raise TypeError(f"For 'TrainOneStepCell', 'sens' must be a float, but got {sens!r} "
-                            f"of type {type(sens).__name__}")
-        if not 0.0 < sens < math.inf:
-            raise ValueError(f"For 'TrainOneStepCell', 'sens' must be positive and finite, but "
-                             f"got {sens!r}")
+        sens = check_positive("sens", sens, owner="TrainOneStepCell")
         self.network = network
         self.network.set_grad()
         self.optimizer = optimizer

@@ -1,10 +1,9 @@
 """An optimizer's ``state_dict`` and ``load_state_dict``: its step count, fixed learning rates,
 per-parameter state and fp16 masters as a plain dict of NumPy arrays and Python numbers."""
-import numbers
-
 import numpy
 
 from minigrad import backend
+from minigrad._checks import check_non_negative_int, check_relation, check_type
 from minigrad.optim.param_groups import preview
 from minigrad.tensor import Tensor
 
@@ -28,23 +27,18 @@ def state_dict(optimizer):
 
 
 def _global_step(state, owner):
-    if "global_step" not in state:
-        raise ValueError(f"For '{owner}.load_state_dict', the key 'global_step' is missing")
+    check_relation("state_dict", state, "global_step" in state, "a dict with 'global_step'",
+                   owner=owner)
     step = state["global_step"]
     step = step.item() if isinstance(step, numpy.ndarray) and step.size == 1 else step
-    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
-        raise TypeError(f"For '{owner}.load_state_dict', 'global_step' must be an int, got "
-                        f"{step!r}")
-    if step < 0:
-        raise ValueError(f"For '{owner}.load_state_dict', 'global_step' must be >= 0, got {step}")
-    return int(step)
+    return check_non_negative_int("state_dict['global_step']", step, owner=owner)
 
 
 def _rate(key, value, owner):
     rate = numpy.asarray(value.asnumpy() if isinstance(value, Tensor) else value)
-    if rate.shape != () or rate.dtype.kind != "f" or not rate >= 0 or not numpy.isfinite(rate):
-        raise ValueError(f"For '{owner}.load_state_dict', {key!r} must be a finite float >= 0 "
-                         f"of shape (), got {rate!r}")
+    ok = rate.shape == () and rate.dtype.kind == "f" and rate >= 0 and numpy.isfinite(rate)
+    check_relation(f"state_dict[{key!r}]", rate, ok, "a finite float >= 0 of shape ()",
+                   owner=owner)
     return numpy.float32(rate)
 
 
@@ -61,10 +55,9 @@ def load_state_dict(optimizer, state):
         ValueError: a missing ``global_step``, an unknown key, a parameter with only part of its
             state, or an array whose shape or dtype does not fit (naming key, both shapes/dtypes).
     """
-    owner = type(optimizer).__name__
-    if not isinstance(state, dict):
-        raise TypeError(f"For '{owner}.load_state_dict', expected a dict, got "
-                        f"{type(state).__name__}")
+    kind = type(optimizer).__name__
+    owner = f"{kind}.load_state_dict"
+    check_type("state_dict", state, dict, owner=owner)
     step = _global_step(state, owner)
     keys = optimizer._parameter_keys()
     names = set(keys)
@@ -78,13 +71,12 @@ def load_state_dict(optimizer, state):
             new_rates[key] = _rate(key, value, owner)
             continue
         slot, _, name = key.partition(".")
-        if slot not in slots or name not in names:
-            raise ValueError(f"For '{owner}.load_state_dict', unknown key {key!r}: expected "
-                             f"'global_step', a learning rate in {sorted(rates)}, or "
-                             f"'<slot>.<parameter name>' with slot in {sorted(slots)} and a name "
-                             f"in {preview(keys)}")
+        check_relation("state_dict key", key, slot in slots and name in names,
+                       f"'global_step', a learning rate in {sorted(rates)}, or "
+                       f"'<slot>.<parameter name>' with slot in {sorted(slots)} and a name in "
+                       f"{preview(keys)}", owner=owner)
         entries[(slot, name)] = value
-    states, masters = optimizer.slots.checked(entries, keys, optimizer.state_names, owner)
+    states, masters = optimizer.slots.checked(entries, keys, optimizer.state_names, kind)
     # all checked: assign
     optimizer.slots.load(states, masters)
     for key, rate in new_rates.items():

@@ -84,10 +84,15 @@ def test_levels_o0_o1_o3_and_errors():
     net, _, train, _ = _train("O3", loss_scale_manager=amp.FixedLossScaleManager(64.0))
     assert isinstance(train.loss_scaling_manager, nn.FixedLossScaleUpdateCell)
     opt = nn.SGD(BNNet().trainable_params(), 0.1)
-    with pytest.raises(TypeError, match="'level' must be a str"):
+    with pytest.raises(TypeError, match=r"build_train_network: level must be one of \['O0', 'O1', "
+                                        r"'O2', 'O3', 'auto'\], got 2 \(int\)"):
         amp.build_train_network(BNNet(), opt, level=2)
-    with pytest.raises(ValueError, match="'level' must be one of .* but got 'O4'"):
+    with pytest.raises(ValueError, match=r"level must be one of \[.*'auto'\], got 'O4'$"):
         amp.build_train_network(BNNet(), opt, level="O4")
+    with pytest.raises(ValueError, match=r"level must be one of \['O0', 'O1', 'O2', 'O3'\] when "
+                                         r"device_target is 'CPU' \('auto' means O2 on a GPU\), "
+                                         r"got 'auto'"):
+        amp.build_train_network(BNNet(), opt, level="auto")
     with pytest.raises(ValueError, match="unsupported argument 'foo'"):
         amp.build_train_network(BNNet(), opt, level="O2", foo=1)
     with pytest.raises(TypeError, match="'loss_scale_manager' must be a LossScaleManager"):

@@ -71,8 +71,14 @@ def test_grad_scaler_load_state_dict_checks_every_value_and_never_half_loads(key
     assert gs.state_dict() == before
     gs.load_state_dict(_GOOD)
     assert gs.state_dict() == _GOOD
-    with pytest.raises(TypeError, match="dict"):
+    with pytest.raises(TypeError, match=r"GradScaler.load_state_dict: state_dict must be a dict, "
+                                        r"got \[\('scale', 4.0\)\] \(list\)"):
         gs.load_state_dict([("scale", 4.0)])
+    with pytest.raises(KeyError, match=r"state_dict keys must be a superset of \[.*\] \(missing "
+                                       r"\['_growth_tracker', 'growth_interval'\]\), got"):
+        gs.load_state_dict({k: v for k, v in _GOOD.items() if k not in ("_growth_tracker",
+                                                                        "growth_interval")})
+    assert gs.state_dict() == _GOOD
 
 
 def test_grad_scaler_last_report_describes_the_step_that_raised():

@@ -43,10 +43,16 @@ def test_positional_device_shifts_the_rest_as_pytorch_2_does():
 
 
 def test_a_device_that_is_not_the_contexts_is_refused_with_what_to_do():
-    with pytest.raises(ValueError, match=r"device_target is 'CPU'.*device='cpu'"):
+    with pytest.raises(ValueError, match=r"GradScaler: device must be 'cpu' as the context's "
+                                         r"device_target is 'CPU' \(.*pass device='cpu'.*\), "
+                                         r"got 'cuda'$"):
         GradScaler("cuda")
-    with pytest.raises(ValueError, match="'device'"):
+    with pytest.raises(ValueError, match=r"device must be 'cpu' or 'cuda' \(or 'CPU'/'GPU'\), "
+                                         r"got 'tpu'"):
         GradScaler(device="tpu")
+    with pytest.raises(TypeError, match=r"device must be a str such as 'cpu' or 'cuda', got 0 "
+                                        r"\(int\)"):
+        GradScaler(device=0)
     with pytest.raises(TypeError, match="both positionally and by keyword"):
         GradScaler("cpu", device="cpu")
     with pytest.raises(TypeError, match="both positionally and by keyword"):

@@ -37,11 +37,14 @@ def data(n=STEPS * 2 * BATCH, features=6, classes=3):
 
 class MLP(nn.Cell):
     """6-8-3; ``poison`` turns the gradient at the hidden layer into inf (an overflow that
-    reaches every parameter below it, with a finite loss)."""
+    reaches every parameter below it, with a finite loss); ``unused``: a last layer the forward
+    never calls (its parameters get no gradient)."""
 
-    def __init__(self, hidden=8):
+    def __init__(self, hidden=8, unused=False):
         super().__init__()
         self.fc1, self.act, self.fc2 = nn.Dense(6, hidden), nn.ReLU(), nn.Dense(hidden, 3)
+        if unused:
+            self.fc3 = nn.Dense(3, 3)
         self.poison = False
 
     def construct(self, x):
@@ -213,7 +216,7 @@ def overlapped(net, opt):
 
 
 TRAIN_CELLS = {
-    "plain": nn.TrainOneStepCell, "overlapped": overlapped,
+    "plain": nn.TrainOneStepCell, "overlapped": overlapped, "overlapped_unused": overlapped,
     "scaled": lambda net, opt: nn.TrainOneStepWithLossScaleCell(net, opt,
                                                                 Tensor(numpy.float32(8.0)))}
 
@@ -229,7 +232,7 @@ def run_counts(rank, size, batch, bucket_mb):
     out = {}
     for name, make_cell in TRAIN_CELLS.items():
         minigrad.set_seed(SEED + rank)
-        net = MLP(hidden=64)
+        net = MLP(hidden=64, unused=name.endswith("unused"))
         opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
         train = make_cell(nn.WithLossCell(net, loss_fn()), opt)
         reducer = train.grad_reducer

@@ -175,6 +175,19 @@ def test_overlapped_all_reduces_start_during_backward_and_give_the_same_step(ran
     assert_close(plain["params"], one["params"], rtol=1e-5, atol=1e-6)
 
 
+def test_an_unreported_first_bucket_is_started_after_backward_in_bucket_order(ranks):
+    # fc3 (never called) holds the last parameters, so it is in the first bucket: that bucket
+    # never fills during backward, so none starts before backward ends; then it starts (fc3 as
+    # zeros) and the last bucket is reduced at once
+    unused = ranks[0]["counts"]["overlapped_unused"]
+    assert unused["buckets"] == 2
+    assert unused["started"] == [1] * worker.STEPS
+    assert unused["reported_at_start"] == [unused["n_params"] - 2] * worker.STEPS
+    plain = ranks[0]["counts"]["plain"]["params"]
+    assert_bit_identical({k: v for k, v in unused["params"].items() if "fc3" not in k}, plain)
+    assert_bit_identical(unused["params"], ranks[1]["counts"]["overlapped_unused"]["params"])
+
+
 def test_a_raising_rank_ends_the_job_with_its_message():
     start = time.monotonic()
     returncode, output = launch(WORKER, "unused", "fail", timeout=60)

@@ -145,6 +145,25 @@ def test_check_in():
         c.check_in("level", True, (1, 2))  # True == 1, but a bool is not the level 1
 
 
+@given(st.floats(-1e6, 1e6), st.floats(-1e6, 1e6))
+def test_check_relation(low, high):
+    if low <= high:
+        assert c.check_relation("low", low, low <= high, f"<= high ({high})") == low
+    else:
+        message = f"low must be <= high ({high}), got {low!r}"
+        with pytest.raises(ValueError, match=re.escape(message)):
+            c.check_relation("low", low, low <= high, f"<= high ({high})")
+
+
+def test_check_relation_error_types_and_owner():
+    with pytest.raises(TypeError, match=re.escape("f: fn must be an instance, got <class 'int'> "
+                                                  "(type)")):
+        c.check_relation("fn", int, False, "an instance", error=TypeError, owner="f")
+    with pytest.raises(KeyError, match=re.escape("d must be a dict with 'a', got ['b']")):
+        c.check_relation("d", ["b"], False, "a dict with 'a'", error=KeyError)
+    assert c.check_relation("x", None, True, "anything") is None
+
+
 def test_check_type_and_callable():
     assert c.check_type("x", 3, int) == 3
     with pytest.raises(TypeError, match=r"^x must be a str or bytes, got 3 \(int\)$"):

@@ -6,11 +6,13 @@ The rules follow MindSpore's documented formulas (``nn.SGD``, ``ops.ApplyMomentu
 for gradient ``g`` (already divided by the loss scale and, for L2 decay, with ``wd * w`` added)
 at the optimizer's ``t``-th update (``t`` counts from 1), keeping its buffers in ``state``.
 """
+import contextlib
 import math
 
 import numpy
 
 import minigrad
+from minigrad import _native
 
 # Two names with 'beta'/'gamma', which the default weight-decay filter leaves out.
 NAMES = ("fc.weight", "bn.gamma", "bn.beta", "fc.bias")
@@ -29,11 +31,13 @@ def make_params(dtype=numpy.float32):
     return [minigrad.Parameter(a.astype(dtype), name=n) for a, n in zip(initial_weights(), NAMES)]
 
 
-def numpy_path(optimizer):
-    """``optimizer``, made to take its NumPy path on every step: an instance attribute hides the
-    class's rule for the fused native step."""
-    optimizer._fused_rule = lambda: None
-    return optimizer
+def numpy_path(on=True):
+    """A context in which every optimizer step takes its NumPy path (``on`` False: a context
+    that changes nothing). It is ``minigrad._native.numpy_fallback()``, the package's switch for
+    comparing the native and NumPy paths in one process (``MINIGRAD_NATIVE=0`` switches a whole
+    process): no host library, so ``Optimizer.last_step_fused`` stays False and
+    ``takes_scaled_gradients`` is False (a loss-scaled cell unscales first)."""
+    return _native.numpy_fallback() if on else contextlib.nullcontext()
 
 
 def run_reference(init, steps, lr, rule, weight_decay=0.0, decay=None, loss_scale=1.0):

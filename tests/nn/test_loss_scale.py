@@ -81,9 +81,7 @@ class _Net(nn.Cell):
         return ops.matmul(ops.relu(ops.matmul(x, self.w1) + self.b1), self.w2)
 
 
-def _cell(net, opt, scale_sense, fused=True, **kw):
-    if not fused:  # the NumPy update path: the cell unscales before the optimizer
-        numpy_path(opt)
+def _cell(net, opt, scale_sense, **kw):
     return nn.TrainOneStepWithLossScaleCell(
         nn.WithLossCell(net, nn.MSELoss()), opt, scale_sense, **kw
     )
@@ -102,10 +100,11 @@ def test_scale_below_one_a_gradient_that_overflows_when_unscaled_is_skipped(fuse
     # scale_sense of 0.25), 1/scale = 4 turns a finite 3e38 into inf.
     net = _Net()
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
-    cell = _cell(net, opt, Tensor(np.float32(0.25)), fused=fused)
+    cell = _cell(net, opt, Tensor(np.float32(0.25)))
     GradientInjector(net.trainable_params()).faults = {0: (5, 3e38)}
     before = snapshot(net, opt)
-    with warnings.catch_warnings():
+    # fused=False: the NumPy update path, where the cell unscales before the optimizer
+    with numpy_path(not fused), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the unfixed code warns from the optimizer
         _, overflow, scale = cell(*_data(np.random.default_rng(0)))
     assert bool(overflow.asnumpy())
@@ -131,10 +130,15 @@ def test_fault_injection_skips_leave_parameters_and_optimizer_state_bit_identica
         if opt_name == "Momentum"
         else nn.Adam(net.trainable_params(), learning_rate=lr)
     )
-    cell = _cell(net, opt, nn.DynamicLossScaleUpdateCell(2.0**10, 2, 4), fused=fused)
+    cell = _cell(net, opt, nn.DynamicLossScaleUpdateCell(2.0**10, 2, 4))
     injector = GradientInjector(net.trainable_params())
     faults = injector.faults
     names = [p.name for p in net.trainable_params()]
+    with numpy_path(not fused):
+        _run_with_faults(cell, net, opt, rng, dt, faults, names, fused)
+
+
+def _run_with_faults(cell, net, opt, rng, dt, faults, names, fused):
     for _ in range(25):
         faults.clear()
         if rng.random() < 0.4:

@@ -85,7 +85,8 @@ def test_get_overflow_status_takes_a_plain_status_tensor_as_mindspore():
                                          ("1", TypeError), (None, TypeError)])
 def test_train_one_step_cell_refuses_a_seed_that_is_not_positive(sens, error):
     net = nn.Dense(2, 1)
-    with pytest.raises(error, match="'sens'"):
+    expected = r"TrainOneStepCell: sens must be a finite float in \(0\.0, inf\], got "
+    with pytest.raises(error, match=expected):
         nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()),
                             nn.SGD(net.trainable_params(), 0.1), sens=sens)
 

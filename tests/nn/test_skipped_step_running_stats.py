@@ -42,21 +42,32 @@ def _bit_identical(a, b):
     return all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
 
 
+def _clean_then_skipped(net, step, bad):
+    """A clean ``step`` (True: applied), then the bad one (after making an activation overflow,
+    for ``bad="activation"``), which must be skipped (False). Returns the network, the moving
+    statistics before the skipped step, and a clean step to run after it."""
+    x, y = _batch()
+    assert step(x, y)
+    if bad == "activation":
+        _overflowing_activation(net)
+    before = _stats(net)
+    with np.errstate(all="ignore"):
+        assert step(*_batch(bad)) is False
+    return net, before, lambda: step(x, y)
+
+
 def _cell_face(bad):
     minigrad.set_seed(0)
     net = _Net().set_train()
     opt = nn.Momentum(net.trainable_params(), 0.01, 0.9)
     train = build_train_network(net, opt, nn.MSELoss(), level="O2")
     train.set_sense_scale(Tensor(np.float32(1.0)))  # a clean first step
-    x, y = _batch()
-    train(x, y)
-    if bad == "activation":
-        _overflowing_activation(net)
-    before = _stats(net)
-    with np.errstate(all="ignore"):
-        train(*_batch(bad))
-    assert train.last_report.skipped
-    return net, before, lambda: train(x, y)
+
+    def step(x, y):
+        train(x, y)
+        return not train.last_report.skipped
+
+    return _clean_then_skipped(net, step, bad)
 
 
 def _scaler_face(bad):
@@ -75,14 +86,7 @@ def _scaler_face(bad):
         scaler.update()
         return applied
 
-    x, y = _batch()
-    assert step(x, y)
-    if bad == "activation":
-        _overflowing_activation(net)
-    before = _stats(net)
-    with np.errstate(all="ignore"):
-        assert step(*_batch(bad)) is False
-    return net, before, lambda: step(x, y)
+    return _clean_then_skipped(net, step, bad)
 
 
 def _tf_face(bad):
@@ -97,14 +101,7 @@ def _tf_face(bad):
                                       lso.parameters)(x, y)
         return lso.apply_gradients(zip(lso.get_unscaled_gradients(grads), lso.parameters))
 
-    x, y = _batch()
-    assert step(x, y)
-    if bad == "activation":
-        _overflowing_activation(net)
-    before = _stats(net)
-    with np.errstate(all="ignore"):
-        assert step(*_batch(bad)) is False
-    return net, before, lambda: step(x, y)
+    return _clean_then_skipped(net, step, bad)
 
 
 @pytest.mark.parametrize("bad", ["input", "activation"])

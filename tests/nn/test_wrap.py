@@ -44,10 +44,13 @@ def test_with_loss_cell():
     assert with_loss.backbone_network is net
     x, y = _data()
     assert float(with_loss(x, y)) == pytest.approx(float(loss_fn(net(x), y)))
-    with pytest.raises(TypeError, match="backbone must be a Cell, got function"):
+    with pytest.raises(TypeError, match=r"backbone must be a Cell, got <function .*> \(function\)"):
         nn.WithLossCell(lambda x: x, loss_fn)
-    with pytest.raises(TypeError, match="loss_fn must be callable, got int"):
+    with pytest.raises(TypeError, match=r"loss_fn must be callable, got 3 \(int\)"):
         nn.WithLossCell(net, 3)
+    with pytest.raises(TypeError, match=r"loss_fn must be a loss instance such as MSELoss\(\), got "
+                                        r"<class '.*MSELoss'> \(type\)"):
+        nn.WithLossCell(net, nn.MSELoss)
 
 
 def test_train_one_step_gradients_match_value_and_grad_and_sens_scales_them():
@@ -140,9 +143,11 @@ def test_seed_example_with_momentum_and_fp16_network():
 
 def test_bad_train_one_step_arguments():
     net = nn.WithLossCell(_mlp(), nn.MSELoss())
-    with pytest.raises(TypeError, match="network must be a Cell, got function"):
+    with pytest.raises(TypeError, match=r"network must be a Cell, got <function .*> \(function\)"):
         nn.TrainOneStepCell(lambda x: x, RecordingOptimizer([]))
-    with pytest.raises(TypeError, match="optimizer must be callable.*got object"):
+    expected = (r"optimizer must be callable on gradients with a 'parameters' attribute, "
+                r"got <object object .*> \(object\)")
+    with pytest.raises(TypeError, match=expected):
         nn.TrainOneStepCell(net, object())
 
 

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 import minigrad
 from helpers.optim import NAMES, numpy_path
-from minigrad import _native, nn
-from minigrad.optim import _fused
+from minigrad import nn
 
 pytestmark = pytest.mark.requires_native
 
@@ -48,30 +47,15 @@ def _assert_same(fused, reference):
 
 
 def _run(make, param_dtype, grad_dtype, scale, seed, steps=3):
-    fused, reference = (
-        make(_params(param_dtype, seed)),
-        numpy_path(make(_params(param_dtype, seed))),
-    )
-    calls = []
-    original = _fused.apply
-
-    def spy(*args):
-        calls.append(original(*args))
-        return calls[-1]
-
-    _fused.apply = spy
-    try:
-        for step in range(steps):
-            with numpy.errstate(
-                all="ignore"
-            ):  # large scales overflow some fp16 gradients: same bits
-                grads = _grads(grad_dtype, seed + step, scale or 1.0)
-                fused.apply_gradients(grads, scale=scale)
+    fused, reference = make(_params(param_dtype, seed)), make(_params(param_dtype, seed))
+    for step in range(steps):
+        with numpy.errstate(all="ignore"):  # large scales overflow some fp16 gradients: same bits
+            grads = _grads(grad_dtype, seed + step, scale or 1.0)
+            fused.apply_gradients(grads, scale=scale)
+            with numpy_path():
                 reference.apply_gradients([g.copy() for g in grads], scale=scale)
-                assert fused.last_step_fused and not reference.last_step_fused
-    finally:
-        _fused.apply = original
-    assert calls and all(calls), "the fused path was not taken"
+            assert fused.last_step_fused, f"step {step}: the fused path was not taken"
+            assert not reference.last_step_fused
     _assert_same(fused, reference)
 
 
@@ -140,10 +124,12 @@ def test_non_finite_gradients_give_the_same_bits():
             else numpy.array([0x7F800001, 0xFFC00000], numpy.uint32).view(F32)
         )
         fused = nn.SGD(_params(F16, 3), 0.1, momentum=0.9)
-        reference = numpy_path(nn.SGD(_params(F16, 3), 0.1, momentum=0.9))
+        reference = nn.SGD(_params(F16, 3), 0.1, momentum=0.9)
         with numpy.errstate(invalid="ignore", over="ignore"):
             fused.apply_gradients(grads)
-            reference.apply_gradients([g.copy() for g in grads])
+            with numpy_path():
+                reference.apply_gradients([g.copy() for g in grads])
+        assert fused.last_step_fused and not reference.last_step_fused
         _assert_same(fused, reference)
 
 
@@ -169,19 +155,25 @@ def test_gradients_are_not_written():
 def test_uncovered_steps_fall_back_unchanged():
     """A strided gradient, a float64 parameter or no host library: the NumPy path, same results."""
     strided = [numpy.asfortranarray(g) if g.ndim == 2 else g for g in _grads(F32, 2)]
-    fused, reference = nn.SGD(_params(F32, 2), 0.1), numpy_path(nn.SGD(_params(F32, 2), 0.1))
-    assert not _fused.apply(fused, fused._fused_rule(), strided, [0.1] * 4, 1.0)
+    fused, reference = nn.SGD(_params(F32, 2), 0.1), nn.SGD(_params(F32, 2), 0.1)
+    assert fused.fused_rule is not None and not fused.takes_scaled_gradients(strided)
     fused.apply_gradients(strided)
-    reference.apply_gradients(strided)
+    with numpy_path():
+        reference.apply_gradients(strided)
+    assert not fused.last_step_fused
     _assert_same(fused, reference)
+    fused.apply_gradients(_grads(F32, 2))
+    assert fused.last_step_fused  # the same optimizer on dense gradients
 
     wide = nn.SGD(_params(numpy.float64, 2), 0.1)
-    assert not _fused.apply(wide, wide._fused_rule(), _grads(numpy.float64, 2), [0.1] * 4, 1.0)
+    wide.apply_gradients(_grads(numpy.float64, 2))
+    assert wide.fused_rule is not None and not wide.last_step_fused
 
-    with _native.numpy_fallback():
+    with numpy_path():
         opt = nn.SGD(_params(F32, 2), 0.1)
-        assert not _fused.apply(opt, opt._fused_rule(), _grads(F32, 2), [0.1] * 4, 1.0)
+        assert not opt.takes_scaled_gradients(_grads(F32, 2))
         opt.apply_gradients(_grads(F32, 2))
+        assert not opt.last_step_fused
 
 
 def test_a_subclass_that_changes_the_rule_is_not_fused():
@@ -196,10 +188,10 @@ def test_a_subclass_that_changes_the_rule_is_not_fused():
     class CoupledDecay(nn.AdamWeightDecay):
         decoupled_weight_decay = False
 
-    assert Clipped(_params(F32, 0), 0.1)._fused_rule() is None
-    assert Preconditioned(_params(F32, 0), 0.1, 0.9)._fused_rule() is None
-    assert CoupledDecay(_params(F32, 0), 0.1)._fused_rule() is None
-    assert all(make(_params(F32, 0))._fused_rule() is not None for make in OPTIMIZERS.values())
+    assert Clipped(_params(F32, 0), 0.1).fused_rule is None
+    assert Preconditioned(_params(F32, 0), 0.1, 0.9).fused_rule is None
+    assert CoupledDecay(_params(F32, 0), 0.1).fused_rule is None
+    assert all(make(_params(F32, 0)).fused_rule is not None for make in OPTIMIZERS.values())
 
 
 @pytest.mark.parametrize(
@@ -278,12 +270,14 @@ def test_ieee_exceptions_warn_as_numpy_does(name):
     """inf - inf in the update: NumPy warns 'invalid value'; so does the fused step."""
     with numpy.errstate(all="ignore"):
         fused, grads = _inf_step(OPTIMIZERS[name])
-        reference, _ = _inf_step(lambda ps: numpy_path(OPTIMIZERS[name](ps)))
+        with numpy_path():
+            reference, _ = _inf_step(OPTIMIZERS[name])
     with pytest.warns(RuntimeWarning, match="invalid value") as record:
         fused.apply_gradients(grads)
     assert any("fused" in str(w.message) for w in record)
-    with pytest.warns(RuntimeWarning, match="invalid value"):
+    with numpy_path(), pytest.warns(RuntimeWarning, match="invalid value"):
         reference.apply_gradients(grads)
+    assert fused.last_step_fused and not reference.last_step_fused
     _assert_same(fused, reference)
     with numpy.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -292,10 +286,9 @@ def test_ieee_exceptions_warn_as_numpy_does(name):
 
 def test_errstate_raise_takes_the_numpy_path_which_raises():
     opt, grads = _inf_step(OPTIMIZERS["sgd-momentum"])
-    with numpy.errstate(invalid="raise"):
-        assert not _fused.apply(opt, opt._fused_rule(), grads, [0.05] * 4, 1.0)
-        with pytest.raises(FloatingPointError):
-            opt.apply_gradients(grads)
+    assert opt.last_step_fused  # covered: the step before ran natively
+    with numpy.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+        opt.apply_gradients(grads)  # the fused step only warns for inf - inf; NumPy raises
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -303,10 +296,8 @@ def test_a_read_only_parameter_fails_the_step_before_any_change(fused):
     params = _params(F16, 5)
     params[2].data.flags.writeable = False
     opt = nn.SGD(params, 0.1, momentum=0.9)
-    if not fused:
-        numpy_path(opt)
     before = [p.data.copy() for p in params]
-    with pytest.raises(ValueError, match=r"parameter 'p2' is read-only"):
+    with numpy_path(not fused), pytest.raises(ValueError, match=r"parameter 'p2' is read-only"):
         opt.apply_gradients(_grads(F16, 5))
     for p, b in zip(params, before):
         numpy.testing.assert_array_equal(_bits(p.data), _bits(b))
@@ -378,7 +369,7 @@ class _OnesMoments(nn.Momentum):
 def test_a_subclass_that_overrides_a_gradient_hook_is_not_fused(make, expected):
     p = minigrad.Parameter(numpy.ones(4, F32), name="w")
     opt = make([p])
-    assert opt._fused_rule() is None
+    assert opt.fused_rule is None
     opt.apply_gradients([numpy.ones(4, F32)])
     assert not opt.last_step_fused
     numpy.testing.assert_array_equal(p.data, numpy.full(4, expected, F32))
@@ -393,7 +384,7 @@ def test_a_subclass_init_state_is_honoured():
 def test_a_subclass_that_overrides_apply_one_is_not_fused():
     p = minigrad.Parameter(numpy.ones(4, F32), name="w")
     opt = _CountingApply([p], 0.1)
-    assert opt._fused_rule() is None
+    assert opt.fused_rule is None
     opt.apply_gradients([numpy.ones(4, F32)])
     assert not opt.last_step_fused
     assert opt.applied == 1
@@ -404,11 +395,10 @@ def _compare_withnumpy_path(make, first_dtype, then_dtype):
     for fused in (True, False):
         p = minigrad.Parameter(numpy.linspace(-1, 1, 2000).astype(first_dtype), name="w")
         opt = make([p])
-        if not fused:
-            numpy_path(opt)
-        opt.apply_gradients([numpy.full(2000, 0.5, first_dtype)])
-        p.data = p.data.astype(then_dtype)  # a dtype change between steps, the state is kept
-        opt.apply_gradients([numpy.full(2000, 0.25, then_dtype)])
+        with numpy_path(not fused):
+            opt.apply_gradients([numpy.full(2000, 0.5, first_dtype)])
+            p.data = p.data.astype(then_dtype)  # a dtype change between steps, the state is kept
+            opt.apply_gradients([numpy.full(2000, 0.25, then_dtype)])
         results.append(p.data)
     numpy.testing.assert_array_equal(results[0], results[1])
 
@@ -530,9 +520,7 @@ def test_fused_step_matches_numpy_path_on_extreme_values(k, seed):
     for fused in (True, False):
         params = [minigrad.Parameter(a.copy(), name=n) for a, n in zip(init, NAMES)]
         opt = FUSED_MAKERS[k](params)
-        if not fused:
-            numpy_path(opt)
-        with numpy.errstate(all="ignore"), warnings.catch_warnings():
+        with numpy_path(not fused), numpy.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for step, scale in zip(grads, scales):
                 opt.apply_gradients([None if g is None else g.copy() for g in step], scale=scale)

@@ -130,11 +130,10 @@ def test_update_matches_the_float64_reference_of_the_documented_formula(case, pa
     steps = _grad_steps(dtype, loss_scale)
     params = make_params(dtype)
     opt = make(params)
-    if path == "numpy":
-        numpy_path(opt)
-    for t, grads in enumerate(steps, 1):
-        opt([None if g is None else minigrad.Tensor(g) for g in grads])
-        assert opt.last_step_fused is (path == "fused"), f"step {t}"
+    with numpy_path(path == "numpy"):
+        for t, grads in enumerate(steps, 1):
+            opt([None if g is None else minigrad.Tensor(g) for g in grads])
+            assert opt.last_step_fused is (path == "fused"), f"step {t}"
     assert opt.global_step == len(steps)
     init = [p.astype(dtype) for p in initial_weights()]
     expected = run_reference(init, steps, lr, rule, *decay, loss_scale=loss_scale)
