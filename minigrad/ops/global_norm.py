@@ -5,11 +5,11 @@ overflow fp16 from 256 on) and in the arrays' own dtype otherwise. An inf or NaN
 inf or NaN norm without a NumPy warning: a loss-scaled step expects such values and skips.
 """
 import math
-import numbers
 
 import numpy
 
 from minigrad import backend
+from minigrad._checks import check_positive, check_relation
 from minigrad._fp16_host import convert, widen
 from minigrad.tensor import Tensor
 
@@ -54,16 +54,6 @@ def scale_in_place(arrays, factor):
                 convert(wide * wide.dtype.type(factor), x.dtype, out=x)
 
 
-def check_norm_type(norm_type, owner):
-    """``float(norm_type)`` for a positive real number or inf, else TypeError/ValueError."""
-    if isinstance(norm_type, bool) or not isinstance(norm_type, numbers.Real):
-        raise TypeError(f"For '{owner}', 'norm_type' must be a float or inf, but got "
-                        f"{norm_type!r} of type {type(norm_type).__name__}")
-    if not norm_type > 0:
-        raise ValueError(f"For '{owner}', 'norm_type' must be > 0 (or inf), but got {norm_type!r}")
-    return float(norm_type)
-
-
 def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
     r"""Clip a list of Tensors by their global L2 norm (MindSpore ``ops.clip_by_global_norm``)::
 
@@ -89,16 +79,11 @@ def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
         ValueError: ``clip_norm`` is not positive and finite, ``use_norm`` is not None.
     """
     owner = "clip_by_global_norm"
-    if not isinstance(x, (tuple, list)) or not all(isinstance(t, Tensor) for t in x):
-        raise TypeError(f"For '{owner}', 'x' must be a tuple or list of Tensors, but got "
-                        f"{type(x).__name__}")
-    if isinstance(clip_norm, bool) or not isinstance(clip_norm, numbers.Real):
-        raise TypeError(f"For '{owner}', 'clip_norm' must be a float, but got {clip_norm!r}")
-    if not 0.0 < clip_norm < math.inf:
-        raise ValueError(f"For '{owner}', 'clip_norm' must be positive and finite, but got "
-                         f"{clip_norm!r}")
-    if use_norm is not None:
-        raise ValueError(f"For '{owner}', 'use_norm' only supports None, but got {use_norm!r}")
+    check_relation("x", x, isinstance(x, (tuple, list)) and all(isinstance(t, Tensor) for t in x),
+                   "a tuple or list of Tensors", error=TypeError, owner=owner)
+    clip_norm = check_positive("clip_norm", clip_norm, owner=owner)
+    check_relation("use_norm", use_norm, use_norm is None,
+                   "None (the only value MindSpore supports)", owner=owner)
     arrays = [t.data for t in x]
     norm = global_norm(arrays)
     factor = clip_norm / max(norm, clip_norm) if not math.isnan(norm) else math.nan

@@ -9,11 +9,11 @@ The PyTorch mixed-precision recipe runs as written::
     scaler.update()
 """
 import math
-import numbers
 
 import numpy
 
-from minigrad.ops.global_norm import check_norm_type, global_norm, scale_in_place
+from minigrad._checks import check_bool, check_non_negative, check_positive, check_relation
+from minigrad.ops.global_norm import global_norm, scale_in_place
 from minigrad.tensor import Tensor
 
 
@@ -43,26 +43,20 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
     Raises:
         TypeError: an element without ``.grad`` semantics (not a Tensor), a ``max_norm`` or
-            ``norm_type`` that is not a real number, a non-bool ``error_if_nonfinite``.
+            ``norm_type`` that is not a real number, a non-bool ``error_if_nonfinite`` or
+            ``foreach`` (None passes).
         ValueError: ``max_norm`` < 0 or NaN, ``norm_type`` <= 0.
         RuntimeError: a non-finite norm with ``error_if_nonfinite=True``.
     """
     owner = "clip_grad_norm_"
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    bad = next((p for p in params if not isinstance(p, Tensor)), None)
-    if bad is not None:
-        raise TypeError(f"For '{owner}', 'parameters' must hold Tensors/Parameters, but got "
-                        f"{type(bad).__name__}")
-    if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real):
-        raise TypeError(f"For '{owner}', 'max_norm' must be a float, but got {max_norm!r}")
-    if not max_norm >= 0:
-        raise ValueError(f"For '{owner}', 'max_norm' must be >= 0, but got {max_norm!r}")
-    norm_type = check_norm_type(norm_type, owner)
-    for name, flag in (("error_if_nonfinite", error_if_nonfinite),):
-        if not isinstance(flag, bool):
-            raise TypeError(f"For '{owner}', '{name}' must be a bool, but got {flag!r}")
-    if foreach is not None and not isinstance(foreach, bool):
-        raise TypeError(f"For '{owner}', 'foreach' must be None or a bool, but got {foreach!r}")
+    check_relation("parameters", params, all(isinstance(p, Tensor) for p in params),
+                   "a Tensor or an iterable of Tensors/Parameters", error=TypeError, owner=owner)
+    max_norm = check_non_negative("max_norm", max_norm, finite=False, owner=owner)
+    norm_type = check_positive("norm_type", norm_type, finite=False, owner=owner)
+    check_bool("error_if_nonfinite", error_if_nonfinite, owner=owner)
+    if foreach is not None:
+        check_bool("foreach", foreach, owner=owner)
     grads = [p.grad.data for p in params if p.grad is not None]
     dtype = numpy.float64 if any(g.dtype == numpy.float64 for g in grads) else numpy.float32
     total = global_norm(grads, norm_type)
