@@ -213,7 +213,8 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
         for fn in order:
             grads = node_grads.pop(fn, None)
             if grads is None:
-                report(fn)
+                if ready:
+                    report(fn)
                 continue
             if fn.out_hooks:
                 grads = [_run_hooks(fn.out_hooks.get(i), g) for i, g in enumerate(grads)]
@@ -230,7 +231,8 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
                     send(t, g)
             if not retain_graph:
                 fn.release()
-            report(fn)
+            if ready:  # only under on_gradient_ready: no call per node otherwise
+                report(fn)
 
     seen = {_owner(s) for s in seeds}
     if targets is not None:
