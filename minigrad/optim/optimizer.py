@@ -128,7 +128,7 @@ class Optimizer:
         self.global_step = 0
         self.last_step_fused = False
         self.slots = ParameterSlots(self.parameters, self.init_state)
-        self._rule = (None, None)  # (the _fused_rule it was built by, the Rule or None)
+        self._rule, self._rule_built = None, False  # _fused_rule()'s Rule (or None), at first use
         if communication.is_data_parallel():  # every rank: the same model, from rank 0's values
             communication.synchronize_parameters(self.parameters)
 
@@ -193,11 +193,10 @@ class Optimizer:
     @property
     def fused_rule(self):
         """The ``optim._fused.Rule`` of this optimizer's native step (or None: the NumPy path),
-        built once by ``_fused_rule()`` (again only if ``_fused_rule`` is replaced)."""
-        builder = self.__dict__.get("_fused_rule", _fused_rule_of(type(self)))
-        if self._rule[0] is not builder:
-            self._rule = (builder, self._fused_rule())
-        return self._rule[1]
+        built once, at first use, by ``_fused_rule()``."""
+        if not self._rule_built:
+            self._rule, self._rule_built = self._fused_rule(), True
+        return self._rule
 
     def __call__(self, gradients):
         """MindSpore style: ``optimizer(grads)`` applies ``grads`` and returns True."""
@@ -401,9 +400,3 @@ def _divide(grad, inv_scale):
         grad *= numpy.float32(inv_scale)
         return grad
     return grad * grad.dtype.type(inv_scale)
-
-
-
-
-def _fused_rule_of(cls):
-    return cls._fused_rule
