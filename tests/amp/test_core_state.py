@@ -24,7 +24,7 @@ def test_round_trip_continues_the_trajectory():
 
 
 @pytest.mark.parametrize("change,error,match", [
-    ({"scale": -1.0}, ValueError, r"scale must be a finite float in \(0\.0, inf\], got -1\.0"),
+    ({"scale": -1.0}, ValueError, r"scale must be a finite float in \(0\.0, inf\), got -1\.0"),
     ({"scale": float("inf")}, ValueError, r"scale must be a finite float in \(.*, got inf"),
     ({"backoff_factor": 2.0}, ValueError, r"backoff_factor must be .* in \(0\.0, 1\.0\), got 2\.0"),
     ({"growth_interval": 1.5}, TypeError, r"growth_interval must be a positive int, got 1\.5"),

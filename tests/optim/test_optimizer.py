@@ -469,7 +469,7 @@ def test_learning_rate_ndarray_checked_like_a_tensor():
         (
             lambda w: nn.SGD(w, momentum=-0.1),
             ValueError,
-            ["momentum must be", "-0.1", "[0.0, inf]"],
+            ["momentum must be", "-0.1", "[0.0, inf)"],
         ),
         (lambda w: nn.SGD(w, momentum="0.9"), TypeError, ["momentum must be", "'0.9'", "float"]),
         (
@@ -496,14 +496,14 @@ def test_learning_rate_ndarray_checked_like_a_tensor():
         ),
         (lambda w: nn.Adam(w, beta1=1.0), ValueError, ["beta1 must be", "1.0", "(0.0, 1.0)"]),
         (lambda w: nn.Adam(w, beta2=0.0), ValueError, ["beta2 must be", "0.0", "(0.0, 1.0)"]),
-        (lambda w: nn.Adam(w, eps=0.0), ValueError, ["eps must be", "0.0", "(0.0, inf]"]),
+        (lambda w: nn.Adam(w, eps=0.0), ValueError, ["eps must be", "0.0", "(0.0, inf)"]),
         (lambda w: nn.AdamWeightDecay(w, eps=-1e-6), ValueError, ["eps must be", "-1e-06"]),
         (lambda w: nn.AdamWeightDecay(w, beta1=float("nan")), ValueError, ["beta1 must be", "nan"]),
         (lambda w: nn.Adam(w, weight_decay=-1e-4), ValueError, ["weight_decay must be", "-0.0001"]),
         (
             lambda w: nn.Adam(w, loss_scale=0.0),
             ValueError,
-            ["loss_scale must be", "0.0", "(0.0, inf]"],
+            ["loss_scale must be", "0.0", "(0.0, inf)"],
         ),
         (lambda w: nn.Adam(w, learning_rate=-1.0), ValueError, ["learning_rate must be", "-1.0"]),
     ],
