@@ -330,6 +330,9 @@ def test_state_dict_is_a_copy():
     numpy.testing.assert_array_equal(saved["moments.p0"], copy)
 
 
+A = "Adam.load_state_dict: "
+
+
 def _good_state():
     ps = params((3, 2), (2,), names=["fc.weight", "fc.bias"])
     ps.append(Parameter(numpy.ones(2, numpy.float16), name="h"))
@@ -347,12 +350,14 @@ def _good_state():
         (
             lambda d: d.update({"moment1.fc.bias": numpy.zeros(3, numpy.float32)}),
             ValueError,
-            ["moment1.fc.bias", "(3,)", "(2,)"],
+            [A + "the shape and dtype of state_dict['moment1.fc.bias'] must be ((2,), 'float32') "
+             "(for parameter 'fc.bias'), got ((3,), 'float32')"],
         ),
         (
             lambda d: d.update({"moment2.fc.weight": numpy.zeros((3, 2), numpy.float64)}),
             ValueError,
-            ["moment2.fc.weight", "float64", "float32"],
+            [A + "the shape and dtype of state_dict['moment2.fc.weight'] must be ((3, 2), "
+             "'float32') (for parameter 'fc.weight'), got ((3, 2), 'float64')"],
         ),
         (
             lambda d: d.update({"moments.fc.bias": numpy.zeros(2, numpy.float32)}),
@@ -364,16 +369,23 @@ def _good_state():
             ValueError,
             ["'moment1.nope'"],
         ),
-        (lambda d: d.pop("moment2.fc.bias"), ValueError, ["fc.bias", "moment2.fc.bias"]),
+        (
+            lambda d: d.pop("moment2.fc.bias"),
+            ValueError,
+            [A + "the state entries of parameter 'fc.bias' must be none or all of "
+             "['moment1.fc.bias', 'moment2.fc.bias'], got ['moment1.fc.bias']"],
+        ),
         (
             lambda d: d.update({"master.fc.bias": numpy.zeros(2, numpy.float32)}),
             ValueError,
-            ["master.fc.bias", "float32", "only float16"],
+            [A + "state_dict key must be the master of a float16 parameter ('fc.bias' is "
+             "float32), got 'master.fc.bias'"],
         ),
         (
             lambda d: d.update({"master.h": numpy.zeros(2, numpy.float16)}),
             ValueError,
-            ["master.h", "float16"],
+            [A + "the shape and dtype of state_dict['master.h'] must be ((2,), 'float32') (for "
+             "parameter 'h'), got ((2,), 'float16')"],
         ),
     ],
 )
