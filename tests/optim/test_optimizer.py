@@ -33,6 +33,10 @@ def ones_like(ps):
     return tuple(numpy.ones(p.shape, p.dtype) for p in ps)
 
 
+A = "Adam.load_state_dict: "
+G = "['params', 'lr', 'weight_decay', 'grad_centralization', 'order_params']"
+
+
 # ---- bad arguments -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "make, error, words",
@@ -67,21 +71,90 @@ def ones_like(ps):
         (lambda ps: Adam(ps, beta1=1), ValueError, ["beta1", "1.0"]),
         (lambda ps: AdamWeightDecay(ps, eps=-1e-6), ValueError, ["eps"]),
         (lambda ps: Adam(ps, use_locking="no"), TypeError, ["use_locking"]),
-        (lambda ps: SGD(None), ValueError, ["parameters", "None"]),
-        (lambda ps: SGD([]), ValueError, ["parameters", "empty"]),
-        (lambda ps: SGD(ps[0]), TypeError, ["parameters", "Parameter"]),
-        (lambda ps: SGD([ps[0], numpy.zeros(3)]), TypeError, ["element 1", "ndarray"]),
-        (lambda ps: SGD([ps[0], ps[0]]), ValueError, ["'p0'", "more than once"]),
-        (lambda ps: SGD([{"params": ps, "momentum": 0.9}]), KeyError, ["momentum"]),
+        (
+            lambda ps: SGD(None),
+            ValueError,
+            ["SGD: parameters must be an iterable of Parameters or group dicts, got None"],
+        ),
+        (lambda ps: SGD([]), ValueError, ["SGD: parameters must be non-empty, got []"]),
+        (
+            lambda ps: SGD(ps[0]),
+            TypeError,
+            ["SGD: parameters must be an iterable of Parameters or group dicts, got Parameter(",
+             "(Parameter)"],
+        ),
+        (
+            lambda ps: SGD([ps[0], numpy.zeros(3)]),
+            TypeError,
+            ["SGD: parameters[1] must be a Parameter or a group dict, got array([0., 0., 0.]) "
+             "(ndarray)"],
+        ),
+        (
+            lambda ps: SGD([ps[0], {"params": ps[1:]}]),
+            TypeError,
+            ["SGD: parameters must be all Parameters or all group dicts, got ['Parameter', "
+             "'dict'] (list)"],
+        ),
+        (
+            lambda ps: SGD([ps[0], ps[0]]),
+            ValueError,
+            ["SGD: parameters[1] must be a Parameter not given before, got 'p0'"],
+        ),
+        (
+            lambda ps: SGD([{"params": ps, "momentum": 0.9}]),
+            KeyError,
+            [f"SGD: the keys of group 0 must be a subset of {G} (unknown ['momentum']), "
+             "got ['params', 'momentum']"],
+        ),
+        (
+            lambda ps: SGD([{"lr": 0.1}]),
+            ValueError,
+            ["SGD: the keys of group 0 must be a list including 'params', got ['lr']"],
+        ),
+        (
+            lambda ps: SGD([{"params": [ps[0], 3]}]),
+            TypeError,
+            ["SGD: group 0 'params'[1] must be a Parameter, got 3 (int)"],
+        ),
         (lambda ps: SGD([{"params": ps, "lr": -1.0}]), ValueError, ["group 0 'lr'", "-1.0"]),
-        (lambda ps: SGD([{"params": ps[:1]}, {"params": ps[:1]}]), ValueError, ["more than once"]),
-        (lambda ps: SGD([{"params": ps}, {"order_params": ps[:1]}]), ValueError, ["order_params"]),
+        (
+            lambda ps: SGD([{"params": ps[:1]}, {"params": ps[:1]}]),
+            ValueError,
+            ["SGD: the groups' parameters[1] must be a Parameter not given before, got 'p0'"],
+        ),
+        (
+            lambda ps: SGD([{"params": ps}, {"order_params": ps[:1]}]),
+            ValueError,
+            ["SGD: order_params must be the 2 parameters of the groups, each once "
+             "(['p0', 'p1']), got ['p0']"],
+        ),
+        (
+            lambda ps: SGD([{"params": ps}, {"order_params": [ps[0], ps[0]]}]),
+            ValueError,
+            ["SGD: order_params must be the 2 parameters of the groups, each once "
+             "(['p0', 'p1']), got ['p0', 'p0']"],
+        ),
+        (
+            lambda ps: SGD([{"params": ps}, {"order_params": ps, "lr": 0.1}]),
+            ValueError,
+            ["SGD: the keys of group 1 must be ['order_params'] alone, got ['order_params', "
+             "'lr']"],
+        ),
+        (
+            lambda ps: SGD([{"order_params": ps}]),
+            ValueError,
+            ["SGD: the number of Parameters in the groups must be >= 1, got 0"],
+        ),
         (
             lambda ps: SGD([{"params": ps, "grad_centralization": 1}]),
             TypeError,
             ["grad_centralization"],
         ),
-        (lambda ps: Optimizer(0.1, ps, decay_filter="beta"), TypeError, ["decay_filter"]),
+        (
+            lambda ps: Optimizer(0.1, ps, decay_filter="beta"),
+            TypeError,
+            ["Optimizer: decay_filter must be callable, got 'beta' (str)"],
+        ),
     ],
 )
 def test_bad_arguments_name_argument_and_value(make, error, words):
@@ -328,9 +401,6 @@ def test_state_dict_is_a_copy():
     copy = saved["moments.p0"].copy()
     run(opt, 1, seed=1)
     numpy.testing.assert_array_equal(saved["moments.p0"], copy)
-
-
-A = "Adam.load_state_dict: "
 
 
 def _good_state():
