@@ -558,14 +558,38 @@ def test_learning_rate_any_iterable_is_a_per_step_list(rates):
 
 def test_learning_rate_ndarray_checked_like_a_tensor():
     w = minigrad.Parameter(numpy.zeros(2, F32), name="w")
-    with pytest.raises(ValueError, match="learning_rate.*0-d or 1-D.*\\(2, 2\\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^SGD: the shape of learning_rate must be \(\) or \(n,\): a 0-d or 1-D Tensor "
+        r"or array, got \(2, 2\)$",
+    ):
         nn.SGD([w], numpy.ones((2, 2)))
-    with pytest.raises(ValueError, match="learning_rate.*>= 0.*-0.5"):
+    with pytest.raises(
+        ValueError, match=r"^SGD: learning_rate\[1\] must be a finite float in \[0\.0, inf\), "
+        r"got -0\.5$"
+    ):
         nn.SGD([w], numpy.array([0.1, -0.5]))
-    with pytest.raises(TypeError, match="learning_rate"):
+    with pytest.raises(
+        ValueError, match=r"^SGD: learning_rate must be a finite float in \[0\.0, inf\), got nan$"
+    ):
+        nn.SGD([w], numpy.array(numpy.nan))
+    kinds = "a float, Tensor, Iterable or LearningRateSchedule"
+    with pytest.raises(TypeError, match=rf"^SGD: learning_rate must be {kinds}, got '0.1' \(str"):
         nn.SGD([w], "0.1")
-    with pytest.raises(TypeError, match="learning_rate"):
+    with pytest.raises(
+        TypeError, match=rf"^SGD: learning_rate must be {kinds}, got {{'lr': 0.1}} \(dict\)$"
+    ):
         nn.SGD([w], {"lr": 0.1})
+    with pytest.raises(TypeError, match=rf"^SGD: learning_rate must be {kinds}, got True \(bool"):
+        nn.SGD([w], True)
+    with pytest.raises(
+        TypeError,
+        match=r"^SGD: learning_rate must be a Tensor or array of ints or floats, got "
+        r"array\(\[0\.\+1\.j\]\) \(ndarray\)$",
+    ):
+        nn.SGD([w], numpy.array([1j]))
+    with pytest.raises(ValueError, match=r"^SGD: learning_rate must be non-empty, got \[\]$"):
+        nn.SGD([w], numpy.array([]))
     fixed = nn.SGD([w], numpy.array(0.25))  # 0-d: a fixed rate, as a 0-d Tensor
     assert fixed.get_lr() == 0.25 and not fixed.dynamic_lr
 
