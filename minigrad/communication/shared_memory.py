@@ -63,10 +63,11 @@ class SharedRows:
         if chunk.start < chunk.stop:
             out = rows[0, chunk]
             combine = _UFUNCS[op]
-            for k in range(1, len(rows)):
-                combine(out, rows[k, chunk], out=out)
-            if divisor != 1:
-                out /= divisor
+            with numpy.errstate(all="ignore"):  # inf + -inf on an overflowed step, as MPI: quiet
+                for k in range(1, len(rows)):
+                    combine(out, rows[k, chunk], out=out)
+                if divisor != 1:
+                    out /= divisor
             for k in range(1, len(rows)):
                 rows[k, chunk] = out
         self.synchronize()

@@ -14,6 +14,7 @@ parameters is what makes the ranks start identical, and rank 0's seed is the ref
 import os
 import pickle
 import sys
+import warnings
 
 import numpy
 
@@ -303,6 +304,11 @@ def run_shared_memory(rank):
                                                  communication.all_reduce(values, op))
             out[dtype.__name__, size, "in window"] = (
                 shared_memory.rows_of(communication.management.current(), row) is not None)
+    row = communication.all_reduce_buffer(2, numpy.float32)
+    row[...] = [numpy.inf if rank == 0 else -numpy.inf, 1.0]  # an overflowed step's gradients
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out["inf"] = communication.all_reduce_(row, "mean").copy(), len(caught)
     try:
         communication.all_reduce_buffer(10 + rank, numpy.float32)
     except ValueError as error:
