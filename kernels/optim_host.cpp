@@ -5,10 +5,10 @@
    gradient into a new fp32 array, add weight decay, run the rule (each `*=` / `-=` a pass of its
    own, plus temporaries such as `lr * grad`), then round the fp32 master back into the fp16
    parameter. Here each parameter is walked once, a block at a time, and every block goes through
-   all of those steps while it sits in L1. minigrad/optim/_fused.py builds the row table and
-   falls back to NumPy for everything this file does not cover.
+   all of those steps while it sits in L1. fused_step in minigrad/optim/slots.py builds the row
+   table and falls back to NumPy for everything this file does not cover.
 
-   The results are bit for bit those of the NumPy code (tests/test_optim_fused.py): every
+   The results are bit for bit those of the NumPy code (tests/optim/test_slots.py): every
    operation is one fp32 IEEE operation in the same order, with the same fp32 constants (a Python
    float such as 1 - beta1 is computed in double and rounded to fp32 once, as NumPy does with a
    Python scalar), and the library is compiled with -ffp-contract=off so that no `a * b + c`
@@ -41,7 +41,7 @@ typedef std::uint16_t u16;
 extern "C" void mg_half_to_float(const u16* src, float* dst, i64 n);
 extern "C" i64 mg_float_to_half(const float* src, u16* dst, i64 n);
 
-/* One parameter. Mirrors ROW in minigrad/optim/_fused.py. */
+/* One parameter. Mirrors ROW in minigrad/optim/slots.py. */
 struct MgUpdateRow {
     float* weight;     /* fp32: the parameter itself, or the master of an fp16 parameter */
     const void* grad;  /* dense fp16 (MG_GRAD_HALF) or fp32, never written */
@@ -58,7 +58,7 @@ enum { MG_GRAD_HALF = 1, MG_STATE_FROM_GRAD = 2 };
 enum { MG_RULE_SGD = 0, MG_RULE_MOMENTUM = 1, MG_RULE_ADAM = 2, MG_RULE_ADAM_WEIGHT_DECAY = 3 };
 
 /* The rule's hyper-parameters, as the Python floats the optimizer holds. Mirrors
-   Rule.hyper in minigrad/optim/_fused.py. */
+   Rule.hyper_address in minigrad/optim/slots.py. */
 struct MgHyper {
     double momentum;   /* SGD, Momentum */
     double dampening;  /* SGD */

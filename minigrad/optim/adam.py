@@ -3,7 +3,7 @@ correction)."""
 import math
 
 from minigrad import backend
-from minigrad.optim import _fused
+from minigrad.optim import slots
 from minigrad._checks import check_bool, check_float
 from minigrad.optim.optimizer import Optimizer
 
@@ -71,8 +71,8 @@ class Adam(Optimizer):
         self.use_nesterov = check_bool("use_nesterov", use_nesterov, owner="Adam")
 
     def _fused_rule(self):
-        return _fused.rule_for(self, Adam, _fused.Rule(
-            _fused.ADAM, self.state_names, beta1="beta1", beta2="beta2", eps="eps",
+        return slots.rule_for(self, Adam, slots.Rule(
+            slots.ADAM, self.state_names, beta1="beta1", beta2="beta2", eps="eps",
             nesterov="use_nesterov", step_size=self._step_size))
 
     def _step_size(self, lr):
@@ -118,8 +118,8 @@ class AdamWeightDecay(Optimizer):
         self.beta1, self.beta2, self.eps = _check_betas_eps(beta1, beta2, eps, "AdamWeightDecay")
 
     def _fused_rule(self):
-        return _fused.rule_for(self, AdamWeightDecay, _fused.Rule(
-            _fused.ADAM_WEIGHT_DECAY, self.state_names, beta1="beta1", beta2="beta2", eps="eps"))
+        return slots.rule_for(self, AdamWeightDecay, slots.Rule(
+            slots.ADAM_WEIGHT_DECAY, self.state_names, beta1="beta1", beta2="beta2", eps="eps"))
 
     def update(self, state, weight, grad, lr):
         m, v = _moments(state, grad, self.beta1, self.beta2)

@@ -1,5 +1,5 @@
 """``Momentum``: heavy-ball / Nesterov momentum (MindSpore nn.Momentum, ops.ApplyMomentum)."""
-from minigrad.optim import _fused
+from minigrad.optim import slots
 from minigrad._checks import check_bool, check_non_negative
 from minigrad.optim.optimizer import Optimizer
 
@@ -36,7 +36,7 @@ class Momentum(Optimizer):
         self.use_nesterov = check_bool("use_nesterov", use_nesterov, owner=type(self).__name__)
 
     def _fused_rule(self):
-        return _fused.rule_for(self, Momentum, _fused.Rule(_fused.MOMENTUM, ("moments",),
+        return slots.rule_for(self, Momentum, slots.Rule(slots.MOMENTUM, ("moments",),
                                                            momentum="momentum",
                                                            nesterov="use_nesterov"))
 

@@ -15,7 +15,7 @@ parameter after the update. State (momenta, moments) has ``w``'s dtype: fp32 for
 parameters. Parameter arrays are only written in place, so views and hooks on ``param.data``
 stay valid. Masters, state and their synchronisation with the parameters live in ``slots``
 (``optim.slots.ParameterSlots``), which the NumPy path and the fused native step
-(``optim._fused``) share.
+(``optim.slots.fused_step``) share.
 
 Subclasses implement ``update`` (and list ``state_names``: zero-initialised fp32 state). A subclass
 that changes what happens to a gradient before the update overrides
@@ -34,11 +34,11 @@ from minigrad import backend, communication
 from minigrad import dtype as dtypes
 from minigrad._config import enable_grad
 from minigrad._fp16_host import convert
-from minigrad.optim import _fused, optimizer_state
+from minigrad.optim import optimizer_state
 from minigrad._checks import check_non_negative, check_positive
 from minigrad.optim.lr_schedule import FixedLR, LearningRate
 from minigrad.optim.param_groups import default_decay_filter, describe, label, parse_parameters
-from minigrad.optim.slots import ParameterSlots
+from minigrad.optim.slots import ParameterSlots, fused_covers, fused_step
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
@@ -67,7 +67,7 @@ class Optimizer:
         parameters (tuple): the parameters, in update order.
         global_step (int): the number of updates applied.
         last_step_fused (bool): whether the last update ran as one native call (the fused host
-            step of ``optim._fused``) rather than the NumPy path; False before the first.
+            step of ``optim.slots``) rather than the NumPy path; False before the first.
         learning_rate: the learning-rate object (a 0-d ``Parameter`` for a fixed rate, which
             may be changed in place with ``set_data``; a 1-D Tensor; or the schedule); with
             per-group learning rates, a tuple with one per parameter.
@@ -122,6 +122,8 @@ class Optimizer:
         self._lr_index = tuple(self._lr_sources.index(lr) for lr in lrs)
         self.is_group_lr = len(self._lr_sources) > 1 or self._lr_sources[0] is not default_lr
         self.dynamic_lr = any(not isinstance(lr, FixedLR) for lr in self._lr_sources)
+        # all rates fixed: each step reads their Parameters (set_data may change them)
+        self._rate_parameters = None if self.dynamic_lr else self._fixed_rates()
         self.learning_rate = (tuple(lr.learning_rate for lr in lrs) if self.is_group_lr
                               else default_lr.learning_rate)
 
@@ -159,10 +161,10 @@ class Optimizer:
         """
         arrays = self._check_gradients(grads)
         inv_scale = 1.0 if scale is None else _inverse_scale(scale, type(self).__name__)
-        lrs = [lr(self.global_step) for lr in self._lr_sources]
+        lrs = self._rates()
         rule = self.fused_rule
-        fused = rule is not None and _fused.apply(self, rule, arrays,
-                                                  [lrs[k] for k in self._lr_index], inv_scale)
+        fused = rule is not None and fused_step(self, rule, arrays,
+                                                [lrs[k] for k in self._lr_index], inv_scale)
         if not fused:
             for i, grad in enumerate(arrays):
                 if grad is not None:
@@ -188,11 +190,11 @@ class Optimizer:
         if (cls.__call__ is not Optimizer.__call__
                 or cls.apply_gradients is not Optimizer.apply_gradients):
             return False  # an override may expect unscaled gradients
-        return self.fused_rule is not None and _fused.covers(self, grads)
+        return self.fused_rule is not None and fused_covers(self, grads)
 
     @property
     def fused_rule(self):
-        """The ``optim._fused.Rule`` of this optimizer's native step (or None: the NumPy path),
+        """The ``optim.slots.Rule`` of this optimizer's native step (or None: the NumPy path),
         built once, at first use, by ``_fused_rule()``."""
         if not self._rule_built:
             self._rule, self._rule_built = self._fused_rule(), True
@@ -276,9 +278,9 @@ class Optimizer:
                                   "grad, lr)")
 
     def _fused_rule(self):
-        """The ``optim._fused.Rule`` that does what ``update`` does, natively, or None (the
+        """The ``optim.slots.Rule`` that does what ``update`` does, natively, or None (the
         default: the NumPy path). SGD, Momentum, Adam and AdamWeightDecay return theirs through
-        ``_fused.rule_for``."""
+        ``slots.rule_for``."""
         return None
 
     def _master(self, i, data):
@@ -301,7 +303,7 @@ class Optimizer:
                     raise TypeError(f"For '{owner}', the gradient of parameter {label(param, i)} "
                                     "must be a "
                                     f"float Tensor or array, but got {describe(grad)}")
-                if grad.shape != param.shape:
+                if grad.shape != param.data.shape:
                     raise ValueError(f"For '{owner}', the gradient of parameter {label(param, i)} "
                                      "has shape "
                                      f"{tuple(grad.shape)}, but the parameter has shape "
@@ -319,10 +321,16 @@ class Optimizer:
     def get_lr(self):
         """The learning rate of the current step: a float, or a tuple with one per parameter when
         groups have their own learning rates. (Unlike MindSpore, reading it changes nothing.)"""
-        values = [lr(self.global_step) for lr in self._lr_sources]
+        values = self._rates()
         if self.is_group_lr:
             return tuple(values[k] for k in self._lr_index)
         return values[0]
+
+    def _rates(self):
+        """The learning rate of each of ``_lr_sources`` at ``global_step``."""
+        if self._rate_parameters is not None:  # FixedLR's value, without a call per rate
+            return [float(rate.data) for rate in self._rate_parameters]
+        return [lr(self.global_step) for lr in self._lr_sources]
 
     def get_lr_parameter(self, param):
         """The learning-rate object of ``param`` (a Parameter), or a list for a list of parameters.

@@ -1,6 +1,6 @@
 """``SGD``: stochastic gradient descent with optional momentum, dampening and Nesterov (MindSpore
 nn.SGD)."""
-from minigrad.optim import _fused
+from minigrad.optim import slots
 from minigrad._checks import check_bool, check_non_negative, check_relation
 from minigrad.optim.optimizer import Optimizer
 
@@ -47,8 +47,8 @@ class SGD(Optimizer):
         self.state_names = ("accum",) if self.momentum > 0 else ()
 
     def _fused_rule(self):
-        return _fused.rule_for(self, SGD, _fused.Rule(
-            _fused.SGD, ("accum",) if self.momentum > 0 else (), momentum="momentum",
+        return slots.rule_for(self, SGD, slots.Rule(
+            slots.SGD, ("accum",) if self.momentum > 0 else (), momentum="momentum",
             dampening="dampening", nesterov="nesterov"))
 
     def init_state(self, weight):

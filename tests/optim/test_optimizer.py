@@ -160,6 +160,24 @@ def test_fixed_learning_rate_is_a_parameter_that_can_be_changed_in_place():
     numpy.testing.assert_allclose(ps[0].data, before - 0.5)
 
 
+
+@pytest.mark.parametrize("native", [pytest.param(True, marks=pytest.mark.requires_native), False])
+def test_fixed_group_rates_changed_in_place_apply_at_the_next_step(native):
+    """Every rate fixed: each step reads the rates' Parameters, on both paths."""
+    a, b = params((3,), (2,), dtype=numpy.float16)
+    opt = nn.Momentum([{"params": [a], "lr": 0.25}, {"params": [b]}], 0.5, 0.0)
+    assert not opt.dynamic_lr and opt.get_lr() == (0.25, 0.5)
+    opt.get_lr_parameter(a).set_data(numpy.array(0.125, numpy.float32))
+    opt.learning_rate[1].set_data(numpy.array(1.0, numpy.float32))
+    assert opt.get_lr() == (0.125, 1.0)
+    before = [p.data.astype(numpy.float32) for p in (a, b)]
+    with numpy_path(not native):
+        opt(ones_like([a, b]))
+    assert opt.last_step_fused == native
+    for p, w, lr in zip((a, b), before, (0.125, 1.0)):
+        numpy.testing.assert_array_equal(p.data, (w - numpy.float32(lr)).astype(numpy.float16))
+
+
 # ---- learning-rate forms -------------------------------------------------------------------------
 def lrs_used(learning_rate, steps):
     """The learning rate of each of ``steps`` SGD steps (gradient 1 moves w by exactly -lr)."""

@@ -1,5 +1,6 @@
-"""The fused native optimizer step (minigrad.optim._fused, kernels/optim_host.cpp) against the
-NumPy path it replaces: bit for bit, for every variant it covers, and falling back cleanly."""
+"""The fused native optimizer step (minigrad.optim.slots.fused_step, kernels/optim_host.cpp)
+against the NumPy path it replaces: bit for bit, for every variant it covers, and falling back
+cleanly."""
 import inspect
 import warnings
 
