@@ -183,7 +183,8 @@ def host_plan(arrays, halves=False):
             total += n
     if total >= HOST_PARALLEL_MIN:
         return None
-    lib = _native.host_library()  # looked up here, at a host launch: CuPy arrays never build it
+    # looked up here, at a host launch: CuPy arrays never build it
+    lib = (_native.host_build or _native.loaded()).lib
     if lib is None:
         return None
     key = tuple(key)

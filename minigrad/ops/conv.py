@@ -23,7 +23,7 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_int_tuple, check_positive_int
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, cast, check_float_tensor
+from minigrad.ops.arithmetic import as_tensor, cast, check_float_tensor
 
 # ---- geometry helpers (shared with pooling) ---------------------------------------------------
 

@@ -4,7 +4,8 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, cast, one_axis
+from minigrad.ops._util import one_axis
+from minigrad.ops.arithmetic import as_tensor, cast
 
 
 class Concat(Function):

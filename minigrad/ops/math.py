@@ -10,13 +10,8 @@ from minigrad import dtype as dtypes
 from minigrad._fp16_host import convert
 from minigrad.autograd.function import Function
 from minigrad import _fp16_host
-from minigrad.ops._util import (
-    as_tensor,
-    binary_operands,
-    check_float_tensor,
-    unbroadcast,
-)
-from minigrad.ops.arithmetic import cast
+from minigrad.ops._util import unbroadcast
+from minigrad.ops.arithmetic import as_tensor, binary_operands, cast, check_float_tensor
 
 
 def _via_f32(fn, x):
