@@ -24,6 +24,7 @@ a plain array, and ``all_reduce_`` sends it through MPI.
 """
 import numpy
 
+from minigrad import _checks
 from minigrad.communication import management, parallel_context
 
 DTYPES = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
@@ -38,15 +39,16 @@ class SharedRows:
 
     def __init__(self, group, size, dtype):
         self.comm = group.shared_comm
+        line = max(1, _ALIGN // dtype.itemsize)        # values per cache line
+        stride = -(-size // line) * line               # each row starts on a line of its own
         self.window = group.MPI.Win.Allocate_shared(
-            size * dtype.itemsize * group.size if group.rank == 0 else 0, dtype.itemsize,
+            stride * dtype.itemsize * group.size if group.rank == 0 else 0, dtype.itemsize,
             comm=self.comm)
         memory, _ = self.window.Shared_query(0)
-        self.rows = numpy.ndarray((group.size, size), dtype, buffer=memory)
+        self.rows = numpy.ndarray((group.size, stride), dtype, buffer=memory)[:, :size]
         self.row = self.rows[group.rank]
         per = -(-size // group.size)                   # ceil(size / ranks) columns a rank,
-        step = max(1, _ALIGN // dtype.itemsize)
-        per = -(-per // step) * step                   # rounded up to whole cache lines
+        per = -(-per // line) * line                   # rounded up to whole cache lines
         self.chunk = slice(min(size, group.rank * per), min(size, (group.rank + 1) * per))
         self.window.Lock_all(group.MPI.MODE_NOCHECK)
 
@@ -92,17 +94,20 @@ def all_reduce_buffer(size, dtype):
     makes a window: every rank calls it, in the same order, with the same size and dtype.
 
     Raises:
-        ValueError: when the ranks ask for different sizes or dtypes (a mismatched model).
+        TypeError: a ``size`` that is not an int.
+        ValueError: a negative ``size``; ranks that ask for different sizes or dtypes (a
+            mismatched model).
     """
+    size = _checks.check_non_negative_int("size", size, owner="all_reduce_buffer")
     dtype = numpy.dtype(dtype)
     group = management.current()
     if dtype not in DTYPES or size < 1 or not _usable(group):
         return numpy.empty(size, dtype)
-    asked = group.shared_comm.allgather((int(size), dtype.str))
+    asked = group.shared_comm.allgather((size, dtype.str))
     if len(set(asked)) != 1:
         raise ValueError(f"all_reduce_buffer: the ranks ask for different buffers "
                          f"(size, dtype) {asked}: every rank must have the same model")
-    shared = SharedRows(group, int(size), dtype)
+    shared = SharedRows(group, size, dtype)
     group.shared_rows[shared.row.ctypes.data] = shared
     return shared.row
 

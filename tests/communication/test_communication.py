@@ -126,6 +126,13 @@ def test_all_reduce_buffer_in_one_process_is_a_plain_array_reduced_as_any_other(
         buffer[...] = 3
         assert communication.all_reduce_(buffer, "sum") is buffer
         numpy.testing.assert_array_equal(buffer, 3)
+    assert communication.all_reduce_buffer(0, numpy.float32).shape == (0,)
+    with pytest.raises(TypeError, match="all_reduce_buffer: size must be a non-negative int, "
+                                        r"got 2.5 \(float\)"):
+        communication.all_reduce_buffer(2.5, numpy.float32)
+    with pytest.raises(ValueError, match="all_reduce_buffer: size must be a non-negative int, "
+                                         "got -1"):
+        communication.all_reduce_buffer(-1, numpy.float32)
     with pytest.raises(TypeError, match="all_reduce_shared_memory must be a bool, got 1"):
         minigrad.set_auto_parallel_context(all_reduce_shared_memory=1)
     minigrad.set_auto_parallel_context(all_reduce_shared_memory=False)
