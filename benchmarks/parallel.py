@@ -6,12 +6,15 @@ thread per rank. In one ``mpirun`` job, each rank builds both trainings and time
 interleaved rounds (machine noise hits both alike):
 
 * minigrad: ``TrainOneStepCell`` in data-parallel mode (gradients averaged by
-  ``nn.DistributedGradReducer``, one all-reduce per bucket, after backward), the same with the
-  reducer's ``overlap=True`` (DDP's 1 MiB first bucket, its all-reduce started during
-  backward), and, for the compute alone, the same step stand-alone (no all-reduce);
+  ``nn.DistributedGradReducer``, one all-reduce per bucket, after backward; the buckets in
+  memory the ranks share, the default on one machine), the same with MPI's ``Allreduce``
+  (``all_reduce_shared_memory=False``), the same with the reducer's ``overlap=True`` (DDP's
+  1 MiB first bucket, its all-reduce started during backward), and, for the compute alone, the
+  same step stand-alone (no all-reduce);
 * PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch)
   and, for its compute alone, the same PyTorch step without DDP;
-* ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit.
+* ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit of an
+  all-reduce by MPI messages.
 
     python benchmarks/parallel.py [--quick] [--thor] [--bind core] [--json FILE]
 
@@ -20,9 +23,10 @@ Python running it: use one with mpi4py (``pip install ".[mpi]"``) and, for the p
 (``pip install torch==2.13.0``); without PyTorch it says so and times minigrad alone.
 
 Goals: the all-reduce share of minigrad's step <= 10%; minigrad's step / DDP's step <= 1.0.
-The share is the time each rank's step is blocked in MPI all-reduce calls (a blocking
-``Allreduce``, starting an ``Iallreduce``, testing or waiting for it), over its step time,
-averaged over the ranks (``..._max_over_ranks`` and ``..._per_rank`` beside it).
+The share is the time each rank's step is blocked in all-reduce calls (a shared-memory
+reduction, a blocking ``Allreduce``, starting an ``Iallreduce``, testing or waiting for it),
+over its step time, averaged over the ranks (``..._max_over_ranks`` and ``..._per_rank`` beside
+it); it includes the wait for the slower rank.
 """
 import argparse
 import os
@@ -40,8 +44,11 @@ import mlp_step  # noqa: E402 - the same MLP, batch and data as the one-process 
 
 SIZES, BATCH, LR = mlp_step.SIZES, mlp_step.BATCH, mlp_step.LR  # batch per rank
 STEP, OVERLAP = "minigrad 2-rank step", "minigrad 2-rank step, overlap=True"
+VIA_MPI = "minigrad 2-rank step, MPI Allreduce"
 IN_STEP = "all-reduce inside the minigrad step"  # time blocked in it
 IN_OVERLAP = "all-reduce inside the overlap=True step"
+IN_VIA_MPI = "all-reduce inside the MPI Allreduce step"
+IN = {STEP: IN_STEP, OVERLAP: IN_OVERLAP, VIA_MPI: IN_VIA_MPI}
 THOR_EVERY = "THOR 2-rank refresh + reuse steps, every rank inverts"
 THOR_SHARED = "THOR 2-rank refresh + reuse steps, distributed_inversion"
 INV_EVERY, INV_SHARED = "THOR inversion, every rank", "THOR inversion, distributed_inversion"
@@ -151,6 +158,7 @@ def measure(args):
 
     import minigrad
     from minigrad import communication, nn
+    from minigrad.communication import shared_memory
     communication.init()
     rank, size = communication.get_rank(), communication.get_group_size()
     # each rank its own batch (and initial weights: the optimizer and DDP broadcast rank 0's)
@@ -161,6 +169,8 @@ def measure(args):
     overlapped, overlapped_train = mlp_step.minigrad_train(x, y, weights)
     overlapped_train.grad_reducer = nn.DistributedGradReducer(overlapped_train.weights,
                                                               overlap=True)
+    minigrad.set_auto_parallel_context(all_reduce_shared_memory=False)
+    via_mpi, _ = mlp_step.minigrad_train(x, y, weights)
     thor, inversion = thor_steps(x, y, weights) if args.thor else ({}, {})
     minigrad.reset_auto_parallel_context()
     reducer = train.grad_reducer
@@ -172,7 +182,7 @@ def measure(args):
     def plain_allreduce():
         group.comm.Allreduce(mpi.IN_PLACE, buffer, op=mpi.SUM)
 
-    steps = {"minigrad local step (no all-reduce)": local, "minigrad 2-rank step": parallel,
+    steps = {"minigrad local step (no all-reduce)": local, STEP: parallel, VIA_MPI: via_mpi,
              OVERLAP: overlapped, "mpi4py Allreduce (same bytes)": plain_allreduce}
     if thor:
         steps[THOR_EVERY], steps[THOR_SHARED] = thor[False], thor[True]
@@ -185,9 +195,12 @@ def measure(args):
         steps["torch local step (no DDP)"] = mlp_step.torch_step(torch, x, y, weights)
     load_before = os.getloadavg()
     timed = group.comm = TimedComm(group.comm)
-    # the step's own Allreduce seconds, read from the timed communicator per round
+    reduce_in_shared_memory = shared_memory.SharedRows.reduce
+    shared_memory.SharedRows.reduce = (  # a shared-memory all-reduce is timed as one too
+        lambda rows, *args: timed.timed(reduce_in_shared_memory, rows, *args))
+    # the step's own all-reduce seconds, read from the timed communicator per round
     samples = {name: [] for name in steps}
-    in_step = {STEP: [], OVERLAP: []}
+    in_step = {name: [] for name in IN}
     for fn in steps.values():
         fn()
     for _ in range(args.repeat):
@@ -201,9 +214,10 @@ def measure(args):
             if name in in_step:
                 in_step[name].append((timed.seconds - before) / args.number)
     group.comm = timed.comm
+    shared_memory.SharedRows.reduce = reduce_in_shared_memory
     medians = {name: statistics.median(v) for name, v in samples.items()}
-    medians[IN_STEP] = statistics.median(in_step[STEP])
-    medians[IN_OVERLAP] = statistics.median(in_step[OVERLAP])
+    for name, inside in IN.items():
+        medians[inside] = statistics.median(in_step[name])
     for shared, name in ((False, INV_EVERY), (True, INV_SHARED)):
         if inversion:
             medians[name] = statistics.median(inversion[shared])
@@ -234,6 +248,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
     # backward first waits for the other inside them): averaged over the ranks, and the largest
     shares = [r[IN_STEP] / r[STEP] for r in every]
     shares_overlap = [r[IN_OVERLAP] / r[OVERLAP] for r in every]
+    shares_mpi = [r[IN_VIA_MPI] / r[VIA_MPI] for r in every]
     rows = [{"what": name, "ms": seconds * 1e3,
              "ms_max_over_ranks": max(r[name] for r in every) * 1e3}
             for name, seconds in rank0.items()]
@@ -243,6 +258,8 @@ def report(args, every, n_bytes, buckets, load_before, torch):
         "allreduce_share_of_step_max_over_ranks": max(shares),
         "allreduce_share_of_step_per_rank": shares,
         "allreduce_share_overlap_true": statistics.mean(shares_overlap),
+        "allreduce_share_mpi_allreduce": statistics.mean(shares_mpi),
+        "mpi_allreduce_step_over_step": rank0[VIA_MPI] / step,
         "overlap_true_step_over_step": rank0[OVERLAP] / step, "buckets_overlap_true": n_overlap,
         "step_overhead_vs_local": step / rank0["minigrad local step (no all-reduce)"] - 1,
         "minigrad_step_over_ddp": step / ddp if ddp else None,

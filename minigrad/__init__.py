@@ -12,7 +12,7 @@ cycles, checked by the test suite). From the bottom up:
 3. ``autograd``: Function nodes and the reverse pass, ``grad``/``value_and_grad``/``GradOperation``.
 4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods.
 5. amp core, on arrays only: ``amp.core`` (the loss-scale rule, the step report),
-   ``amp.float_status`` with ``amp._status_args``, ``amp._status_launch`` and
+   ``amp.float_status`` with ``amp._status_buffer``, ``amp._status_launch`` and
    ``amp._status_numpy`` (the overflow status), ``amp.npu_ops`` (MindSpore's ops over it).
 6. ``optim``.
 7. ``nn``.
@@ -61,7 +61,7 @@ _LAYERS = (
     ("tensor", "parameter", "linalg"),
     ("autograd",),
     ("ops", ""),
-    ("amp.core", "amp.float_status", "amp._status_args", "amp._status_launch",
+    ("amp.core", "amp.float_status", "amp._status_buffer", "amp._status_launch",
      "amp._status_numpy", "amp.npu_ops"),
     ("optim",),
     ("nn",),

@@ -70,7 +70,7 @@ def convert(x, dtype, out=None):
     """
     fn = None
     if type(x) is numpy.ndarray and x.size >= MIN_SIZE and (x.dtype, dtype) in _PAIRS:
-        fns = _native.loaded().conversions
+        fns = (_native.host_build or _native.loaded()).conversions
         if fns is not None and (dtype == _F32 or underflow_ignored()):
             fn = fns[x.dtype, dtype]
     if fn is not None:
@@ -114,7 +114,7 @@ def _host(x, dtype):
 
 
 def _library():
-    return _native.loaded().fp16_passes
+    return (_native.host_build or _native.loaded()).fp16_passes
 
 
 def relu_half(x):

@@ -15,7 +15,9 @@ The same CUDA source runs on two targets:
   ``minigrad.optim._fused``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
 
 The process loads it once, into one ``HostBuild`` record (``loaded()``) that every caller reads;
-building it prints one line to stderr, and so does falling back to NumPy.
+building it prints one line to stderr, and so does falling back to NumPy. Once loaded, the record
+is also the module attribute ``host_build``: the ops and the training step read it as
+``_native.host_build or _native.loaded()``, an attribute read where a call would cost more.
 
 The sources ship as package data of ``minigrad.kernels`` (mapped from the top-level
 ``kernels/`` folder); a source checkout reads that folder directly.
@@ -109,7 +111,7 @@ class HostBuild:
 
 
 _F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
-_host = None  # the process's HostBuild once loaded
+host_build = None  # the process's HostBuild once loaded (``loaded()``), else None
 
 
 def loaded():
@@ -118,22 +120,19 @@ def loaded():
     The first call prints one line to stderr when it compiles the library (about 3 s, once per
     source, flags and machine) or when the NumPy fallback is in use, saying why.
     """
-    host = _host
-    if host is None:  # the lock only for the first call: later ones are on the step's hot path
-        host = _load_once()
-    return host
+    return host_build or _load_once()  # the lock only for the first call
 
 
 def _load_once():
-    global _host
+    global host_build
     with _lock:
-        if _host is None:
+        if host_build is None:
             lib, error = _load_host_library()
             if lib is None:
                 print(f"minigrad: native host kernels unavailable ({error}); using the NumPy "
                       f"fallback", file=sys.stderr)
-            _host = HostBuild(lib, error)
-    return _host
+            host_build = HostBuild(lib, error)
+    return host_build
 
 
 def host_library():
@@ -171,13 +170,13 @@ def host_library_error():
 def numpy_fallback():
     """Run the block as if there were no host library (every caller takes its NumPy path);
     for comparing the two paths in one process."""
-    global _host
+    global host_build
     saved = loaded()
-    _host = HostBuild(None, "switched off by minigrad._native.numpy_fallback()")
+    host_build = HostBuild(None, "switched off by minigrad._native.numpy_fallback()")
     try:
         yield
     finally:
-        _host = saved
+        host_build = saved
 
 
 def cache_dir():

@@ -16,7 +16,7 @@ scale before/after, the parameters holding inf and NaN. ``minigrad.amp.plots`` d
 scale's trajectory and where gradient values fall in fp16's range (matplotlib, optional).
 
 Layers: the amp core (``core.py``: the scale rule and the step report; ``float_status.py`` with
-``_status_args``, ``_status_launch`` and ``_status_numpy``: the overflow status) works on arrays
+``_status_buffer``, ``_status_launch`` and ``_status_numpy``: the overflow status) works on arrays
 and sits below ``optim``; the faces (``managers``, ``build``, ``grad_scaler``, ``autocast``,
 ``functional``, ``plots``) sit above ``nn``. ``import minigrad.amp`` loads the core and the
 faces that need no network (``autocast``, ``functional``, ``managers``); ``build_train_network``,

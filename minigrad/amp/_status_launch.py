@@ -3,9 +3,9 @@
 * CuPy float16/float32 arrays: the CUDA kernels of ``kernels/float_status.cu``, one launch per
   dtype for the whole list, driven by a table of (address, length, first chunk) rows.
 * NumPy float16/float32 arrays: the same kernels compiled for the host (``_native.host_library``).
-  ``host_plan`` and ``launch_plan`` are the training step's lean form of it (``float_status.
-  OverflowStatus`` takes it): float32 (or, for a check alone, float16) gradients that are
-  already C-contiguous, aligned and writable go to one launch with no copies and no NumPy calls.
+  ``float_status.OverflowStatus`` holds the training step's lean form of it: float32 (or, for a
+  check alone, float16) gradients that are already C-contiguous, aligned and writable go to one
+  launch with no copies and no NumPy calls.
 * float64, or no host compiler: ``_status_numpy`` (the same semantics with array operations).
 
 The kernels walk each array as one run of elements in memory; an array that is not (C or F)
@@ -13,8 +13,6 @@ contiguous, or not aligned to its element size, is checked through a packed copy
 fused unscale the result is written back into the original view. ``widen`` checks float16
 arrays and writes them unscaled into new float32 arrays, in one pass.
 """
-import ctypes
-
 import numpy
 
 from minigrad import _native, backend
@@ -34,16 +32,7 @@ GPU_THREADS = 256
 GPU_MAX_BLOCKS = 1 << 20
 _DEVICE_TABLES_KEPT = 64
 
-_HOST_TABLES_KEPT = 64
-_FP32 = numpy.dtype(numpy.float32)
-_FP16 = numpy.dtype(numpy.float16)
-
 _device_tables = {}
-_host_tables = {}
-# bound once: every name looked up in the training step costs a cold cache line there
-_addressof = ctypes.addressof
-_from_buffer = ctypes.c_char.from_buffer
-_ndarray = numpy.ndarray
 
 
 def run(status, arrays, inv_scale=None):
@@ -141,107 +130,6 @@ def widen(status, arrays, inv_scale):
             out[...] = x
         _status_numpy.check(status, outputs, inv)
     return outs
-
-
-def host_plan(arrays, halves=False):
-    """The host launch for ``arrays`` (None entries skipped) if they need nothing but a launch.
-
-    That is: a host build exists, every array is a plain NumPy float32 array (or, with
-    ``halves``, every one float16 instead) that is C-contiguous, aligned and writable, and
-    together they are below ``HOST_PARALLEL_MIN`` elements (one thread). Returns ``(lib, dtype,
-    (table, table_address, n_arrays, n_chunks, chunk))``; when ``n_arrays`` is not 0,
-    ``lib.launch_check_<fp16|fp32>`` or ``lib.launch_check_unscale_fp32`` takes ``(1,
-    table_address, n_arrays, n_chunks, chunk, inv_scale, status_address)``: one thread runs
-    them all, and the status (a float32[8] buffer) gets 1.0 in element 0 on inf/NaN.
-    Returns None otherwise: ``run`` (after the public functions' checks) handles every other case.
-
-    A training step's gradients keep their buffers from step to step, so the work table is
-    cached under its content (the arrays' addresses and sizes): a cached table is always right.
-    """
-    key = []
-    total = 0
-    dtype = None
-    for x in arrays:
-        if x is None:
-            continue
-        if type(x) is not _ndarray:
-            return None
-        if x.dtype is not dtype:  # the first array's dtype: every other one must have it
-            if dtype is not None or not (x.dtype is _FP32 or (halves and x.dtype is _FP16)):
-                return None
-            dtype = x.dtype
-            misaligned = dtype.itemsize - 1
-        n = x.size
-        if n:
-            try:  # exports a buffer only when C-contiguous and writable
-                address = _addressof(_from_buffer(x))
-            except TypeError:
-                return None
-            if address & misaligned:
-                return None
-            key += (address, n)
-            total += n
-    if total >= HOST_PARALLEL_MIN:
-        return None
-    lib = _native.host_library()  # looked up here, at a host launch: CuPy arrays never build it
-    if lib is None:
-        return None
-    key = tuple(key)
-    entry = _host_tables.get(key)
-    if entry is None:
-        if key and not _disjoint(key, dtype.itemsize):
-            return None  # repeated or overlapping arrays: ``run`` drops repeats or refuses
-        entry = _new_host_table(key, total)
-    return lib, dtype, entry
-
-
-def host_check_plans(arrays):
-    """The host launches of a check (no unscale) of ``arrays`` (None entries skipped): one
-    ``host_plan`` per dtype when float16 and float32 arrays come together (an O2 step's fp16
-    layer gradients beside its fp32 BatchNorm ones), as a tuple; None when either is None."""
-    halves = [x for x in arrays if x is not None and x.dtype is _FP16]
-    if not halves or len(halves) == sum(x is not None for x in arrays):
-        plan = host_plan(arrays, halves=True)
-        return None if plan is None else (plan,)
-    plans = (host_plan(halves, halves=True),
-             host_plan([x for x in arrays if x is not None and x.dtype is not _FP16]))
-    return None if None in plans else plans
-
-
-def launch_plan(plan, inv_scale, status_address):
-    """Run ``host_plan``'s launch: the check of its arrays (``inv_scale`` None; float32 or
-    float16) or their check and unscale in place (float32), in one thread, setting element 0 of
-    the float[8] status at ``status_address`` on inf/NaN. ``inv_scale`` is rounded to float32."""
-    lib, dtype, (_, table, n_arrays, n_chunks, chunk) = plan
-    if inv_scale is not None:
-        lib.launch_check_unscale_fp32(1, table, n_arrays, n_chunks, chunk, inv_scale,
-                                      status_address)
-    else:
-        launch = lib.launch_check_fp32 if dtype is _FP32 else lib.launch_check_fp16
-        launch(1, table, n_arrays, n_chunks, chunk, 1.0, status_address)
-
-
-def _disjoint(key, itemsize):
-    """Whether the dense runs ``(address, n)`` of ``key`` share no byte (checked once per new
-    table: a cached table is a checked one)."""
-    runs = sorted(zip(key[0::2], key[1::2]))
-    return all(a + n * itemsize <= b for (a, n), (b, _) in zip(runs, runs[1:]))
-
-
-def _new_host_table(key, total):
-    # one thread (total < HOST_PARALLEL_MIN): the chunk size _launch_host would choose for it
-    chunk = max(CHUNK, -(-total // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
-    rows, first = [], 0
-    for address, n in zip(key[0::2], key[1::2]):
-        rows += (address, n, first)
-        first += -(-n // chunk)
-    table = numpy.array(rows, dtype=numpy.uint64)
-    if len(_host_tables) >= _HOST_TABLES_KEPT:
-        _host_tables.clear()
-    # the entry keeps the table alive while its address is in use
-    entry = _host_tables[key] = (table, backend.data_address(table) if rows else 0, len(key) // 2,
-                                 first, chunk)
-    return entry
 
 
 def chunk_table(arrays, chunk, outputs=()):

@@ -19,10 +19,10 @@ answer as a bool Tensor, as MindSpore does).
 The faces' training steps use ``OverflowStatus``, one step's status object over the same
 functions: ``unscale_and_check(arrays, scale)``, ``check(arrays)`` and ``overflow()``. On the
 host it keeps its flag in a small ctypes buffer and hands dense float32 gradients (or float16
-ones for a check) straight to one kernel launch per dtype (``_status_launch.host_plan``/
-``host_check_plans``/``launch_plan``);
-everything else takes the checked functions above. Every overflow decision passes through
-``_reduce_overflow`` (in data parallel, an all-reduce: one rank's inf makes every rank skip).
+ones for a check) straight to one kernel launch per dtype (``_host_plan``, at the end of this
+module); everything else takes the checked functions above (``minigrad.amp._status_buffer``,
+with their argument checks). Every overflow decision passes through ``_reduce_overflow`` (in
+data parallel, an all-reduce: one rank's inf makes every rank skip).
 
 fp16 gradients are unscaled into new float32 arrays: ``g * S`` fits fp16, but the true ``g`` is
 often below fp16's smallest subnormal (6e-8), so unscaling in fp16 would flush it to zero and
@@ -41,167 +41,35 @@ import numpy
 import minigrad.tensor as _tensor
 from minigrad import _native, backend, communication
 from minigrad import dtype as dtypes
-from minigrad._config import config
-from minigrad.amp import _status_args, _status_launch
+from minigrad.amp._status_buffer import (  # the checked functions, documented above
+    STATUS_SHAPE,
+    all_finite,
+    alloc_status,
+    check_and_unscale,
+    check_and_unscale_to_fp32,
+    check_overflow,
+    clear_status,
+    get_status,
+    host_implementation,
+    kernel_source,
+)
+from minigrad.amp._status_launch import CHUNK, HOST_CHUNK_ALIGN, HOST_PARALLEL_MIN
 from minigrad.communication import parallel_context
 
-CHECKED_DTYPES, STATUS_SHAPE = _status_args.CHECKED_DTYPES, _status_args.STATUS_SHAPE
 STATUS_SIZE = STATUS_SHAPE[0]
-_array, _status_array = _status_args.array, _status_args.status_array
-_checked_arrays, _as_sequence = _status_args.checked_arrays, _status_args.as_sequence
-_inv_scale = _status_args.inv_scale
+_HOST_TABLES_KEPT = 64
+_FP32 = numpy.dtype(numpy.float32)
+_FP16 = numpy.dtype(numpy.float16)
+_host_tables = {}
+# bound once: every name looked up in the training step costs a cold cache line there
+_addressof = ctypes.addressof
+_from_buffer = ctypes.c_char.from_buffer
+_ndarray = numpy.ndarray
 
-
-def alloc_status(like=None):
-    """A new status buffer: a float32 Tensor of shape (8,) filled with zeros.
-
-    Args:
-        like: where to put it: a Tensor or array (its device), a device name (``"CPU"``,
-            ``"GPU"``), or None for the default device (``set_context(device_target=...)``).
-
-    Raises:
-        ValueError: an unknown device name. RuntimeError: ``"GPU"`` without CuPy and a GPU.
-    """
-    if like is None:
-        device = backend.check_device(config.device_target)
-    elif isinstance(like, str):
-        device = backend.check_device(like)
-    else:
-        data = _array(like, "like")
-        device = backend.device_of(data)
-        if device == "GPU":
-            with data.device:  # the same GPU as ``like``
-                return _tensor.Tensor(backend.cupy.zeros(STATUS_SHAPE, dtype=numpy.float32))
-    xp = backend.cupy if device == "GPU" else numpy
-    return _tensor.Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32))
-
-
-def clear_status(status):
-    """Reset every element of ``status`` to 0 in place and return ``status``.
-
-    Raises:
-        TypeError / ValueError: ``status`` is not a float32 buffer of shape (8,).
-    """
-    _status_array(status).fill(0)
-    return status
-
-
-def check_overflow(status, *arrays):
-    """Set the flag in ``status`` if any element of any of ``arrays`` is +inf, -inf or NaN.
-
-    The flag is sticky: ``status[0]`` becomes 1.0 on overflow and is left unchanged otherwise,
-    so a clean check never resets an earlier overflow. One kernel launch covers all arrays of
-    one dtype. ``None`` entries are skipped. Returns ``status``.
-
-    Raises:
-        TypeError: ``status`` or an array of the wrong type or dtype.
-        ValueError: ``status`` of the wrong shape, or an array on another device.
-    """
-    buffer = _status_array(status)
-    _status_launch.run(buffer, _checked_arrays(buffer, arrays, "arrays"))
-    return status
-
-
-def check_and_unscale(status, arrays, inv_scale):
-    """Check ``arrays`` for inf/NaN like ``check_overflow``, then multiply them by ``inv_scale``.
-
-    Both happen in one pass, in place: ``x <- x * inv_scale`` for every array, float16 through
-    float32 with round-to-nearest-even. The flag reflects the values before the multiplication
-    (PyTorch's ``_amp_foreach_non_finite_check_and_unscale_`` semantics). Non-contiguous
-    arrays are updated through their view. Arrays must not overlap in memory.
-
-    Args:
-        status: the status buffer.
-        arrays: a sequence of Tensors/arrays (``None`` entries skipped), or a single one.
-        inv_scale: a finite real number (typically ``1 / loss_scale``), or a one-element
-            Tensor/array holding it.
-
-    Returns:
-        ``status``.
-
-    Raises:
-        TypeError: as ``check_overflow``, or ``inv_scale`` not a number.
-        ValueError: as ``check_overflow``, ``inv_scale`` not finite, or a read-only array.
-    """
-    buffer = _status_array(status)
-    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays")
-    for i, x in enumerate(checked):
-        if isinstance(x, numpy.ndarray) and not x.flags.writeable:
-            raise ValueError(f"arrays[{i}] is read-only; check_and_unscale writes in place")
-    _status_launch.run(buffer, checked, _inv_scale(inv_scale))
-    return status
-
-
-def check_and_unscale_to_fp32(status, arrays, inv_scale):
-    """Check float16 ``arrays`` for inf/NaN and return new float32 arrays ``fp32(x) * inv_scale``.
-
-    One pass reads each fp16 value once, sets the sticky flag as ``check_overflow`` would and
-    writes the unscaled value in fp32: unscaling in fp16 would flush true gradients below fp16's
-    smallest subnormal (6e-8) to zero. The inputs are left untouched.
-
-    Args:
-        status: the status buffer.
-        arrays: a sequence of float16 Tensors/arrays (``None`` entries skipped), or a single one.
-        inv_scale: as ``check_and_unscale``.
-
-    Returns:
-        A list of new float32 arrays, one per array given (``None`` entries skipped).
-
-    Raises:
-        TypeError: as ``check_overflow``, for an array that is not float16, or ``inv_scale`` not
-            a number. ValueError: as ``check_and_unscale``.
-    """
-    buffer = _status_array(status)
-    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays")
-    for i, x in enumerate(checked):
-        if x.dtype != CHECKED_DTYPES[0]:  # a dtype object compares faster than numpy.float16
-            raise TypeError(f"arrays[{i}] must have dtype float16 for check_and_unscale_to_fp32, "
-                            f"got {x.dtype}")
-    return _status_launch.widen(buffer, checked, _inv_scale(inv_scale))
-
-
-def get_status(status):
-    """True if an overflow was recorded since the last clear (``status.sum() > 0``).
-
-    This reads the buffer: on GPU it waits for the checks queued before it.
-
-    Raises:
-        TypeError / ValueError: ``status`` is not a float32 buffer of shape (8,).
-    """
-    return bool(_status_array(status).sum() > 0)
-
-
-def all_finite(arrays):
-    """True when no element of ``arrays`` (a sequence of Tensors/arrays, or one) is inf or NaN.
-
-    Uses a private status buffer; an empty sequence is all finite.
-
-    Raises:
-        TypeError / ValueError: as ``check_overflow``.
-    """
-    arrays = _as_sequence(arrays)
-    first = next((i for i, x in enumerate(arrays) if x is not None), None)
-    if first is None:
-        return True
-    status = alloc_status(_array(arrays[first], f"arrays[{first}]"))  # errors name arrays[i]
-    check_overflow(status, *arrays)
-    return not get_status(status)
-
-
-def kernel_source():
-    """The CUDA source of the float-status kernels, ``kernels/float_status.cu`` (package data
-    ``minigrad.kernels``): the code every check runs, compiled by CuPy on a GPU and, through
-    ``kernels/host_shim.h``, by the system C++ compiler for the CPU."""
-    return _native.read_source(_native.STATUS_SOURCE)
-
-
-def host_implementation():
-    """How checks of NumPy arrays run in this process: ``("native", None)`` when the kernel
-    source is compiled for this CPU, else ``("numpy", reason)`` (no C++ compiler, a failed
-    build, or ``MINIGRAD_NATIVE=0``; the NumPy fallback gives the same answers)."""
-    if _native.host_library() is not None:
-        return "native", None
-    return "numpy", _native.host_library_error()
+__all__ = ["alloc_status", "clear_status", "check_overflow", "check_and_unscale",
+           "check_and_unscale_to_fp32", "get_status", "all_finite", "kernel_source",
+           "host_implementation", "inverse", "OverflowStatus", "unscale_and_check", "check",
+           "STATUS_SHAPE", "STATUS_SIZE"]
 
 
 def inverse(scale):
@@ -218,9 +86,9 @@ class OverflowStatus:
 
     ``buffer`` is the status Tensor (float32, shape (8,)), None before the first check. On the
     host it lives in a ctypes array: gradients that need no copy (float32, or float16 for a
-    check alone; see ``_status_launch.host_plan``) go straight to the kernel, and ``overflow``
-    reads the flag (element 0, the one every check writes) without a NumPy call. Every other
-    case takes the checked ``float_status`` functions.
+    check alone; see ``_host_plan``) go straight to the kernel, and ``overflow`` reads the flag
+    (element 0, the one every check writes) without a NumPy call. Every other case takes the
+    checked ``float_status`` functions.
     """
 
     def __init__(self):
@@ -339,9 +207,9 @@ class OverflowStatus:
         if self._host is None and self._buffer is not None:
             return False  # a GPU status (or one set from outside): the checked path
         if inv is None:  # a check: fp16 and fp32 arrays each in one launch
-            plans = _status_launch.host_check_plans(arrays)
+            plans = _host_check_plans(arrays)
         else:  # an unscale: fp32 only (fp16 unscales widen into new arrays)
-            plans = _status_launch.host_plan(arrays)
+            plans = _host_plan(arrays)
             plans = None if plans is None else (plans,)
         if plans is None:
             return False
@@ -349,7 +217,7 @@ class OverflowStatus:
             if plan[2][2]:  # some array is not empty
                 if self._host is None:
                     self._host = self._spare if self._spare is not None else self._new_host()
-                _status_launch.launch_plan(plan, inv, self._host_address)
+                _launch_plan(plan, inv, self._host_address)
         self._seen.append(tuple(arrays))
         return True
 
@@ -394,3 +262,106 @@ def _reduce_overflow(flag):
     ``parallel_context.data_parallel``: a stand-alone step makes no call for it.
     """
     return communication.reduce_flag(flag) if parallel_context.data_parallel else bool(flag)
+
+
+# ---- the host launch of OverflowStatus ----------------------------------------------------------
+def _host_plan(arrays, halves=False):
+    """The host launch for ``arrays`` (None entries skipped) if they need nothing but a launch.
+
+    That is: a host build exists, every array is a plain NumPy float32 array (or, with
+    ``halves``, every one float16 instead) that is C-contiguous, aligned and writable, and
+    together they are below ``HOST_PARALLEL_MIN`` elements (one thread). Returns
+    ``(lib, dtype, (table, table_address, n_arrays, n_chunks, chunk))``; when ``n_arrays`` is
+    not 0, ``lib.launch_check_<fp16|fp32>`` or ``lib.launch_check_unscale_fp32`` takes ``(1,
+    table_address, n_arrays, n_chunks, chunk, inv_scale, status_address)``: one thread runs
+    them all, and the status (a float32[8] buffer) gets 1.0 in element 0 on inf/NaN.
+    Returns None otherwise: ``run`` (after the public functions' checks) handles every other case.
+
+    A training step's gradients keep their buffers from step to step, so the work table is
+    cached under its content (the arrays' addresses and sizes): a cached table is always right.
+    """
+    key = []
+    total = 0
+    dtype = None
+    for x in arrays:
+        if x is None:
+            continue
+        if type(x) is not _ndarray:
+            return None
+        if x.dtype is not dtype:  # the first array's dtype: every other one must have it
+            if dtype is not None or not (x.dtype is _FP32 or (halves and x.dtype is _FP16)):
+                return None
+            dtype = x.dtype
+            misaligned = dtype.itemsize - 1
+        n = x.size
+        if n:
+            try:  # exports a buffer only when C-contiguous and writable
+                address = _addressof(_from_buffer(x))
+            except TypeError:
+                return None
+            if address & misaligned:
+                return None
+            key += (address, n)
+            total += n
+    if total >= HOST_PARALLEL_MIN:
+        return None
+    # looked up here, at a host launch: CuPy arrays never build it
+    lib = (_native.host_build or _native.loaded()).lib
+    if lib is None:
+        return None
+    key = tuple(key)
+    entry = _host_tables.get(key)
+    if entry is None:
+        if key and not _disjoint(key, dtype.itemsize):
+            return None  # repeated or overlapping arrays: ``run`` drops repeats or refuses
+        entry = _new_host_table(key, total)
+    return lib, dtype, entry
+
+
+def _host_check_plans(arrays):
+    """The host launches of a check (no unscale) of ``arrays`` (None entries skipped): one
+    ``_host_plan`` per dtype when float16 and float32 arrays come together (an O2 step's fp16
+    layer gradients beside its fp32 BatchNorm ones), as a tuple; None when either is None."""
+    halves = [x for x in arrays if x is not None and x.dtype is _FP16]
+    if not halves or len(halves) == sum(x is not None for x in arrays):
+        plan = _host_plan(arrays, halves=True)
+        return None if plan is None else (plan,)
+    plans = (_host_plan(halves, halves=True),
+             _host_plan([x for x in arrays if x is not None and x.dtype is not _FP16]))
+    return None if None in plans else plans
+
+
+def _launch_plan(plan, inv_scale, status_address):
+    """Run ``_host_plan``'s launch: the check of its arrays (``inv_scale`` None; float32 or
+    float16) or their check and unscale in place (float32), in one thread, setting element 0 of
+    the float[8] status at ``status_address`` on inf/NaN. ``inv_scale`` is rounded to float32."""
+    lib, dtype, (_, table, n_arrays, n_chunks, chunk) = plan
+    if inv_scale is not None:
+        lib.launch_check_unscale_fp32(1, table, n_arrays, n_chunks, chunk, inv_scale,
+                                      status_address)
+    else:
+        launch = lib.launch_check_fp32 if dtype is _FP32 else lib.launch_check_fp16
+        launch(1, table, n_arrays, n_chunks, chunk, 1.0, status_address)
+
+
+def _disjoint(key, itemsize):
+    """Whether the dense runs ``(address, n)`` of ``key`` share no byte (checked once per new
+    table: a cached table is a checked one)."""
+    runs = sorted(zip(key[0::2], key[1::2]))
+    return all(a + n * itemsize <= b for (a, n), (b, _) in zip(runs, runs[1:]))
+
+
+def _new_host_table(key, total):
+    # one thread (total < HOST_PARALLEL_MIN): the chunk size _status_launch._launch_host chooses
+    chunk = max(CHUNK, -(-total // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
+    rows, first = [], 0
+    for address, n in zip(key[0::2], key[1::2]):
+        rows += (address, n, first)
+        first += -(-n // chunk)
+    table = numpy.array(rows, dtype=numpy.uint64)
+    if len(_host_tables) >= _HOST_TABLES_KEPT:
+        _host_tables.clear()
+    # the entry keeps the table alive while its address is in use
+    entry = _host_tables[key] = (table, backend.data_address(table) if rows else 0, len(key) // 2,
+                                 first, chunk)
+    return entry

@@ -6,7 +6,7 @@ of shape (8,) that the overflow checks write into, and these ops allocate, clear
 ``minigrad.ops`` looks them up here on first use (they belong to the loss-scaling layer above
 the ops).
 """
-from minigrad.amp.float_status import _status_array, alloc_status, clear_status
+from minigrad.amp._status_buffer import _status_array, alloc_status, clear_status
 
 
 class NPUAllocFloatStatus:

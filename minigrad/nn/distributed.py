@@ -14,6 +14,11 @@ a collective is paid per call). float16 gradients are copied into float32 bucket
 taken in float32 and cannot overflow fp16's 65504; they come back float32, as the loss-scaled
 unscale returns them. The buffers are made once and reused at every step.
 
+On one machine a bucket is a row of memory the ranks share (``communication.all_reduce_buffer``;
+unless the context's ``all_reduce_shared_memory`` was False when the reducer was made): its
+all-reduce is two barriers and a sum of each rank's share of the columns, about half the time of
+MPI's ``Allreduce`` of the same bytes on 2 ranks (``benchmarks/parallel.py``).
+
 Buckets are filled as PyTorch's DDP fills them: in reverse parameter order (backward makes the
 last layers' gradients first), each closed once it holds ``bucket_bytes``.
 
@@ -66,9 +71,12 @@ class _Bucket:
     def full(self):
         return self.size * self.dtype.itemsize >= self.limit
 
-    def flat(self, xp):
+    def flat(self, xp, shared):
+        """The bucket's buffer on ``xp``'s device, made at first use: with ``shared`` a host
+        buffer from ``communication.all_reduce_buffer`` (a row of memory the ranks share)."""
         if self.buffer is None or backend.get_array_module(self.buffer) is not xp:
-            self.buffer = xp.empty(self.size, self.dtype)
+            self.buffer = (communication.all_reduce_buffer(self.size, self.dtype)
+                           if shared and xp is numpy else xp.empty(self.size, self.dtype))
         return self.buffer
 
 
@@ -142,6 +150,9 @@ class DistributedGradReducer(Cell):
         self.bucket_bytes = (communication.bucket_bytes() if bucket_bytes is None else
                              _checks.check_positive_int("bucket_bytes", bucket_bytes, owner=owner))
         self.overlap = _checks.check_bool("overlap", overlap, owner=owner)
+        # buckets in shared memory (made at the first step) unless overlapped or switched off
+        self.shared = not self.overlap and communication.get_auto_parallel_context(
+            "all_reduce_shared_memory")
         self.weights = params  # a plain tuple: not registered, so not saved twice
         self.buckets = plan_buckets(params, self.bucket_bytes,
                                     FIRST_BUCKET_BYTES if self.overlap else self.bucket_bytes)
@@ -178,7 +189,8 @@ class DistributedGradReducer(Cell):
         grad = grad if grad.dtype == dtype else grad.astype(dtype)  # as backward returns it
         xp = backend.get_array_module(grad)
         bucket, slot = self._slot_of[index]
-        self._copy_in(bucket.flat(xp), slot, grad, xp)
+        self._check_size(slot, grad)
+        self._copy_in(bucket.flat(xp, False), slot, grad, xp)
         self._reported.add(index)
         bucket.missing -= 1
         last = len(self.buckets) - 1
@@ -189,15 +201,18 @@ class DistributedGradReducer(Cell):
         for started in self.buckets[:self._started]:
             started.pending.test()  # MPI progresses a started all-reduce only inside MPI calls
 
+    def _check_size(self, slot, grad):
+        index, _, size, shape = slot
+        if grad is not None and grad.size != size:
+            raise ValueError(f"DistributedGradReducer: the gradient of "
+                             f"{self.weights[index].name!r} has shape {grad.shape}, "
+                             f"expected {shape}")
+
     def _copy_in(self, flat, slot, grad, xp):
         index, offset, size, shape = slot
         part = flat[offset:offset + size]
         if grad is None:
             part[...] = 0
-        elif grad.size != size:
-            raise ValueError(f"DistributedGradReducer: the gradient of "
-                             f"{self.weights[index].name!r} has shape {grad.shape}, "
-                             f"expected {shape}")
         elif self.mean and self.degree != 1:  # a Python float: the bucket's dtype computes it
             xp.multiply(grad.reshape(-1), 1.0 / self.degree, out=part, dtype=part.dtype)
         else:
@@ -222,10 +237,13 @@ class DistributedGradReducer(Cell):
         if len(arrays) != len(self.weights):
             raise ValueError(f"DistributedGradReducer: got {len(arrays)} gradients for "
                              f"{len(self.weights)} parameters")
+        for bucket in self.buckets:  # every size before the first copy: nothing half-reduced
+            for slot in bucket.slots:
+                self._check_size(slot, arrays[slot[0]])
         reported = self._reported
         xp = backend.get_array_module(*[a for a in arrays if a is not None])
         for k, bucket in enumerate(self.buckets):
-            flat = bucket.flat(xp)
+            flat = bucket.flat(xp, self.shared)
             for slot in bucket.slots:
                 if reported is None or slot[0] not in reported:
                     self._copy_in(flat, slot, arrays[slot[0]], xp)

@@ -13,7 +13,8 @@ from minigrad import backend
 from minigrad._checks import check_bool
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float_tensor, one_axis
+from minigrad.ops._util import one_axis
+from minigrad.ops.arithmetic import as_tensor, check_float_tensor
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715

@@ -1,4 +1,5 @@
-"""Elementwise binary arithmetic, cast and comparisons, with broadcasting.
+"""Elementwise binary arithmetic, cast and comparisons, with broadcasting, and the operand rules
+every op applies (``as_tensor``, ``binary_operands``: the dtype policy of ``minigrad.dtype``).
 
 Each gradient is summed back to its input's shape (``unbroadcast``) and kept in its dtype. For
 fp16, the gradients of mul (of a broadcast operand), div and pow are computed in fp32 on the
@@ -12,8 +13,65 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._config import config
 from minigrad._fp16_host import MIN_SIZE, convert, widen
+from minigrad.tensor import Tensor, make
 from minigrad.autograd.function import Function
-from minigrad.ops._util import binary_operands, leaf, unbroadcast
+from minigrad.ops._util import unbroadcast
+
+_NUMBERS = (int, float, numpy.number, numpy.bool_)  # bool is an int
+_NOT_NUMERIC = numpy.dtype(object)
+
+
+def leaf(array):
+    """A constant tensor (no graph) around ``array``, without checks."""
+    return make(array, None, 0)
+
+
+def as_tensor(value, like=None):
+    """``value`` as a Tensor; a non-tensor beside tensor ``like`` is weak (takes its dtype)."""
+    if isinstance(value, Tensor):
+        return value
+    if like is None:
+        return Tensor(value)
+    xp = backend.get_array_module(like.data)
+    if isinstance(value, (list, tuple)):
+        # nested Python data is weak as a whole, like the array it makes: [0.5, 1.5] beside an
+        # int tensor is float (weak_dtype reads only a scalar's or an array's kind)
+        value = numpy.asarray(value)
+    if not isinstance(value, _NUMBERS) and getattr(value, "dtype", _NOT_NUMERIC).kind not in "biuf":
+        # None or "nan" would become NaN in asarray(value, dtype=float)
+        raise TypeError(f"an operand beside a Tensor must be a Tensor, a number or an array of "
+                        f"numbers, got {value!r:.60} ({type(value).__name__})")
+    dtype = dtypes.weak_dtype(value, like.data.dtype)
+    return leaf(xp.asarray(value, dtype=dtype))
+
+
+def binary_operands(a, b):
+    """Coerce two operands to tensors of one dtype: weak scalars adopt, mixed floats promote.
+
+    Raises:
+        ValueError: naming both devices when two tensors live on different devices.
+    """
+    a_is, b_is = isinstance(a, Tensor), isinstance(b, Tensor)
+    if not a_is:
+        if not b_is:
+            raise TypeError(f"expected at least one Tensor operand, got {type(a).__name__} "
+                            f"and {type(b).__name__}")
+        a = as_tensor(a, b)
+    elif not b_is:
+        b = as_tensor(b, a)
+    elif backend.cupy is not None and backend.device_of(a.data) != backend.device_of(b.data):
+        raise ValueError(f"operands are on different devices: {a.device} (shape {a.shape}) and "
+                         f"{b.device} (shape {b.shape}); move one with Tensor.to(device)")
+    if a.data.dtype != b.data.dtype:
+        common = dtypes.promote_types(a.data.dtype, b.data.dtype)
+        a, b = cast(a, common), cast(b, common)
+    return a, b
+
+
+def check_float_tensor(t, op):
+    if t.data.dtype.kind != "f":
+        raise TypeError(f"{op} expects a float tensor (float16/float32/float64), got "
+                        f"{t.data.dtype}")
 
 
 def _arith(op, a, b):

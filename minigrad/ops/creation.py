@@ -11,7 +11,7 @@ from minigrad._checks import check_int_tuple, check_number, is_int
 from minigrad._config import config
 from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, leaf
+from minigrad.ops.arithmetic import as_tensor, leaf
 
 
 def _module(device):

@@ -8,7 +8,7 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float_tensor
+from minigrad.ops.arithmetic import as_tensor, check_float_tensor
 from minigrad.random import get_rng
 
 

@@ -1,6 +1,6 @@
 """Embedding lookup: rows of a table gathered by integer ids."""
 from minigrad import backend
-from minigrad.ops._util import as_tensor
+from minigrad.ops.arithmetic import as_tensor
 from minigrad.ops.shape import GetItem
 
 

@@ -3,7 +3,8 @@ from minigrad import dtype as dtypes
 from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
 from minigrad import _fp16_host
-from minigrad.ops._util import binary_operands, unbroadcast
+from minigrad.ops._util import unbroadcast
+from minigrad.ops.arithmetic import binary_operands
 
 
 def _narrow(x, dtype):

@@ -8,8 +8,10 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_float
 from minigrad._fp16_host import store, widen
+from minigrad.tensor import Tensor
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float_tensor, leaf, one_axis, tensor_class
+from minigrad.ops._util import one_axis
+from minigrad.ops.arithmetic import as_tensor, check_float_tensor, leaf
 
 
 def _moments(x, axes):
@@ -62,7 +64,7 @@ class Normalize(Function):
 
 
 def _array(stat):
-    return stat.data if isinstance(stat, tensor_class()) else stat
+    return stat.data if isinstance(stat, Tensor) else stat
 
 
 def _params(gamma, beta, shape, x, op):

@@ -11,7 +11,7 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, check_float_tensor
+from minigrad.ops.arithmetic import as_tensor, check_float_tensor
 from minigrad.ops.conv import output_hw, padding4, pair, window_slices
 
 _NO_DILATION = (1, 1)

@@ -24,7 +24,7 @@ from minigrad.ops import (
     reduction,
     shape,
 )
-from minigrad.ops._util import as_tensor, leaf
+from minigrad.ops.arithmetic import as_tensor, leaf
 
 
 class Primitive:

@@ -4,7 +4,8 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad._fp16_host import convert
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, normalize_axis, sum_acc
+from minigrad.ops._util import normalize_axis, sum_acc
+from minigrad.ops.arithmetic import as_tensor
 
 
 def _expand(g, shape, axes, keepdims):

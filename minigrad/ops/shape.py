@@ -5,7 +5,8 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import as_tensor, normalize_axis, one_axis, unbroadcast
+from minigrad.ops._util import normalize_axis, one_axis, unbroadcast
+from minigrad.ops.arithmetic import as_tensor
 from minigrad.tensor import _unwrap_index
 
 

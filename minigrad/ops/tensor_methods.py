@@ -16,7 +16,8 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad.autograd.function import run_backward
 from minigrad.ops import arithmetic, creation, linalg, math, reduction, shape
-from minigrad.ops._util import leaf, normalize_axis
+from minigrad.ops._util import normalize_axis
+from minigrad.ops.arithmetic import leaf
 from minigrad.tensor import Tensor, seed_like
 
 # PyTorch Tensor names minigrad spells otherwise: name -> what to write instead

@@ -14,12 +14,14 @@ parameters is what makes the ranks start identical, and rank 0's seed is the ref
 import os
 import pickle
 import sys
+import warnings
 
 import numpy
 
 import minigrad
 from minigrad import Tensor, communication, mixed_precision, nn
 from minigrad.amp import GradScaler
+from minigrad.communication import shared_memory
 from minigrad.dataset import NumpySlicesDataset
 from minigrad.train import CheckpointConfig, LossMonitor, ModelCheckpoint
 
@@ -171,27 +173,43 @@ def _thor_steps(rank, size, batch):
     opt = nn.thor(net, Tensor(numpy.float32(0.05)), Tensor(numpy.float32(0.01)), 0.9,
                   frequency=2, batch_size=batch, split_indices=[0, 1])  # a group per layer
     train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn()), opt)
-    group = communication.management.current()
-    counter = None if group is None else CountingComm(group.comm)
-    if counter is not None:
-        group.comm = counter
     per_step = []
-    for x, y in batches(rank, size, batch):
-        before = counter.allreduce if counter else 0
-        train(x, y)
-        per_step.append(counter.allreduce - before if counter else 0)
-    if counter is not None:
-        group.comm = counter.comm
+    with CountingComm() as counter:
+        for x, y in batches(rank, size, batch):
+            before = counter.allreduce
+            train(x, y)
+            per_step.append(counter.allreduce - before)
     return {"params": params(net), "allreduce_per_step": per_step}
 
 
 class CountingComm:
-    """Wraps the group's communicator and counts its all-reduces, blocking (``Allreduce``) or
-    started (``Iallreduce``); ``started`` counts the latter alone."""
+    """Within ``with CountingComm() as counter:`` the group's communicator is this wrapper, which
+    counts its all-reduces, blocking (``Allreduce``) or started (``Iallreduce``), and those in
+    shared memory (``SharedRows.reduce``); ``started`` and ``shared`` count those kinds alone.
+    Without ``init`` nothing is counted."""
 
-    def __init__(self, comm, probe=None):
-        self.comm, self.allreduce, self.started = comm, 0, 0
+    def __init__(self, probe=None):
+        self.group = communication.management.current()
+        self.comm = None if self.group is None else self.group.comm
+        self.allreduce, self.started, self.shared = 0, 0, 0
         self.probe, self.probes = probe, []  # probe(): what to record at each Iallreduce
+        self._reduce = shared_memory.SharedRows.reduce
+
+    def __enter__(self):
+        if self.group is not None:
+            self.group.comm = self
+
+            def counted(rows, *args):
+                self.allreduce += 1
+                self.shared += 1
+                return self._reduce(rows, *args)
+            shared_memory.SharedRows.reduce = counted
+        return self
+
+    def __exit__(self, *exc):
+        if self.group is not None:
+            self.group.comm = self.comm
+            shared_memory.SharedRows.reduce = self._reduce
 
     def Allreduce(self, *args, **kwargs):
         self.allreduce += 1
@@ -215,10 +233,14 @@ def overlapped(net, opt):
     return train
 
 
-TRAIN_CELLS = {
-    "plain": nn.TrainOneStepCell, "overlapped": overlapped, "overlapped_unused": overlapped,
-    "scaled": lambda net, opt: nn.TrainOneStepWithLossScaleCell(net, opt,
-                                                                Tensor(numpy.float32(8.0)))}
+def scaled(net, opt):
+    return nn.TrainOneStepWithLossScaleCell(net, opt, Tensor(numpy.float32(8.0)))
+
+
+# the "_mpi" cells are made with all_reduce_shared_memory=False: their buckets go through MPI
+TRAIN_CELLS = {"plain": nn.TrainOneStepCell, "overlapped": overlapped,
+               "overlapped_unused": overlapped, "scaled": scaled,
+               "plain_mpi": nn.TrainOneStepCell, "scaled_mpi": scaled}
 
 
 def run_counts(rank, size, batch, bucket_mb):
@@ -228,29 +250,26 @@ def run_counts(rank, size, batch, bucket_mb):
     minigrad.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True,
                                        comm_fusion={"allreduce": {"mode": "size",
                                                                   "config": bucket_mb}})
-    group = communication.management.current()
     out = {}
     for name, make_cell in TRAIN_CELLS.items():
+        minigrad.set_auto_parallel_context(all_reduce_shared_memory=not name.endswith("_mpi"))
         minigrad.set_seed(SEED + rank)
         net = MLP(hidden=64, unused=name.endswith("unused"))
         opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
         train = make_cell(nn.WithLossCell(net, loss_fn()), opt)
         reducer = train.grad_reducer
-        counter = CountingComm(None if group is None else group.comm, probe=lambda r=reducer: (
-            None if r._reported is None else len(r._reported)))
-        if group is not None:
-            group.comm = counter
-        per_step, started = [], []
-        for x, y in batches(rank, size, batch):
-            before, before_started = counter.allreduce, counter.started
-            train(x, y)
-            per_step.append(counter.allreduce - before)
-            started.append(counter.started - before_started)
-        if group is not None:
-            group.comm = counter.comm
+        per_step, started, shared = [], [], []
+        with CountingComm(probe=lambda r=reducer: (
+                None if r._reported is None else len(r._reported))) as counter:
+            for x, y in batches(rank, size, batch):
+                before = counter.allreduce, counter.started, counter.shared
+                train(x, y)
+                per_step.append(counter.allreduce - before[0])
+                started.append(counter.started - before[1])
+                shared.append(counter.shared - before[2])
         out[name] = {"per_step": per_step, "buckets": len(reducer.buckets), "started": started,
-                     "reported_at_start": counter.probes, "params": params(net),
-                     "n_params": len(reducer.weights)}
+                     "shared": shared, "reported_at_start": counter.probes,
+                     "params": params(net), "n_params": len(reducer.weights)}
     minigrad.reset_auto_parallel_context()
     return out
 
@@ -265,7 +284,35 @@ def run_collectives(rank):
     out["broadcast"] = communication.broadcast(numpy.full((2, 2), float(rank)), root=1)
     out["gather"] = communication.all_gather(numpy.array([rank, 10 * rank]))
     out["objects"] = communication.all_gather_object({"rank": rank})
+    out["shared"] = run_shared_memory(rank)
     out["ranks"] = (communication.get_rank(), communication.get_group_size())
+    return out
+
+
+def run_shared_memory(rank):
+    """``all_reduce_`` of rows of shared windows (``all_reduce_buffer``) against MPI's
+    ``Allreduce`` of the same values, per (dtype, size, op); and a window asked for with a
+    different size on each rank."""
+    out = {}
+    for dtype in (numpy.float32, numpy.float64):
+        for size in (1, 17, 1000):  # 17 float32: 16 columns for rank 0 (a cache line), 1 left
+            values = numpy.random.default_rng(rank).standard_normal(size).astype(dtype)
+            row = communication.all_reduce_buffer(size, dtype)
+            for op in communication.REDUCE_OPS:
+                row[...] = values
+                out[dtype.__name__, size, op] = (communication.all_reduce_(row, op).copy(),
+                                                 communication.all_reduce(values, op))
+            out[dtype.__name__, size, "in window"] = (
+                shared_memory.rows_of(communication.management.current(), row) is not None)
+    row = communication.all_reduce_buffer(2, numpy.float32)
+    row[...] = [numpy.inf if rank == 0 else -numpy.inf, 1.0]  # an overflowed step's gradients
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out["inf"] = communication.all_reduce_(row, "mean").copy(), len(caught)
+    try:
+        communication.all_reduce_buffer(10 + rank, numpy.float32)
+    except ValueError as error:
+        out["mismatch"] = str(error)
     return out
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import minigrad
 from helpers import DEVICES, REPO_ROOT
-from minigrad import backend, communication
+from minigrad import backend, communication, nn
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +116,27 @@ def test_parallel_context_refuses_bad_values_and_changes_nothing(kwargs, error, 
     assert minigrad.get_auto_parallel_context("parallel_mode") == "stand_alone"
     with pytest.raises(ValueError, match="unknown key 'mode'"):
         minigrad.get_auto_parallel_context("mode")
+
+
+def test_all_reduce_buffer_in_one_process_is_a_plain_array_reduced_as_any_other():
+    assert minigrad.get_auto_parallel_context("all_reduce_shared_memory") is True
+    for dtype in (numpy.float32, numpy.float64, numpy.float16, numpy.int32):
+        buffer = communication.all_reduce_buffer(5, dtype)
+        assert (type(buffer), buffer.shape, buffer.dtype) == (numpy.ndarray, (5,), dtype)
+        buffer[...] = 3
+        assert communication.all_reduce_(buffer, "sum") is buffer
+        numpy.testing.assert_array_equal(buffer, 3)
+    assert communication.all_reduce_buffer(0, numpy.float32).shape == (0,)
+    with pytest.raises(TypeError, match="all_reduce_buffer: size must be a non-negative int, "
+                                        r"got 2.5 \(float\)"):
+        communication.all_reduce_buffer(2.5, numpy.float32)
+    with pytest.raises(ValueError, match="all_reduce_buffer: size must be a non-negative int, "
+                                         "got -1"):
+        communication.all_reduce_buffer(-1, numpy.float32)
+    with pytest.raises(TypeError, match="all_reduce_shared_memory must be a bool, got 1"):
+        minigrad.set_auto_parallel_context(all_reduce_shared_memory=1)
+    minigrad.set_auto_parallel_context(all_reduce_shared_memory=False)
+    assert not nn.DistributedGradReducer([minigrad.Parameter(numpy.zeros(2))]).shared
 
 
 def test_reduce_flag_in_one_process():

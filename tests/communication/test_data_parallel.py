@@ -150,14 +150,44 @@ def test_three_faces_agree_on_the_injected_run(ranks):
     assert scales["cell"][1:] == scales["grad_scaler"][:-1]
 
 
-@pytest.mark.parametrize("cell", ["plain", "overlapped", "scaled"])
+@pytest.mark.parametrize("cell", ["plain", "overlapped", "scaled", "plain_mpi", "scaled_mpi"])
 def test_one_all_reduce_per_bucket(ranks, cell):
     counts = ranks[0]["counts"][cell]
     assert counts["buckets"] > 1  # the small bucket size splits the model
-    flag = 1 if cell == "scaled" else 0  # the loss-scaled step also all-reduces its overflow flag
+    flag = 1 if cell.startswith("scaled") else 0  # the loss-scaled step all-reduces its flag too
     assert counts["per_step"] == [counts["buckets"] + flag] * worker.STEPS
-    for name in ("per_step", "started", "reported_at_start", "buckets"):
+    # on one machine the buckets are reduced in shared memory, unless overlapped or switched off
+    in_shared_memory = cell in ("plain", "scaled")
+    assert counts["shared"] == [counts["buckets"] if in_shared_memory else 0] * worker.STEPS
+    for name in ("per_step", "started", "shared", "reported_at_start", "buckets"):
         assert ranks[1]["counts"][cell][name] == counts[name]
+
+
+@pytest.mark.parametrize("cell", ["plain", "scaled"])
+def test_shared_memory_and_mpi_all_reduces_give_the_same_training(ranks, cell):
+    # two ranks: a + b is the same sum whichever rank adds it, so the paths agree bit for bit
+    counts = ranks[0]["counts"]
+    assert_bit_identical(counts[cell]["params"], counts[f"{cell}_mpi"]["params"])
+    assert_bit_identical(counts[cell]["params"], ranks[1]["counts"][cell]["params"])
+
+
+def test_shared_memory_all_reduce_matches_mpi_for_every_op(ranks):
+    for rank, r in enumerate(ranks):
+        shared = r["collectives"]["shared"]
+        for dtype in ("float32", "float64"):
+            for size in (1, 17, 1000):
+                assert shared[dtype, size, "in window"]
+                for op in ("sum", "mean", "max", "min", "prod"):
+                    got, want = shared[dtype, size, op]
+                    assert got.dtype == want.dtype == numpy.dtype(dtype)
+                    assert_bit_identical({op: got}, {op: want})
+                    assert_bit_identical({op: got}, {op: ranks[0]["collectives"]["shared"][
+                        dtype, size, op][0]})
+        inf_plus_minus_inf, warned = shared["inf"]
+        assert numpy.isnan(inf_plus_minus_inf[0]) and inf_plus_minus_inf[1] == 1.0
+        assert warned == 0  # quiet, as MPI's sum: the overflow check reports it
+        assert ("ranks ask for different buffers (size, dtype) [(10, '<f4'), (11, '<f4')]"
+                in shared["mismatch"])
 
 
 def test_overlapped_all_reduces_start_during_backward_and_give_the_same_step(ranks):

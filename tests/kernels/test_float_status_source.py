@@ -145,7 +145,7 @@ def test_host_library_is_built_once_and_moved_into_place(tmp_path, monkeypatch, 
         pytest.skip("no C++ compiler")
     monkeypatch.setenv("MINIGRAD_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("MINIGRAD_NATIVE", raising=False)  # the suite also runs with it set to 0
-    monkeypatch.setattr(_native, "_host", None)
+    monkeypatch.setattr(_native, "host_build", None)
     capsys.readouterr()
     assert _native.host_library() is not None, _native.host_library_error()
     built = list(tmp_path.iterdir())
@@ -155,7 +155,7 @@ def test_host_library_is_built_once_and_moved_into_place(tmp_path, monkeypatch, 
     assert len(lines) == 1 and lines[0].startswith("minigrad: built the native host kernels in ")
     assert str(tmp_path) in lines[0]
     stamp = built[0].stat().st_mtime_ns
-    monkeypatch.setattr(_native, "_host", None)
+    monkeypatch.setattr(_native, "host_build", None)
     assert _native.host_library() is not None
     assert list(tmp_path.iterdir()) == built and built[0].stat().st_mtime_ns == stamp
     assert capsys.readouterr().err == ""
@@ -165,7 +165,7 @@ def test_host_library_is_built_once_and_moved_into_place(tmp_path, monkeypatch, 
 def test_without_host_build_numpy_takes_over(tmp_path, monkeypatch, setting, capsys):
     monkeypatch.setenv("MINIGRAD_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv(*setting)
-    monkeypatch.setattr(_native, "_host", None)
+    monkeypatch.setattr(_native, "host_build", None)
     capsys.readouterr()
     assert _native.host_library() is None
     assert _native.host_library_error()

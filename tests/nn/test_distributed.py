@@ -90,6 +90,24 @@ def test_reducer_refuses_bad_arguments():
         reducer((Tensor(numpy.ones(3, numpy.float32)),) * 2)
 
 
+def test_a_wrong_size_anywhere_is_refused_before_any_bucket_is_reduced(monkeypatch):
+    """Buckets are reduced last parameter first: a wrong first gradient is found before the
+    other buckets are filled or reduced, and the buckets keep the last step's values."""
+    reducer = nn.DistributedGradReducer(params((3,), (2,)), bucket_bytes=4)
+    assert len(reducer.buckets) == 2
+    good = (Tensor(numpy.ones(3, numpy.float32)), Tensor(numpy.ones(2, numpy.float32)))
+    reducer(good)
+    kept = [b.buffer.copy() for b in reducer.buckets]
+    reduced = []
+    monkeypatch.setattr(communication, "all_reduce_", lambda a, op: reduced.append(a))
+    with pytest.raises(ValueError, match=r"gradient of 'p0' has shape \(4,\), expected \(3,\)"):
+        reducer((Tensor(numpy.full(4, 7.0, numpy.float32)), Tensor(numpy.full(2, 7.0,
+                                                                              numpy.float32))))
+    assert reduced == []
+    for bucket, old in zip(reducer.buckets, kept):
+        numpy.testing.assert_array_equal(bucket.buffer, old)
+
+
 def _train(data_parallel, cell):
     minigrad.reset_auto_parallel_context()
     if data_parallel:

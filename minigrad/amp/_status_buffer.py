@@ -1,0 +1,233 @@
+"""The status buffer and the checked float-status functions over it (``alloc_status``,
+``clear_status``, ``check_overflow``, ``check_and_unscale``, ``check_and_unscale_to_fp32``,
+``get_status``, ``all_finite``, ``kernel_source``, ``host_implementation``), with the argument
+checks that give their errors. ``minigrad.amp.float_status`` is their public module and documents
+them; its ``OverflowStatus`` takes these functions wherever its host launch does not apply.
+"""
+import math
+import numbers
+
+import numpy
+
+import minigrad.tensor as _tensor
+from minigrad import _native, backend
+from minigrad._config import config
+from minigrad.amp import _status_launch
+
+CHECKED_DTYPES = (numpy.dtype(numpy.float16), numpy.dtype(numpy.float32),
+                  numpy.dtype(numpy.float64))
+STATUS_SHAPE = (8,)
+
+
+def alloc_status(like=None):
+    """A new status buffer: a float32 Tensor of shape (8,) filled with zeros.
+
+    Args:
+        like: where to put it: a Tensor or array (its device), a device name (``"CPU"``,
+            ``"GPU"``), or None for the default device (``set_context(device_target=...)``).
+
+    Raises:
+        ValueError: an unknown device name. RuntimeError: ``"GPU"`` without CuPy and a GPU.
+    """
+    if like is None:
+        device = backend.check_device(config.device_target)
+    elif isinstance(like, str):
+        device = backend.check_device(like)
+    else:
+        data = _array(like, "like")
+        device = backend.device_of(data)
+        if device == "GPU":
+            with data.device:  # the same GPU as ``like``
+                return _tensor.Tensor(backend.cupy.zeros(STATUS_SHAPE, dtype=numpy.float32))
+    xp = backend.cupy if device == "GPU" else numpy
+    return _tensor.Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32))
+
+
+def clear_status(status):
+    """Reset every element of ``status`` to 0 in place and return ``status``.
+
+    Raises:
+        TypeError / ValueError: ``status`` is not a float32 buffer of shape (8,).
+    """
+    _status_array(status).fill(0)
+    return status
+
+
+def check_overflow(status, *arrays):
+    """Set the flag in ``status`` if any element of any of ``arrays`` is +inf, -inf or NaN.
+
+    The flag is sticky: ``status[0]`` becomes 1.0 on overflow and is left unchanged otherwise,
+    so a clean check never resets an earlier overflow. One kernel launch covers all arrays of
+    one dtype. ``None`` entries are skipped. Returns ``status``.
+
+    Raises:
+        TypeError: ``status`` or an array of the wrong type or dtype.
+        ValueError: ``status`` of the wrong shape, or an array on another device.
+    """
+    buffer = _status_array(status)
+    _status_launch.run(buffer, _checked_arrays(buffer, arrays, "arrays"))
+    return status
+
+
+def check_and_unscale(status, arrays, inv_scale):
+    """Check ``arrays`` for inf/NaN like ``check_overflow``, then multiply them by ``inv_scale``.
+
+    Both happen in one pass, in place: ``x <- x * inv_scale`` for every array, float16 through
+    float32 with round-to-nearest-even. The flag reflects the values before the multiplication
+    (PyTorch's ``_amp_foreach_non_finite_check_and_unscale_`` semantics). Non-contiguous
+    arrays are updated through their view. Arrays must not overlap in memory.
+
+    Args:
+        status: the status buffer.
+        arrays: a sequence of Tensors/arrays (``None`` entries skipped), or a single one.
+        inv_scale: a finite real number (typically ``1 / loss_scale``), or a one-element
+            Tensor/array holding it.
+
+    Returns:
+        ``status``.
+
+    Raises:
+        TypeError: as ``check_overflow``, or ``inv_scale`` not a number.
+        ValueError: as ``check_overflow``, ``inv_scale`` not finite, or a read-only array.
+    """
+    buffer = _status_array(status)
+    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays")
+    for i, x in enumerate(checked):
+        if isinstance(x, numpy.ndarray) and not x.flags.writeable:
+            raise ValueError(f"arrays[{i}] is read-only; check_and_unscale writes in place")
+    _status_launch.run(buffer, checked, _inv_scale(inv_scale))
+    return status
+
+
+def check_and_unscale_to_fp32(status, arrays, inv_scale):
+    """Check float16 ``arrays`` for inf/NaN and return new float32 arrays ``fp32(x) * inv_scale``.
+
+    One pass reads each fp16 value once, sets the sticky flag as ``check_overflow`` would and
+    writes the unscaled value in fp32: unscaling in fp16 would flush true gradients below fp16's
+    smallest subnormal (6e-8) to zero. The inputs are left untouched.
+
+    Args:
+        status: the status buffer.
+        arrays: a sequence of float16 Tensors/arrays (``None`` entries skipped), or a single one.
+        inv_scale: as ``check_and_unscale``.
+
+    Returns:
+        A list of new float32 arrays, one per array given (``None`` entries skipped).
+
+    Raises:
+        TypeError: as ``check_overflow``, for an array that is not float16, or ``inv_scale`` not
+            a number. ValueError: as ``check_and_unscale``.
+    """
+    buffer = _status_array(status)
+    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays")
+    for i, x in enumerate(checked):
+        if x.dtype != CHECKED_DTYPES[0]:  # a dtype object compares faster than numpy.float16
+            raise TypeError(f"arrays[{i}] must have dtype float16 for check_and_unscale_to_fp32, "
+                            f"got {x.dtype}")
+    return _status_launch.widen(buffer, checked, _inv_scale(inv_scale))
+
+
+def get_status(status):
+    """True if an overflow was recorded since the last clear (``status.sum() > 0``).
+
+    This reads the buffer: on GPU it waits for the checks queued before it.
+
+    Raises:
+        TypeError / ValueError: ``status`` is not a float32 buffer of shape (8,).
+    """
+    return bool(_status_array(status).sum() > 0)
+
+
+def all_finite(arrays):
+    """True when no element of ``arrays`` (a sequence of Tensors/arrays, or one) is inf or NaN.
+
+    Uses a private status buffer; an empty sequence is all finite.
+
+    Raises:
+        TypeError / ValueError: as ``check_overflow``.
+    """
+    arrays = _as_sequence(arrays)
+    first = next((i for i, x in enumerate(arrays) if x is not None), None)
+    if first is None:
+        return True
+    status = alloc_status(_array(arrays[first], f"arrays[{first}]"))  # errors name arrays[i]
+    check_overflow(status, *arrays)
+    return not get_status(status)
+
+
+def kernel_source():
+    """The CUDA source of the float-status kernels, ``kernels/float_status.cu`` (package data
+    ``minigrad.kernels``): the code every check runs, compiled by CuPy on a GPU and, through
+    ``kernels/host_shim.h``, by the system C++ compiler for the CPU."""
+    return _native.read_source(_native.STATUS_SOURCE)
+
+
+def host_implementation():
+    """How checks of NumPy arrays run in this process: ``("native", None)`` when the kernel
+    source is compiled for this CPU, else ``("numpy", reason)`` (no C++ compiler, a failed
+    build, or ``MINIGRAD_NATIVE=0``; the NumPy fallback gives the same answers)."""
+    if _native.host_library() is not None:
+        return "native", None
+    return "numpy", _native.host_library_error()
+
+
+# ---- argument checks ----------------------------------------------------------------------------
+def _array(x, name):
+    data = x.data if isinstance(x, _tensor.Tensor) else x
+    if not isinstance(data, numpy.ndarray) and not (
+            backend.cupy is not None and isinstance(data, backend.cupy.ndarray)):
+        raise TypeError(f"{name} must be a Tensor or a NumPy/CuPy array, "
+                        f"got {type(x).__name__}")
+    return data
+
+
+def _status_array(status):
+    data = _array(status, "status")
+    if data.dtype != numpy.float32:
+        raise TypeError(f"status must have dtype float32, got {data.dtype}")
+    if data.shape != STATUS_SHAPE:
+        raise ValueError(f"status must have shape {STATUS_SHAPE}, got {data.shape}")
+    return data
+
+
+def _checked_arrays(buffer, arrays, name):
+    device = backend.device_of(buffer)
+    out = []
+    on_host = device == "CPU"
+    for i, x in enumerate(arrays):
+        if x is None:
+            continue
+        data = x.data if isinstance(x, _tensor.Tensor) else x
+        # the common case, a NumPy array with a host status, needs only the dtype check
+        fast = on_host and type(data) is numpy.ndarray
+        if not fast:
+            data = _array(x, f"{name}[{i}]")
+        if data.dtype not in CHECKED_DTYPES:
+            raise TypeError(f"{name}[{i}] must have dtype float16, float32 or float64, "
+                            f"got {data.dtype}")
+        if not fast and backend.device_of(data) != device:
+            raise ValueError(f"{name}[{i}] is on {backend.device_of(data)} but status is on "
+                             f"{device}")
+        out.append(data)
+    return out
+
+
+def _as_sequence(arrays):
+    return arrays if isinstance(arrays, (list, tuple)) else (arrays,)
+
+
+def _inv_scale(inv_scale):
+    if isinstance(inv_scale, numbers.Real):
+        value = float(inv_scale)
+    else:
+        try:
+            data = _array(inv_scale, "inv_scale")
+        except TypeError:
+            raise TypeError(f"inv_scale must be a real number or a one-element Tensor/array, "
+                            f"got {type(inv_scale).__name__}") from None
+        if data.size != 1:
+            raise ValueError(f"inv_scale must hold one number, got shape {data.shape}")
+        value = float(data.reshape(-1)[0])
+    if not math.isfinite(value):
+        raise ValueError(f"inv_scale must be finite, got {value}")
+    return value
