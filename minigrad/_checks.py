@@ -121,9 +121,13 @@ def check_non_negative_int(name, value, *, allow_none=False, owner=None):
     return check_int(name, value, low=0, allow_none=allow_none, owner=owner)
 
 
-def _interval(low, high, low_open, high_open):
-    left = ("(" if low_open else "[") + ("-inf" if low is None else str(low))
-    right = ("inf" if high is None else str(high)) + (")" if high_open else "]")
+def _interval(low, high, low_open, high_open, finite):
+    """The interval as written in a message; an unbounded end is open when ``finite`` refuses
+    the infinity there (``(0.0, inf)``), closed when it accepts it (``(0.0, inf]``)."""
+    left = ("-inf" if low is None else str(low))
+    left = ("(" if low_open or (low is None and finite) else "[") + left
+    right = ("inf" if high is None else str(high))
+    right += ")" if high_open or (high is None and finite) else "]"
     return f"{left}, {right}"
 
 
@@ -133,7 +137,7 @@ def check_float(name, value, *, low=None, high=None, low_open=False, high_open=F
     ``low_open``/``high_open`` exclude the end). An int converts; NaN never passes, and
     inf only with ``finite=False``. ``allow_none``: None passes through.
 
-    The message writes the interval: ``momentum must be a finite float in [0.0, inf], got -0.1``.
+    The message writes the interval: ``momentum must be a finite float in [0.0, inf), got -0.1``.
 
     Raises:
         TypeError: for a non-number (a bool, a str, a complex, None unless allowed).
@@ -143,7 +147,7 @@ def check_float(name, value, *, low=None, high=None, low_open=False, high_open=F
         return None
     words = "a finite float" if finite else "a float"
     if low is not None or high is not None:
-        words += " in " + _interval(low, high, low_open, high_open)
+        words += " in " + _interval(low, high, low_open, high_open, finite)
     if allow_none:
         words += " or None"
     if not is_real(value):
@@ -158,13 +162,13 @@ def check_float(name, value, *, low=None, high=None, low_open=False, high_open=F
 
 
 def check_positive(name, value, *, finite=True, allow_none=False, owner=None):
-    """``check_float`` in ``(0, inf]``: a number > 0."""
+    """``check_float`` in ``(0, inf)`` (``(0, inf]`` with ``finite=False``): a number > 0."""
     return check_float(name, value, low=0.0, low_open=True, finite=finite,
                        allow_none=allow_none, owner=owner)
 
 
 def check_non_negative(name, value, *, finite=True, allow_none=False, owner=None):
-    """``check_float`` in ``[0, inf]``: a number >= 0."""
+    """``check_float`` in ``[0, inf)`` (``[0, inf]`` with ``finite=False``): a number >= 0."""
     return check_float(name, value, low=0.0, finite=finite, allow_none=allow_none, owner=owner)
 
 

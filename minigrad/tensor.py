@@ -76,8 +76,8 @@ class Tensor:
         """The sub-tensors along axis 0 (each through ``__getitem__``, so gradients flow).
 
         Raises:
-            TypeError: for a 0-d tensor (as PyTorch; indexing it raised IndexError, which the old
-                sequence protocol took for the end, so iteration silently yielded nothing).
+            TypeError: for a 0-d tensor (as PyTorch; without ``__iter__``, Python's sequence
+                protocol would take indexing's IndexError for the end and yield nothing).
         """
         if self.data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")

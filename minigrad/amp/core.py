@@ -53,6 +53,8 @@ from minigrad._checks import (
     check_non_negative_int,
     check_positive,
     check_positive_int,
+    check_relation,
+    check_type,
 )
 
 # the smallest scale a backoff leaves: float32's smallest normal value, whose inverse (8.5e37)
@@ -134,8 +136,9 @@ class ScaleCore:
         self.growth_interval = growth_interval
         self.floor = None if floor is None else check_positive("floor", floor, owner=owner)
         self.cap = None if cap is None else check_positive("cap", cap, owner=owner)
-        if self.floor is not None and self.cap is not None and self.floor > self.cap:
-            raise ValueError(f"For '{owner}', 'floor' ({floor!r}) must not exceed 'cap' ({cap!r})")
+        if self.floor is not None and self.cap is not None:
+            check_relation("floor", self.floor, self.floor <= self.cap, f"<= cap ({self.cap})",
+                           owner=owner)
         self.hysteresis = check_positive_int("hysteresis", hysteresis, owner=owner)
         if max_consecutive_skips is not None:
             max_consecutive_skips = check_positive_int("max_consecutive_skips",
@@ -221,26 +224,24 @@ class ScaleCore:
                 ``counter`` >= 0 and 1 <= ``tolerance`` <= ``hysteresis``).
         """
         owner = "ScaleCore.load_state_dict"
-        if not isinstance(state, dict):
-            raise TypeError(f"For '{owner}', expected a dict, but got {type(state).__name__}")
-        expected = set(self.state_dict())
-        unknown, missing = set(state) - expected, expected - set(state)
+        check_type("state_dict", state, dict, owner=owner)
+        expected = sorted(self.state_dict())
+        given = sorted(map(str, state))
+        unknown, missing = sorted(set(given) - set(expected)), sorted(set(expected) - set(given))
+        check_relation("state_dict keys", given, not unknown,
+                       f"a subset of {expected} (unknown {unknown})", owner=owner)
+        check_relation("state_dict keys", given, not missing,
+                       f"a superset of {expected} (missing {missing})", error=KeyError,
+                       owner=owner)
         state = {key: as_number(value) for key, value in state.items()}
-        if unknown:
-            raise ValueError(f"For '{owner}', unknown keys {sorted(map(str, unknown))}; expected "
-                             f"{sorted(expected)}")
-        if missing:
-            raise KeyError(f"For '{owner}', missing keys {sorted(missing)}")
         checked = ScaleCore(state["scale"], state["growth_factor"], state["backoff_factor"],
                             state["growth_interval"], state["floor"], state["cap"],
                             state["hysteresis"],
                             owner=owner)
         counter = check_non_negative_int("counter", state["counter"], owner=owner)
         tolerance = check_positive_int("tolerance", state["tolerance"], owner=owner)
-        if tolerance > checked.hysteresis:
-            raise ValueError(f"For '{owner}', 'tolerance' must be <= hysteresis "
-                             f"({checked.hysteresis}), "
-                             f"but got {tolerance}")
+        check_relation("tolerance", tolerance, tolerance <= checked.hysteresis,
+                       f"<= hysteresis ({checked.hysteresis})", owner=owner)
         if self.backoff_divisor is not None and checked.backoff_factor != self.backoff_factor:
             self.backoff_divisor = 1.0 / checked.backoff_factor  # still dividing, by the new factor
         for key in ("scale", "growth_factor", "backoff_factor", "growth_interval", "floor", "cap",

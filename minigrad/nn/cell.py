@@ -27,7 +27,7 @@ from collections import OrderedDict
 import numpy
 
 from minigrad import dtype as dtypes, ops
-from minigrad._checks import check_bool
+from minigrad._checks import check_bool, check_type
 from minigrad._config import using_config
 from minigrad.nn.cell_tree import CellTree
 from minigrad.nn.parameter_tuple import ParameterTuple
@@ -55,10 +55,9 @@ def check_tensor(owner, name, value):
     when the cell is called (``Cell.__call__``); anything else that is not a Tensor (a list, a
     number, None) is refused, as PyTorch's losses and MindSpore's cells refuse it.
     """
-    if isinstance(value, Tensor):
+    if isinstance(value, Tensor):  # a loss's every call: no call into the checker
         return value
-    raise TypeError(f"For '{owner}', '{name}' must be a Tensor (or a NumPy array), got "
-                    f"{type(value).__name__}")
+    return check_type(name, value, Tensor, expected="a Tensor (or a NumPy array)", owner=owner)
 
 
 def cast_floats(inputs, dtype):

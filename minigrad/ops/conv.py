@@ -203,7 +203,7 @@ class Conv2d(Function):
         top, _, left, _ = self.padding
         dx = dpad[:, top:top + h, left:left + width].reshape(n, h, width, c).transpose(0, 3, 1, 2)
         # a C-ordered copy in the compute dtype, then one fast rounding (NumPy's own fp32 -> fp16
-        # cast of the transposed view was the slowest step of an fp16 conv backward)
+        # cast of the transposed view would be the slowest step of an fp16 conv backward)
         return store(xp.ascontiguousarray(dx), self.x_dtype)
 
 

@@ -107,7 +107,7 @@ def split(x, sections_or_indices, axis=0):
             isinstance(i, (int, numpy.integer)) and not isinstance(i, bool)
             for i in sections_or_indices):
         bounds = [int(i) for i in sections_or_indices]
-    else:  # a float was "not iterable"; a float index was truncated by int()
+    else:  # a float count or index is refused, never truncated by int()
         raise TypeError(f"split: sections_or_indices must be an int or a list/tuple of ints, got "
                         f"{sections_or_indices!r}")
     return Split.apply(x, bounds=bounds, axis=ax)

@@ -87,9 +87,9 @@ def _sigmoid(x):
     xp = backend.get_array_module(x)
     # e = e^-|x| in (0, 1]: no overflow warning for any x, one transcendental per element, and
     # full relative accuracy in both tails (for x < 0, e/(1 + e); the tanh form 0.5 + 0.5·tanh(x/2)
-    # cancels there: sigmoid(-15) in fp32 was 7% off and sigmoid(-40) was 0)
+    # cancels there: in fp32 it is 7% off at x = -15 and gives 0 at x = -40)
     # Saturating to 0 is sigmoid's intended result, so exp's underflow is not reported even under
-    # numpy.errstate(under="raise") (as with the old form; the fp16 rounding after it still is).
+    # numpy.errstate(under="raise") (the fp16 rounding after it still is).
     with numpy.errstate(under="ignore"):
         e = xp.exp(-xp.abs(x))
         r = 1 / (1 + e)

@@ -29,6 +29,8 @@ from minigrad._checks import (
     check_non_negative,
     check_positive,
     check_positive_int,
+    check_relation,
+    check_type,
 )
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -43,9 +45,9 @@ class LearningRateSchedule:
     def __call__(self, global_step):
         if not isinstance(global_step, numbers.Integral):  # a Tensor, array or NumPy scalar
             array = numpy.asarray(global_step)
-            if array.size != 1:
-                raise ValueError(f"For '{type(self).__name__}', 'global_step' must be an int or a "
-                                 f"one-element Tensor, but got shape {array.shape}")
+            check_relation("the shape of global_step", array.shape, array.size == 1,
+                           "of one element (global_step an int or a one-element Tensor)",
+                           owner=type(self).__name__)
             global_step = array.reshape(()).item()
         return float(self.construct(int(global_step)))
 
@@ -181,20 +183,16 @@ def piecewise_constant_lr(milestone, learning_rates):
     """
     owner = "piecewise_constant_lr"
     for name, value in (("milestone", milestone), ("learning_rates", learning_rates)):
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a list or tuple, "
-                            f"but got {type(value).__name__}")
-    if len(milestone) != len(learning_rates):
-        raise ValueError(f"For '{owner}', 'milestone' and 'learning_rates' must have the same "
-                         "length, "
-                         f"but got {len(milestone)} and {len(learning_rates)}")
+        check_type(name, value, (list, tuple), owner=owner)
+    check_relation("len(learning_rates)", len(learning_rates),
+                   len(learning_rates) == len(milestone), f"len(milestone) ({len(milestone)})",
+                   owner=owner)
     lrs, last = [], 0
     for i, (stop, lr) in enumerate(zip(milestone, learning_rates)):
         stop = check_positive_int(f"milestone[{i}]", stop, owner=owner)
         lr = check_float(f"learning_rates[{i}]", lr, owner=owner)
-        if stop < last:
-            raise ValueError(f"For '{owner}', milestone[{i}] = {stop} is smaller than "
-                             f"milestone[{i - 1}] = {last}: milestones must increase")
+        check_relation(f"milestone[{i}]", stop, stop >= last, f">= milestone[{i - 1}] ({last})",
+                       owner=owner)
         lrs += [lr] * (stop - last)
         last = stop
     return lrs
@@ -269,9 +267,7 @@ def _check_decay(owner, learning_rate, decay_rate, decay_steps, is_stair, steps_
 def _check_min_max(owner, min_lr, max_lr):
     min_lr = check_non_negative("min_lr", min_lr, owner=owner)
     max_lr = check_positive("max_lr", max_lr, owner=owner)
-    if min_lr >= max_lr:
-        raise ValueError(f"For '{owner}', 'max_lr' must be greater than 'min_lr', "
-                         f"but got max_lr={max_lr}, min_lr={min_lr}")
+    check_relation("max_lr", max_lr, max_lr > min_lr, f"> min_lr ({min_lr})", owner=owner)
     return min_lr, max_lr
 
 
@@ -291,36 +287,28 @@ class LearningRate:
         ``name``)."""
         if isinstance(value, LearningRateSchedule):
             return ScheduleLR(value)
-        if isinstance(value, bool):
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, "
-                            "Iterable or "
-                            f"LearningRateSchedule, but got {value!r}")
+        kinds = "a float, Tensor, Iterable or LearningRateSchedule"
+        check_relation(name, value, not isinstance(value, bool), kinds, error=TypeError,
+                       owner=owner)
         if isinstance(value, numbers.Real):
             return FixedLR(check_non_negative(name, value, owner=owner), parameter_name)
         array = value.asnumpy() if isinstance(value, Tensor) else value
         # a Tensor, or a NumPy array (an Iterable to MindSpore)
         if isinstance(array, numpy.ndarray):
-            if array.ndim > 1:
-                raise ValueError(f"For '{owner}', a Tensor or array '{name}' must be 0-d or 1-D, "
-                                 f"but got shape {array.shape}")
-            if array.dtype.kind not in "fiu":
-                raise TypeError(f"For '{owner}', the argument '{name}' must hold numbers, "
-                                f"but got an array of dtype {array.dtype}")
+            check_relation(f"the shape of {name}", array.shape, array.ndim <= 1,
+                           "() or (n,): a 0-d or 1-D Tensor or array", owner=owner)
+            check_relation(name, array, array.dtype.kind in "fiu",
+                           "a Tensor or array of ints or floats", error=TypeError, owner=owner)
+            names = [name] if array.ndim == 0 else [f"{name}[{k}]" for k in range(array.size)]
             values = array.astype(numpy.float64).reshape(-1).tolist()
-            bad = next((v for v in values if not 0 <= v < float("inf")), None)  # NaN and inf too
-            if bad is not None:
-                raise ValueError(f"For '{owner}', the argument '{name}' must be finite and >= 0, "
-                                 f"but contains {bad}")
-        elif isinstance(value, Iterable) and not isinstance(value, (str, bytes, dict)):
-            # MindSpore: any Iterable (list, tuple, range, generator, ...) gives one rate per step
-            values = [check_non_negative(f"{name}[{k}]", v, owner=owner)
-                      for k, v in enumerate(value)]
         else:
-            raise TypeError(f"For '{owner}', the argument '{name}' must be a float, Tensor, "
-                            "Iterable or "
-                            f"LearningRateSchedule, but got {type(value).__name__}")
-        if not values:
-            raise ValueError(f"For '{owner}', the argument '{name}' is empty")
+            iterable = isinstance(value, Iterable) and not isinstance(value, (str, bytes, dict))
+            check_relation(name, value, iterable, kinds, error=TypeError, owner=owner)
+            # MindSpore: any Iterable (list, tuple, range, generator, ...) gives one rate per step
+            values = list(value)
+            names = [f"{name}[{k}]" for k in range(len(values))]
+        values = [check_non_negative(n, v, owner=owner) for n, v in zip(names, values)]
+        check_relation(name, values, bool(values), "non-empty", owner=owner)
         if isinstance(array, numpy.ndarray) and array.ndim == 0:
             return FixedLR(values[0], parameter_name)
         return ListLR(values)

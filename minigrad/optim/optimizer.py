@@ -25,7 +25,6 @@ returns it from ``_fused_rule()`` (built once per optimizer, ``fused_rule``).
 The parameter groups are parsed in ``optim.param_groups``, the learning-rate objects live in
 ``optim.lr_schedule`` and ``state_dict``/``load_state_dict`` in ``optim.optimizer_state``.
 """
-import numbers
 import warnings
 
 import numpy
@@ -35,9 +34,10 @@ from minigrad import dtype as dtypes
 from minigrad._config import enable_grad
 from minigrad._fp16_host import convert
 from minigrad.optim import optimizer_state
-from minigrad._checks import check_non_negative, check_positive
+from minigrad._checks import (check_callable, check_non_negative, check_positive, check_relation,
+                              check_type)
 from minigrad.optim.lr_schedule import FixedLR, LearningRate
-from minigrad.optim.param_groups import default_decay_filter, describe, label, parse_parameters
+from minigrad.optim.param_groups import default_decay_filter, label, parse_parameters
 from minigrad.optim.slots import ParameterSlots, fused_covers, fused_step
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -102,9 +102,8 @@ class Optimizer:
         owner = type(self).__name__
         self.loss_scale = check_positive("loss_scale", loss_scale, owner=owner)
         self.weight_decay = check_non_negative("weight_decay", weight_decay, owner=owner)
-        if decay_filter is not None and not callable(decay_filter):
-            raise TypeError(f"For '{owner}', the argument 'decay_filter' must be callable, "
-                            f"but got {type(decay_filter).__name__}")
+        if decay_filter is not None:
+            check_callable("decay_filter", decay_filter, owner=owner)
         default_lr = LearningRate.build(learning_rate, "learning_rate", owner)
         params, lrs, decays, self.is_group = parse_parameters(parameters, default_lr,
                                                               self.weight_decay, owner)
@@ -288,32 +287,30 @@ class Optimizer:
         return self.slots.weight(i)
 
     def _check_gradients(self, grads):
-        owner = type(self).__name__
+        owner = type(self).__name__  # the checks run only on bad input: this is the hot path
         if not isinstance(grads, (tuple, list)):
-            raise TypeError(f"For '{owner}', the gradients must be a tuple or list with one entry "
-                            f"per parameter, but got {type(grads).__name__}")
-        if len(grads) != len(self.parameters):
-            raise ValueError(f"For '{owner}', got {len(grads)} gradients for "
-                             f"{len(self.parameters)} parameters")
+            check_type("grads", grads, (tuple, list),
+                       expected="a tuple or list with one gradient per parameter", owner=owner)
+        n = len(self.parameters)
+        if len(grads) != n:
+            check_relation("len(grads)", len(grads), False, f"{n}, one per parameter",
+                           owner=owner)
         arrays = []
         for i, (param, grad) in enumerate(zip(self.parameters, grads)):
             if grad is not None:
                 grad = grad.data if isinstance(grad, Tensor) else grad
-                if getattr(getattr(grad, "dtype", None), "kind", None) != "f":
-                    raise TypeError(f"For '{owner}', the gradient of parameter {label(param, i)} "
-                                    "must be a "
-                                    f"float Tensor or array, but got {describe(grad)}")
-                if grad.shape != param.data.shape:
-                    raise ValueError(f"For '{owner}', the gradient of parameter {label(param, i)} "
-                                     "has shape "
-                                     f"{tuple(grad.shape)}, but the parameter has shape "
-                                     f"{param.shape}")
                 data = param.data
-                # fail before any update
+                if getattr(getattr(grad, "dtype", None), "kind", None) != "f":
+                    check_relation(_grad_name(param, i), grad, False, "a float Tensor or array",
+                                   error=TypeError, owner=owner)
+                if grad.shape != data.shape:
+                    check_relation(f"the shape of {_grad_name(param, i)}", tuple(grad.shape),
+                                   False, f"the parameter's {data.shape}", owner=owner)
                 if type(data) is numpy.ndarray and not data.flags.writeable:
-                    raise ValueError(f"For '{owner}', parameter {label(param, i)} is read-only "
-                                     "(its array "
-                                     f"has writeable=False); the update writes it in place")
+                    # fail before any update: the update writes the parameter's array in place
+                    check_relation(f"data.flags.writeable of parameter {label(param, i)}", False,
+                                   False, "True (the update writes the array in place)",
+                                   owner=owner)
             arrays.append(grad)
         return arrays
 
@@ -339,17 +336,15 @@ class Optimizer:
             TypeError: ``param`` is neither a Parameter nor a list of them.
             ValueError: a parameter this optimizer does not update.
         """
+        owner = f"{type(self).__name__}.get_lr_parameter"
         params = param if isinstance(param, list) else [param]
         result = []
         for p in params:
-            if not isinstance(p, Parameter):
-                raise TypeError("For 'get_lr_parameter', the argument 'param' must be a "
-                                "Parameter or a "
-                                f"list of Parameters, but got {type(p).__name__}")
+            check_type("param", p, Parameter, expected="a Parameter or a list of Parameters",
+                       owner=owner)
             index = next((i for i, q in enumerate(self.parameters) if q is p), None)
-            if index is None:
-                raise ValueError(f"For 'get_lr_parameter', parameter {p.name!r} is not updated by "
-                                 "this optimizer")
+            check_relation("param", p, index is not None, "a parameter this optimizer updates",
+                           owner=owner)
             result.append(self._lr_sources[self._lr_index[index]].learning_rate)
         return result if isinstance(param, list) else result[0]
 
@@ -372,10 +367,10 @@ class Optimizer:
         keys = [p.name or f"param{i}" for i, p in enumerate(self.parameters)]
         if len(set(keys)) != len(keys):
             seen = set()
-            duplicate = next(k for k in keys if k in seen or seen.add(k))
-            raise ValueError(f"For '{type(self).__name__}', two parameters share the name "
-                             f"{duplicate!r}: "
-                             f"state_dict needs unique names")
+            j = next(j for j, k in enumerate(keys) if k in seen or seen.add(k))
+            check_relation(f"the name of parameter #{j}", keys[j], False,
+                           "unique (state_dict keys the state by parameter name)",
+                           owner=type(self).__name__)
         return keys
 
     def __repr__(self):
@@ -389,14 +384,11 @@ def _inverse_scale(scale, owner):
     does."""
     if isinstance(scale, Tensor):
         scale = scale.item()
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"For '{owner}', the argument 'scale' must be a real number, but got "
-                        f"{type(scale).__name__}")
-    scale = float(scale)
-    if not (0.0 < scale < float("inf")):
-        raise ValueError(f"For '{owner}', the argument 'scale' must be positive and finite, but "
-                         f"got {scale}")
-    return float(numpy.float32(1.0 / scale))
+    return float(numpy.float32(1.0 / check_positive("scale", scale, owner=owner)))
+
+
+def _grad_name(param, i):
+    return f"grads[{i}] (of parameter {label(param, i)})"
 
 
 def _divide(grad, inv_scale):

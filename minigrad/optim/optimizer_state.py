@@ -55,8 +55,7 @@ def load_state_dict(optimizer, state):
         ValueError: a missing ``global_step``, an unknown key, a parameter with only part of its
             state, or an array whose shape or dtype does not fit (naming key, both shapes/dtypes).
     """
-    kind = type(optimizer).__name__
-    owner = f"{kind}.load_state_dict"
+    owner = f"{type(optimizer).__name__}.load_state_dict"
     check_type("state_dict", state, dict, owner=owner)
     step = _global_step(state, owner)
     keys = optimizer._parameter_keys()
@@ -76,7 +75,7 @@ def load_state_dict(optimizer, state):
                        f"'<slot>.<parameter name>' with slot in {sorted(slots)} and a name in "
                        f"{preview(keys)}", owner=owner)
         entries[(slot, name)] = value
-    states, masters = optimizer.slots.checked(entries, keys, optimizer.state_names, kind)
+    states, masters = optimizer.slots.checked(entries, keys, optimizer.state_names, owner)
     # all checked: assign
     optimizer.slots.load(states, masters)
     for key, rate in new_rates.items():

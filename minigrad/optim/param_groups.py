@@ -1,6 +1,6 @@
 """An optimizer's ``parameters`` argument: Parameters, or MindSpore's group dicts (``params``,
 ``lr``, ``weight_decay``, ``grad_centralization``, ``order_params``), checked and flattened."""
-from minigrad._checks import check_bool, check_non_negative
+from minigrad._checks import check_bool, check_non_negative, check_relation, check_type
 from minigrad.optim.lr_schedule import LearningRate
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -18,33 +18,35 @@ def parse_parameters(parameters, default_lr, default_wd, owner):
     """(params, lr object per param, weight decay per param, grouped?) from ``parameters``."""
     items = _as_list(parameters, "parameters", owner)
     if all(isinstance(p, Parameter) for p in items):
-        _check_unique(items, owner)
+        _check_unique(items, "parameters", owner)
         return items, [default_lr] * len(items), [default_wd] * len(items), False
-    if not all(isinstance(g, dict) for g in items):
-        k, bad = next((k, x) for k, x in enumerate(items) if not isinstance(x, (Parameter, dict)))
-        raise TypeError(f"For '{owner}', every element of 'parameters' must be a Parameter (or "
-                        "every element "
-                        f"a group dict), but element {k} is {type(bad).__name__}")
+    for k, item in enumerate(items):
+        check_type(f"parameters[{k}]", item, (Parameter, dict),
+                   expected="a Parameter or a group dict", owner=owner)
+    check_relation("parameters", [type(x).__name__ for x in items],
+                   all(isinstance(g, dict) for g in items), "all Parameters or all group dicts",
+                   error=TypeError, owner=owner)
+    return _parse_groups(items, default_lr, default_wd, owner)
 
+
+def _parse_groups(items, default_lr, default_wd, owner):
     params, lrs, decays, order = [], [], [], None
     for k, group in enumerate(items):
-        unknown = [key for key in group if key not in GROUP_KEYS]
-        if unknown:
-            raise KeyError(f"For '{owner}', group {k} has unknown keys {unknown}; allowed: "
-                           f"{list(GROUP_KEYS)}")
+        keys = list(group)
+        unknown = [key for key in keys if key not in GROUP_KEYS]
+        check_relation(f"the keys of group {k}", keys, not unknown,
+                       f"a subset of {list(GROUP_KEYS)} (unknown {unknown})", error=KeyError,
+                       owner=owner)
         if "order_params" in group:
-            if len(group) > 1:
-                raise ValueError(f"For '{owner}', the 'order_params' group (group {k}) must have "
-                                 "no other keys")
+            check_relation(f"the keys of group {k}", keys, len(keys) == 1,
+                           "['order_params'] alone", owner=owner)
             order = _as_list(group["order_params"], "order_params", owner)
             continue
-        if "params" not in group:
-            raise ValueError(f"For '{owner}', group {k} has no 'params'")
+        check_relation(f"the keys of group {k}", keys, "params" in group,
+                       "a list including 'params'", owner=owner)
         group_params = _as_list(group["params"], f"group {k} 'params'", owner)
-        bad = next((p for p in group_params if not isinstance(p, Parameter)), None)
-        if bad is not None:
-            raise TypeError(f"For '{owner}', group {k} 'params' must hold Parameters, got "
-                            f"{type(bad).__name__}")
+        for j, p in enumerate(group_params):
+            check_type(f"group {k} 'params'[{j}]", p, Parameter, owner=owner)
         lr = default_lr
         if "lr" in group:
             lr = LearningRate.build(group["lr"], f"group {k} 'lr'", owner,
@@ -58,48 +60,45 @@ def parse_parameters(parameters, default_lr, default_wd, owner):
         params += group_params
         lrs += [lr] * len(group_params)
         decays += [wd] * len(group_params)
-    if not params:
-        raise ValueError(f"For '{owner}', the parameter groups hold no parameters")
-    _check_unique(params, owner)
+    check_relation("the number of Parameters in the groups", len(params), bool(params), ">= 1",
+                   owner=owner)
+    _check_unique(params, "the groups' parameters", owner)
     if order is not None:
         position = {id(p): i for i, p in enumerate(params)}
-        if len(order) != len(params) or any(id(p) not in position for p in order):
-            raise ValueError(f"For '{owner}', 'order_params' must hold exactly the parameters of "
-                             "the groups "
-                             f"({len(params)}), got {len(order)} parameters")
+        exact = (len(order) == len(params) and {id(p) for p in order} == set(position))
+        check_relation("order_params", [_name(p, i) for i, p in enumerate(order)], exact,
+                       f"the {len(params)} parameters of the groups, each once "
+                       f"({preview([_name(p, i) for i, p in enumerate(params)])})", owner=owner)
         perm = [position[id(p)] for p in order]
         params, lrs, decays = ([xs[j] for j in perm] for xs in (params, lrs, decays))
     return params, lrs, decays, True
 
 
 def _as_list(value, name, owner):
-    if value is None:
-        raise ValueError(f"For '{owner}', the argument '{name}' can not be None")
-    if isinstance(value, (Tensor, dict, str)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"For '{owner}', the argument '{name}' must be an iterable of Parameters "
-                        "or group "
-                        f"dicts, but got {type(value).__name__}")
+    check_relation(name, value, value is not None, "an iterable of Parameters or group dicts",
+                   owner=owner)  # None: a ValueError, as MindSpore raises
+    iterable = not isinstance(value, (Tensor, dict, str)) and hasattr(value, "__iter__")
+    check_relation(name, value, iterable, "an iterable of Parameters or group dicts",
+                   error=TypeError, owner=owner)
     items = list(value)
-    if not items:
-        raise ValueError(f"For '{owner}', the argument '{name}' is empty")
+    check_relation(name, items, bool(items), "non-empty", owner=owner)
     return items
 
 
-def _check_unique(params, owner):
+def _check_unique(params, name, owner):
     seen = set()
     for i, p in enumerate(params):
-        if id(p) in seen:
-            raise ValueError(f"For '{owner}', parameter {label(p, i)} is given more than once")
+        check_relation(f"{name}[{i}]", _name(p, i), id(p) not in seen,
+                       "a Parameter not given before", owner=owner)
         seen.add(id(p))
+
+
+def _name(param, i):
+    return param.name or f"#{i}"
 
 
 def label(param, i):
     return repr(param.name) if param.name else f"#{i}"
-
-
-def describe(value):
-    dtype = getattr(value, "dtype", None)
-    return f"{type(value).__name__} of dtype {dtype}" if dtype is not None else type(value).__name__
 
 
 def preview(names, limit=5):

@@ -42,6 +42,7 @@ import numpy
 
 from minigrad import _native, backend
 from minigrad import dtype as dtypes
+from minigrad._checks import check_relation
 from minigrad._fp16_host import convert
 from minigrad.backend import data_address
 from minigrad.tensor import Tensor
@@ -170,6 +171,7 @@ class ParameterSlots:
 
     def checked(self, entries, keys, state_names, owner):
         """Validate ``{(slot, key): value}`` entries for ``load``; return ``(states, masters)``.
+        Messages begin ``"<owner>: "``.
 
         Raises:
             ValueError: an array whose shape or dtype does not fit its parameter (naming the
@@ -184,22 +186,24 @@ class ParameterSlots:
             param = self.parameters[index[name]]
             array = numpy.asarray(value.asnumpy() if isinstance(value, Tensor) else value)
             expected = dtypes.float32 if param.dtype == dtypes.float16 else param.dtype
-            if slot == "master" and param.dtype != dtypes.float16:
-                raise ValueError(f"For '{owner}.load_state_dict', {key!r}: parameter {name!r} is "
-                                 f"{param.dtype}, only float16 parameters have a master copy")
-            if array.shape != param.shape or array.dtype != expected:
-                raise ValueError(f"For '{owner}.load_state_dict', {key!r} has shape {array.shape} "
-                                 f"and dtype {array.dtype}, expected shape {param.shape} and "
-                                 f"dtype {expected}")
+            check_relation("state_dict key", key, slot != "master" or param.dtype == _F16,
+                           f"the master of a float16 parameter ({name!r} is {param.dtype})",
+                           owner=owner)
+            check_relation(f"the shape and dtype of state_dict[{key!r}]",
+                           (array.shape, array.dtype.name),
+                           array.shape == param.shape and array.dtype == expected,
+                           f"{(param.shape, expected.name)} (for parameter {name!r})",
+                           owner=owner)
             if slot == "master":
                 masters[index[name]] = array
             else:
                 states[index[name]][slot] = array
         for key, state in zip(keys, states):
-            if state and set(state) != set(state_names):
-                missing = sorted(set(state_names) - set(state))
-                raise ValueError(f"For '{owner}.load_state_dict', parameter {key!r} has only part "
-                                 f"of its state: missing {[f'{m}.{key}' for m in missing]}")
+            check_relation(f"the state entries of parameter {key!r}",
+                           sorted(f"{m}.{key}" for m in state),
+                           not state or set(state) == set(state_names),
+                           f"none or all of {sorted(f'{m}.{key}' for m in state_names)}",
+                           owner=owner)
         return states, masters
 
     def load(self, states, masters):

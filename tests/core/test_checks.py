@@ -80,7 +80,7 @@ def test_check_float_takes_ints_and_floats(value):
 
 @pytest.mark.parametrize("value", [*BOOLS, *NOT_NUMBERS])
 def test_check_float_refuses_non_numbers_with_type_error(value):
-    with pytest.raises(TypeError, match=r"^lr must be a finite float in \[0\.0, inf\], got .*\("):
+    with pytest.raises(TypeError, match=r"^lr must be a finite float in \[0\.0, inf\), got .*\("):
         c.check_float("lr", value, low=0.0)
 
 
@@ -113,10 +113,34 @@ def test_check_float_interval_ends(value, low_open, high_open):
 def test_positive_and_non_negative():
     assert c.check_positive("eps", 1e-8) == 1e-8
     assert c.check_non_negative("wd", 0) == 0.0
-    with pytest.raises(ValueError, match=r"^eps must be a finite float in \(0\.0, inf\], got 0$"):
+    with pytest.raises(ValueError, match=r"^eps must be a finite float in \(0\.0, inf\), got 0$"):
         c.check_positive("eps", 0)
-    with pytest.raises(ValueError, match=r"wd must be a finite float in \[0\.0, inf\], got -1"):
+    with pytest.raises(ValueError, match=r"wd must be a finite float in \[0\.0, inf\), got -1"):
         c.check_non_negative("wd", -1)
+
+
+
+@pytest.mark.parametrize(
+    "bounds, finite, interval",
+    [
+        ({"low": 0.0, "low_open": True}, True, "(0.0, inf)"),
+        ({"low": 0.0, "low_open": True}, False, "(0.0, inf]"),
+        ({"low": 0.0}, True, "[0.0, inf)"),
+        ({"low": 0.0}, False, "[0.0, inf]"),
+        ({"high": 1.0}, True, "(-inf, 1.0]"),
+        ({"high": 1.0, "high_open": True}, False, "[-inf, 1.0)"),
+    ],
+)
+def test_an_unbounded_end_is_open_exactly_when_the_infinity_is_refused(bounds, finite, interval):
+    words = ("a finite float" if finite else "a float") + " in " + re.escape(interval)
+    with pytest.raises(ValueError, match=f"^x must be {words}, got nan$"):
+        c.check_float("x", math.nan, finite=finite, **bounds)
+    inf = math.inf if "low" in bounds else -math.inf
+    if finite:
+        with pytest.raises(ValueError, match=f"^x must be {words}, got -?inf$"):
+            c.check_float("x", inf, finite=finite, **bounds)
+    else:
+        assert c.check_float("x", inf, finite=finite, **bounds) == inf
 
 
 # ---- bools, choices, types ----------------------------------------------------------------------

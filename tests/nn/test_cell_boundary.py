@@ -1,5 +1,7 @@
 """The Cell boundary: float64 inputs, NumPy arrays and lists, bool flags, constructor checks, and
 the names PyTorch users reach for."""
+import re
+
 import numpy
 import pytest
 
@@ -35,15 +37,19 @@ def test_a_float64_batch_trains_an_fp32_model_in_fp32():
 
 
 # ---- one rule for non-Tensor inputs ------------------------------------------------------------
-@pytest.mark.parametrize("cell, args, name", [
-    (nn.Dense(2, 2), ([[1.0, 2.0]],), "'x'"),
-    (nn.MSELoss(), ([1.0, 2.0], Tensor(numpy.ones(2, numpy.float32))), "'logits'"),
-    (nn.MSELoss(), (Tensor(numpy.ones(2, numpy.float32)), [1.0, 2.0]), "'labels'"),
+@pytest.mark.parametrize("cell, args, name, shown", [
+    (nn.Dense(2, 2), ([[1.0, 2.0]],), "Dense: x", "[[1.0, 2.0]]"),
+    (nn.MSELoss(), ([1.0, 2.0], Tensor(numpy.ones(2, numpy.float32))), "MSELoss: logits",
+     "[1.0, 2.0]"),
+    (nn.MSELoss(), (Tensor(numpy.ones(2, numpy.float32)), [1.0, 2.0]), "MSELoss: labels",
+     "[1.0, 2.0]"),
     (nn.SoftmaxCrossEntropyWithLogits(sparse=True),
-     ([[1.0, 2.0]], Tensor(numpy.zeros(1, numpy.int32))), "'logits'"),
+     ([[1.0, 2.0]], Tensor(numpy.zeros(1, numpy.int32))), "SoftmaxCrossEntropyWithLogits: logits",
+     "[[1.0, 2.0]]"),
 ], ids=["Dense", "MSELoss-logits", "MSELoss-labels", "cross-entropy"])
-def test_lists_are_refused_by_layers_and_losses_naming_the_argument(cell, args, name):
-    with pytest.raises(TypeError, match=rf"{name} must be a Tensor \(or a NumPy array\), got list"):
+def test_lists_are_refused_by_layers_and_losses_naming_the_argument(cell, args, name, shown):
+    words = f"{name} must be a Tensor (or a NumPy array), got {shown} (list)"
+    with pytest.raises(TypeError, match=f"^{re.escape(words)}$"):
         cell(*args)
 
 

@@ -121,7 +121,7 @@ def test_clip_by_global_norm_refusals_and_inf():
         out = ops.clip_by_global_norm(x, 1.0)[0].asnumpy()
     assert out[0] == 0.0 and np.isnan(out[1])
     with pytest.raises(ValueError, match=r"clip_by_global_norm: clip_norm must be a finite float "
-                                         r"in \(0\.0, inf\], got 0\.0"):
+                                         r"in \(0\.0, inf\), got 0\.0"):
         ops.clip_by_global_norm(x, 0.0)
     with pytest.raises(ValueError, match=r"use_norm must be None .*, got Tensor"):
         ops.clip_by_global_norm(x, 1.0, use_norm=Tensor(np.float32(1.0)))

@@ -86,7 +86,7 @@ def test_tensor_init_is_copied_and_shape_checked():
         (
             lambda: nn.Normal(sigma=-1),
             ValueError,
-            r"sigma must be a finite float in \[0.0, inf\], "
+            r"sigma must be a finite float in \[0.0, inf\), "
             r"got -1",
         ),
         (

@@ -297,7 +297,7 @@ def test_batchnorm_gradients():
             nn.BatchNorm2d,
             dict(num_features=2, eps=0),
             None,
-            r"eps must be a finite float in \(0.0, inf\], got 0",
+            r"eps must be a finite float in \(0.0, inf\), got 0",
         ),
         (
             nn.BatchNorm2d,
@@ -326,7 +326,7 @@ def test_layernorm_matches_numpy():
     last = nn.LayerNorm(5)
     out = last(Tensor(x)).asnumpy()
     numpy.testing.assert_allclose(out.mean(axis=-1), 0, atol=1e-5)
-    with pytest.raises(ValueError, match=r"epsilon must be a finite float in \(0.0, inf\]"):
+    with pytest.raises(ValueError, match=r"epsilon must be a finite float in \(0.0, inf\)"):
         nn.LayerNorm(5, epsilon=-1.0)
 
 

@@ -63,7 +63,7 @@ def test_fixed_manager_shares_its_scale_too():
 
 def test_set_sense_scale_refuses_a_scale_that_is_not_positive():
     train, _, _ = _cell(DynamicLossScaleManager())
-    with pytest.raises(ValueError, match=r"sens must be a finite float in \(0\.0, inf\], got 0\.0"):
+    with pytest.raises(ValueError, match=r"sens must be a finite float in \(0\.0, inf\), got 0\.0"):
         train.set_sense_scale(Tensor(np.float32(0.0)))
     assert float(train.scale_sense.asnumpy()) == 2.0 ** 24
 
@@ -85,7 +85,7 @@ def test_get_overflow_status_takes_a_plain_status_tensor_as_mindspore():
                                          ("1", TypeError), (None, TypeError)])
 def test_train_one_step_cell_refuses_a_seed_that_is_not_positive(sens, error):
     net = nn.Dense(2, 1)
-    expected = r"TrainOneStepCell: sens must be a finite float in \(0\.0, inf\], got "
+    expected = r"TrainOneStepCell: sens must be a finite float in \(0\.0, inf\), got "
     with pytest.raises(error, match=expected):
         nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()),
                             nn.SGD(net.trainable_params(), 0.1), sens=sens)

@@ -90,13 +90,29 @@ def test_schedules_follow_their_formula(schedule, formula):
         (lambda: ExponentialDecayLR(0.1, -0.9, 4), ValueError, ["decay_rate", "-0.9"]),
         (lambda: ExponentialDecayLR(0.1, 0.9, 4.0), TypeError, ["decay_steps", "float"]),
         (lambda: ExponentialDecayLR(0.1, 0.9, 4, is_stair=1), TypeError, ["is_stair"]),
-        (lambda: CosineDecayLR(0.2, 0.1, 4), ValueError, ["max_lr", "min_lr"]),
+        (
+            lambda: CosineDecayLR(0.2, 0.1, 4),
+            ValueError,
+            ["CosineDecayLR: max_lr must be > min_lr (0.2), got 0.1"],
+        ),
         (lambda: CosineDecayLR(-0.1, 0.1, 4), ValueError, ["min_lr", "-0.1"]),
         (lambda: PolynomialDecayLR(0.1, 0.01, 4, 0.0), ValueError, ["power", "0.0"]),
         (lambda: WarmUpLR(-0.1, 4), ValueError, ["learning_rate", "-0.1"]),
-        (lambda: piecewise_constant_lr([2, 1], [0.1, 0.2]), ValueError, ["milestone[1]"]),
-        (lambda: piecewise_constant_lr([2], [0.1, 0.2]), ValueError, ["same length"]),
-        (lambda: piecewise_constant_lr(2, [0.1]), TypeError, ["milestone"]),
+        (
+            lambda: piecewise_constant_lr([2, 1], [0.1, 0.2]),
+            ValueError,
+            ["piecewise_constant_lr: milestone[1] must be >= milestone[0] (2), got 1"],
+        ),
+        (
+            lambda: piecewise_constant_lr([2], [0.1, 0.2]),
+            ValueError,
+            ["piecewise_constant_lr: len(learning_rates) must be len(milestone) (1), got 2"],
+        ),
+        (
+            lambda: piecewise_constant_lr(2, [0.1]),
+            TypeError,
+            ["piecewise_constant_lr: milestone must be a list or tuple, got 2 (int)"],
+        ),
         (lambda: exponential_decay_lr(0.1, 0.9, 0, 2, 1), ValueError, ["total_step"]),
         (lambda: cosine_decay_lr(0.01, 0.1, 6, 0, 2), ValueError, ["step_per_epoch"]),
         (
@@ -125,6 +141,8 @@ def test_schedule_accepts_a_one_element_step(step):
 
 def test_schedule_names_a_step_with_several_elements():
     with pytest.raises(
-        ValueError, match=r"'global_step' must be an int or a one-element Tensor.*\(2,\)"
+        ValueError,
+        match=r"^WarmUpLR: the shape of global_step must be of one element \(global_step an int "
+        r"or a one-element Tensor\), got \(2,\)$",
     ):
         lr_schedule.WarmUpLR(0.1, 4)(Tensor(numpy.array([1, 2])))
