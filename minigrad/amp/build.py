@@ -67,7 +67,7 @@ class _WithLossCellFp32(WithLossCell):
 
 
 def _to_fp32(t):
-    return ops.cast(t, dtypes.acc_dtype(t.dtype))  # fp16 -> fp32; other dtypes unchanged
+    return ops.cast(t, dtypes.float32) if t.dtype == dtypes.float16 else t  # others unchanged
 
 
 def _output_to_fp16(cell, inputs, output):

@@ -285,7 +285,8 @@ def minimum(a, b):
 
 def cast(a, dtype):
     """``a`` converted to ``dtype`` (a no-op returning ``a`` when it already has it)."""
-    dtype = dtypes.as_dtype(dtype)
+    if not (isinstance(dtype, numpy.dtype) and dtype in dtypes.SUPPORTED):
+        dtype = dtypes.as_dtype(dtype)  # a name or a type, or a refused value (TypeError)
     if a.data.dtype == dtype:
         return a
     return Cast.apply(a, dtype=dtype)

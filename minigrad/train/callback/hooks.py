@@ -104,8 +104,10 @@ class CallbackList:
             if not isinstance(cb, Callback):
                 raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
         self.callbacks = callbacks
-        # rank_zero_only callbacks are skipped on the other ranks (the rank is fixed for a run)
-        self._other_rank = communication.get_rank() != 0
+        # rank_zero_only callbacks are skipped on the other ranks (the rank is fixed for a run);
+        # the rank is asked for only when such a callback is there
+        self._other_rank = (any(cb.rank_zero_only for cb in callbacks)
+                            and communication.get_rank() != 0)
 
     def __call__(self, hook, run_context):
         other_rank = self._other_rank
