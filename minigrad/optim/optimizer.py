@@ -25,6 +25,7 @@ returns it from ``_fused_rule()`` (built once per optimizer, ``fused_rule``).
 The parameter groups are parsed in ``optim.param_groups``, the learning-rate objects live in
 ``optim.lr_schedule`` and ``state_dict``/``load_state_dict`` in ``optim.optimizer_state``.
 """
+import math
 import warnings
 
 import numpy
@@ -291,8 +292,7 @@ class Optimizer:
                        expected="a tuple or list with one gradient per parameter", owner=owner)
         n = len(self.parameters)
         if len(grads) != n:
-            check_relation("len(grads)", len(grads), False, f"{n}, one per parameter",
-                           owner=owner)
+            check_relation("len(grads)", len(grads), False, f"{n}, one per parameter", owner=owner)
         arrays = []
         for i, (param, grad) in enumerate(zip(self.parameters, grads)):
             if grad is not None:
@@ -304,11 +304,9 @@ class Optimizer:
                 if grad.shape != data.shape:
                     check_relation(f"the shape of {_grad_name(param, i)}", tuple(grad.shape),
                                    False, f"the parameter's {data.shape}", owner=owner)
-                if type(data) is numpy.ndarray and not data.flags.writeable:
-                    # fail before any update: the update writes the parameter's array in place
+                if type(data) is numpy.ndarray and not data.flags.writeable:  # before any update
                     check_relation(f"data.flags.writeable of parameter {label(param, i)}", False,
-                                   False, "True (the update writes the array in place)",
-                                   owner=owner)
+                                   False, "True (the update writes it in place)", owner=owner)
             arrays.append(grad)
         return arrays
 
@@ -381,7 +379,9 @@ def _inverse_scale(scale, owner):
     """``float(fp32(1 / scale))``, 1/scale in float64 as in ``amp.float_status.inverse``."""
     if isinstance(scale, Tensor):
         scale = scale.item()
-    return float(numpy.float32(1.0 / check_positive("scale", scale, owner=owner)))
+    if not (isinstance(scale, (float, numpy.floating)) and 0.0 < scale < math.inf):
+        scale = check_positive("scale", scale, owner=owner)  # a step's usual scale skips the call
+    return float(numpy.float32(1.0 / float(scale)))
 
 
 def _grad_name(param, i):

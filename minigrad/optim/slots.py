@@ -219,7 +219,8 @@ class ParameterSlots:
 
 
 def _function():
-    return _native.loaded().optimizer_step
+    # the loaded build without a call into _native (numpy_fallback() swaps host_build)
+    return (_native.host_build or _native.loaded()).optimizer_step
 
 
 def _dense_numpy(x, dtypes_allowed):

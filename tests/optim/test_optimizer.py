@@ -766,3 +766,13 @@ def test_group_learning_rates_round_trip_and_bad_rates_change_nothing():
         with pytest.raises(ValueError, match="must be a finite float >= 0 of shape"):
             resumed.load_state_dict(state)
         assert resumed.global_step == 0 and float(resumed.learning_rate[0].data) == 0.25
+
+
+@pytest.mark.parametrize(
+    "scale", [3, 3.0, numpy.float32(3.0), numpy.float64(3.0), Tensor(numpy.float32(3.0))]
+)
+def test_every_spelling_of_a_scale_divides_by_the_same_fp32_inverse(scale):
+    ps = params((5,))
+    expected = ps[0].data - numpy.float32(0.5) * (numpy.float32(6.0) * numpy.float32(1.0 / 3.0))
+    SGD(ps, 0.5).apply_gradients([numpy.full(5, 6.0, numpy.float32)], scale=scale)
+    numpy.testing.assert_array_equal(ps[0].data, expected)

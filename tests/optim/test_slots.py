@@ -301,8 +301,8 @@ def test_a_read_only_parameter_fails_the_step_before_any_change(fused):
     params[2].data.flags.writeable = False
     opt = nn.SGD(params, 0.1, momentum=0.9)
     before = [p.data.copy() for p in params]
-    words = (r"^SGD: data.flags.writeable of parameter 'p2' must be True \(the update writes the "
-             r"array in place\), got False$")
+    words = (r"^SGD: data.flags.writeable of parameter 'p2' must be True \(the update writes it "
+             r"in place\), got False$")
     with numpy_path(not fused), pytest.raises(ValueError, match=words):
         opt.apply_gradients(_grads(F16, 5))
     for p, b in zip(params, before):
