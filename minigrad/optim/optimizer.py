@@ -51,13 +51,11 @@ class Optimizer:
     Args:
         learning_rate: a finite float/int >= 0; a 0-d Tensor or NumPy array; a 1-D Tensor or NumPy
             array, or any other Iterable (list, tuple, range, generator: MindSpore's ``Iterable``)
-            of
-            per-step values (step ``global_step`` takes entry ``global_step``; the last entry
+            of per-step values (step ``global_step`` takes entry ``global_step``; the last entry
             repeats after the end); or a ``LearningRateSchedule`` (called with ``global_step``).
         parameters: an iterable of ``Parameter``, or a list of group dicts with keys ``'params'``
             (required), ``'lr'``, ``'weight_decay'``, ``'grad_centralization'`` (a bool; accepted
-            and not applied) and one optional ``{'order_params': params}`` dict that fixes the
-            order.
+            and not applied) and one optional ``{'order_params': params}`` dict fixing the order.
         weight_decay: L2 coefficient >= 0, added to the gradient as ``wd * w``. Default 0.0.
         loss_scale: > 0; gradients are divided by it before anything else. Default 1.0.
         decay_filter: ``fn(param) -> bool``, which parameters get weight decay. Default: all in
@@ -74,7 +72,8 @@ class Optimizer:
 
     Raises:
         TypeError: ``learning_rate``, ``weight_decay``, ``loss_scale`` or ``decay_filter`` of the
-            wrong type; an element of ``parameters`` that is neither a Parameter nor a dict.
+            wrong type; an element of ``parameters`` that is neither a Parameter nor a dict, or
+            a list mixing the two.
         ValueError: ``parameters`` None or empty, a parameter given twice, a negative, inf or NaN
             learning rate (also inside a list, Tensor or array) or ``weight_decay``, a
             ``loss_scale`` that is <= 0, inf or NaN, a learning-rate Tensor or array with ndim > 1.
@@ -112,8 +111,7 @@ class Optimizer:
         self.parameters = tuple(params)
         self.decay_flags = tuple(wd > 0 and (decay_filter is None or bool(decay_filter(p)))
                                  for p, wd in zip(params, decays))
-        self.weight_decays = tuple(wd if flag else 0.0 for wd, flag in zip(decays,
-                                                                           self.decay_flags))
+        self.weight_decays = tuple(wd if f else 0.0 for wd, f in zip(decays, self.decay_flags))
         self._inv_scale = 1.0 / self.loss_scale
 
         # one entry per distinct learning-rate object, evaluated once per step
@@ -380,8 +378,7 @@ class Optimizer:
 
 
 def _inverse_scale(scale, owner):
-    """``float(fp32(1 / scale))``, 1/scale computed in float64 as ``amp.float_status.inverse``
-    does."""
+    """``float(fp32(1 / scale))``, 1/scale in float64 as in ``amp.float_status.inverse``."""
     if isinstance(scale, Tensor):
         scale = scale.item()
     return float(numpy.float32(1.0 / check_positive("scale", scale, owner=owner)))
