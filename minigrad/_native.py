@@ -12,7 +12,7 @@ The same CUDA source runs on two targets:
   The same library also holds the host-only fp16<->fp32 conversion (``kernels/convert_host.cpp``,
   used by ``minigrad._fp16_host``, which also holds the fused fp16 passes of the ops) and the
   fused optimizer steps (``kernels/optim_host.cpp``, used by
-  ``minigrad.optim._fused``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
+  ``minigrad.optim.slots``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
 
 The process loads it once, into one ``HostBuild`` record (``loaded()``) that every caller reads;
 building it prints one line to stderr, and so does falling back to NumPy. Once loaded, the record
