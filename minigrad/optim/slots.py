@@ -84,6 +84,8 @@ class Rule:
         self._names = (momentum, dampening, beta1, beta2, eps, nesterov)
         self._hyper = numpy.zeros(len(self._HYPER), numpy.float64)
         self._hyper_address = data_address(self._hyper)
+        self._raised = numpy.zeros(1, numpy.int32)  # the kernel's IEEE exception bits, per step
+        self._raised_address = data_address(self._raised)
 
     def hyper_address(self, optimizer):
         """The address of the kernel's hyper-parameter block, filled for this step (one array,
@@ -298,9 +300,10 @@ def fused_step(optimizer, rule, arrays, lrs, inv_scale):
                      lr, optimizer.weight_decays[i]))
     for state, name, buffer in fresh:
         state[name] = buffer
-    rows, raised = numpy.array(rows, ROW), numpy.zeros(1, numpy.int32)
+    rows, raised = numpy.array(rows, ROW), rule._raised
+    raised[0] = 0
     overflows = fn(data_address(rows), len(rows), rule.kind, inv_scale, 1.0 / optimizer.loss_scale,
-                   rule.hyper_address(optimizer), data_address(raised))
+                   rule.hyper_address(optimizer), rule._raised_address)
     for bit, kind, text in _EXCEPTIONS:  # NumPy's warnings, once per kind as a ufunc gives them
         if raised[0] & bit and errstate[kind] == "warn":
             warnings.warn(f"{text} encountered in the fused {type(optimizer).__name__} step",
