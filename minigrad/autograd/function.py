@@ -234,6 +234,13 @@ def run_backward(roots, seeds, retain_graph=False, targets=None):
             if ready:  # only under on_gradient_ready: no call per node otherwise
                 report(fn)
 
+    return _deliver(seeds, targets, leaf_grads, captured, hooked)
+
+
+def _deliver(seeds, targets, leaf_grads, captured, hooked):
+    """The end of ``run_backward``: each gradient (its leaf hooks run, unless they ran when it
+    was reported final, ``hooked``) made ``_fresh`` and returned per target, or added to its
+    leaf's ``.grad``."""
     seen = {_owner(s) for s in seeds}
     if targets is not None:
         out = []
