@@ -61,12 +61,6 @@ def backward(self, gradient=None, retain_graph=False):
     run_backward([self], [seed_like(self, gradient)], retain_graph)
 
 
-def _unless_none(other):
-    """NotImplemented for None, so Python compares identities: ``t == None`` is False and
-    ``t in [None]`` works, as with PyTorch tensors (None in arithmetic is still refused)."""
-    return NotImplemented if other is None else None
-
-
 def to(self, *args, device=None, dtype=None):
     """Move to ``"CPU"``/``"GPU"`` and/or cast; differentiable (gradients flow back).
 
@@ -163,9 +157,13 @@ _METHODS = {
     "__neg__": lambda self: math.neg(self),
     "__abs__": lambda self: math.abs(self),
     "__getitem__": lambda self, index: shape.getitem(self, index),
-    # comparisons record no graph and return bool tensors
-    "__eq__": lambda self, other: _unless_none(other) or arithmetic.equal(self, other),
-    "__ne__": lambda self, other: _unless_none(other) or arithmetic.not_equal(self, other),
+    # comparisons record no graph and return bool tensors; against None, NotImplemented makes
+    # Python compare identities: ``t == None`` is False and ``t in [None]`` works, as with
+    # PyTorch tensors (None in arithmetic is still refused)
+    "__eq__": lambda self, other: (NotImplemented if other is None
+                                   else arithmetic.equal(self, other)),
+    "__ne__": lambda self, other: (NotImplemented if other is None
+                                   else arithmetic.not_equal(self, other)),
     "__lt__": lambda self, other: arithmetic.less(self, other),
     "__le__": lambda self, other: arithmetic.less_equal(self, other),
     "__gt__": lambda self, other: arithmetic.greater(self, other),
