@@ -69,7 +69,8 @@ def all_reduce_(array, op="sum"):
     else:
         shared = shared_memory.rows_of(group, array)
         if shared is not None:
-            return shared.reduce(op, group.size if op == "mean" else 1)
+            shared.reduce(op, group.size if op == "mean" else 1)
+            return array
         _host_all_reduce(group, array, op)
     if op == "mean":
         array /= group.size

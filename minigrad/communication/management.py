@@ -111,7 +111,9 @@ def init(backend_name=None):
 
 def release():
     """Leave the group: afterwards this process is again a group of one (MPI itself stays up
-    until the interpreter exits, as mpi4py finalises it then)."""
+    until the interpreter exits, as mpi4py finalises it then). Collective: every rank calls it.
+    The shared windows of the gradient buckets stay mapped until then; a reducer used after
+    ``release()`` (or after a new ``init()``) makes new buffers."""
     global _group
     if _group is None:
         return
@@ -121,8 +123,7 @@ def release():
         sys.excepthook = _previous_excepthook
     if group.nccl is not None:
         group.nccl[1].destroy()
-    for shared in group.shared_rows.values():  # collective, as release() is
-        shared.free()
+    # the shared windows stay mapped (shared_memory): gradients handed out are views of them
     if group.shared_comm is not None:
         group.shared_comm.Free()
     group.comm.Free()

@@ -96,8 +96,9 @@ def set_auto_parallel_context(**kwargs):
     the layers, balanced by cost, and every rank receives the others' inverses, as KAISA
     distributes them; see ``shares_inversions``) and ``all_reduce_shared_memory`` (default
     True: when every rank runs on one machine, the gradient buckets are rows of an MPI shared
-    window and are reduced in that memory, without MPI messages; False: MPI's ``Allreduce``;
-    read when a ``DistributedGradReducer`` is made).
+    window and are reduced in that memory, without MPI messages, ranks x bucket bytes of
+    ``/dev/shm``; False: MPI's ``Allreduce``; read when a ``DistributedGradReducer`` is made,
+    and the same on every rank).
 
     Raises:
         ValueError: for an unknown key, an unknown or unimplemented mode, or a value out of

@@ -17,10 +17,15 @@ the same array on every rank bit for bit (every rank reads the values that one r
 a fixed summation order.
 
 Memory: ``MPI_Win_sync`` around each barrier orders the stores (the window is locked for
-passive access once, at allocation, as the MPI-3 shared-memory model asks). A window lives
-until ``release()`` (freeing one is collective, so it cannot wait for the garbage collector).
-Elsewhere (ranks on several machines, CuPy arrays, other dtypes) ``all_reduce_buffer`` returns
-a plain array, and ``all_reduce_`` sends it through MPI.
+passive access once, when it is made). Open MPI backs a window with a file in its shared-memory
+directory (``/dev/shm``): a bucket of B bytes takes ``ranks * B`` there. A window stays mapped
+until the process exits, ``release()`` included: freeing one is collective, and the gradients a
+reducer returned are views of it. Where no window can be mapped (``/dev/shm`` full or missing)
+the rank that makes it raises a RuntimeError that names the way out (the context key below), and
+the job ends: the other ranks wait inside the collective allocation, so no rank can go on
+without it. Elsewhere (ranks on several machines, CuPy arrays, other dtypes, or the context's
+``all_reduce_shared_memory`` False) ``all_reduce_buffer`` returns a plain array, and
+``all_reduce_`` sends it through MPI.
 """
 import numpy
 
@@ -35,15 +40,23 @@ _ALIGN = 64  # bytes: chunk boundaries on cache lines, so no two ranks write one
 
 class SharedRows:
     """One window: ``rows`` (``(ranks, size)``, every rank's view of the same memory), this
-    rank's ``row``, and ``chunk``, the columns this rank combines."""
+    rank's ``row``, and ``chunk``, the columns this rank combines; made by every rank of
+    ``group`` together."""
 
     def __init__(self, group, size, dtype):
-        self.comm = group.shared_comm
+        self.comm = comm = group.shared_comm
         line = max(1, _ALIGN // dtype.itemsize)        # values per cache line
         stride = -(-size // line) * line               # each row starts on a line of its own
-        self.window = group.MPI.Win.Allocate_shared(
-            stride * dtype.itemsize * group.size if group.rank == 0 else 0, dtype.itemsize,
-            comm=self.comm)
+        nbytes = stride * dtype.itemsize * group.size
+        try:
+            self.window = group.MPI.Win.Allocate_shared(nbytes if group.rank == 0 else 0,
+                                                        dtype.itemsize, comm=comm)
+        except group.MPI.Exception as error:  # the other ranks wait in the collective: stop
+            raise RuntimeError(
+                f"all_reduce_buffer: no shared window of {nbytes} bytes could be mapped "
+                f"({error}); make room in Open MPI's shared-memory directory (/dev/shm), or "
+                f"call set_auto_parallel_context(all_reduce_shared_memory=False) on every rank "
+                f"to reduce through MPI's Allreduce") from error
         memory, _ = self.window.Shared_query(0)
         self.rows = numpy.ndarray((group.size, stride), dtype, buffer=memory)[:, :size]
         self.row = self.rows[group.rank]
@@ -73,43 +86,51 @@ class SharedRows:
             for k in range(1, len(rows)):
                 rows[k, chunk] = out
         self.synchronize()
-        return self.row
-
-    def free(self):
-        self.window.Unlock_all()
-        self.window.Free()
 
 
-def _usable(group):
+def _usable(group, shared):
     """Whether ``group`` (``management.current()``) can share memory: more than one rank, all on
-    this machine, and the context's ``all_reduce_shared_memory``."""
-    return (group is not None and group.size > 1 and group.shared_comm is not None
-            and parallel_context.get_auto_parallel_context("all_reduce_shared_memory"))
+    this machine, and ``shared`` (None: the context's ``all_reduce_shared_memory``)."""
+    if shared is None:
+        shared = parallel_context.get_auto_parallel_context("all_reduce_shared_memory")
+    return group is not None and group.size > 1 and group.shared_comm is not None and shared
 
 
-def all_reduce_buffer(size, dtype):
+def all_reduce_buffer(size, dtype, shared=None):
     """A flat host array of ``size`` values of ``dtype`` (contents undefined) that
     ``all_reduce_`` reduces fastest: a row of a shared window when every rank runs on this
-    machine and ``dtype`` is float32 or float64, otherwise ``numpy.empty``. Collective when it
-    makes a window: every rank calls it, in the same order, with the same size and dtype.
+    machine, ``dtype`` is float32 or float64 and ``shared`` allows it (None, default: the
+    context's ``all_reduce_shared_memory``), otherwise ``numpy.empty``. Collective when it makes
+    a window: every rank calls it, in the same order, with the same arguments.
 
     Raises:
-        TypeError: a ``size`` that is not an int.
+        TypeError: a ``size`` that is not an int, a ``dtype`` that is not a NumPy numeric dtype,
+            a ``shared`` that is not None or a bool.
         ValueError: a negative ``size``; ranks that ask for different sizes or dtypes (a
             mismatched model).
+        RuntimeError: no window could be mapped (``/dev/shm`` full or missing): the message
+            says what to do; ``init``'s exception hook then ends the whole job.
     """
-    size = _checks.check_non_negative_int("size", size, owner="all_reduce_buffer")
-    dtype = numpy.dtype(dtype)
+    owner = "all_reduce_buffer"
+    size = _checks.check_non_negative_int("size", size, owner=owner)
+    if shared is not None:
+        shared = _checks.check_bool("shared", shared, owner=owner)
+    try:
+        kind = None if dtype is None else numpy.dtype(dtype)
+    except TypeError:
+        kind = None
+    _checks.check_relation("dtype", dtype, kind is not None and kind.kind in "biuf",
+                           "a NumPy numeric dtype", error=TypeError, owner=owner)
     group = management.current()
-    if dtype not in DTYPES or size < 1 or not _usable(group):
-        return numpy.empty(size, dtype)
-    asked = group.shared_comm.allgather((size, dtype.str))
+    if kind not in DTYPES or size < 1 or not _usable(group, shared):
+        return numpy.empty(size, kind)
+    asked = group.shared_comm.allgather((size, kind.str))
     if len(set(asked)) != 1:
         raise ValueError(f"all_reduce_buffer: the ranks ask for different buffers "
                          f"(size, dtype) {asked}: every rank must have the same model")
-    shared = SharedRows(group, size, dtype)
-    group.shared_rows[shared.row.ctypes.data] = shared
-    return shared.row
+    rows = SharedRows(group, size, kind)
+    group.shared_rows[rows.row.ctypes.data] = rows
+    return rows.row
 
 
 def rows_of(group, array):
@@ -118,5 +139,3 @@ def rows_of(group, array):
     if shared is None or array.shape != shared.row.shape or array.dtype != shared.row.dtype:
         return None
     return shared
-
-

@@ -61,6 +61,7 @@ class _Bucket:
         self.slots = []    # (parameter index, offset, size, shape)
         self.size = 0
         self.buffer = None
+        self.group = None  # the communication group the buffer was made in
         self.missing = 0
         self.pending = None
 
@@ -72,11 +73,15 @@ class _Bucket:
         return self.size * self.dtype.itemsize >= self.limit
 
     def flat(self, xp, shared):
-        """The bucket's buffer on ``xp``'s device, made at first use: with ``shared`` a host
-        buffer from ``communication.all_reduce_buffer`` (a row of memory the ranks share)."""
-        if self.buffer is None or backend.get_array_module(self.buffer) is not xp:
-            self.buffer = (communication.all_reduce_buffer(self.size, self.dtype)
+        """The bucket's buffer on ``xp``'s device for the current group, made at first use (and
+        again after ``release()`` or another ``init()``): with ``shared`` a host buffer from
+        ``communication.all_reduce_buffer`` (a row of memory the ranks share)."""
+        group = management.current()
+        if (self.buffer is None or backend.get_array_module(self.buffer) is not xp
+                or self.group is not group):
+            self.buffer = (communication.all_reduce_buffer(self.size, self.dtype, shared=True)
                            if shared and xp is numpy else xp.empty(self.size, self.dtype))
+            self.group = group
         return self.buffer
 
 

@@ -16,7 +16,7 @@ def default_decay_filter(param):
 
 def parse_parameters(parameters, default_lr, default_wd, owner):
     """(params, lr object per param, weight decay per param, grouped?) from ``parameters``."""
-    items = _as_list(parameters, "parameters", owner)
+    items = _as_list(parameters, "parameters", owner, "an iterable of Parameters or group dicts")
     if all(isinstance(p, Parameter) for p in items):
         _check_unique(items, "parameters", owner)
         return items, [default_lr] * len(items), [default_wd] * len(items), False
@@ -41,6 +41,8 @@ def _parse_groups(items, default_lr, default_wd, owner):
             check_relation(f"the keys of group {k}", keys, len(keys) == 1,
                            "['order_params'] alone", owner=owner)
             order = _as_list(group["order_params"], "order_params", owner)
+            for j, p in enumerate(order):
+                check_type(f"order_params[{j}]", p, Parameter, owner=owner)
             continue
         check_relation(f"the keys of group {k}", keys, "params" in group,
                        "a list including 'params'", owner=owner)
@@ -74,12 +76,11 @@ def _parse_groups(items, default_lr, default_wd, owner):
     return params, lrs, decays, True
 
 
-def _as_list(value, name, owner):
-    check_relation(name, value, value is not None, "an iterable of Parameters or group dicts",
+def _as_list(value, name, owner, expected="an iterable of Parameters"):
+    check_relation(name, value, value is not None, expected,
                    owner=owner)  # None: a ValueError, as MindSpore raises
     iterable = not isinstance(value, (Tensor, dict, str)) and hasattr(value, "__iter__")
-    check_relation(name, value, iterable, "an iterable of Parameters or group dicts",
-                   error=TypeError, owner=owner)
+    check_relation(name, value, iterable, expected, error=TypeError, owner=owner)
     items = list(value)
     check_relation(name, items, bool(items), "non-empty", owner=owner)
     return items

@@ -14,7 +14,6 @@ parameters is what makes the ranks start identical, and rank 0's seed is the ref
 import os
 import pickle
 import sys
-import warnings
 
 import numpy
 
@@ -284,35 +283,7 @@ def run_collectives(rank):
     out["broadcast"] = communication.broadcast(numpy.full((2, 2), float(rank)), root=1)
     out["gather"] = communication.all_gather(numpy.array([rank, 10 * rank]))
     out["objects"] = communication.all_gather_object({"rank": rank})
-    out["shared"] = run_shared_memory(rank)
     out["ranks"] = (communication.get_rank(), communication.get_group_size())
-    return out
-
-
-def run_shared_memory(rank):
-    """``all_reduce_`` of rows of shared windows (``all_reduce_buffer``) against MPI's
-    ``Allreduce`` of the same values, per (dtype, size, op); and a window asked for with a
-    different size on each rank."""
-    out = {}
-    for dtype in (numpy.float32, numpy.float64):
-        for size in (1, 17, 1000):  # 17 float32: 16 columns for rank 0 (a cache line), 1 left
-            values = numpy.random.default_rng(rank).standard_normal(size).astype(dtype)
-            row = communication.all_reduce_buffer(size, dtype)
-            for op in communication.REDUCE_OPS:
-                row[...] = values
-                out[dtype.__name__, size, op] = (communication.all_reduce_(row, op).copy(),
-                                                 communication.all_reduce(values, op))
-            out[dtype.__name__, size, "in window"] = (
-                shared_memory.rows_of(communication.management.current(), row) is not None)
-    row = communication.all_reduce_buffer(2, numpy.float32)
-    row[...] = [numpy.inf if rank == 0 else -numpy.inf, 1.0]  # an overflowed step's gradients
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out["inf"] = communication.all_reduce_(row, "mean").copy(), len(caught)
-    try:
-        communication.all_reduce_buffer(10 + rank, numpy.float32)
-    except ValueError as error:
-        out["mismatch"] = str(error)
     return out
 
 

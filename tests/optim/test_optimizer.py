@@ -135,6 +135,16 @@ G = "['params', 'lr', 'weight_decay', 'grad_centralization', 'order_params']"
              "(['p0', 'p1']), got ['p0', 'p0']"],
         ),
         (
+            lambda ps: SGD([{"params": ps}, {"order_params": [ps[0], 3]}]),
+            TypeError,
+            ["SGD: order_params[1] must be a Parameter, got 3 (int)"],
+        ),
+        (
+            lambda ps: SGD([{"params": ps}, {"order_params": 5}]),
+            TypeError,
+            ["SGD: order_params must be an iterable of Parameters, got 5 (int)"],
+        ),
+        (
             lambda ps: SGD([{"params": ps}, {"order_params": ps, "lr": 0.1}]),
             ValueError,
             ["SGD: the keys of group 1 must be ['order_params'] alone, got ['order_params', "
