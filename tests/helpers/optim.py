@@ -1,5 +1,5 @@
-"""Optimizer test helpers: four named parameters, the NumPy path on demand, and float64
-re-implementations of each optimizer's documented update rule.
+"""Optimizer test helpers: four named parameters (and ``params`` of any shapes), the NumPy path
+on demand, and float64 re-implementations of each optimizer's documented update rule.
 
 The rules follow MindSpore's documented formulas (``nn.SGD``, ``ops.ApplyMomentum``,
 ``ops.Adam``, ``nn.AdamWeightDecay``): each ``rule(state, w, g, lr, t)`` returns the new weight
@@ -29,6 +29,19 @@ def initial_weights():
 def make_params(dtype=numpy.float32):
     """Fresh Parameters named ``NAMES`` holding ``initial_weights()`` in ``dtype``."""
     return [minigrad.Parameter(a.astype(dtype), name=n) for a, n in zip(initial_weights(), NAMES)]
+
+
+def params(*shapes, dtype=numpy.float32, names=None):
+    """Parameters of these shapes, standard-normal from seed 0, named ``p0, p1, ...``."""
+    names = names or [f"p{i}" for i in range(len(shapes))]
+    rng = numpy.random.default_rng(0)
+    return [minigrad.Parameter(rng.standard_normal(s).astype(dtype), name=n)
+            for s, n in zip(shapes, names)]
+
+
+def ones_like(ps):
+    """A gradient of ones for each parameter (host arrays)."""
+    return tuple(numpy.ones(p.shape, p.dtype) for p in ps)
 
 
 def numpy_path(on=True):
