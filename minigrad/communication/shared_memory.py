@@ -23,9 +23,9 @@ until the process exits, ``release()`` included: freeing one is collective, and 
 reducer returned are views of it. Where no window can be mapped (``/dev/shm`` full or missing)
 the rank that makes it raises a RuntimeError that names the way out (the context's
 ``all_reduce_shared_memory=False``), and the job ends: the other ranks wait inside the
-collective allocation, so no rank can go on without it. Elsewhere (ranks on several machines, CuPy arrays, other dtypes, or the context's
-``all_reduce_shared_memory`` False) ``all_reduce_buffer`` returns a plain array, and
-``all_reduce_`` sends it through MPI.
+collective allocation, so no rank can go on without it. Elsewhere (ranks on several machines,
+CuPy arrays, other dtypes, or the context's ``all_reduce_shared_memory`` False)
+``all_reduce_buffer`` returns a plain array, and ``all_reduce_`` sends it through MPI.
 """
 import numpy
 
