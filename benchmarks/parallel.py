@@ -14,7 +14,8 @@ interleaved rounds (machine noise hits both alike):
 * PyTorch ``DistributedDataParallel`` on the gloo backend (2 processes, same model and batch)
   and, for its compute alone, the same PyTorch step without DDP;
 * ``mpi4py`` ``Allreduce`` of one float32 buffer of the gradients' size: the limit of an
-  all-reduce by MPI messages.
+  all-reduce by MPI messages; and ``communication.all_reduce_`` of a shared row of that size
+  (``all_reduce_buffer``) alone.
 
     python benchmarks/parallel.py [--quick] [--thor] [--bind core] [--json FILE]
 
@@ -49,6 +50,7 @@ IN_STEP = "all-reduce inside the minigrad step"  # time blocked in it
 IN_OVERLAP = "all-reduce inside the overlap=True step"
 IN_VIA_MPI = "all-reduce inside the MPI Allreduce step"
 IN = {STEP: IN_STEP, OVERLAP: IN_OVERLAP, VIA_MPI: IN_VIA_MPI}
+SHARED_ALONE = "shared-memory all-reduce (same bytes)"
 THOR_EVERY = "THOR 2-rank refresh + reuse steps, every rank inverts"
 THOR_SHARED = "THOR 2-rank refresh + reuse steps, distributed_inversion"
 INV_EVERY, INV_SHARED = "THOR inversion, every rank", "THOR inversion, distributed_inversion"
@@ -182,8 +184,15 @@ def measure(args):
     def plain_allreduce():
         group.comm.Allreduce(mpi.IN_PLACE, buffer, op=mpi.SUM)
 
+    row = communication.all_reduce_buffer(buffer.size, numpy.float32)  # a shared row, same bytes
+    row[...] = 1.0
+
+    def shared_allreduce():
+        communication.all_reduce_(row, "sum")
+
     steps = {"minigrad local step (no all-reduce)": local, STEP: parallel, VIA_MPI: via_mpi,
-             OVERLAP: overlapped, "mpi4py Allreduce (same bytes)": plain_allreduce}
+             OVERLAP: overlapped, "mpi4py Allreduce (same bytes)": plain_allreduce,
+             SHARED_ALONE: shared_allreduce}
     if thor:
         steps[THOR_EVERY], steps[THOR_SHARED] = thor[False], thor[True]
     torch = None if args.no_torch else _timing.optional_torch()
@@ -268,6 +277,7 @@ def report(args, every, n_bytes, buckets, load_before, torch):
         "allreduce_GBps_in_step": n_bytes / in_step / 1e9,
         "allreduce_GBps_plain_mpi4py": n_bytes / plain / 1e9,
         "allreduce_in_step_over_plain": in_step / plain,
+        "shared_memory_allreduce_over_plain": rank0[SHARED_ALONE] / plain,
     }
     if THOR_EVERY in rank0:
         ratios["thor_steps_distributed_over_every_rank"] = rank0[THOR_SHARED] / rank0[THOR_EVERY]

@@ -23,6 +23,7 @@ def test_quick_run_writes_every_ratio(tmp_path):
     assert 0 < ratios["allreduce_share_overlap_true"] < 1
     assert 0 < ratios["allreduce_share_mpi_allreduce"] < 1
     assert ratios["mpi_allreduce_step_over_step"] > 0
+    assert ratios["shared_memory_allreduce_over_plain"] > 0
     assert ratios["thor_steps_distributed_over_every_rank"] > 0
     assert ratios["thor_inversion_distributed_over_every_rank"] > 0
     shares = ratios["allreduce_share_of_step_per_rank"]
@@ -31,7 +32,8 @@ def test_quick_run_writes_every_ratio(tmp_path):
     assert {row["what"] for row in result["rows"]} == {
         "minigrad local step (no all-reduce)", "minigrad 2-rank step",
         "minigrad 2-rank step, overlap=True", "minigrad 2-rank step, MPI Allreduce",
-        "mpi4py Allreduce (same bytes)", "all-reduce inside the minigrad step",
+        "mpi4py Allreduce (same bytes)", "shared-memory all-reduce (same bytes)",
+        "all-reduce inside the minigrad step",
         "all-reduce inside the overlap=True step", "all-reduce inside the MPI Allreduce step",
         "THOR 2-rank refresh + reuse steps, every rank inverts",
         "THOR 2-rank refresh + reuse steps, distributed_inversion",
