@@ -158,13 +158,18 @@ def _dense(x):
     return x.copy()  # C order, freshly allocated, hence aligned
 
 
+def host_chunk(per_thread):
+    """The host launches' chunk: ``per_thread`` elements rounded up to whole
+    ``HOST_CHUNK_ALIGN`` runs, and at least ``CHUNK``."""
+    return max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
+
+
 def _launch_host(lib, name, arrays, inv, status, outputs=()):
     # Below HOST_PARALLEL_MIN elements one thread is faster than waking others; above it, one
     # chunk per thread gives each core a long sequential run.
     total = sum(x.size for x in arrays)
     threads = _native.host_threads() if total >= HOST_PARALLEL_MIN else 1
-    per_thread = -(-total // threads)
-    chunk = max(CHUNK, -(-per_thread // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
+    chunk = host_chunk(-(-total // threads))
     table, n_chunks = chunk_table(arrays, chunk, outputs)
     launch = getattr(lib, "launch_" + name)
     launch(min(threads, n_chunks), backend.data_address(table), len(arrays), n_chunks, chunk,

@@ -53,7 +53,7 @@ from minigrad.amp._status_buffer import (  # the checked functions, documented a
     host_implementation,
     kernel_source,
 )
-from minigrad.amp._status_launch import CHUNK, HOST_CHUNK_ALIGN, HOST_PARALLEL_MIN
+from minigrad.amp._status_launch import HOST_PARALLEL_MIN, host_chunk
 from minigrad.communication import parallel_context
 
 STATUS_SIZE = STATUS_SHAPE[0]
@@ -352,8 +352,7 @@ def _disjoint(key, itemsize):
 
 
 def _new_host_table(key, total):
-    # one thread (total < HOST_PARALLEL_MIN): the chunk size _status_launch._launch_host chooses
-    chunk = max(CHUNK, -(-total // HOST_CHUNK_ALIGN) * HOST_CHUNK_ALIGN)
+    chunk = host_chunk(total)  # one thread: total < HOST_PARALLEL_MIN
     rows, first = [], 0
     for address, n in zip(key[0::2], key[1::2]):
         rows += (address, n, first)
