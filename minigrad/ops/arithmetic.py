@@ -49,6 +49,8 @@ def binary_operands(a, b):
     """Coerce two operands to tensors of one dtype: weak scalars adopt, mixed floats promote.
 
     Raises:
+        TypeError: when neither operand is a Tensor, or the other is not a number or an array
+            of numbers.
         ValueError: naming both devices when two tensors live on different devices.
     """
     a_is, b_is = isinstance(a, Tensor), isinstance(b, Tensor)
