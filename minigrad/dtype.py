@@ -16,6 +16,9 @@ bool tensor (op) Python int / float         int32 / float32 (MindSpore's rule; b
 int tensor (op) float tensor                the float tensor's dtype (not NumPy's float64)
 fp16 matmul / conv                          fp32 accumulation (computed in fp32, stored fp16)
 fp16 sum/mean, softmax, log_softmax, log    fp32 accumulation, result fp16
+fp16 attention (scaled_dot_product_attention scores, mask, softmax and both products in
+and the attention layers)                   fp32, result fp16; a mask value below -65504 (-1e9,
+                                            -inf) gives weight 0, a row with no key left zeros
 losses                                      computed and returned in fp32
 gradient of a tensor                        always that tensor's dtype
 ==========================================  ==================================================

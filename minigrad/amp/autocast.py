@@ -7,7 +7,8 @@
         loss = loss_fn(logits, y)          # softmax, log, sums, norms, losses in fp32
 
 The mode is ``minigrad._config.config.autocast_dtype``. The op lists are labels on the Function
-classes (``autocast = "low"`` on ``ops.linalg.MatMul``/``Dense`` and ``ops.conv.Conv2d``;
+classes (``autocast = "low"`` on ``ops.linalg.MatMul``/``Dense``, ``ops.conv.Conv2d`` and
+``ops.attention.Attention``, which takes fp16 q, k, v and computes its scores and softmax in fp32;
 ``"fp32"`` on softmax, log-softmax, exp, log, pow, sum, mean, the norms and the softmax
 cross-entropy), and ``Function.apply`` casts a labelled op's inputs while the mode is set;
 ``labelled_ops()`` lists them. Unlabelled ops run in the dtype of their inputs (fp16 + fp32

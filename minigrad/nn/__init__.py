@@ -5,7 +5,8 @@ from minigrad.nn.init import (initializer, Initializer, Normal, TruncatedNormal,
 from minigrad.nn.layers import (Dense, Flatten, Dropout, Conv2d, BatchNorm1d, BatchNorm2d,
                                 LayerNorm, MaxPool2d, AvgPool2d, Embedding, SequentialCell,
                                 CellList, ReLU, Sigmoid, Tanh, GELU, Softmax, LogSoftmax,
-                                get_activation)
+                                get_activation, MultiheadAttention, TransformerEncoderLayer,
+                                TransformerEncoder, generate_square_subsequent_mask)
 from minigrad.nn.loss import LossBase, MSELoss, L1Loss, SoftmaxCrossEntropyWithLogits
 from minigrad.nn.wrap import WithLossCell, TrainOneStepCell
 from minigrad.nn import utils

@@ -50,7 +50,7 @@ def test_wrong_spellings_name_the_argument_at_fault(make, error, match):
 def test_the_op_lists_are_the_labelled_function_classes():
     from minigrad.nn.loss import SoftmaxCrossEntropy  # defines the loss's Function class
     low, fp32 = autocast_module.labelled_ops()
-    assert {cls.__name__ for cls in low} == {"MatMul", "Dense", "Conv2d"}
+    assert {cls.__name__ for cls in low} == {"MatMul", "Dense", "Conv2d", "Attention"}
     assert {cls.__name__ for cls in fp32} == {
         "Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sum", "Mean", "Normalize",
         "SoftmaxCrossEntropy"}

@@ -184,6 +184,29 @@ def test_fp16_softmax_family_is_fp16_and_accurate(name):
     )
 
 
+# row: fp16 attention -> scores, mask, softmax and products in fp32, result fp16; a mask value
+# below -65504 gives weight 0, a row with no key left zeros
+def test_fp16_attention_runs_in_fp32_and_keeps_the_masks_meaning():
+    rng = numpy.random.RandomState(0)
+    q, k, v = (rng.uniform(-1, 1, (2, 4, 8)) * s for s in (60.0, 60.0, 1.0))  # scores ~ 1e4
+    mask = numpy.where(rng.rand(4, 4) > 0.5, -1e9, 0.0)
+    mask[0] = -1e9  # query 0 sees no key
+    half = [minigrad.Tensor(a.astype(numpy.float16)) for a in (q, k, v)]
+    with numpy.errstate(over="ignore"):
+        half_mask = minigrad.Tensor(mask.astype(numpy.float16))  # -1e9 rounds to -inf
+    out, w = ops.scaled_dot_product_attention(*half, half_mask, need_weights=True)
+    assert out.dtype == w.dtype == mstype.float16
+    h = [a.asnumpy().astype(numpy.float64) for a in half]
+    scores = numpy.where(mask < -65504, -numpy.inf, h[0] @ h[1].transpose(0, 2, 1) / 8 ** 0.5)
+    peak = scores.max(-1, keepdims=True)
+    e = numpy.exp(scores - numpy.where(numpy.isfinite(peak), peak, 0))
+    expected = e / numpy.maximum(e.sum(-1, keepdims=True), 1e-300)
+    numpy.testing.assert_allclose(w.asnumpy().astype(numpy.float64), expected, atol=1e-3)
+    numpy.testing.assert_allclose(out.asnumpy().astype(numpy.float64), expected @ h[2],
+                                  atol=2e-3)
+    assert (w.asnumpy()[:, 0] == 0).all() and (w.asnumpy()[:, :, mask[1] < 0][:, 1] == 0).all()
+
+
 # row: gradient of a tensor -> always that tensor's dtype
 @pytest.mark.parametrize("dtype", [numpy.float16, numpy.float32, numpy.float64])
 def test_gradient_dtype_equals_tensor_dtype(dtype):
