@@ -88,6 +88,14 @@ def restore_parameters(cell, swapped):
     cell.__dict__.update(swapped)
 
 
+def _float_dtype(dtype, method):
+    """``dtype`` as a floating ``numpy.dtype``, else TypeError naming the method."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in dtypes.FLOATS:
+        raise TypeError(f"{method}(dtype) needs float16, float32 or float64, got {dtype}")
+    return dtype
+
+
 class _HookHandle:
     """Returned by ``register_forward_hook``; ``remove()`` unregisters the hook."""
     _next_id = 0
@@ -319,9 +327,7 @@ class Cell(CellTree):
         Raises:
             TypeError: if ``dtype`` is not float16, float32 or float64.
         """
-        dtype = dtypes.as_dtype(dtype)
-        if dtype not in dtypes.FLOATS:
-            raise TypeError(f"to_float(dtype) needs float16, float32 or float64, got {dtype}")
+        dtype = _float_dtype(dtype, "to_float")
         for _, cell in self.cells_and_names():
             cell.__dict__["_cast_dtype"] = dtype
         return self
@@ -331,8 +337,11 @@ class Cell(CellTree):
 
         Parameters listed in a cell's ``_fp32_params`` (BatchNorm's moving statistics) stay
         float32. Gradients already stored in ``.grad`` are dropped.
+
+        Raises:
+            TypeError: if ``dtype`` is not float16, float32 or float64 (nothing is cast then).
         """
-        dtype = dtypes.as_dtype(dtype)
+        dtype = _float_dtype(dtype, "cast_parameters")
         for _, cell in self.cells_and_names():
             for name, param in cell._params.items():
                 if name in cell._fp32_params or param.dtype.kind != "f" or param.dtype == dtype:
