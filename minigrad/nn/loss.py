@@ -87,15 +87,25 @@ class SoftmaxCrossEntropy(Function):
     · kᵢ with kᵢ the gradient arriving at ℓᵢ, written as p·kᵢ with kᵢ subtracted at the labels.
     The arithmetic is that of log_softmax, getitem, neg and mean/sum as separate nodes, value for
     value; one node saves their bookkeeping and the scatter of the gather's backward.
+
+    On the GPU the labels are not read back to be checked: a label outside [0, C) makes its
+    sample's loss and logit gradients NaN instead (``valid``), which a loss-scaled step reports
+    as a non-finite loss and skips.
     """
     autocast = "fp32"
 
     def forward(self, x, ids, reduction):
         xp = backend.get_array_module(x)
+        self.valid = None
+        if backend.device_of(ids) == "GPU":
+            self.valid = (ids >= 0) & (ids < x.shape[1])
+            ids = xp.where(self.valid, ids, 0)
         z = x - x.max(axis=1, keepdims=True)
         self.log_probs = z - xp.log(xp.exp(z).sum(axis=1, keepdims=True))
         self.rows, self.ids, self.reduction = xp.arange(len(ids)), ids, reduction
         losses = -self.log_probs[self.rows, ids]
+        if self.valid is not None:
+            losses = xp.where(self.valid, losses, numpy.float32(numpy.nan))
         if reduction == "none":
             return losses
         total = losses.sum(axis=0)
@@ -108,6 +118,8 @@ class SoftmaxCrossEntropy(Function):
         k_rows = k[:, None] if k.ndim else k
         dx = xp.exp(self.log_probs) * k_rows
         dx[self.rows, self.ids] -= k
+        if self.valid is not None:
+            dx = xp.where(self.valid[:, None], dx, numpy.float32(numpy.nan))
         return dx
 
 
@@ -121,7 +133,8 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
 
     Raises:
         ValueError: for another ``reduction``, logits not 2-D, labels of the wrong shape, or
-            sparse labels outside [0, C).
+            sparse labels outside [0, C) on the CPU (on the GPU such a label is not read back:
+            its sample's loss and gradients are NaN, see ``SoftmaxCrossEntropy``).
         TypeError: for sparse labels that are not integers, or a non-bool ``sparse``.
     """
 
@@ -147,7 +160,7 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
         ids = labels.data if isinstance(labels, Tensor) else labels
         if ids.dtype.kind not in "iu":
             raise TypeError(f"sparse labels must be integer class ids, got dtype {ids.dtype}")
-        if bool(((ids < 0) | (ids >= c)).any()):  # one host read per step
+        if backend.device_of(ids) == "CPU" and bool(((ids < 0) | (ids >= c)).any()):
             raise ValueError(f"sparse labels must be in [0, {c}), got values in "
                              f"[{int(ids.min())}, {int(ids.max())}]")
         return SoftmaxCrossEntropy.apply(_fp32(logits), ids=ids, reduction=self.reduction)
