@@ -2,11 +2,11 @@
 
 ``refresh`` runs at the start of every applied THOR step. Per layer it takes the record of the
 step (``layer.thor_pending``, consumed), computes the traces of its factors, and decides with
-the refresh rule (``thor_schedule.RefreshRule``) whether the layer refreshes: the frequency rule
+the refresh rule (``schedule.RefreshRule``) whether the layer refreshes: the frequency rule
 from the step number, the trace rule from the traces. Only then are the factors formed (two
 products per refreshing layer) and, when finite, stored (as a running average with
 ``factor_decay``); the damped blocks of every refreshing layer are inverted together
-(``thor_blocks.invert_together``). A layer whose factors are not finite keeps its factors and
+(``blocks.invert_together``). A layer whose factors are not finite keeps its factors and
 inverses (action "kept"). What happened goes into the step's ``ThorReport``.
 
 ``reduce_factors`` is the data-parallel reduction of the records (the identity in one process).
@@ -17,8 +17,8 @@ import time
 import numpy
 
 from minigrad import backend, communication
-from minigrad.optim.thor_blocks import invert_together
-from minigrad.optim.thor_report import LayerReport
+from minigrad.thor.blocks import invert_together
+from minigrad.thor.report import LayerReport
 
 
 def refresh(opt, step, seeds, lam, report):
