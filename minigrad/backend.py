@@ -83,3 +83,14 @@ def to_device(array, device):
 def as_numpy(array):
     """Host copy of ``array`` (no copy for a NumPy array)."""
     return to_device(array, "CPU")
+
+
+def read_scalar(value):
+    """``value`` as a Python scalar: ``value.item()`` for a one-element NumPy or CuPy array or a
+    NumPy scalar, ``value`` itself for a Python number.
+
+    On a CuPy array this is an explicit read of the device: it waits for the work queued before
+    it. minigrad reads the device only through this function, ``.item()`` and ``as_numpy``
+    (``minigrad.testing.strict_device`` counts them).
+    """
+    return value.item() if hasattr(value, "item") else value

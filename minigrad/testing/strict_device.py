@@ -81,9 +81,11 @@ class HostReads:
 
 
 def _caller():
-    """The innermost frame outside this module and NumPy, as ``file:line function``."""
+    """The innermost frame outside this module, NumPy and ``minigrad.backend`` (whose
+    ``to_device``, ``as_numpy`` and ``read_scalar`` every read passes through), as
+    ``file:line function``."""
     for frame in reversed(traceback.extract_stack()[:-2]):
-        if frame.filename != _HERE and "numpy" not in frame.filename:
+        if frame.filename not in (_HERE, backend.__file__) and "numpy" not in frame.filename:
             return f"{frame.filename.rsplit('/minigrad/', 1)[-1]}:{frame.lineno} {frame.name}"
     return "?"
 
