@@ -145,7 +145,7 @@ class StrictArray:
         self._a = array
         self._reads = reads
 
-    # ---- attributes CuPy has ------------------------------------------------------------------
+    # ---- attributes CuPy has ---------------------------------------------------------------------
     shape = property(lambda self: self._a.shape)
     dtype = property(lambda self: self._a.dtype)
     ndim = property(lambda self: self._a.ndim)
@@ -171,7 +171,7 @@ class StrictArray:
     def _wrap(self, result):
         return _wrap(result, self._reads)
 
-    # ---- explicit host reads --------------------------------------------------------------------
+    # ---- explicit host reads ---------------------------------------------------------------------
     def item(self):
         if self.size != 1:
             raise ValueError("can only convert an array of size 1 to a Python scalar")
@@ -226,7 +226,7 @@ class StrictArray:
     def __reduce__(self):
         _refuse("pickling x")
 
-    # ---- containers -------------------------------------------------------------------------------
+    # ---- containers ------------------------------------------------------------------------------
     def __len__(self):
         return len(self._a)
 
@@ -248,7 +248,7 @@ class StrictArray:
             value = _unwrap(value, self._reads)
         self._a[index] = value
 
-    # ---- NumPy's protocols: what CuPy's ndarray does with them ------------------------------------
+    # ---- NumPy's protocols: what CuPy's ndarray does with them -----------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if not hasattr(StrictCupy, ufunc.__name__) and ufunc.__name__ not in _cupy_names.TOP:
             return NotImplemented
@@ -269,7 +269,7 @@ class StrictArray:
             return NotImplemented
         return _call(func, self._reads, args, kwargs)
 
-    # ---- DLPack: a CUDA device, as CuPy's arrays say --------------------------------------------
+    # ---- DLPack: a CUDA device, as CuPy's arrays say ---------------------------------------------
     def __dlpack_device__(self):
         return (2, 0)  # kDLCUDA, device 0
 

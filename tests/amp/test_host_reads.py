@@ -47,8 +47,8 @@ START, FACTOR = 2.0 ** 127, 2.0 ** 126
 
 def _mindspore(level, reads):
     net, opt = _net()
-    step = amp.build_train_network(net, opt, LOSS, level=level,
-                                   loss_scale_manager=amp.DynamicLossScaleManager(START, FACTOR, 100))
+    manager = amp.DynamicLossScaleManager(START, FACTOR, 100)
+    step = amp.build_train_network(net, opt, LOSS, level=level, loss_scale_manager=manager)
     for x, y in _batches():
         reads.reset()
         step(x, y)
