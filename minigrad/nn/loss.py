@@ -88,9 +88,9 @@ class SoftmaxCrossEntropy(Function):
     The arithmetic is that of log_softmax, getitem, neg and mean/sum as separate nodes, value for
     value; one node saves their bookkeeping and the scatter of the gather's backward.
 
-    On the GPU the labels are not read back to be checked: a label outside [0, C) makes its
-    sample's loss and logit gradients NaN instead (``valid``), which a loss-scaled step reports
-    as a non-finite loss and skips.
+    On the GPU the labels are checked on the device (see ``SoftmaxCrossEntropyWithLogits``); a
+    label outside [0, C) makes its sample's loss and logit gradients NaN (``valid``) until the
+    check is read.
     """
     autocast = "fp32"
 
@@ -123,6 +123,23 @@ class SoftmaxCrossEntropy(Function):
         return dx
 
 
+def _label_range_error(c, low, high):
+    return ValueError(f"sparse labels must be in [0, {c}), got values in [{int(low)}, {int(high)}]")
+
+
+def _defer_label_check(ids, c):
+    """Check sparse labels on the device without waiting for it: the flag and the labels' range
+    ride on the next device read (``backend.defer_check``)."""
+    if ids.size == 0:
+        return
+    xp = backend.get_array_module(ids)
+    bad = ((ids < 0) | (ids >= c)).any()
+    values = xp.stack([bad.astype(xp.int64), -ids.min().astype(xp.int64),
+                       ids.max().astype(xp.int64)]).astype(xp.float64)
+    backend.defer_check(("sparse labels", c), values,
+                        lambda part: _label_range_error(c, -part[1], part[2]))
+
+
 class SoftmaxCrossEntropyWithLogits(LossBase):
     """ℓᵢ = -Σ_c yᵢc · log softmax(xᵢ)_c for logits x of shape (N, C).
 
@@ -133,8 +150,13 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
 
     Raises:
         ValueError: for another ``reduction``, logits not 2-D, labels of the wrong shape, or
-            sparse labels outside [0, C) on the CPU (on the GPU such a label is not read back:
-            its sample's loss and gradients are NaN, see ``SoftmaxCrossEntropy``).
+            sparse labels outside [0, C). On the CPU this raises in the call. On the GPU the
+            labels are checked on the device and the check travels with the next read of a
+            device scalar (``backend.read_scalar``), which raises it: the overflow read of a
+            loss-scaled step (before the step changes any parameter or the scale), a loss
+            callback of ``Model.train``, ``loss.item()`` or ``float(loss)``. A step that reads
+            nothing (O0 with no callback) applies its NaN gradients; the error surfaces at the
+            next such read.
         TypeError: for sparse labels that are not integers, or a non-bool ``sparse``.
     """
 
@@ -160,9 +182,10 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
         ids = labels.data if isinstance(labels, Tensor) else labels
         if ids.dtype.kind not in "iu":
             raise TypeError(f"sparse labels must be integer class ids, got dtype {ids.dtype}")
-        if backend.device_of(ids) == "CPU" and bool(((ids < 0) | (ids >= c)).any()):
-            raise ValueError(f"sparse labels must be in [0, {c}), got values in "
-                             f"[{int(ids.min())}, {int(ids.max())}]")
+        if backend.device_of(ids) == "GPU":
+            _defer_label_check(ids, c)
+        elif bool(((ids < 0) | (ids >= c)).any()):
+            raise _label_range_error(c, ids.min(), ids.max())
         return SoftmaxCrossEntropy.apply(_fp32(logits), ids=ids, reduction=self.reduction)
 
     def extend_repr(self):

@@ -579,6 +579,7 @@ def strict_device():
     try:
         yield reads
     finally:
+        backend.clear_deferred_checks()  # they hold arrays of the stand-in
         backend.cupy, backend.CUDA_AVAILABLE, backend.CUPY_IMPORT_ERROR = saved
         for cache, old in zip(caches, kept):
             cache.clear()

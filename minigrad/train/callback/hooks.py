@@ -18,7 +18,6 @@
 The older MindSpore hook names (``begin``, ``epoch_begin``, ``step_begin``, ``step_end``,
 ``epoch_end``, ``end``) work too: by default each ``on_train_*`` hook calls its older twin.
 """
-import numpy
 
 from minigrad import backend, communication
 
@@ -128,7 +127,10 @@ def loss_value(cb_params):
     if cached is not None and cached[0] is outputs:
         return cached[1]
     loss = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
-    value = float(numpy.mean(backend.as_numpy(loss)))
+    data = getattr(loss, "data", loss)
+    if getattr(data, "size", 1) != 1:
+        data = backend.get_array_module(data).mean(data)
+    value = float(backend.read_scalar(data))
     cb_params["_host_loss"] = (outputs, value)
     return value
 
