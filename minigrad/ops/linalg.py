@@ -1,4 +1,10 @@
-"""Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16."""
+"""Matrix product (batched, broadcasting) and the fused dense layer. fp16 inputs are multiplied
+in fp32 and stored fp16.
+
+Every rule also runs on Tensors, for higher-order gradients (``saves``:
+``minigrad.autograd.function``): the rules widen and reshape the inputs they read, which under
+``create_graph`` are the input Tensors themselves.
+"""
 from minigrad import dtype as dtypes
 from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
@@ -44,17 +50,14 @@ class MatMul(Function):
     the fp32 copies for the backward, and every product is rounded once to fp16.
     """
     autocast = "low"
+    saves = {"a": 0, "b": 1}
 
     def forward(self, a, b, transpose_b=False):
         self.transpose_b = transpose_b
         self.dtype = a.dtype
-        if transpose_b:
-            b = b.swapaxes(-1, -2)
-        self.a_shape, self.b_shape = a.shape, b.shape
-        a, b = widen(a), widen(b)
-        self.a = a[None, :] if a.ndim == 1 else a
-        self.b = b[:, None] if b.ndim == 1 else b
-        out = _narrow(self.a @ self.b, self.dtype)
+        self.a, self.b = widen(a), widen(b)
+        a2, b2 = _matrices(self.a, self.b, transpose_b)
+        out = _narrow(a2 @ b2, self.dtype)
         if b.ndim == 1:
             out = out[..., 0]
         if a.ndim == 1:
@@ -62,27 +65,39 @@ class MatMul(Function):
         return out
 
     def backward(self, g):
+        a, b = widen(self.a), widen(self.b)
+        a2, b2 = _matrices(a, b, self.transpose_b)
         g = widen(g)
-        if len(self.b_shape) == 1:
-            g = g[..., None]
-        if len(self.a_shape) == 1:
-            g = g[..., None, :]
+        if b.ndim == 1:
+            g = g.reshape(g.shape + (1,))
+        if a.ndim == 1:
+            g = g.reshape(g.shape[:-1] + (1,) + g.shape[-1:])
         # A broadcast operand's gradient sums the products over the batch: the sum is taken on
         # the fp32 products and rounded to fp16 once (rounding each product first rounds twice,
         # and turns products beyond 65504 that cancel in the sum into inf - inf = NaN).
         ga = gb = None
         if self.needs_grad[0]:
-            ga = unbroadcast(g @ self.b.swapaxes(-1, -2), self.a.shape)
-            ga = _narrow(ga, self.dtype).reshape(self.a_shape)
+            ga = unbroadcast(g @ b2.swapaxes(-1, -2), a2.shape)
+            ga = _narrow(ga, self.dtype).reshape(a.shape)
         if self.needs_grad[1]:
             if self.transpose_b:  # d(bᵀ) computed directly as gᵀ @ a: C-ordered like b itself
-                gb = unbroadcast(g.swapaxes(-1, -2) @ self.a,
-                                 self.b.shape[:-2] + self.b.shape[:-3:-1])
-                gb = _narrow(gb, self.dtype)
+                gb = _narrow(unbroadcast(g.swapaxes(-1, -2) @ a2, b.shape), self.dtype)
             else:
-                gb = unbroadcast(self.a.swapaxes(-1, -2) @ g, self.b.shape)
-                gb = _narrow(gb, self.dtype).reshape(self.b_shape)
+                gb = unbroadcast(a2.swapaxes(-1, -2) @ g, b2.shape)
+                gb = _narrow(gb, self.dtype).reshape(b.shape)
         return ga, gb
+
+
+def _matrices(a, b, transpose_b):
+    """``a`` and ``b`` as the operands of one batched matrix product: b transposed (a view) for
+    ``transpose_b``, a vector ``a`` as a row and a vector ``b`` as a column."""
+    if transpose_b:
+        b = b.swapaxes(-1, -2)
+    if a.ndim == 1:
+        a = a.reshape(1, -1)
+    if b.ndim == 1:
+        b = b.reshape(-1, 1)
+    return a, b
 
 
 def matmul(a, b, transpose_b=False):
@@ -116,6 +131,7 @@ class Dense(Function):
     and rounding the sum is one native pass, and so are widening g and summing it for db.
     """
     autocast = "low"
+    saves = {"x": 0, "w": 1}
 
     def forward(self, x, w, b=None):
         self.dtype, self.x_shape = x.dtype, x.shape
@@ -131,8 +147,11 @@ class Dense(Function):
         needs = self.needs_grad
         has_bias = len(needs) == 3
         g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (widen(g), None)
-        gx = _narrow(g @ self.w, self.dtype).reshape(self.x_shape) if needs[0] else None
-        gw = _narrow(g.T @ self.x, self.dtype) if needs[1] else None
+        x, w = widen(self.x), widen(self.w)  # the input Tensors under create_graph
+        if x.ndim != 2:
+            x = x.reshape(-1, x.shape[-1])
+        gx = _narrow(g @ w, self.dtype).reshape(self.x_shape) if needs[0] else None
+        gw = _narrow(g.T @ x, self.dtype) if needs[1] else None
         return (gx, gw, gb) if has_bias else (gx, gw)
 
 
