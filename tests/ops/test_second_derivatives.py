@@ -10,7 +10,6 @@ import numpy
 import pytest
 
 import minigrad
-from helpers import DEVICES
 from minigrad import Tensor, autograd, ops
 from minigrad.autograd.function import Function
 from minigrad.ops.shape import scatter
