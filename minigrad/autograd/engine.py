@@ -168,7 +168,7 @@ def run_backward(roots, seeds, retain_graph=False, targets=None, create_graph=Fa
                     if t._ctx is fn:
                         captured[id(t)] = grads[t._index]
                 if needed is None or fn in needed:
-                    if fn.n_outputs > 1 and any(g is None for g in grads):
+                    if fn.n_outputs > 1 and fn.materialize_grads and any(g is None for g in grads):
                         grads = _fill_missing(fn, grads, create_graph)
                     in_grads = fn.graph_backward(grads) if create_graph else fn.backward(*grads)
                     if type(in_grads) is not tuple:

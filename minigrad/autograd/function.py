@@ -16,6 +16,9 @@ A subclass implements::
 node so that ``Tensor.backward`` can walk the graph. Non-tensor arguments go to ``forward`` as
 keyword arguments. ``backward`` must not modify the gradients it receives.
 
+A subclass whose ``forward`` is a staticmethod taking ``ctx`` is a custom function PyTorch's
+way instead, on Tensors (``minigrad.autograd.custom``); its ``apply`` is that module's.
+
 Higher-order gradients: ``backward`` is written once, for arrays and for Tensors. A backward with
 ``create_graph`` calls it with Tensor gradients (``graph_backward``) on a copy of the node whose
 attributes named in ``saves`` are Tensors of the graph: ``saves`` maps each attribute that holds
@@ -36,6 +39,8 @@ are ``autocast_inputs``, which the ops install (it records ``ops.cast`` nodes, s
 return in the inputs' dtypes). A class defined with another label raises ValueError. Backward
 ops recorded by ``create_graph`` run without autocast, in the dtypes of the forward.
 """
+import inspect
+
 from minigrad._config import config, using_config
 from minigrad._fp16_host import store
 from minigrad.tensor import Tensor, make
@@ -53,6 +58,7 @@ class Function:
     n_outputs = 1
     out_hooks = None
     freed = False
+    materialize_grads = True  # the engine gives zeros to outputs that received no gradient
     saves = None  # {attribute: input position, OUTPUT or fn(node)}; None: backward on arrays only
     autocast = None  # None, "low" or "fp32": the op's autocast label (module docstring)
     autocast_inputs = None  # (label, inputs) -> inputs cast for autocast; installed by the ops
@@ -62,6 +68,9 @@ class Function:
         if cls.autocast not in AUTOCAST_LABELS:
             raise ValueError(f"{cls.__qualname__}.autocast must be one of {AUTOCAST_LABELS}, "
                              f"got {cls.autocast!r}")
+        if isinstance(inspect.getattr_static(cls, "forward"), staticmethod):
+            from minigrad.autograd import custom  # PyTorch's kind of Function, built on this one
+            cls.apply = classmethod(custom.apply)
 
     def forward(self, *arrays, **kwargs):
         raise NotImplementedError
