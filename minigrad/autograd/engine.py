@@ -5,9 +5,11 @@ A node is processed only after every node that consumes its outputs, so each out
 complete when its node runs; the order comes from an explicit-stack depth-first search (no
 recursion, so a 10,000-op chain is fine). Unless
 ``retain_graph`` is set, each node releases its inputs and saved arrays as soon as it has run.
-With ``targets``, only the nodes on a path from the roots to a target run their backward.
 With ``create_graph``, each node runs ``Function.graph_backward``: the gradients are Tensors whose
-own graph can be differentiated again.
+own graph can be differentiated again; and with ``targets`` too, only the nodes on a path from
+the roots to a target run (a node below the targets may have no second derivative, and its
+gradient graph would be built for nothing). Without it every node runs, so that the hooks of the
+whole graph fire (THOR's sampled pass asks for no gradient, ``targets=[]``, only for them).
 
 Leaf gradients are handed out fresh: never aliased with one another or with the seed, writable,
 in the leaf's shape and dtype, so optimizers and loss scalers may update them in place.
@@ -157,7 +159,7 @@ def run_backward(roots, seeds, retain_graph=False, targets=None, create_graph=Fa
     # per-op RuntimeWarnings would only be noise.
     with numpy.errstate(over="ignore", invalid="ignore", divide="ignore"):
         order = _toposort([r._ctx for r in roots if r._ctx is not None])
-        needed = None if targets is None else _leading_to(order, targets)
+        needed = _leading_to(order, targets) if create_graph and targets is not None else None
         ready = _ready_plan(order, targets) if _listeners else {}
         for fn in order:
             grads = node_grads.pop(fn, None)
