@@ -10,7 +10,7 @@ from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
 from minigrad import _fp16_host
 from minigrad.ops._util import unbroadcast
-from minigrad.ops.arithmetic import binary_operands
+from minigrad.ops.arithmetic import binary_operands, check_same_float_dtype
 
 
 def _narrow(x, dtype):
@@ -106,7 +106,9 @@ def matmul(a, b, transpose_b=False):
 
     Raises:
         ValueError: naming both shapes when the inner dimensions differ.
+        TypeError: naming both dtypes for Tensors of two floating dtypes outside autocast.
     """
+    check_same_float_dtype("matmul", (("a", a), ("b", b)))
     a, b = binary_operands(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {a.shape} "
@@ -163,7 +165,10 @@ def dense(x, weight, bias=None):
 
     Raises:
         ValueError: naming the shapes when they do not fit.
+        TypeError: naming both dtypes when ``x``, ``weight`` and ``bias`` are Tensors of
+            different floating dtypes outside autocast.
     """
+    check_same_float_dtype("dense", (("x", x), ("weight", weight), ("bias", bias)))
     x, weight = binary_operands(x, weight)
     if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"dense needs x (..., in) and weight (out, in), got shapes {x.shape} and "

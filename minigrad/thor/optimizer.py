@@ -145,9 +145,10 @@ class THOR(Optimizer):
         if fisher == "mc":
             self.sampler = SampledFisher(self.blocks, fisher_seed, owner)
             if fisher_loss is not None:
+                reduction = self._reduction_of(fisher_loss)  # checked before the loss is hooked
                 self.sampler.use_loss(fisher_loss, owner)
                 self.sampler.explicit = True
-                self._read_reduction(fisher_loss)
+                self.loss_reduction = reduction
         self.split_indices = check_split_indices(split_indices, len(self.blocks), owner)
         self.last_report = None
         self._backward_scale = None
@@ -180,16 +181,18 @@ class THOR(Optimizer):
         loss = getattr(network, "loss_fn", None)
         if loss is None or (self.sampler is not None and self.sampler.explicit):
             return
-        if self.sampler is not None:
+        reduction = self._reduction_of(loss)  # checked before the loss is hooked: a refused
+        if self.sampler is not None:          # network leaves THOR and the loss as they were
             self.sampler.use_loss(loss, "THOR")
-        self._read_reduction(loss)
+        self.loss_reduction = reduction
 
-    def _read_reduction(self, loss):
+    def _reduction_of(self, loss):
+        """The reduction THOR uses with ``loss``: its checked ``reduction``, or the one THOR
+        has (given explicitly, or "mean" for a loss without a ``reduction`` str)."""
         reduction = getattr(loss, "reduction", None)
         if self._reduction_explicit or not isinstance(reduction, str):
-            return  # a loss without a reduction attribute: the default "mean" stays
-        self.loss_reduction = check_in(f"{type(loss).__name__}.reduction", reduction,
-                                       REDUCTIONS, owner="THOR")
+            return self.loss_reduction
+        return check_in(f"{type(loss).__name__}.reduction", reduction, REDUCTIONS, owner="THOR")
 
     def apply_gradients(self, grads, scale=None):
         """One THOR step from ``grads`` (see ``Optimizer.apply_gradients``). Returns True."""
