@@ -1,16 +1,36 @@
 """Matrix product (batched, broadcasting) and the fused dense layer. fp16 inputs are multiplied
 in fp32 and stored fp16.
 
+On the host NumPy has no fp16 BLAS: the operands are widened to fp32 and the product rounded
+once to fp16. On the GPU two 2-D fp16 CuPy arrays are multiplied as they are (``tensor_cores``):
+``cupy.matmul`` calls ``cublasGemmEx`` with fp16 inputs and output, ``CUBLAS_COMPUTE_32F`` and
+``CUBLAS_GEMM_DEFAULT_TENSOR_OP`` (CuPy 14's default compute type for float16; only
+``cupy._core.set_compute_type(float16, COMPUTE_TYPE_PEDANTIC)`` would keep the fp32 accumulation
+and forbid the tensor cores), so the tensor cores accumulate in fp32 and the result is rounded
+once, the same rule. CuPy's batched (3-D and more) fp16 matmul widens to fp32 itself, so those
+keep the host's path.
+
 Every rule also runs on Tensors, for higher-order gradients (``saves``:
 ``minigrad.autograd.function``): the rules widen and reshape the inputs they read, which under
-``create_graph`` are the input Tensors themselves.
+``create_graph`` are the input Tensors themselves (and take the general path there).
 """
+import numpy
+
+from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
 from minigrad import _fp16_host
 from minigrad.ops._util import unbroadcast
 from minigrad.ops.arithmetic import binary_operands, check_same_float_dtype
+from minigrad.tensor import Tensor
+
+
+def tensor_cores(*arrays):
+    """Whether the product of ``arrays`` runs on fp16 tensor cores as they are: 2-D float16 CuPy
+    arrays (see the module docstring)."""
+    return (backend.device_of(arrays[0]) == "GPU"
+            and all(a.ndim == 2 and a.dtype == dtypes.float16 for a in arrays))
 
 
 def _narrow(x, dtype):
@@ -55,6 +75,9 @@ class MatMul(Function):
     def forward(self, a, b, transpose_b=False):
         self.transpose_b = transpose_b
         self.dtype = a.dtype
+        if tensor_cores(a, b):  # fp32 accumulation in cuBLAS, rounded once to fp16
+            self.a, self.b = a, b
+            return a @ (b.swapaxes(-1, -2) if transpose_b else b)
         self.a, self.b = widen(a), widen(b)
         a2, b2 = _matrices(self.a, self.b, transpose_b)
         out = _narrow(a2 @ b2, self.dtype)
@@ -65,7 +88,15 @@ class MatMul(Function):
         return out
 
     def backward(self, g):
-        a, b = widen(self.a), widen(self.b)
+        a, b = self.a, self.b  # the input Tensors under create_graph
+        if not isinstance(g, Tensor) and tensor_cores(a, b, g):
+            a2, b2 = _matrices(a, b, self.transpose_b)
+            ga = g @ b2.swapaxes(-1, -2) if self.needs_grad[0] else None
+            gb = None
+            if self.needs_grad[1]:
+                gb = g.swapaxes(-1, -2) @ a2 if self.transpose_b else a2.swapaxes(-1, -2) @ g
+            return ga, gb
+        a, b = widen(a), widen(b)
         a2, b2 = _matrices(a, b, self.transpose_b)
         g = widen(g)
         if b.ndim == 1:
@@ -100,30 +131,6 @@ def _matrices(a, b, transpose_b):
     return a, b
 
 
-def matmul(a, b, transpose_b=False):
-    """Matrix product ``a @ b`` (``a @ bᵀ`` with ``transpose_b``, b at least 2-D) with NumPy's
-    batching and broadcasting rules.
-
-    Raises:
-        ValueError: naming both shapes when the inner dimensions differ.
-        TypeError: naming both dtypes for Tensors of two floating dtypes outside autocast.
-    """
-    check_same_float_dtype("matmul", (("a", a), ("b", b)))
-    a, b = binary_operands(a, b)
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {a.shape} "
-                         f"and {b.shape}")
-    ka = a.shape[-1]
-    if transpose_b and b.ndim < 2:
-        raise ValueError(f"matmul(transpose_b=True) needs b of at least 2 dimensions, got shape "
-                         f"{b.shape}")
-    kb = b.shape[-1] if transpose_b else b.shape[-2] if b.ndim > 1 else b.shape[0]
-    if ka != kb:
-        raise ValueError(f"matmul shape mismatch: {a.shape} @ "
-                         f"{b.shape}{'ᵀ' if transpose_b else ''} (inner dimensions {ka} != {kb})")
-    return MatMul.apply(a, b, transpose_b=transpose_b)
-
-
 class Dense(Function):
     """out = x Wᵀ + b over the last axis of x (any leading axes), in one node.
 
@@ -139,8 +146,15 @@ class Dense(Function):
         self.dtype, self.x_shape = x.dtype, x.shape
         if x.ndim != 2:
             x = x.reshape(-1, x.shape[-1])
-        self.x, self.w = widen(x), widen(w)
-        out = _add_bias_narrow(self.x @ self.w.T, b, self.dtype)
+        self.tensor_cores = tensor_cores(x, w) and (b is None or b.dtype == dtypes.float16)
+        if self.tensor_cores:  # the product rounded to fp16, then the bias added in fp16
+            self.x, self.w = x, w
+            out = x @ w.T
+            if b is not None:
+                out += b
+        else:
+            self.x, self.w = widen(x), widen(w)
+            out = _add_bias_narrow(self.x @ self.w.T, b, self.dtype)
         return out if len(self.x_shape) == 2 else out.reshape(self.x_shape[:-1] + (w.shape[0],))
 
     def backward(self, g):
@@ -148,10 +162,15 @@ class Dense(Function):
             g = g.reshape(-1, g.shape[-1])
         needs = self.needs_grad
         has_bias = len(needs) == 3
-        g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (widen(g), None)
-        x, w = widen(self.x), widen(self.w)  # the input Tensors under create_graph
-        if x.ndim != 2:
-            x = x.reshape(-1, x.shape[-1])
+        if self.tensor_cores and not isinstance(g, Tensor):  # fp16 operands, fp32 bias sums
+            gb = (g.sum(axis=0, dtype=numpy.float32).astype(self.dtype)
+                  if has_bias and needs[2] else None)
+            x, w = self.x, self.w
+        else:
+            g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (widen(g), None)
+            x, w = widen(self.x), widen(self.w)  # the input Tensors under create_graph
+            if x.ndim != 2:
+                x = x.reshape(-1, x.shape[-1])
         gx = _narrow(g @ w, self.dtype).reshape(self.x_shape) if needs[0] else None
         gw = _narrow(g.T @ x, self.dtype) if needs[1] else None
         return (gx, gw, gb) if has_bias else (gx, gw)
