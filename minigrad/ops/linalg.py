@@ -131,6 +131,30 @@ def _matrices(a, b, transpose_b):
     return a, b
 
 
+def matmul(a, b, transpose_b=False):
+    """Matrix product ``a @ b`` (``a @ bᵀ`` with ``transpose_b``, b at least 2-D) with NumPy's
+    batching and broadcasting rules.
+
+    Raises:
+        ValueError: naming both shapes when the inner dimensions differ.
+        TypeError: naming both dtypes for Tensors of two floating dtypes outside autocast.
+    """
+    check_same_float_dtype("matmul", (("a", a), ("b", b)))
+    a, b = binary_operands(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {a.shape} "
+                         f"and {b.shape}")
+    ka = a.shape[-1]
+    if transpose_b and b.ndim < 2:
+        raise ValueError(f"matmul(transpose_b=True) needs b of at least 2 dimensions, got shape "
+                         f"{b.shape}")
+    kb = b.shape[-1] if transpose_b else b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if ka != kb:
+        raise ValueError(f"matmul shape mismatch: {a.shape} @ "
+                         f"{b.shape}{'ᵀ' if transpose_b else ''} (inner dimensions {ka} != {kb})")
+    return MatMul.apply(a, b, transpose_b=transpose_b)
+
+
 class Dense(Function):
     """out = x Wᵀ + b over the last axis of x (any leading axes), in one node.
 
