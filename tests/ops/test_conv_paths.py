@@ -10,9 +10,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from helpers import GPU_KINDS, gpu_of
 from helpers.fp16 import F16, F32, assert_bits, ulps
 from helpers.layouts import is_channels_last, layouts
-from minigrad import Tensor, ops
+from minigrad import Tensor, backend, ops
 
 
 def run(x, w, b, g, **kwargs):
@@ -101,19 +102,37 @@ def test_1x1_stride_1_convolution_is_the_matrix_product(layout):
     numpy.testing.assert_allclose(gb, g.sum(axis=(0, 2, 3)), rtol=1e-5)
 
 
-def test_channels_last_flows_through_a_conv_net():
-    # conv, ReLU, pooling and batch norm keep channels-last: no layer reorders the batch
+def small_conv_net(device):
+    """conv, ReLU, batch norm, max pooling, conv on ``device``: the activations and the input's
+    gradient (as arrays of the device)."""
     rng = numpy.random.default_rng(1)
-    x = Tensor(rng.standard_normal((2, 3, 8, 8)).astype(F32), requires_grad=True)
-    w1 = Tensor(rng.standard_normal((4, 3, 3, 3)).astype(F32), requires_grad=True)
-    w2 = Tensor(rng.standard_normal((6, 4, 3, 3)).astype(F32), requires_grad=True)
+    x, w1, w2 = (Tensor(rng.standard_normal(shape).astype(F32), requires_grad=True,
+                        device=device) for shape in ((2, 3, 8, 8), (4, 3, 3, 3), (6, 4, 3, 3)))
     h1 = ops.relu(ops.conv2d(x, w1, padding=1))
     h2 = ops.max_pool2d(ops.batch_norm(h1, None, None, None, None, True), 2)
     out = ops.conv2d(h2, w2, padding=1)
-    for t in (h1, h2, out):
-        assert is_channels_last(t.data)
     out.sum().backward()
-    assert x.grad.shape == x.shape and numpy.isfinite(x.grad.asnumpy()).all()
+    return [t.data for t in (h1, h2, out)], x.grad.data
+
+
+def test_channels_last_flows_through_a_conv_net():
+    # conv, ReLU, batch norm and pooling keep channels-last: no layer reorders the batch
+    activations, gx = small_conv_net("CPU")
+    assert all(is_channels_last(a) for a in activations)
+    assert gx.shape == (2, 3, 8, 8) and numpy.isfinite(gx).all()
+
+
+@pytest.mark.parametrize("kind", GPU_KINDS)
+def test_the_image_ops_run_on_the_gpu_without_reading_the_device(kind):
+    # CuPy's code paths (the strict device runs them on any machine): the CPU's results, and
+    # no value read back to the host on the way
+    activations, gx = small_conv_net("CPU")
+    with gpu_of(kind) as reads:
+        got, got_gx = small_conv_net("GPU")
+        assert reads is None or reads.count == 0, reads.sites
+        got, got_gx = [backend.as_numpy(a) for a in got], backend.as_numpy(got_gx)
+    for a, b in zip(got + [got_gx], activations + [gx]):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_fp16_channels_last_input_is_widened_and_rounded_as_nchw():
