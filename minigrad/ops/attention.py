@@ -23,8 +23,10 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_float, check_relation
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
+from minigrad.ops import _rules
 from minigrad.ops._util import unbroadcast
 from minigrad.ops.arithmetic import as_tensor, cast, check_float_tensor
+from minigrad.ops.linalg import matmul
 from minigrad.random import get_rng
 
 REMOVED_BELOW = -dtypes.FP16_MAX  # an additive mask value below this removes the key
@@ -50,25 +52,29 @@ class Attention(Function):
     With ds = P·(dP - Σⱼ dP·P) and dP = (g vᵀ + g_P_d)·m/(1 - p):
     dv = P_dᵀ g,  dq = ds k·scale,  dk = dsᵀ q·scale,  dmask = ds (a float mask).
     Everything between the inputs and the outputs is in the accumulation dtype (fp32 for fp16).
+    Under ``create_graph`` the rule runs on Tensors, with P recomputed from them (``_weights``).
     """
     autocast = "low"
+    saves = {"q": 0, "k": 1, "v": 2, "p": lambda node: _weights(node)}
 
     def forward(self, q, k, v, mask=None, *, scale, dropout_p, causal, need_weights):
         xp = backend.get_array_module(q)
         self.dtypes = q.dtype, k.dtype, v.dtype
         self.mask_like = None if mask is None else (mask.shape, mask.dtype)
         self.scale = scale
-        q, k, v = widen(q), widen(k), widen(v)
-        self.qs = q * q.dtype.type(scale)  # scaling q (L·E values) rather than the L·S scores
-        self.k, self.v = k, v
-        scores = self.qs @ k.swapaxes(-1, -2)
-        removable = causal or mask is not None
+        self.q, self.k, self.v = widen(q), widen(k), widen(v)
+        # scaling q (L·E values) rather than the L·S scores
+        scores = (self.q * self.q.dtype.type(scale)) @ self.k.swapaxes(-1, -2)
+        self.removed = None  # the keys removed (broadcastable to the scores), for _weights
         if mask is not None:
-            scores += additive_mask(mask, scores.dtype)
+            additive = additive_mask(mask, scores.dtype)
+            scores += additive
+            self.removed = additive == -numpy.inf
         if causal:  # key j > query i is removed (top-left aligned, as PyTorch's is_causal)
-            length, source = scores.shape[-2:]
-            scores[..., xp.triu(xp.ones((length, source), dtypes.bool_), 1)] = -numpy.inf
-        self.p = _softmax_in_place(scores, xp, removable)
+            later = xp.triu(xp.ones(scores.shape[-2:], dtypes.bool_), 1)
+            scores[..., later] = -numpy.inf
+            self.removed = later if self.removed is None else self.removed | later
+        self.peak, self.p = _softmax_in_place(scores, xp, self.removed is not None)
         self.keep = None
         weights = self.p
         if dropout_p:
@@ -76,44 +82,42 @@ class Attention(Function):
             self.keep = xp.zeros(weights.shape, weights.dtype)
             xp.copyto(self.keep, weights.dtype.type(1 / (1 - dropout_p)), where=keep)
             weights = weights * self.keep
-        self.weights = weights
-        out = store(weights @ v, self.dtypes[2])
+        out = store(weights @ self.v, self.dtypes[2])
         if need_weights:
             return out, store(weights, self.dtypes[0])
         return out
 
     def backward(self, g, g_weights=None):
         q_dtype, k_dtype, v_dtype = self.dtypes
+        q, k, v, p = widen(self.q), widen(self.k), widen(self.v), self.p
         g = widen(g)
         needs = self.needs_grad
+        weights = p if self.keep is None else p * self.keep
         dv = None
         if needs[2]:
-            dv = store(unbroadcast(self.weights.swapaxes(-1, -2) @ g, self.v.shape), v_dtype)
-        ds = g @ self.v.swapaxes(-1, -2)  # the gradient of the weights P_d
+            dv = store(unbroadcast(weights.swapaxes(-1, -2) @ g, v.shape), v_dtype)
+        ds = g @ v.swapaxes(-1, -2)  # the gradient of the weights P_d
         if g_weights is not None:
-            ds += widen(g_weights)
+            ds = ds + widen(g_weights)
         if self.keep is not None:
-            ds *= self.keep
-        p = self.p
-        ds -= (ds * p).sum(axis=-1, keepdims=True)  # softmax: ds = P·(dP - Σ dP·P)
-        ds *= p
+            ds = ds * self.keep
+        ds = p * (ds - (ds * p).sum(axis=-1, keepdims=True))  # softmax's gradient
         dmask = None
         if len(needs) > 3 and needs[3]:
             shape, dtype = self.mask_like
             dmask = store(unbroadcast(ds, shape), dtype)
         dq = dk = None
         if needs[0]:
-            dq = ds @ self.k
-            dq *= dq.dtype.type(self.scale)
-            dq = store(unbroadcast(dq, self.qs.shape), q_dtype)
+            dq = store(unbroadcast((ds @ k) * self.scale, q.shape), q_dtype)
         if needs[1]:
-            dk = store(unbroadcast(ds.swapaxes(-1, -2) @ self.qs, self.k.shape), k_dtype)
+            dk = store(unbroadcast((ds.swapaxes(-1, -2) @ q) * self.scale, k.shape), k_dtype)
         return (dq, dk, dv) if len(needs) == 3 else (dq, dk, dv, dmask)
 
 
 def _softmax_in_place(scores, xp, removable):
-    """softmax over the last axis, written into ``scores``; a row whose entries are all -inf
-    (every key removed) becomes zeros. ``removable``: whether -inf entries may exist."""
+    """``(row maxima, softmax over the last axis)``, the softmax written into ``scores``; a row
+    whose entries are all -inf (every key removed) becomes zeros, its maximum 0.
+    ``removable``: whether -inf entries may exist."""
     peak = scores.max(axis=-1, keepdims=True)
     if removable:
         peak[peak == -numpy.inf] = 0  # a row of -inf stays -inf, and exp gives its zeros
@@ -123,7 +127,25 @@ def _softmax_in_place(scores, xp, removable):
     if removable:
         total[total == 0] = 1
     scores /= total
-    return scores
+    return peak, scores
+
+
+def _weights(node):
+    """P recomputed from the node's Tensors (a ``create_graph`` backward differentiates it):
+    exp(scores - peak) over the keys not removed, divided by its row sum; the row maxima of the
+    forward (``peak``) are constants, as the softmax does not depend on the shift."""
+    q, k = widen(node.q), widen(node.k)
+    scores = matmul(q * node.scale, k.swapaxes(-1, -2)) - node.peak
+    if node.mask_like is not None and node.mask_like[1] != dtypes.bool_:
+        mask = widen(node.inputs[3])  # a float mask takes part in the graph
+        scores = scores + _rules.where(node.removed, 0.0, mask)
+    if node.removed is None:
+        e = _rules.exp(scores)
+    else:
+        e = _rules.where(node.removed, 0.0, _rules.exp(_rules.where(node.removed, 0.0, scores)))
+    total = e.sum(axis=-1, keepdims=True)
+    dead = total.data == 0  # a query with no key left: zeros
+    return e / _rules.where(dead, 1.0, total) if dead.any() else e / total
 
 
 def _check_shapes(q, k, v, mask):

@@ -69,5 +69,5 @@ def test_name_map_methods_exist():
 def test_lessons_section_lists_every_lesson_once():
     files = sorted(p.name for p in (REPO_ROOT / "lessons").glob("0*.py"))
     listed = re.findall(r"^\d\. `(0\d_\w+\.py)`", LESSONS, re.MULTILINE)
-    assert listed == files and len(files) == 8
+    assert listed == files and len(files) == 9
     assert "--out" in LESSONS and "--quick" in LESSONS and '".[datasets,plots]"' in LESSONS

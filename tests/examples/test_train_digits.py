@@ -1,11 +1,14 @@
 """examples/train_digits.py reaches >= 97% test accuracy on scikit-learn's digits, fp32 and fp16
-(O2); its flags are checked before any training."""
+(O2), and trains from MNIST and CIFAR-10 files (written here in their real formats); its flags are
+checked before any training."""
 
 import importlib.util
 
+import numpy
 import pytest
 
 from helpers import REPO_ROOT
+from helpers.dataset_files import cifar_bytes, write, write_mnist
 
 _PATH = REPO_ROOT / "examples" / "train_digits.py"
 
@@ -57,3 +60,47 @@ def test_train_digits_rejects_a_non_positive_flag_naming_it(flag, value, capsys)
 def test_train_digits_run_refuses_zero_epochs():
     with pytest.raises(ValueError, match="epochs.*positive int.*0"):
         _example().run("mlp", epochs=0, progress=False, verbose=False)
+
+
+def _learnable_mnist(count, seed):
+    """MNIST-format files whose class shows as a bright square at its own place on noise."""
+    rng = numpy.random.default_rng(seed)
+    labels = rng.integers(0, 10, count).astype(numpy.uint8)
+    images = rng.integers(0, 60, (count, 28, 28)).astype(numpy.uint8)
+    for image, label in zip(images, labels):
+        row, col = divmod(int(label), 5)
+        image[4 + 12 * row:8 + 12 * row, 2 + 5 * col:6 + 5 * col] = 255
+    return images, labels
+
+
+def _learnable_cifar(count, seed):
+    """CIFAR-10-format images whose class is their colour (crops and flips keep it)."""
+    rng = numpy.random.default_rng(seed)
+    palette = numpy.random.default_rng(99).integers(0, 256, (10, 3))
+    labels = rng.integers(0, 10, count).astype(numpy.uint8)
+    noise = rng.integers(-30, 30, (count, 32, 32, 3))
+    images = numpy.clip(palette[labels][:, None, None, :] + noise, 0, 255).astype(numpy.uint8)
+    return images, labels
+
+
+def test_mnist_files_train_the_mlp(tmp_path):
+    write_mnist(tmp_path, "train", *_learnable_mnist(400, 0))
+    write_mnist(tmp_path, "test", *_learnable_mnist(100, 1), gz=True)
+    accuracy = _example().run("mlp", epochs=2, mnist=str(tmp_path), progress=False,
+                              verbose=False)
+    assert accuracy >= 0.9
+
+
+def test_cifar10_files_train_the_cnn_from_the_command_line(tmp_path, capsys):
+    for i, name in enumerate([f"data_batch_{k}.bin" for k in range(1, 6)] + ["test_batch.bin"]):
+        write(tmp_path / name, cifar_bytes(*_learnable_cifar(60, i)))
+    results = _example().main(["--model", "cnn", "--epochs", "2", "--no-progress",
+                               "--cifar10", str(tmp_path)])
+    assert results["cnn"] >= 0.8
+    assert "cnn (O0) on CIFAR-10: test accuracy" in capsys.readouterr().out
+
+
+def test_mnist_and_cifar10_are_exclusive(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        _example().main(["--mnist", str(tmp_path), "--cifar10", str(tmp_path)])
+    assert "not allowed with argument" in capsys.readouterr().err

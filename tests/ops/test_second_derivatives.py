@@ -38,6 +38,21 @@ def _dropout(x):
     return ops.dropout(x, 0.3)
 
 
+# keys each query may see (with is_causal, query 0 sees none: its row is zeros)
+_KEYS = numpy.array([[False, True, True, True], [True, False, True, True],
+                     [True, True, True, False]])
+
+
+def _attention(q, k, v):
+    return ops.scaled_dot_product_attention(q, k, v, Tensor(_KEYS), is_causal=True)
+
+
+def _attention_weights(q, k, v, mask):
+    minigrad.set_seed(7)  # the same dropout mask on every call of the checker
+    out, w = ops.scaled_dot_product_attention(q, k, v, mask, dropout_p=0.3, need_weights=True)
+    return out.sum(axis=-1) + (w * w).sum(axis=-1)
+
+
 _IDS = numpy.array([[0, 3, 3], [4, 0, 1]])
 _MASK = numpy.array([[True, False, True], [False, True, True]])
 _COND = numpy.array([[True, False, False], [True, True, False]])
@@ -99,6 +114,11 @@ CASES = {
                                                        _away((4,), 2)]),
     "dense_no_bias": (lambda x, w: ops.dense(x, w * w), [_away((2, 3)), _away((4, 3), 1)]),
     "dropout": (lambda x: _dropout(x) ** 2, [_away((3, 4))]),
+    "attention": (lambda q, k, v: _attention(q, k, v) ** 2,
+                  [_away((2, 3, 4)), _away((2, 4, 4), 1), _away((2, 4, 3), 2)]),
+    "attention_float_mask_dropout_weights": (
+        lambda q, k, v, m: _attention_weights(q, k, v, m),
+        [_away((2, 3, 4)), _away((2, 4, 4), 1), _away((2, 4, 3), 2), _away((3, 4), 3)]),
 }
 
 # the ops whose backward runs on arrays only, for now: create_graph through them raises
