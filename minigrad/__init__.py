@@ -46,6 +46,7 @@ from minigrad.dtype import (
     int64,
     uint8,
 )
+from minigrad.ops.composite import jit
 from minigrad.parameter import Parameter
 from minigrad.random import get_seed, set_seed
 from minigrad.tensor import Tensor, from_dlpack
