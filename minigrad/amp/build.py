@@ -81,6 +81,7 @@ class _OutputTo32(Cell):
     """``network(*inputs)`` with its floating outputs (a Tensor or a tuple of them) cast to
     float32: the wrapper ``auto_mixed_precision`` returns (MindSpore's ``_OutputTo32``). Built
     with ``auto_prefix=False``: the parameter names are the network's."""
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, network):
         super().__init__(auto_prefix=False)

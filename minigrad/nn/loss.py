@@ -32,6 +32,7 @@ class LossBase(Cell):
         TypeError: for a ``reduction`` that is not a str (a Tensor, a number).
         ValueError: for another ``reduction``.
     """
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, reduction="mean"):
         super().__init__()

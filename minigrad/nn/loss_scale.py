@@ -51,6 +51,7 @@ class _UpdateCell(Cell):
     to the core and writes the core into ``loss_scale`` and the cell's own Parameters, all in
     ``write``. Returns ``overflow``.
     """
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, core):
         super().__init__()
