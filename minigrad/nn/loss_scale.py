@@ -38,6 +38,7 @@ from minigrad._checks import check_float, check_positive_int, check_bool
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report, underflow_stats
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
+from minigrad.ops import HyperMap
 from minigrad.nn.wrap import TrainOneStepCell
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor, make
@@ -234,6 +235,9 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         self._scale_version = self.scale_sense.version
         self.track_underflow = track_underflow
         self.last_report = None
+        # MindSpore's attribute, which subclasses that write their own construct use to unscale
+        # the gradients: self.hyper_map(ops.partial(grad_scale, scale), grads)
+        self.hyper_map = HyperMap()
 
     def construct(self, *inputs):
         weights, core = self.weights, self.core
