@@ -208,8 +208,7 @@ class THOR(Optimizer):
         self.last_report = report
         if self.sampler is not None:
             report.seconds["sampling"], self.sampler.seconds = self.sampler.seconds, 0.0
-        bad = [p.name for p, g in zip(self.parameters, arrays)
-               if g is not None and not bool(backend.get_array_module(g).isfinite(g).all())]
+        bad = _nonfinite_names(self.parameters, arrays)
         if bad:
             report.applied = False
             report.reason = f"non-finite gradients in {bad[:4]}"
@@ -310,3 +309,13 @@ class THOR(Optimizer):
             self.sampler.seed = seed
         self._plan(self.global_step)
 
+
+
+def _nonfinite_names(parameters, arrays):
+    """Names of the parameters whose gradient holds inf or NaN, with one read of the device."""
+    present = [(p.name, g) for p, g in zip(parameters, arrays) if g is not None]
+    if not present:
+        return []
+    xp = backend.get_array_module(present[0][1])
+    finite = backend.as_numpy(xp.stack([xp.isfinite(g).all() for _, g in present])).tolist()
+    return [name for (name, _), ok in zip(present, finite) if not ok]
