@@ -81,6 +81,7 @@ _FROM = {
     "DynamicLossScaleManager": "minigrad.amp",
     "Model": "minigrad.train", "save_checkpoint": "minigrad.train",
     "load_checkpoint": "minigrad.train", "load_param_into_net": "minigrad.train",
+    "LossMonitor": "minigrad.train", "TimeMonitor": "minigrad.train", "Accuracy": "minigrad.train",
     "set_auto_parallel_context": "minigrad.communication",
     "get_auto_parallel_context": "minigrad.communication",
     "reset_auto_parallel_context": "minigrad.communication",
