@@ -46,8 +46,10 @@ class LossScaleOptimizer:
             (taken as its Python number; ``get``, as TF's, takes only int and float); None
             (default): "dynamic". A bool as the second positional argument is ``dynamic`` (the
             TF 2.4 order).
-        dynamic, initial_scale, dynamic_growth_steps: the TF 2.4 keywords (not with
-            ``loss_scale``).
+        dynamic: the TF 2.4 keyword (not with ``loss_scale``): a dynamic scale or a fixed one.
+        initial_scale: the TF 2.4 keyword (not with ``loss_scale``): the first scale.
+        dynamic_growth_steps: the TF 2.4 keyword (not with ``loss_scale``): clean steps before
+            the scale grows.
 
     Attributes:
         loss_scale: the ``LossScale``. Calling it gives the current scale as a float32 Tensor

@@ -62,9 +62,10 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
             output, None for outputs not to seed); default standard-normal values in the
             output's dtype.
         dtype: cast the float inputs to this dtype first (the dtype under test).
-        atol, rtol: tolerances on the directional derivative (the direction has unit norm, so
-            ``atol`` suits inputs and seeds of order one); default ``tolerance(d)`` for the
+        atol: absolute tolerance on the directional derivative (the direction has unit norm,
+            so ``atol`` suits inputs and seeds of order one); default ``tolerance(d)`` for the
             lowest-precision float input d.
+        rtol: relative tolerance on it; default ``tolerance(d)`` likewise.
         eps: finite-difference step along the unit direction; default 1e-3.
         seed: seeds the random grad_outputs and directions (the check is deterministic).
         no_grads: positions of float inputs not to differentiate.
