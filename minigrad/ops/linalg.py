@@ -31,9 +31,10 @@ def _narrow(x, dtype):
     return convert(x, dtype) if x.dtype != dtype else x
 
 
-def _add_bias_narrow(y, b, dtype):
+def add_bias_narrow(y, b, dtype):
     """dtype(y + b) for the fp32 (or fp64) product ``y`` (fresh: written in place), ``b`` None or
-    of ``dtype``. An fp16 bias on the host is widened, added and the sum rounded in one pass."""
+    of ``dtype``. An fp16 bias on the host is widened, added and the sum rounded in one pass.
+    The epilogue of Dense and conv2d."""
     if b is None:
         return _narrow(y, dtype)
     if b.dtype == dtypes.float16:
@@ -161,7 +162,7 @@ class Dense(Function):
                 out += b
         else:
             self.x, self.w = widen(x), widen(w)
-            out = _add_bias_narrow(self.x @ self.w.T, b, self.dtype)
+            out = add_bias_narrow(self.x @ self.w.T, b, self.dtype)
         return out if len(self.x_shape) == 2 else out.reshape(self.x_shape[:-1] + (w.shape[0],))
 
     def backward(self, g):
