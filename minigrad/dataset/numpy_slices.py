@@ -16,10 +16,14 @@ class NumpySlicesDataset(IndexedSource):
             (a list of equal-shape arrays stacks into one). Tensors are copied to the host.
         column_names: names of the columns; default the dict keys, else ``column_0``,
             ``column_1``...
-        num_samples, shuffle, sampler, num_shards, shard_id: the order of each pass (see
-            ``IndexedSource``: shuffled by default unless a sampler is given, MindSpore's rule;
-            sharded across the group in data-parallel mode).
+        num_samples: rows per pass (see ``IndexedSource``).
         num_parallel_workers: accepted for MindSpore compatibility; ignored.
+        shuffle: shuffle each pass (see ``IndexedSource``: True by default unless a sampler is
+            given, MindSpore's rule).
+        sampler: row indices that fix the order (see ``IndexedSource``).
+        num_shards: the number of shards (see ``IndexedSource``; by default the data-parallel
+            group's size).
+        shard_id: the shard this process reads (see ``IndexedSource``).
 
     Raises:
         ValueError: columns of different lengths, a list whose entries do not stack, a wrong

@@ -71,6 +71,8 @@ class Model:
         loss_scale_manager: a ``minigrad.amp`` ``FixedLossScaleManager`` or
             ``DynamicLossScaleManager`` (overrides the level's default). The update cell it makes
             shares its scale, so ``get_loss_scale()`` follows training step by step.
+
+    Other Parameters:
         keep_batchnorm_fp32: passed to ``build_train_network`` when given.
 
     A ``network`` created under a Keras dtype policy with a loss scale, or an ``optimizer``
@@ -85,8 +87,8 @@ class Model:
             neither ``loss_fn`` nor ``eval_network``; ``eval_indexes`` not a list of 3; an
             ``amp_level`` other than "O0" or a ``loss_scale_manager`` with a Keras loss scale.
 
-        Every argument is checked before the network is cast: a refused ``Model`` leaves the
-        network and the optimizer as they were.
+    Every argument is checked before the network is cast: a refused ``Model`` leaves the
+    network and the optimizer as they were.
     """
 
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None,
