@@ -32,11 +32,16 @@ class GeneratorDataset(Dataset):
         column_types: None, or one dtype per column to cast the values to.
         schema: not supported (give ``column_names``).
         num_samples: the number of rows per pass (the first ones of the order).
-        num_parallel_workers, python_multiprocessing, max_rowsize: accepted for MindSpore
-            compatibility; rows are read in the calling thread.
-        shuffle, sampler, num_shards, shard_id: the order of a random-accessible source (see
-            ``IndexedSource``); a callable or iterable source is read in its own order, and
-            refuses them.
+        num_parallel_workers: accepted for MindSpore compatibility; rows are read in the
+            calling thread.
+        shuffle: shuffle each pass (a random-accessible source only; see ``IndexedSource``:
+            True by default unless a sampler is given).
+        sampler: row indices that fix the order (a random-accessible source only).
+        num_shards: the number of shards (a random-accessible source only; see
+            ``IndexedSource``).
+        shard_id: the shard this process reads (a random-accessible source only).
+        python_multiprocessing: accepted for MindSpore compatibility.
+        max_rowsize: accepted for MindSpore compatibility.
 
     ``get_dataset_size()`` is ``len(source)`` (with the order's arguments) for a random-accessible
     source; for the others it runs one pass to count the rows, once, as MindSpore does.
@@ -51,9 +56,18 @@ class GeneratorDataset(Dataset):
     """
 
     def __new__(cls, source=None, *args, **kwargs):
-        if cls is GeneratorDataset:
+        if cls is GeneratorDataset:  # the kind of source decides how rows are ordered
             cls = _IndexedGenerator if _random_accessible(source) else _StreamGenerator
         return super().__new__(cls)
+
+    def __init__(self, source, column_names=None, column_types=None, schema=None,
+                 num_samples=None, num_parallel_workers=1, shuffle=None, sampler=None,
+                 num_shards=None, shard_id=None, python_multiprocessing=True, max_rowsize=6):
+        self._set_columns(source, column_names, column_types, schema)
+        self._set_order(num_samples, shuffle, sampler, num_shards, shard_id)
+
+    def _set_order(self, num_samples, shuffle, sampler, num_shards, shard_id):
+        raise NotImplementedError
 
     def _set_columns(self, source, column_names, column_types, schema):
         if schema is not None:
@@ -93,11 +107,8 @@ class GeneratorDataset(Dataset):
 class _IndexedGenerator(GeneratorDataset, IndexedSource):
     """A random-accessible source: row ``i`` is ``source[i]``."""
 
-    def __init__(self, source, column_names=None, column_types=None, schema=None,
-                 num_samples=None, num_parallel_workers=1, shuffle=None, sampler=None,
-                 num_shards=None, shard_id=None, python_multiprocessing=True, max_rowsize=6):
-        self._set_columns(source, column_names, column_types, schema)
-        IndexedSource.__init__(self, len(source), num_samples, shuffle, sampler, num_shards,
+    def _set_order(self, num_samples, shuffle, sampler, num_shards, shard_id):
+        IndexedSource.__init__(self, len(self.source), num_samples, shuffle, sampler, num_shards,
                                shard_id, owner="GeneratorDataset")
 
     def take(self, indices):
@@ -110,10 +121,9 @@ class _IndexedGenerator(GeneratorDataset, IndexedSource):
 class _StreamGenerator(GeneratorDataset):
     """A callable or iterable source, read in its own order."""
 
-    def __init__(self, source, column_names=None, column_types=None, schema=None,
-                 num_samples=None, num_parallel_workers=1, shuffle=None, sampler=None,
-                 num_shards=None, shard_id=None, python_multiprocessing=True, max_rowsize=6):
-        super().__init__()
+    def _set_order(self, num_samples, shuffle, sampler, num_shards, shard_id):
+        Dataset.__init__(self)
+        source = self.source
         if not callable(source) and not hasattr(source, "__iter__"):
             raise TypeError(f"GeneratorDataset: 'source' must be random accessible (__getitem__ "
                             f"and __len__), a generator function or an iterable, got "
@@ -124,7 +134,6 @@ class _StreamGenerator(GeneratorDataset):
                 raise ValueError(f"GeneratorDataset: {name} needs a random-accessible source "
                                  f"(with __getitem__ and __len__); this one is read in its own "
                                  f"order ({type(source).__name__})")
-        self._set_columns(source, column_names, column_types, schema)
         self.num_samples = check_positive_int("num_samples", num_samples, allow_none=True,
                                               owner="GeneratorDataset")
         self._size = None
