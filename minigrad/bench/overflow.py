@@ -27,6 +27,8 @@ PRESETS = {  # (sizes, lists, cold inputs) per device; --quick is the GPU suite'
 }
 QUICK = dict(warmup=0.02, min_samples=5, max_samples=50, target_spread=0.03, max_time=0.25)
 DEFAULT_PEERS = {"gpu": "torch,cupy", "cpu": "torch"}
+DTYPES = ("float16", "float32")
+CASES = ("finite", "one-inf")
 COLUMNS = ["input", "dtype", "case", "mode", "method", "calls", "us_median", "us_min", "us_p90",
            "spread", "host_us_median", "gb_s", "share_read", "share_copy", "share_rated",
            "x_vs_torch_fused"]
@@ -89,6 +91,8 @@ def run(args):
         return 2
     sizes, lists, cold = PRESETS[(device, args.quick)]
     inputs = input_specs(args.sizes or sizes, args.lists or lists, args.cold or cold)
+    dtypes = _choices("--dtypes", args.dtypes, DTYPES)
+    case_names = _choices("--cases", args.cases, CASES)
     settings = sampling_settings(args)
     xp = backend.cupy if device == "gpu" else numpy
     environment.warn_if_busy()
@@ -110,8 +114,8 @@ def run(args):
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for spec in inputs:
-            for dtype in args.dtypes.split(","):
-                for case_name in args.cases.split(","):
+            for dtype in dtypes:
+                for case_name in case_names:
                     measure_input(xp, spec, dtype, case_name, peers, torch, clock, settings,
                                   result, rated)
                     _save(args, result, rated)
@@ -135,6 +139,20 @@ def run(args):
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def _choices(option, text, allowed):
+    """The comma-separated values of ``text``, each one of ``allowed``.
+
+    Raises:
+        ValueError: another value, naming ``option``.
+    """
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    wrong = [v for v in values if v not in allowed]
+    if wrong or not values:
+        raise ValueError(f"{option} must be a comma-separated choice of {', '.join(allowed)}, "
+                         f"got {text!r}")
+    return values
 
 
 def load_peers(text, device):

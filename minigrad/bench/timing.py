@@ -107,7 +107,7 @@ class CudaClock:
             self.flags[0] = 1
             self.end.synchronize()
         device = self.cupy.cuda.get_elapsed_time(self.start, self.end) / 1e3
-        return device / calls, host / calls, hold and self.flags[1] == 0
+        return device / calls, host / calls, bool(hold and self.flags[1] == 0)
 
 
 def measure(methods, clock, cold, settings, now=time.perf_counter):

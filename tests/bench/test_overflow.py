@@ -99,6 +99,12 @@ def test_bad_sizes_and_lists_are_usage_errors(capsys):
     assert "a size must be a positive count like 4K" in capsys.readouterr().err
     assert bench(["overflow", *FAST, "--sizes", "4K", "--lists", "vgg"]) == 2
     assert "a list must be one of" in capsys.readouterr().err
+    assert bench(["overflow", *FAST, "--sizes", "4K", "--cases", "finte"]) == 2
+    assert "--cases must be a comma-separated choice of finite, one-inf, got 'finte'" in (
+        capsys.readouterr().err)
+    assert bench(["overflow", *FAST, "--sizes", "4K", "--dtypes", "float64"]) == 2
+    assert "--dtypes must be a comma-separated choice of float16, float32" in (
+        capsys.readouterr().err)
 
 
 def test_an_interrupted_run_keeps_its_rows(tmp_path, monkeypatch):
