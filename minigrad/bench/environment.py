@@ -111,25 +111,34 @@ def rated_bandwidth(memory_clock_khz, bus_width_bits):
     return memory_clock_khz * 1e3 * bus_width_bits / 8 * 2
 
 
+def device_attribute(cupy, name):
+    """The current GPU's ``cudaDevAttr<name>`` (e.g. ``"L2CacheSize"``), or None where this
+    CUDA does not know it."""
+    runtime = cupy.cuda.runtime
+    try:
+        return runtime.deviceGetAttribute(getattr(runtime, "cudaDevAttr" + name),
+                                          cupy.cuda.Device().id)
+    except (AttributeError, runtime.CUDARuntimeError):
+        return None
+
+
 def gpu_environment(cupy, torch=None):
     """The current GPU and the software on the timing path, as a dict for the JSON."""
     device = cupy.cuda.Device()
-    attributes = device.attributes
-    props = cupy.cuda.runtime.getDeviceProperties(device.id)
-    name = props["name"]
+    name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"]
     info = {
         "gpu": name.decode() if isinstance(name, bytes) else name,
         "compute_capability": device.compute_capability,
-        "multiprocessors": attributes.get("MultiProcessorCount"),
-        "l2_bytes": attributes.get("L2CacheSize"),
+        "multiprocessors": device_attribute(cupy, "MultiProcessorCount"),
+        "l2_bytes": device_attribute(cupy, "L2CacheSize"),
         "memory_bytes": device.mem_info[1],
-        "memory_clock_khz": attributes.get("MemoryClockRate"),
-        "memory_bus_bits": attributes.get("GlobalMemoryBusWidth"),
+        "memory_clock_khz": device_attribute(cupy, "MemoryClockRate"),
+        "memory_bus_bits": device_attribute(cupy, "GlobalMemoryBusWidth"),
         "driver": cupy.cuda.runtime.driverGetVersion(),
         "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
         "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion())),
         "cupy": cupy.__version__,
-        "ecc": attributes.get("EccEnabled"),
+        "ecc": device_attribute(cupy, "EccEnabled"),
     }
     info["rated_bandwidth_gb_s"] = _gb(rated_bandwidth(info["memory_clock_khz"],
                                                        info["memory_bus_bits"]))

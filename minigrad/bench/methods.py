@@ -13,6 +13,7 @@ import numpy
 
 from minigrad import _native, backend
 from minigrad.amp import float_status as fs
+from minigrad.bench import environment
 
 WIDEN_INV_SCALE = 0.25
 READ_THREADS = 256  # kernels/bench.cu's MG_READ_THREADS
@@ -246,7 +247,7 @@ class ReadCeiling(Method):
         self.kernel = _native.cuda_function("mg_read_xor", _native.BENCH_SOURCE)
         per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
             self.kernel.kernel.ptr, READ_THREADS, 0)
-        sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        sms = environment.device_attribute(cupy, "MultiProcessorCount")
         self.n_vecs = numpy.uint64(flat.nbytes // 16)
         self.grid = max(1, min(per_sm * sms, -(-int(self.n_vecs) // READ_THREADS)))
         self.out = cupy.zeros(slots, numpy.uint32)

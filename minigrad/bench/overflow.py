@@ -103,7 +103,8 @@ def run(args):
         env = {"device": device, **environment.cpu_environment(torch)}
     rated = args.rated_gb_s or env.get("rated_bandwidth_gb_s")
     rated = rated * 1e9 if rated else None
-    flush = args.flush_bytes or (2 * env["l2_bytes"] if device == "gpu" else 64 << 20)
+    flush = args.flush_bytes or (2 * (env["l2_bytes"] or 64 << 20) if device == "gpu"
+                                 else 64 << 20)
     clock = (timing.CudaClock(xp, flush, settings.hold_timeout) if device == "gpu"
              else timing.HostClock(flush))
     print(", ".join(f"{k}: {v}" for k, v in env.items()))
