@@ -64,7 +64,7 @@ class _Recorder:
             pending["a_rows"] = counts
         else:
             rows = _fp32(rows)
-            pending["a_trace"] = float(xp.vdot(rows.reshape(-1), rows.reshape(-1)))
+            pending["a_trace"] = xp.vdot(rows.reshape(-1), rows.reshape(-1))  # read later
             pending["a_rows"] = rows
         self.thor_pending = pending
 
@@ -82,7 +82,7 @@ class _Recorder:
             rows = _fp32(to_rows(grad.data))
             if not self.thor_sampling:  # the training loss's pass: the trace rule's statistic
                 flat = rows.reshape(-1)
-                pending["g_trace"] = float(backend.get_array_module(rows).vdot(flat, flat))
+                pending["g_trace"] = backend.get_array_module(rows).vdot(flat, flat)
             if self.thor_sampling or not sampled:
                 pending["g_rows"] = rows
         output.register_hook(hook)

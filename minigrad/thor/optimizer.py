@@ -145,9 +145,10 @@ class THOR(Optimizer):
         if fisher == "mc":
             self.sampler = SampledFisher(self.blocks, fisher_seed, owner)
             if fisher_loss is not None:
+                reduction = self._reduction_of(fisher_loss)  # checked before the loss is hooked
                 self.sampler.use_loss(fisher_loss, owner)
                 self.sampler.explicit = True
-                self._read_reduction(fisher_loss)
+                self.loss_reduction = reduction
         self.split_indices = check_split_indices(split_indices, len(self.blocks), owner)
         self.last_report = None
         self._backward_scale = None
@@ -180,16 +181,18 @@ class THOR(Optimizer):
         loss = getattr(network, "loss_fn", None)
         if loss is None or (self.sampler is not None and self.sampler.explicit):
             return
-        if self.sampler is not None:
+        reduction = self._reduction_of(loss)  # checked before the loss is hooked: a refused
+        if self.sampler is not None:          # network leaves THOR and the loss as they were
             self.sampler.use_loss(loss, "THOR")
-        self._read_reduction(loss)
+        self.loss_reduction = reduction
 
-    def _read_reduction(self, loss):
+    def _reduction_of(self, loss):
+        """The reduction THOR uses with ``loss``: its checked ``reduction``, or the one THOR
+        has (given explicitly, or "mean" for a loss without a ``reduction`` str)."""
         reduction = getattr(loss, "reduction", None)
         if self._reduction_explicit or not isinstance(reduction, str):
-            return  # a loss without a reduction attribute: the default "mean" stays
-        self.loss_reduction = check_in(f"{type(loss).__name__}.reduction", reduction,
-                                       REDUCTIONS, owner="THOR")
+            return self.loss_reduction
+        return check_in(f"{type(loss).__name__}.reduction", reduction, REDUCTIONS, owner="THOR")
 
     def apply_gradients(self, grads, scale=None):
         """One THOR step from ``grads`` (see ``Optimizer.apply_gradients``). Returns True."""
@@ -205,8 +208,7 @@ class THOR(Optimizer):
         self.last_report = report
         if self.sampler is not None:
             report.seconds["sampling"], self.sampler.seconds = self.sampler.seconds, 0.0
-        bad = [p.name for p, g in zip(self.parameters, arrays)
-               if g is not None and not bool(backend.get_array_module(g).isfinite(g).all())]
+        bad = _nonfinite_names(self.parameters, arrays)
         if bad:
             report.applied = False
             report.reason = f"non-finite gradients in {bad[:4]}"
@@ -307,3 +309,13 @@ class THOR(Optimizer):
             self.sampler.seed = seed
         self._plan(self.global_step)
 
+
+
+def _nonfinite_names(parameters, arrays):
+    """Names of the parameters whose gradient holds inf or NaN, with one read of the device."""
+    present = [(p.name, g) for p, g in zip(parameters, arrays) if g is not None]
+    if not present:
+        return []
+    xp = backend.get_array_module(present[0][1])
+    finite = backend.as_numpy(xp.stack([xp.isfinite(g).all() for _, g in present])).tolist()
+    return [name for (name, _), ok in zip(present, finite) if not ok]

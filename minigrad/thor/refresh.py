@@ -17,6 +17,7 @@ import time
 import numpy
 
 from minigrad import backend, communication
+from minigrad.backend import read_scalar
 from minigrad.thor.blocks import invert_together
 from minigrad.thor.report import LayerReport
 
@@ -138,7 +139,7 @@ def _store_factors(block, factors, decay, entry):
     if factors is None:
         return False
     xp = backend.get_array_module(factors[1])
-    if not (bool(xp.isfinite(factors[0]).all()) and bool(xp.isfinite(factors[1]).all())):
+    if not read_scalar(xp.isfinite(factors[0]).all() & xp.isfinite(factors[1]).all()):
         entry.action = "kept"
         return False
     block.set_factors(factors[0], factors[1], decay)
@@ -184,7 +185,7 @@ def reduce_factors(records, split_indices):
                     offset += f.size
                 factors = tuple(parts)
             if traces is not None:
-                traces = tuple(float(v) for v in flat[offset:offset + 2])
+                traces = tuple(backend.as_numpy(flat[offset:offset + 2]).tolist())
                 offset += 2
             out[k] = (factors, traces)
     return out

@@ -263,7 +263,7 @@ def test_matmul_errors_name_both_shapes():
     with pytest.raises(ValueError, match=r"\(3, 4\) @ \(5, 2\) \(inner dimensions 4 != 5\)"):
         ops.matmul(a, b)
     with pytest.raises(ValueError, match="at least 1 dimension"):
-        ops.matmul(minigrad.Tensor(2.0), a)
+        ops.matmul(minigrad.Tensor(numpy.float64(2.0)), a)
 
 
 @pytest.mark.parametrize(
