@@ -89,6 +89,8 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
 
 class Square(Function):
     """out = x²;  dx = 2 x g."""
+    saves = {"x": 0}
+
     def forward(self, x):
         self.x = x
         return x * x
