@@ -8,15 +8,18 @@
     write_json("benchmarks/results/x.json", {"rows": rows})  # records machine(): load, BLAS
 
 A timer is ``timer(fn, number) -> seconds for number calls``: ``wall_timer`` (default) uses
-``time.perf_counter``. The tables, the JSON writer and the record of the machine and its load
-are the package's own (``minigrad.bench.report``, ``minigrad.bench.environment``), which the
-benchmark tool shipped with minigrad uses too; GPU timing lives there as well
-(``minigrad.bench.timing``: CUDA events, the stream-holding kernel, cache flushes).
+``time.perf_counter``; ``cuda_event_timer(cupy)`` brackets the calls with CUDA events, so it
+measures GPU time and waits for the work to finish. The tables, the JSON writer and the record
+of the machine and its load are the package's own (``minigrad.bench.report``,
+``minigrad.bench.environment``), which the benchmark tool shipped with minigrad uses too; its
+GPU clock (``minigrad.bench.timing``) also keeps host enqueue gaps out of the GPU time, which
+these events do not.
 """
 import statistics
 import time
 
-from minigrad.bench.environment import machine, warn_if_busy  # noqa: F401  (used as _timing.*)
+from minigrad.bench.environment import (  # noqa: F401  (the benchmarks call them as _timing.*)
+    blas_info, machine, warn_if_busy)
 from minigrad.bench.report import print_table, write_json  # noqa: F401
 
 
@@ -25,6 +28,19 @@ def wall_timer(fn, number):
     for _ in range(number):
         fn()
     return time.perf_counter() - start
+
+
+def cuda_event_timer(cupy):
+    """A timer that measures ``number`` calls between two CUDA events on the current stream."""
+    def timer(fn, number):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end) / 1e3
+    return timer
 
 
 def time_it(fn, repeat=20, number=1, warmup=1, timer=wall_timer):
