@@ -24,6 +24,7 @@ setup(
         # NVRTC and the CUDA headers without a GPU or driver: the tests compile every CUDA source
         # as CuPy would on a GPU
         "nvrtc": ["cuda-bindings>=13", "nvidia-cuda-nvrtc>=13", "nvidia-cuda-runtime>=13"],
+        "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
         "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext",
                  "threadpoolctl", "ruff"],
     },

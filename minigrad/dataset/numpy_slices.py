@@ -26,7 +26,8 @@ class NumpySlicesDataset(Dataset):
             given — MindSpore's rule.
         sampler: an iterable of row indices (e.g. a list) that fixes the order; not with
             ``shuffle=True``.
-        num_shards, shard_id: read only shard ``shard_id`` of ``num_shards``: the rows at
+        num_shards: the number of shards (see ``shard_id``).
+        shard_id: read only shard ``shard_id`` of ``num_shards``: the rows at
             positions ``shard_id, shard_id + num_shards, ...`` of each pass's order, the order
             first padded by wrapping to a multiple of ``num_shards`` so that every shard has
             ``ceil(rows / num_shards)`` rows (data-parallel ranks must take the same number of

@@ -46,8 +46,10 @@ class LossScaleOptimizer:
             (taken as its Python number; ``get``, as TF's, takes only int and float); None
             (default): "dynamic". A bool as the second positional argument is ``dynamic`` (the
             TF 2.4 order).
-        dynamic, initial_scale, dynamic_growth_steps: the TF 2.4 keywords (not with
-            ``loss_scale``).
+        dynamic: the TF 2.4 keyword (not with ``loss_scale``): a dynamic scale or a fixed one.
+        initial_scale: the TF 2.4 keyword (not with ``loss_scale``): the first scale.
+        dynamic_growth_steps: the TF 2.4 keyword (not with ``loss_scale``): clean steps before
+            the scale grows.
 
     Attributes:
         loss_scale: the ``LossScale``. Calling it gives the current scale as a float32 Tensor
@@ -134,7 +136,17 @@ class LossScaleOptimizer:
         return loss * self.loss_scale.core.scale
 
     def get_unscaled_gradients(self, grads):
-        """A new list: each gradient times 1/scale (None kept; fp16 gradients come back fp32)."""
+        """A new list: each gradient times 1/scale (None kept; fp16 gradients come back fp32).
+
+        Gradients that carry a graph (the inner gradients of a gradient penalty, computed
+        inside the loss) are unscaled by recorded ops, so the penalty stays differentiable;
+        an inf or NaN among them reaches the loss, the outer gradients and ``apply_gradients``'
+        check.
+        """
+        if any(g is not None and g.requires_grad for g in grads):
+            inverse = float_status.inverse(self.loss_scale.core.scale)
+            return [None if g is None else g.astype(dtypes.acc_dtype(g.dtype)) * inverse
+                    for g in grads]
         # unscale_and_check scales fp32/fp64 arrays in place (so copy those: the caller keeps
         # its gradients) and returns fp16 ones as new fp32 arrays (no copy needed)
         arrays = [None if g is None else g.data if g.dtype == dtypes.float16 else g.data.copy()

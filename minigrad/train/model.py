@@ -64,6 +64,8 @@ class Model:
         loss_scale_manager: a ``minigrad.amp`` ``FixedLossScaleManager`` or
             ``DynamicLossScaleManager`` (overrides the level's default). The update cell it makes
             shares its scale, so ``get_loss_scale()`` follows training step by step.
+
+    Other Parameters:
         keep_batchnorm_fp32: passed to ``build_train_network`` when given.
 
     Raises:
@@ -72,8 +74,8 @@ class Model:
             than "O0" or a ``loss_scale_manager`` without an ``optimizer``; ``metrics`` with
             neither ``loss_fn`` nor ``eval_network``; ``eval_indexes`` not a list of 3.
 
-        Every argument is checked before the network is cast: a refused ``Model`` leaves the
-        network and the optimizer as they were.
+    Every argument is checked before the network is cast: a refused ``Model`` leaves the
+    network and the optimizer as they were.
     """
 
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None,

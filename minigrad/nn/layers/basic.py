@@ -14,7 +14,8 @@ class Dense(Cell):
     """Fully connected layer: y = activation(x Wᵀ + b).
 
     Args:
-        in_channels, out_channels: positive ints.
+        in_channels: a positive int.
+        out_channels: a positive int.
         weight_init: initializer of ``weight``, shape (out_channels, in_channels). Default "normal".
         bias_init: initializer of ``bias``, shape (out_channels,). Default "zeros".
         has_bias: default True.

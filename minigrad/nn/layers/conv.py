@@ -15,8 +15,11 @@ class Conv2d(Cell):
     x_padded[n, c, h·s_h + i·d_h, w·s_w + j·d_w]
 
     Args:
-        in_channels, out_channels: positive ints, both divisible by ``group``.
-        kernel_size, stride, dilation: int or (height, width). Defaults stride 1, dilation 1.
+        in_channels: a positive int divisible by ``group``.
+        out_channels: a positive int divisible by ``group``.
+        kernel_size: int or (height, width).
+        stride: int or (height, width). Default 1.
+        dilation: int or (height, width). Default 1.
         pad_mode: "same" (default; output size ceil(H / stride), extra padding at the bottom/right),
             "valid" (no padding) or "pad" (explicit ``padding``).
         padding: int or (top, bottom, left, right); must be 0 unless pad_mode is "pad".
