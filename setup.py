@@ -12,6 +12,7 @@ setup(
     package_dir={"minigrad.kernels": "kernels"},
     package_data={"minigrad.kernels": ["*.cu", "*.h", "*.cpp"]},
     install_requires=["numpy>=1.24"],
+    entry_points={"console_scripts": ["minigrad-bench = minigrad.bench.cli:main"]},
     extras_require={
         "cuda12": ["cupy-cuda12x"],
         "cuda13": ["cupy-cuda13x"],

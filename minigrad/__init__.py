@@ -21,7 +21,8 @@ cycles, checked by the test suite). From the bottom up:
    and the network converter).
 8. amp faces: ``amp`` (the package and its other modules: managers, build, grad_scaler,
    autocast, functional, plots); ``mixed_precision``.
-9. ``train``, ``dataset``, ``testing``; ``thor.convert_model`` (the ``Model`` converter).
+9. ``train``, ``dataset``, ``testing``; ``thor.convert_model`` (the ``Model`` converter);
+   ``bench`` (the benchmark tools, ``python -m minigrad.bench``).
 
 ``import minigrad`` loads layers 1-4 (``communication`` and ``linalg`` on first use). The
 subpackages above them (``minigrad.nn``, ``minigrad.amp``, ``minigrad.mixed_precision``, ...)
@@ -70,7 +71,7 @@ _LAYERS = (
     ("optim", "thor"),
     ("nn", "thor.layers", "thor.convert_network"),
     ("amp", "mixed_precision"),
-    ("train", "dataset", "testing", "thor.convert_model"),
+    ("train", "dataset", "testing", "thor.convert_model", "bench"),
 )
 
 # subpackages loaded on first access, and the names the package takes from them
