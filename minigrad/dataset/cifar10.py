@@ -69,10 +69,10 @@ class Cifar10Dataset(NumpySlicesDataset):
         dataset_dir: the folder of the files.
         usage: "train" (the five data batches), "test" (the test batch) or "all" (train then
             test). None (the default) means "all", as in MindSpore.
-        num_samples, num_parallel_workers, shuffle, sampler, num_shards, shard_id: as for
-            ``NumpySlicesDataset``.
 
-    Every file is read and checked before the dataset exists.
+    ``num_samples``, ``num_parallel_workers``, ``shuffle``, ``sampler``, ``num_shards`` and
+    ``shard_id`` are ``NumpySlicesDataset``'s (``shuffle`` None means True unless a sampler is
+    given). Every file is read and checked before the dataset exists.
 
     Raises:
         FileNotFoundError: a batch ``usage`` needs is missing (named; the Python-pickle

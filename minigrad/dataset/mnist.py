@@ -72,10 +72,10 @@ class MnistDataset(NumpySlicesDataset):
         dataset_dir: the folder of the files.
         usage: "train" (60,000 images), "test" (10,000) or "all" (train then test). None (the
             default) means "all", as in MindSpore.
-        num_samples, num_parallel_workers, shuffle, sampler, num_shards, shard_id: as for
-            ``NumpySlicesDataset`` (``shuffle`` None means True unless a sampler is given).
 
-    Every file is read and checked before the dataset exists.
+    ``num_samples``, ``num_parallel_workers``, ``shuffle``, ``sampler``, ``num_shards`` and
+    ``shard_id`` are ``NumpySlicesDataset``'s (``shuffle`` None means True unless a sampler is
+    given). Every file is read and checked before the dataset exists.
 
     Raises:
         FileNotFoundError: a file ``usage`` needs is missing (the message names it).

@@ -64,7 +64,8 @@ class Normalize:
     """``(image - mean) / std`` per channel, as float32.
 
     Args:
-        mean, std: one number per channel (a list or tuple; one entry for a 2-D image).
+        mean: one number per channel (a list or tuple; one entry for a 2-D image).
+        std: one positive number per channel, as many as ``mean``.
         is_hwc: channels last (H, W, C), the default; False for (C, H, W).
 
     Raises:

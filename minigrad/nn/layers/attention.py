@@ -83,9 +83,10 @@ class MultiheadAttention(Cell):
         add_bias_kv: append a learned key and value (``bias_k``, ``bias_v``) to the sequences.
             Default False.
         add_zero_attn: append a zero key and value to the sequences. Default False.
-        kdim, vdim: the key's and value's width; None (default) for E. When either differs
-            from E the projections are separate Parameters ``q_proj_weight``,
-            ``k_proj_weight``, ``v_proj_weight``; otherwise one ``in_proj_weight`` (3E, E).
+        kdim: the key's width; None (default) for E.
+        vdim: the value's width; None (default) for E. When ``kdim`` or ``vdim`` differs from
+            E the projections are separate Parameters ``q_proj_weight``, ``k_proj_weight``,
+            ``v_proj_weight``; otherwise one ``in_proj_weight`` (3E, E).
         batch_first: inputs and output are (N, L, E) instead of (L, N, E). Default False.
         dtype: the Parameters' dtype, float32 (default) or float16.
 
