@@ -11,7 +11,7 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops.arithmetic import as_tensor, check_float_tensor
+from minigrad.ops.arithmetic import float_tensor
 from minigrad.ops.conv import output_hw, padding4, pair, window_slices
 
 _NO_DILATION = (1, 1)
@@ -111,10 +111,9 @@ class AvgPool2d(_Pool2d):
 
 
 def _pool_arguments(x, kernel_size, stride, padding, op):
-    x = as_tensor(x)
-    check_float_tensor(x, op)
+    x = float_tensor(x, op)
     if x.ndim != 4:
-        raise ValueError(f"{op} expects x of shape (N, C, H, W), got shape {x.shape}")
+        raise ValueError(f"{op}: x must have 4 dimensions (N, C, H, W), got x of shape {x.shape}")
     kernel = pair("kernel_size", kernel_size)
     stride = kernel if stride is None else pair("stride", stride)
     padding = padding4(padding)
