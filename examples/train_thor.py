@@ -25,6 +25,7 @@ def build():
 
 def run(kind, data, args):
     (x, y), (x_test, y_test) = data
+    device = minigrad.get_context("device_target")  # where the batches go (--device)
     minigrad.set_seed(args.seed)
     net = build()
     if kind == "THOR":
@@ -41,14 +42,15 @@ def run(kind, data, args):
         for b in range(len(x) // args.batch):
             idx = perm[b * args.batch:(b + 1) * args.batch]
             start = time.perf_counter()
-            step(Tensor(x[idx]), Tensor(y[idx]))
+            step(Tensor(x[idx], device=device), Tensor(y[idx], device=device))
             seconds += time.perf_counter() - start
             steps += 1
             if kind == "THOR" and opt.last_report.refresh:
                 last_refresh = opt.last_report
             if steps % 10 == 0:
                 with minigrad.no_grad():
-                    loss = float(loss_fn(net(Tensor(x)), Tensor(y)).asnumpy())
+                    loss = loss_fn(net(Tensor(x, device=device)), Tensor(y, device=device))
+                    loss = float(loss.asnumpy())
                 curve.append((steps, loss))
                 if loss <= args.target:
                     reached = steps
@@ -56,7 +58,8 @@ def run(kind, data, args):
             if steps >= args.max_steps:
                 break
     with minigrad.no_grad():
-        accuracy = float((net(Tensor(x_test)).asnumpy().argmax(1) == y_test).mean())
+        logits = net(Tensor(x_test, device=device)).asnumpy()
+        accuracy = float((logits.argmax(1) == y_test).mean())
     return {"steps": reached, "seconds": seconds, "accuracy": accuracy, "curve": curve,
             "report": last_refresh}
 
@@ -67,8 +70,11 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--max-steps", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", type=str.upper, choices=["CPU", "GPU"], default="CPU",
+                        help="GPU: train with CuPy (one host read per loss-scaled step)")
     parser.add_argument("--plot", default=None, help="write the two loss curves to this file")
     args = parser.parse_args(argv)
+    minigrad.set_context(device_target=args.device)
     data = load_digits(split=0.2, seed=0)
     results = {kind: run(kind, data, args) for kind in ("Momentum", "THOR")}
     for kind, r in results.items():

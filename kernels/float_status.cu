@@ -18,10 +18,13 @@
    code runs on a GPU and, through host_shim.h (one block per core, blockDim.x == 1 at compile
    time), as plain vectorisable loops on a CPU.
 
-   The test works on raw bits, so no <cuda_fp16.h> is needed: a value is non-finite iff its
-   exponent bits are all ones. Adding one to an all-ones exponent carries into the lane's top
-   bit, so `acc |= (w & MASK) + CARRY` tests both fp16 halves (or the fp32) of a 32-bit word
-   without a compare, and one test of `acc & TOP` at the end tells whether any lane overflowed.
+   The test works on raw bits, so no <cuda_fp16.h> is needed, nor any other header: under
+   NVRTC (CuPy's compiler) uint4, __ldg, __any_sync and the bit casts are built in, nvcc
+   includes the runtime header itself, and host_shim.h defines them for the CPU. A value is
+   non-finite iff its exponent bits are all ones. Adding one to an all-ones exponent carries
+   into the lane's top bit, so `acc |= (w & MASK) + CARRY` tests both fp16 halves (or the fp32)
+   of a 32-bit word without a compare, and one test of `acc & TOP` at the end tells whether any
+   lane overflowed.
 
    What differs between targets is a handful of primitives: the GPU ones are below, the CPU
    ones in host_shim.h. */
@@ -69,6 +72,17 @@ __device__ __forceinline__ u32 unscale_float(u32 w, float inv_scale)
 /* On the GPU a vector is 16 bytes (one 128-bit load per thread) and its four words are four
    registers, so the vector steps go lane by lane. The flag accumulator is such a vector too. */
 typedef uint4 mg_vec;
+/* Loads and stores of whole vectors, made global-memory accesses: the arrays' addresses come
+   from the table, so the compiler cannot tell their address space and would use generic ones.
+   (The check-only kernels load through the read-only cache instead, __ldg.) */
+__device__ __forceinline__ mg_vec mg_load(const mg_vec* p)
+{
+    return __ldca(p);
+}
+__device__ __forceinline__ void mg_store(mg_vec* p, const mg_vec& v)
+{
+    __stwb(p, v);
+}
 __device__ __forceinline__ mg_vec mg_fold(mg_vec acc, const mg_vec& v, u32 mask, u32 carry)
 {
     acc.x |= (v.x & mask) + carry;
@@ -102,14 +116,29 @@ __device__ __forceinline__ void mg_unscale_float_vec(mg_vec& v, float inv_scale)
 {
     unscale_words<unscale_float>(v, inv_scale);
 }
-/* The eight fp16 values of a vector as fp32 times inv_scale, stored at out (4-byte aligned). */
+/* The eight fp16 values of a vector as fp32 times inv_scale, stored at out: two 16-byte stores
+   where out is 16-byte aligned (ALIGNED), else eight 4-byte stores. */
+template <bool ALIGNED>
 __device__ __forceinline__ void mg_widen_half_vec(float* out, const mg_vec& v, float inv_scale)
 {
     const u32 w[4] = {v.x, v.y, v.z, v.w};
+    float f[8];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-        out[2 * k] = mg_mul(mg_half_to_float(w[k] & 0xFFFFu), inv_scale);
-        out[2 * k + 1] = mg_mul(mg_half_to_float(w[k] >> 16), inv_scale);
+        f[2 * k] = mg_mul(mg_half_to_float(w[k] & 0xFFFFu), inv_scale);
+        f[2 * k + 1] = mg_mul(mg_half_to_float(w[k] >> 16), inv_scale);
+    }
+    if (ALIGNED) {
+        const mg_vec lo = {__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                           __float_as_uint(f[3])};
+        const mg_vec hi = {__float_as_uint(f[4]), __float_as_uint(f[5]), __float_as_uint(f[6]),
+                           __float_as_uint(f[7])};
+        mg_store((mg_vec*)out, lo);
+        mg_store((mg_vec*)out + 1, hi);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            __stwb(out + k, f[k]);
     }
 }
 #define MG_ILP 4 /* independent vector loads in flight per thread */
@@ -129,38 +158,6 @@ struct Fp32 {
     __device__ static __forceinline__ void unscale_vec(mg_vec& v, float s) { mg_unscale_float_vec(v, s); }
 };
 
-/* One element, as a word whose other fp16 lane is zero (and stays zero when unscaled). */
-template <class F, bool UNSCALE>
-__device__ __forceinline__ mg_vec visit_elem(mg_vec acc, typename F::elem* p, float inv_scale)
-{
-    u32 w = *p;
-    acc = mg_fold_word(acc, w, F::MASK, F::CARRY);
-    if (UNSCALE)
-        *p = (typename F::elem)F::unscale(w, inv_scale);
-    return acc;
-}
-
-/* Vectors v[0], v[stride], ... (COUNT of them) of one thread. All loads are issued before any
-   use, so each thread keeps COUNT vectors in flight: that is what lets a streaming kernel
-   approach memory bandwidth. The check-only kernel reads through the read-only cache. */
-template <class F, bool UNSCALE, int COUNT>
-__device__ __forceinline__ mg_vec visit_vecs(mg_vec acc, mg_vec* v, u64 stride, float inv_scale)
-{
-    mg_vec r[COUNT];
-#pragma unroll
-    for (int k = 0; k < COUNT; ++k)
-        r[k] = UNSCALE ? v[k * stride] : __ldg(v + k * stride);
-#pragma unroll
-    for (int k = 0; k < COUNT; ++k) {
-        acc = mg_fold(acc, r[k], F::MASK, F::CARRY);
-        if (UNSCALE) {
-            F::unscale_vec(r[k], inv_scale);
-            v[k * stride] = r[k];
-        }
-    }
-    return acc;
-}
-
 /* How n elements of size `elem` starting at p split around vector boundaries: `head` scalar
    elements up to the first boundary, `vecs` whole vectors, then scalar elements from `tail`. */
 struct mg_span {
@@ -178,51 +175,122 @@ __device__ __forceinline__ mg_span aligned_span(const void* p, u64 n, u64 elem)
     return s;
 }
 
-/* Elements [0, n) of one chunk. Vector loads need addresses aligned to the vector size, so the
-   elements before the first boundary and after the last one go through the scalar path. */
+/* Elements [0, n) of one chunk, split by `s`. Vector loads need addresses aligned to the vector
+   size, so the elements before the first boundary and after the last one go one by one
+   (visit.elem(acc, i), i counted from the chunk's start); the vectors go in thread-strided
+   groups: visit.vecs<COUNT>(acc, i, stride) takes vectors i, i + stride, ... (COUNT of them,
+   counted from the first whole vector). MG_ILP vectors per group while whole groups remain:
+   their loads are all issued before any use, so each thread keeps MG_ILP vectors in flight,
+   which is what lets a streaming kernel approach memory bandwidth. */
+template <class Visit>
+__device__ __forceinline__ mg_vec walk(mg_vec acc, const mg_span& s, u64 n, const Visit& visit)
+{
+    for (u64 i = threadIdx.x; i < s.head; i += blockDim.x)
+        acc = visit.elem(acc, i);
+    u64 i = threadIdx.x;
+    for (; i + (MG_ILP - 1) * blockDim.x < s.vecs; i += MG_ILP * blockDim.x)
+        acc = visit.template vecs<MG_ILP>(acc, i, blockDim.x);
+    for (; i < s.vecs; i += blockDim.x)
+        acc = visit.template vecs<1>(acc, i, blockDim.x);
+    for (u64 j = s.tail + threadIdx.x; j < n; j += blockDim.x)
+        acc = visit.elem(acc, j);
+    return acc;
+}
+
+/* The check, and with UNSCALE the unscale in place, of a chunk p whose first whole vector is
+   v. The check-only kernel reads through the read-only cache. An element alone is a word whose
+   other fp16 lane is zero (and stays zero when unscaled). */
+template <class F, bool UNSCALE>
+struct InPlace {
+    typename F::elem* p;
+    mg_vec* v;
+    float inv_scale;
+
+    __device__ __forceinline__ mg_vec elem(mg_vec acc, u64 i) const
+    {
+        const u32 w = p[i];
+        acc = mg_fold_word(acc, w, F::MASK, F::CARRY);
+        if (UNSCALE)
+            p[i] = (typename F::elem)F::unscale(w, inv_scale);
+        return acc;
+    }
+    template <int COUNT>
+    __device__ __forceinline__ mg_vec vecs(mg_vec acc, u64 i, u64 stride) const
+    {
+        mg_vec r[COUNT];
+#pragma unroll
+        for (int k = 0; k < COUNT; ++k)
+            r[k] = UNSCALE ? mg_load(v + i + k * stride) : __ldg(v + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < COUNT; ++k) {
+            acc = mg_fold(acc, r[k], F::MASK, F::CARRY);
+            if (UNSCALE) {
+                F::unscale_vec(r[k], inv_scale);
+                mg_store(v + i + k * stride, r[k]);
+            }
+        }
+        return acc;
+    }
+};
+
+/* The check of a chunk p of fp16 values, written widened and unscaled to out (its fp32
+   output); v is p's first whole vector and vout the output of its first value. ALIGNED: vout is
+   16-byte aligned, so each vector's eight floats go out as two 16-byte stores. */
+template <bool ALIGNED>
+struct Widen {
+    const u16* p;
+    float* out;
+    const mg_vec* v;
+    float* vout;
+    float inv_scale;
+
+    __device__ __forceinline__ mg_vec elem(mg_vec acc, u64 i) const
+    {
+        acc = mg_fold_word(acc, p[i], Fp16::MASK, Fp16::CARRY);
+        out[i] = mg_mul(mg_half_to_float(p[i]), inv_scale);
+        return acc;
+    }
+    template <int COUNT>
+    __device__ __forceinline__ mg_vec vecs(mg_vec acc, u64 i, u64 stride) const
+    {
+        const u64 per_vec = sizeof(mg_vec) / sizeof(u16);
+        mg_vec r[COUNT];
+#pragma unroll
+        for (int k = 0; k < COUNT; ++k)
+            r[k] = __ldg(v + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < COUNT; ++k) {
+            acc = mg_fold(acc, r[k], Fp16::MASK, Fp16::CARRY);
+            mg_widen_half_vec<ALIGNED>(vout + (i + k * stride) * per_vec, r[k], inv_scale);
+        }
+        return acc;
+    }
+};
+
+/* Elements [0, n) of one chunk p, checked and with UNSCALE unscaled in place. */
 template <class F, bool UNSCALE>
 __device__ mg_vec walk_chunk(mg_vec acc, typename F::elem* p, u64 n, float inv_scale)
 {
     const mg_span s = aligned_span(p, n, sizeof(typename F::elem));
-    const u64 head = s.head, vecs = s.vecs, tail = s.tail;
-    mg_vec* v = (mg_vec*)(p + head);
-
-    for (u64 i = threadIdx.x; i < head; i += blockDim.x)
-        acc = visit_elem<F, UNSCALE>(acc, p + i, inv_scale);
-    u64 i = threadIdx.x;
-    for (; i + (MG_ILP - 1) * blockDim.x < vecs; i += MG_ILP * blockDim.x)
-        acc = visit_vecs<F, UNSCALE, MG_ILP>(acc, v + i, blockDim.x, inv_scale);
-    for (; i < vecs; i += blockDim.x)
-        acc = visit_vecs<F, UNSCALE, 1>(acc, v + i, blockDim.x, inv_scale);
-    for (u64 j = tail + threadIdx.x; j < n; j += blockDim.x)
-        acc = visit_elem<F, UNSCALE>(acc, p + j, inv_scale);
-    return acc;
+    const InPlace<F, UNSCALE> visit = {p, (mg_vec*)(p + s.head), inv_scale};
+    return walk(acc, s, n, visit);
 }
 
-/* Elements [0, n) of one chunk of fp16 values p, written widened and unscaled to out. Vectors
-   are aligned on the input; the output is stored element by element on the GPU and with
-   unaligned vector stores on the CPU, so it needs no alignment beyond a float's. */
+/* Elements [0, n) of one chunk of fp16 values p, checked and written widened and unscaled to
+   out (4-byte aligned). Vectors are aligned on the input; where that puts the output of each
+   vector on a 16-byte boundary too (always for fresh arrays: their addresses are multiples of
+   256), the output goes out in 16-byte stores. */
 __device__ mg_vec widen_chunk(mg_vec acc, const u16* p, float* out, u64 n, float inv_scale)
 {
-    const u64 per_vec = sizeof(mg_vec) / sizeof(u16);
     const mg_span s = aligned_span(p, n, sizeof(u16));
-    const u64 head = s.head, vecs = s.vecs, tail = s.tail;
-    const mg_vec* v = (const mg_vec*)(p + head);
-
-    for (u64 i = threadIdx.x; i < head; i += blockDim.x) {
-        acc = mg_fold_word(acc, p[i], Fp16::MASK, Fp16::CARRY);
-        out[i] = mg_mul(mg_half_to_float(p[i]), inv_scale);
+    const mg_vec* v = (const mg_vec*)(p + s.head);
+    float* vout = out + s.head;
+    if (((u64)vout & 15) == 0) {
+        const Widen<true> visit = {p, out, v, vout, inv_scale};
+        return walk(acc, s, n, visit);
     }
-    for (u64 i = threadIdx.x; i < vecs; i += blockDim.x) {
-        const mg_vec r = __ldg(v + i);
-        acc = mg_fold(acc, r, Fp16::MASK, Fp16::CARRY);
-        mg_widen_half_vec(out + head + i * per_vec, r, inv_scale);
-    }
-    for (u64 j = tail + threadIdx.x; j < n; j += blockDim.x) {
-        acc = mg_fold_word(acc, p[j], Fp16::MASK, Fp16::CARRY);
-        out[j] = mg_mul(mg_half_to_float(p[j]), inv_scale);
-    }
-    return acc;
+    const Widen<false> visit = {p, out, v, vout, inv_scale};
+    return walk(acc, s, n, visit);
 }
 
 /* The array holding `chunk`: the last t with table[3t+2] <= chunk (binary search). */

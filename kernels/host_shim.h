@@ -100,6 +100,10 @@ static inline float mg_mul(float a, float b) { return a * b; }
 typedef unsigned int mg_vec __attribute__((vector_size(64)));
 typedef float mg_f32x16 __attribute__((vector_size(64)));
 
+static inline mg_vec mg_load(const mg_vec* p) { return *p; }
+
+static inline void mg_store(mg_vec* p, const mg_vec& v) { *p = v; }
+
 static inline mg_vec mg_fold(mg_vec acc, const mg_vec& v, unsigned int mask, unsigned int carry)
 {
     return acc | ((v & mask) + carry);
@@ -126,10 +130,12 @@ static inline void mg_unscale_float_vec(mg_vec& v, float inv_scale)
 }
 
 /* fp16 vectors: widen to fp32, multiply, narrow with nearest-even (or store the fp32 values,
-   mg_widen_half_vec), in the widest SIMD the target has; compilers do not vectorise the
-   _Float16 conversions of the lane-by-lane form. */
+   mg_widen_half_vec, whose ALIGNED says whether out is 16-byte aligned: the CPU stores unaligned
+   vectors at the same speed, so it does not matter here), in the widest SIMD the target has;
+   compilers do not vectorise the _Float16 conversions of the lane-by-lane form. */
 #if defined(__AVX512F__)
 #include <immintrin.h>
+template <bool ALIGNED>
 static inline void mg_widen_half_vec(float* out, const mg_vec& v, float inv_scale)
 {
     const __m512 s = _mm512_set1_ps(inv_scale);
@@ -151,6 +157,7 @@ static inline void mg_unscale_half_vec(mg_vec& v, float inv_scale)
 }
 #elif defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
+template <bool ALIGNED>
 static inline void mg_widen_half_vec(float* out, const mg_vec& v, float inv_scale)
 {
     __m128i h[4];
@@ -169,6 +176,7 @@ static inline void mg_unscale_half_vec(mg_vec& v, float inv_scale)
     std::memcpy(&v, h, sizeof h);
 }
 #else
+template <bool ALIGNED>
 static inline void mg_widen_half_vec(float* out, const mg_vec& v, float inv_scale)
 {
     unsigned short h[32];

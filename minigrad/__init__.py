@@ -14,11 +14,12 @@ cycles, checked by the test suite). From the bottom up:
 5. amp core, on arrays only: ``amp.core`` (the loss-scale rule, the step report),
    ``amp.float_status`` with ``amp._status_buffer``, ``amp._status_launch`` and
    ``amp._status_numpy`` (the overflow status), ``amp.npu_ops`` (MindSpore's ops over it).
-6. ``optim``.
-7. ``nn``.
+6. ``optim``; ``thor`` (the THOR optimizer's modules).
+7. ``nn``; ``thor.layers`` and ``thor.convert_network`` (the layers that record THOR's factors,
+   and the network converter).
 8. amp faces: ``amp`` (the package and its other modules: managers, build, grad_scaler,
    autocast, functional, plots); ``mixed_precision``.
-9. ``train``, ``dataset``, ``testing``.
+9. ``train``, ``dataset``, ``testing``; ``thor.convert_model`` (the ``Model`` converter).
 
 ``import minigrad`` loads layers 1-4 (``communication`` and ``linalg`` on first use). The
 subpackages above them (``minigrad.nn``, ``minigrad.amp``, ``minigrad.mixed_precision``, ...)
@@ -63,10 +64,10 @@ _LAYERS = (
     ("ops", ""),
     ("amp.core", "amp.float_status", "amp._status_buffer", "amp._status_launch",
      "amp._status_numpy", "amp.npu_ops"),
-    ("optim",),
-    ("nn",),
+    ("optim", "thor"),
+    ("nn", "thor.layers", "thor.convert_network"),
     ("amp", "mixed_precision"),
-    ("train", "dataset", "testing"),
+    ("train", "dataset", "testing", "thor.convert_model"),
 )
 
 # subpackages loaded on first access, and the names the package takes from them

@@ -2,8 +2,9 @@
 
 The same CUDA source runs on two targets:
 
-* GPU: compiled by CuPy's ``RawModule`` (NVRTC) on first use, cached per process here and on
-  disk by CuPy.
+* GPU: compiled by CuPy's ``RawModule`` (NVRTC) on first use with ``CUDA_OPTIONS``, cached per
+  process here and on disk by CuPy. Every source in ``CUDA_SOURCES`` also compiles through NVRTC
+  in CI, without a GPU, for the architectures the tests name.
 * CPU: compiled by a C++ compiler through ``kernels/host_shim.h`` into a shared library that
   ``ctypes`` calls. It is built once per source/flags/machine, cached under
   ``$MINIGRAD_CACHE_DIR`` (default ``$XDG_CACHE_HOME/minigrad`` or ``~/.cache/minigrad``) and
@@ -41,12 +42,19 @@ import numpy
 from minigrad import backend
 
 STATUS_SOURCE = "float_status.cu"
+BENCH_SOURCE = "bench.cu"
 HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp",
                 "optim_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
                   "check_unscale_fp16_to_fp32")
-# NVRTC options given to RawModule; CI compiles the source with nvcc and the same language level.
-CUDA_OPTIONS = ()
+# Every CUDA source of kernels/ and the kernels it defines; tests/kernels/test_nvrtc.py compiles
+# each source and checks this table against the kernels the PTX exports.
+CUDA_SOURCES = {STATUS_SOURCE: STATUS_KERNELS, BENCH_SOURCE: ("mg_hold_stream", "mg_read_xor")}
+# The options minigrad gives CuPy's RawModule (line info lets Nsight Compute map time to source
+# lines; it does not change the machine code). CuPy 14 adds include paths (its CCCL and own
+# headers, the CUDA headers), then -ftz=true, -arch=sm_XX of the device and
+# --device-as-default-execution-space; CI compiles every source through NVRTC with all of these.
+CUDA_OPTIONS = ("--std=c++17", "--generate-line-info")
 # -ffp-contract=off: NumPy rounds every operation, so no `a * b + c` may become an FMA (GCC's
 # default contracts across statements), or fused results would differ from NumPy's in the last bit.
 HOST_FLAGS = ("-O3", "-std=c++17", "-ffp-contract=off", "-shared", "-fPIC", "-Wno-unknown-pragmas",
@@ -71,16 +79,27 @@ def read_source(name):
     return root.joinpath(name).read_text()
 
 
-def cuda_function(name, source=STATUS_SOURCE):
-    """The ``RawKernel`` ``name`` from ``source``, compiled and looked up once per process
-    (needs a GPU)."""
-    function = _cuda_functions.get((source, name))
-    if function is None:
+def cuda_module(source=STATUS_SOURCE):
+    """CuPy's ``RawModule`` of the CUDA source ``source`` (a name in ``CUDA_SOURCES``), made
+    once per process with ``CUDA_OPTIONS`` (needs a GPU). CuPy compiles it (NVRTC) at the first
+    ``get_function`` or ``compile()``, and caches the binary on disk."""
+    module = _cuda_modules.get(source)
+    if module is None:
         with _lock:
             module = _cuda_modules.get(source)
             if module is None:
                 module = backend.cupy.RawModule(code=read_source(source), options=CUDA_OPTIONS)
                 _cuda_modules[source] = module
+    return module
+
+
+def cuda_function(name, source=STATUS_SOURCE):
+    """The ``RawKernel`` ``name`` from ``source``, compiled and looked up once per process
+    (needs a GPU)."""
+    function = _cuda_functions.get((source, name))
+    if function is None:
+        module = cuda_module(source)
+        with _lock:
             function = _cuda_functions[(source, name)] = module.get_function(name)
     return function
 

@@ -83,3 +83,58 @@ def to_device(array, device):
 def as_numpy(array):
     """Host copy of ``array`` (no copy for a NumPy array)."""
     return to_device(array, "CPU")
+
+
+_deferred = {}  # key -> (device float64 vector, error builder): checks awaiting the next read
+
+
+def defer_check(key, values, error):
+    """Queue a check computed on the device, to be raised at the next ``read_scalar`` of a device
+    value, in the same transfer (a check that reads the device itself would add a wait per step).
+
+    ``values`` is a 1-D float64 array on the device whose first element is nonzero when the check
+    fails; ``error(host_values)`` builds the exception to raise. A check queued again under the
+    same ``key`` before a read merges with the queued one by elementwise maximum (so write a
+    minimum as its negative), which keeps the queue bounded over any number of unread steps.
+    """
+    queued = _deferred.get(key)
+    if queued is not None:
+        values = get_array_module(values).maximum(queued[0], values)
+    _deferred[key] = (values, error)
+
+
+def clear_deferred_checks():
+    """Drop the queued checks (``minigrad.testing.strict_device`` does on leaving its block)."""
+    _deferred.clear()
+
+
+def read_scalar(value):
+    """``value`` as a Python scalar: ``value.item()`` for a one-element NumPy or CuPy array or a
+    NumPy scalar, ``value`` itself for a Python number.
+
+    On a CuPy array this is an explicit read of the device: it waits for the work queued before
+    it. minigrad reads the device only through this function, ``.item()`` and ``as_numpy``
+    (``minigrad.testing.strict_device`` counts them). A device read also brings back the checks
+    queued by ``defer_check`` in the same transfer and raises the first that failed (then clears
+    the queue).
+
+    Raises:
+        the queued check's exception (e.g. ValueError for a sparse label outside [0, C) in a loss
+        computed on the device), when one failed.
+    """
+    if not hasattr(value, "item"):
+        return value
+    if not _deferred or device_of(value) != "GPU":
+        return value.item()
+    xp = get_array_module(value)
+    checks = list(_deferred.values())
+    _deferred.clear()
+    host = as_numpy(xp.concatenate([value.reshape(1).astype(numpy.float64)]
+                                   + [values for values, _ in checks]))
+    start = 1
+    for values, error in checks:
+        part = host[start:start + values.size]
+        start += values.size
+        if part[0]:
+            raise error(part)
+    return host[:1].astype(value.dtype).item()  # exact: float64 holds every value of ``value``

@@ -11,6 +11,8 @@ situation                                   result
 tensor (op) Python/NumPy scalar, 0-d array  the tensor's dtype: operands that are not tensors
 or other non-tensor array                   are *weak* (no silent upcast of fp16)
 fp16 tensor (op) fp32 tensor                fp32 (the wider float wins), gradients cast back
+matmul / dense / conv2d of two float dtypes TypeError naming both (as PyTorch and MindSpore);
+                                            under autocast both run in its dtype
 int tensor (op) Python float                float32
 bool tensor (op) Python int / float         int32 / float32 (MindSpore's rule; bool with bool: bool)
 int tensor (op) float tensor                the float tensor's dtype (not NumPy's float64)

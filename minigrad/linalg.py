@@ -32,6 +32,7 @@ returns a non-finite inverse.
 import numpy
 
 from minigrad import backend
+from minigrad.backend import read_scalar
 from minigrad.tensor import Tensor
 
 _LEAF = 16
@@ -127,8 +128,9 @@ def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10
     for i in numpy.flatnonzero(failed):
         block, damping, name = blocks[i:i + 1], float(dampings[i]), names[i]
         inv, step = None, None
-        if bool(xp.isfinite(block).all()):
-            base = damping if damping > 0 else 1e-6 * max(float(xp.trace(block[0])) / n, 1e-30)
+        if read_scalar(xp.isfinite(block).all()):
+            trace = read_scalar(xp.trace(block[0]))
+            base = damping if damping > 0 else 1e-6 * max(trace / n, 1e-30)
             extra = 0.0
             for k in range(1, retries + 1):
                 extra = base * (growth ** k - 1.0)
@@ -140,9 +142,9 @@ def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10
                 inv = _single((block + extra * eye).astype(numpy.float64))
                 step = "float64" if inv is not None else None
                 inv = None if inv is None else inv.astype(blocks.dtype)
-                if inv is not None and not bool(xp.isfinite(inv).all()):
+                if inv is not None and not read_scalar(xp.isfinite(inv).all()):
                     inv, step = None, None  # finite in float64, not representable in float32
-        if inv is None and previous is not None and bool(xp.isfinite(previous[i]).all()):
+        if inv is None and previous is not None and read_scalar(xp.isfinite(previous[i]).all()):
             inv, step = previous[i:i + 1], "previous"
         if inv is None:
             raise NotPositiveDefiniteError(
@@ -189,7 +191,7 @@ def _inverse(stack):
     else:
         diag = xp.diagonal(chol, axis1=-2, axis2=-1)
         diag_ok = xp.isfinite(chol).all(axis=(-2, -1)) & (diag > 0).all(axis=-1)
-    if not bool(diag_ok.all()):
+    if not read_scalar(diag_ok.all()):
         if chol is None:  # NumPy raised for the whole stack: find the failing matrices
             diag_ok = numpy.array([_cholesky(stack[i:i + 1]) is not None
                                    for i in range(stack.shape[0])])
@@ -199,7 +201,7 @@ def _inverse(stack):
             f"(or not finite) in {stack.dtype}: indices {bad[:8].tolist()}", bad)
     tri = _tri_inverse(chol)
     inv = xp.matmul(xp.swapaxes(tri, -1, -2), tri)
-    if not bool(xp.isfinite(inv).all()):
+    if not read_scalar(xp.isfinite(inv).all()):
         bad = numpy.flatnonzero(~backend.as_numpy(xp.isfinite(inv).all(axis=(-2, -1))))
         return NotPositiveDefiniteError(
             f"batched_inv_spd: the inverses of {bad.size} matrices overflow {stack.dtype}: "
@@ -216,7 +218,7 @@ def _single(block):
 def _cholesky(stack):
     """Lower Cholesky factors, or None when NumPy refuses the stack (CuPy gives NaN instead)."""
     xp = backend.get_array_module(stack)
-    if not bool(xp.isfinite(stack).all()):
+    if not read_scalar(xp.isfinite(stack).all()):
         return None
     try:
         return xp.linalg.cholesky(stack)

@@ -99,7 +99,7 @@ class Tensor:
     numpy = asnumpy
 
     def item(self):
-        return self.data.item()
+        return backend.read_scalar(self.data)
 
     def tolist(self):
         return self.data.tolist()
@@ -129,7 +129,7 @@ class Tensor:
     def _one_element(self, what):
         if self.data.size != 1:
             raise TypeError(f"only a one-element Tensor converts to {what}, got shape {self.shape}")
-        return self.data.item()
+        return backend.read_scalar(self.data)
 
     def __float__(self):
         return float(self._one_element("a Python float"))

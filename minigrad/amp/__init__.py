@@ -3,7 +3,8 @@
 * MindSpore: ``nn.TrainOneStepWithLossScaleCell`` with ``nn.DynamicLossScaleUpdateCell`` /
   ``nn.FixedLossScaleUpdateCell``; ``FixedLossScaleManager`` / ``DynamicLossScaleManager``;
   ``build_train_network`` and the AMP levels O0-O3; functional ``all_finite``, ``init_status``,
-  ``StaticLossScaler``, ``DynamicLossScaler``.
+  ``StaticLossScaler``, ``DynamicLossScaler``; ``auto_mixed_precision`` (the compute dtypes of
+  a level, without loss scaling).
 * TensorFlow: ``minigrad.mixed_precision`` (``LossScale``, ``FixedLossScale``,
   ``DynamicLossScale``, ``get``, ``LossScaleOptimizer``).
 * PyTorch: ``GradScaler`` and ``autocast``.
@@ -20,7 +21,8 @@ Layers: the amp core (``core.py``: the scale rule and the step report; ``float_s
 and sits below ``optim``; the faces (``managers``, ``build``, ``grad_scaler``, ``autocast``,
 ``functional``, ``plots``) sit above ``nn``. ``import minigrad.amp`` loads the core and the
 faces that need no network (``autocast``, ``functional``, ``managers``); ``build_train_network``,
-``cast_network``, ``GradScaler`` and ``OptState`` load theirs on first access (PEP 562), so the
+``cast_network``, ``auto_mixed_precision``, ``GradScaler`` and ``OptState`` load theirs on first
+access (PEP 562), so the
 float-status functions and ``autocast`` come without the network and optimizer layers.
 """
 import importlib
@@ -48,7 +50,7 @@ from minigrad.amp.managers import DynamicLossScaleManager, FixedLossScaleManager
 
 # the faces that build on nn and optim, by module: loaded on first access
 _FACES = {
-    "minigrad.amp.build": ("build_train_network", "cast_network"),
+    "minigrad.amp.build": ("build_train_network", "cast_network", "auto_mixed_precision"),
     "minigrad.amp.grad_scaler": ("GradScaler", "OptState"),
 }
 _FACE_OF = {name: module for module, names in _FACES.items() for name in names}
@@ -72,4 +74,4 @@ __all__ = ["ScaleCore", "float_status", "alloc_status", "clear_status", "check_o
            "StepReport", "underflow_stats", "init_status", "all_finite", "LossScaler",
            "StaticLossScaler", "DynamicLossScaler", "GradScaler", "OptState", "autocast",
            "LossScaleManager", "FixedLossScaleManager", "DynamicLossScaleManager",
-           "build_train_network", "cast_network"]
+           "build_train_network", "cast_network", "auto_mixed_precision"]

@@ -135,7 +135,7 @@ def get_status(status):
     Raises:
         TypeError / ValueError: ``status`` is not a float32 buffer of shape (8,).
     """
-    return bool(_status_array(status).sum() > 0)
+    return backend.read_scalar(_status_array(status).sum() > 0)  # the one read of the device
 
 
 def all_finite(arrays):

@@ -1,5 +1,5 @@
-"""AMP levels and ``build_train_network``: how ``Model(amp_level=..., loss_scale_manager=...)``
-becomes a training cell.
+"""AMP levels: ``build_train_network`` (how ``Model(amp_level=..., loss_scale_manager=...)``
+becomes a training cell) and ``auto_mixed_precision`` (the network alone, no loss scaling).
 
 =====  ==================================================  ====================  ==================
 level  network                                             loss                  loss scale default
@@ -14,13 +14,20 @@ O3     everything fp16, BatchNorm included                 inputs cast to fp32  
 
 Keyword arguments override a level's defaults: ``cast_model_type`` (float16/float32),
 ``keep_batchnorm_fp32`` (bool), ``loss_scale_manager`` (a ``LossScaleManager`` or None).
+
+``auto_mixed_precision(network, amp_level)`` is MindSpore 2.x's: the compute dtypes of the
+level (``Cell.to_float``; O1 through autocast) with the Parameters left in float32, and the
+network's output cast to float32. Every builder checks all of its arguments before it changes
+anything: a refused call leaves the network, the optimizer and the manager as they were.
 """
 from minigrad import dtype as dtypes
 from minigrad import ops
-from minigrad._checks import check_in, check_relation
+from minigrad._checks import check_bool, check_in, check_relation
 from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
 from minigrad.nn.cell import Cell
-from minigrad.nn.wrap import TrainOneStepCell, WithLossCell, check_loss_fn, check_optimizer
+from minigrad.tensor import Tensor
+from minigrad.nn.wrap import (TrainOneStepCell, WithLossCell, check_loss_fn, check_optimizer,
+                              check_optimizer_owns)
 
 LEVELS = ("O0", "O1", "O2", "O3")
 
@@ -70,41 +77,124 @@ def _to_fp32(t):
     return ops.cast(t, dtypes.float32) if t.dtype == dtypes.float16 else t  # others unchanged
 
 
+class _OutputTo32(Cell):
+    """``network(*inputs)`` with its floating outputs (a Tensor or a tuple of them) cast to
+    float32: the wrapper ``auto_mixed_precision`` returns (MindSpore's ``_OutputTo32``). Built
+    with ``auto_prefix=False``: the parameter names are the network's."""
+
+    def __init__(self, network):
+        super().__init__(auto_prefix=False)
+        self._backbone = network
+
+    def construct(self, *inputs, **kwargs):
+        out = self._backbone(*inputs, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(_to_fp32(o) if isinstance(o, Tensor) else o for o in out)
+        return _to_fp32(out)
+
+
 def _output_to_fp16(cell, inputs, output):
     return ops.cast(output, dtypes.float16)
 
 
-def _normalization_classes():
+def _normalization_cells(network):
+    """The cells a level keeps in float32 (MindSpore's black list): BatchNorm and LayerNorm."""
     from minigrad import nn
-    return nn.BatchNorm1d, nn.BatchNorm2d, nn.LayerNorm  # kept fp32 by keep_batchnorm_fp32
+    kinds = nn.BatchNorm1d, nn.BatchNorm2d, nn.LayerNorm
+    return [cell for _, cell in network.cells_and_names() if isinstance(cell, kinds)]
+
+
+def _compute_in_fp16(network, keep_normalization_fp32):
+    """``network.to_float(float16)``; with ``keep_normalization_fp32`` its BatchNorm and LayerNorm
+    cells compute in float32 (their own Parameters cast back to float32) and cast their output
+    to float16. Returns those cells."""
+    network.to_float(dtypes.float16)
+    norms = _normalization_cells(network) if keep_normalization_fp32 else []
+    for cell in norms:
+        cell.to_float(dtypes.float32)
+        cell.register_forward_hook(_output_to_fp16)
+    return norms
+
+
+def _check_cell(name, value, owner):
+    if not isinstance(value, Cell):
+        raise TypeError(f"{owner}: {name!r} must be a Cell, but got {type(value).__name__}")
 
 
 def cast_network(network, cast_model_type, keep_batchnorm_fp32):
     """Cast ``network`` in place: fp16 compute and parameters; normalization cells kept fp32 (with
-    their output cast back to fp16) when ``keep_batchnorm_fp32``. Returns ``network``."""
+    their output cast back to fp16) when ``keep_batchnorm_fp32``. Returns ``network``.
+
+    Raises:
+        TypeError: ``network`` is not a Cell, ``cast_model_type`` not float16/float32 or
+            ``keep_batchnorm_fp32`` not a bool; nothing is cast then.
+    """
+    _check_cell("network", network, "cast_network")
+    cast_model_type = _cast_model_type(cast_model_type, "cast_network")
+    check_bool("keep_batchnorm_fp32", keep_batchnorm_fp32, owner="cast_network")
     if cast_model_type != dtypes.float16:
         return network
-    network.to_float(dtypes.float16)
+    norms = _compute_in_fp16(network, keep_batchnorm_fp32)
     network.cast_parameters(dtypes.float16)
-    if keep_batchnorm_fp32:
-        norms = _normalization_classes()
-        for _, cell in network.cells_and_names():
-            if isinstance(cell, norms):
-                cell.to_float(dtypes.float32)
-                cell.cast_parameters(dtypes.float32)
-                cell.register_forward_hook(_output_to_fp16)
+    for cell in norms:
+        cell.cast_parameters(dtypes.float32)
     return network
 
 
-def _cast_model_type(value):
+def auto_mixed_precision(network, amp_level="O0", dtype=dtypes.float16):
+    """The network computing at an AMP level, with no loss scaling (MindSpore 2.x's
+    ``amp.auto_mixed_precision``).
+
+    * "O0": ``network`` unchanged.
+    * "O1": ``network``'s every call runs under ``amp.autocast`` (matmul, dense and conv in
+      fp16; softmax, log, sums, norms and losses in fp32).
+    * "O2": ``network.to_float(float16)`` with BatchNorm and LayerNorm computing in float32
+      (their output cast back to float16).
+    * "O3": ``network.to_float(float16)``, every cell.
+
+    The Parameters stay float32 (``to_float`` casts them where they are read), so an optimizer
+    built on ``network.trainable_params()`` before or after is a plain fp32 one. For O1-O3 the
+    result is a new Cell around ``network`` whose outputs are cast to float32 (MindSpore's
+    ``_OutputTo32``); its parameters are ``network``'s, under the same names. The network is
+    changed in place (its compute dtypes), as in MindSpore. Where MindSpore's O1 casts each
+    white-list op's output back to float32, minigrad's autocast leaves it in float16 (PyTorch's
+    rule); the network's outputs are cast to float32 in both.
+
+    Args:
+        network: a Cell.
+        amp_level: "O0" (default), "O1", "O2" or "O3".
+        dtype: the low-precision dtype; float16 (default) only.
+
+    Raises:
+        TypeError: ``network`` is not a Cell, or ``amp_level`` not a str.
+        ValueError: an unknown ``amp_level``, or a ``dtype`` other than float16. Nothing is
+            changed then.
+    """
+    owner = "auto_mixed_precision"
+    _check_cell("network", network, owner)
+    check_in("amp_level", amp_level, LEVELS, owner=owner)
+    try:
+        low = dtypes.as_dtype(dtype, "dtype")
+    except TypeError:
+        low = None
+    check_relation("dtype", dtype, low == dtypes.float16, "float16", owner=owner)
+    if amp_level == "O0":
+        return network
+    if amp_level == "O1":
+        _apply_autocast(network)
+    else:
+        _compute_in_fp16(network, keep_normalization_fp32=amp_level == "O2")
+    return _OutputTo32(network)
+
+
+def _cast_model_type(value, owner):
     """float16 or float32 (a dtype, type or name), else TypeError (MindSpore's check_type_name)."""
     try:
         dtype = None if value is None else dtypes.as_dtype(value, "cast_model_type")
     except TypeError:
         dtype = None
     if dtype not in (dtypes.float16, dtypes.float32):
-        raise TypeError("build_train_network: 'cast_model_type' must be float16 or float32, but "
-                        f"got {value!r}")
+        raise TypeError(f"{owner}: 'cast_model_type' must be float16 or float32, but got {value!r}")
     return dtype
 
 
@@ -129,8 +219,12 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         TypeError: for a non-str level, a cast_model_type other than float16/float32, a
             non-bool keep_batchnorm_fp32, a loss_scale_manager that is not a LossScaleManager, a
             network that is not a Cell, a loss_fn that is not a callable instance, or an optimizer
-            that cannot run a step. Nothing is changed then (the network is cast only after).
-        ValueError: for an unknown level or keyword argument.
+            that cannot run a step.
+        ValueError: for an unknown level or keyword argument, or an optimizer that holds none
+            of the network's parameters (made for another network).
+
+        Everything is checked before the network is cast in place: a refused build leaves the
+        network, the optimizer and the manager as they were.
     """
     from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
 
@@ -151,14 +245,13 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     if not isinstance(config["keep_batchnorm_fp32"], bool):
         raise TypeError(f"build_train_network: 'keep_batchnorm_fp32' must be a bool, but got "
                         f"{config['keep_batchnorm_fp32']!r}")
-    cast_type = _cast_model_type(config["cast_model_type"])
+    cast_type = _cast_model_type(config["cast_model_type"], "build_train_network")
     # everything checked before the network is cast in place: a refused build leaves it as it was
-    if not isinstance(network, Cell):
-        raise TypeError("build_train_network: 'network' must be a Cell, but got "
-                        f"{type(network).__name__}")
+    _check_cell("network", network, "build_train_network")
     if loss_fn is not None:
         check_loss_fn(loss_fn)
     check_optimizer(optimizer)
+    check_optimizer_owns(network, optimizer, "build_train_network")
 
     if level == "O1" and cast_type != dtypes.float16:
         _apply_autocast(network)

@@ -288,29 +288,29 @@ class StepReport:
         return text
 
 
-def nonfinite_names(names, arrays):
-    """``(inf_names, nan_names)``: which gradients hold ±inf and which hold NaN.
+def overflow_details(loss, names, arrays):
+    """``(loss_finite, inf_names, nan_names)`` of an overflowing step: whether ``loss`` (a
+    Tensor, an array or None, which counts as finite) holds no inf/NaN, and which gradients hold
+    ±inf and which NaN.
 
     Only called once a step has overflowed, so its per-array passes cost nothing on clean steps.
+    The flags are gathered on the gradients' device and read back together: one host read.
     """
-    inf_names, nan_names = [], []
-    for name, a in zip(names, arrays):
-        if a is None:
-            continue
-        xp = backend.get_array_module(a)
-        if bool(xp.isinf(a).any()):
-            inf_names.append(name)
-        if bool(xp.isnan(a).any()):
-            nan_names.append(name)
-    return tuple(inf_names), tuple(nan_names)
-
-
-def loss_is_finite(loss):
-    """True when ``loss`` (a Tensor, an array or None) holds no inf/NaN; None counts as finite."""
-    if loss is None:
-        return True
-    data = getattr(loss, "data", loss)
-    return bool(backend.get_array_module(data).isfinite(data).all())
+    loss = getattr(loss, "data", loss)
+    present = [(name, a) for name, a in zip(names, arrays) if a is not None]
+    first = present[0][1] if present else loss
+    if first is None:
+        return True, (), ()
+    xp = backend.get_array_module(first)
+    flags = [] if loss is None else [xp.isfinite(backend.to_device(loss, backend.device_of(
+        first))).all()]
+    for _, a in present:
+        flags += (xp.isinf(a).any(), xp.isnan(a).any())
+    values = backend.as_numpy(xp.stack(flags)).tolist()
+    loss_finite = True if loss is None else values.pop(0)
+    inf_names = tuple(name for (name, _), flag in zip(present, values[0::2]) if flag)
+    nan_names = tuple(name for (name, _), flag in zip(present, values[1::2]) if flag)
+    return loss_finite, inf_names, nan_names
 
 
 def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=None, underflow=None,
@@ -325,8 +325,8 @@ def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=N
     """
     reason = inf_names = nan_names = None
     if overflow:
-        reason = "gradient_overflow" if loss_is_finite(loss) else "nonfinite_loss"
-        inf_names, nan_names = nonfinite_names(names, arrays)
+        loss_finite, inf_names, nan_names = overflow_details(loss, names, arrays)
+        reason = "gradient_overflow" if loss_finite else "nonfinite_loss"
     after = core.scale if scale_after is None else scale_after
     before = float(scale_before)
     report = StepReport(core.steps + 1, bool(overflow), reason, before,

@@ -174,7 +174,8 @@ class Dataset:
         return MapDataset(self, operations, input_columns, output_columns)
 
     # ---- iteration --------------------------------------------------------------------------
-    def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False, do_copy=True):
+    def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False, do_copy=True,
+                              device=None):
         """An iterator over rows as tuples of Tensors (NumPy arrays with ``output_numpy=True``).
 
         Each ``for`` loop over the iterator runs one epoch; the iterator serves ``num_epochs``
@@ -183,16 +184,23 @@ class Dataset:
             it = ds.create_tuple_iterator(num_epochs=2)
             for epoch in range(2):
                 for x, y in it: ...
+
+        ``device`` (``"CPU"`` or ``"GPU"``; default: ``set_context(device_target=...)``) is where
+        the Tensors are made. On the GPU each column is copied into a pinned host buffer (two
+        per column, used in turn) and from there to the device without waiting for the copy.
+
+        Raises:
+            ValueError / RuntimeError: for a ``device`` ``backend.check_device`` refuses.
         """
         check_bool("do_copy", do_copy)
-        return RowIterator(self, columns, num_epochs, output_numpy, as_dict=False)
+        return RowIterator(self, columns, num_epochs, output_numpy, as_dict=False, device=device)
 
-    def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=True):
+    def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=True, device=None):
         """Like ``create_tuple_iterator`` but each row is a dict ``{column name: value}``.
 
         ``do_copy`` is accepted for MindSpore compatibility (rows are always fresh Tensors)."""
         check_bool("do_copy", do_copy)
-        return RowIterator(self, None, num_epochs, output_numpy, as_dict=True)
+        return RowIterator(self, None, num_epochs, output_numpy, as_dict=True, device=device)
 
     def __iter__(self):
         """One epoch of tuples of Tensors."""

@@ -18,5 +18,5 @@ from minigrad.optim import (Optimizer, SGD, Momentum, Adam, AdamWeightDecay, Lea
                             PolynomialDecayLR, WarmUpLR, piecewise_constant_lr,
                             exponential_decay_lr, natural_exp_decay_lr, inverse_decay_lr,
                             cosine_decay_lr, polynomial_decay_lr, warmup_lr, THOR, thor)
-from minigrad.nn.layers.thor import DenseThor, Conv2dThor, EmbeddingThor
-from minigrad.nn.thor_convert import ConvertNetUtils
+from minigrad.thor.layers import DenseThor, Conv2dThor, EmbeddingThor
+from minigrad.thor.convert_network import ConvertNetUtils

@@ -67,6 +67,35 @@ def cast_floats(inputs, dtype):
                  for x in inputs)
 
 
+def cast_own_parameters(cell, dtype):
+    """Point the attributes of ``cell``'s own floating Parameters of another dtype at casts of
+    them to ``dtype`` (``to_float``: ``construct`` reads ``self.weight`` in the compute dtype);
+    return ``{name: Parameter}`` for ``restore_parameters``. The cast is a differentiable node,
+    so the gradient reaches the Parameter in its own dtype. The Parameters listed in
+    ``_fp32_params`` (BatchNorm's moving statistics, written in place) are left as they are."""
+    attributes = cell.__dict__
+    swapped = {}
+    for name, param in cell._params.items():
+        if (param.dtype != dtype and param.dtype.kind == "f" and name not in cell._fp32_params
+                and attributes.get(name) is param):  # not already cast by an enclosing call
+            swapped[name] = param
+            attributes[name] = ops.cast(param, dtype)
+    return swapped
+
+
+def restore_parameters(cell, swapped):
+    """Undo ``cast_own_parameters``: the attributes hold the Parameters again."""
+    cell.__dict__.update(swapped)
+
+
+def _float_dtype(dtype, method):
+    """``dtype`` as a floating ``numpy.dtype``, else TypeError naming the method."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in dtypes.FLOATS:
+        raise TypeError(f"{method}(dtype) needs float16, float32 or float64, got {dtype}")
+    return dtype
+
+
 class _HookHandle:
     """Returned by ``register_forward_hook``; ``remove()`` unregisters the hook."""
     _next_id = 0
@@ -91,7 +120,8 @@ class Cell(CellTree):
 
     - a NumPy array input becomes a Tensor (layers and losses refuse other non-Tensors, such as
       lists, with a TypeError naming the cell and the argument);
-    - with ``to_float(dtype)``, floating inputs are cast to ``dtype``;
+    - with ``to_float(dtype)``, floating inputs are cast to ``dtype`` (and ``construct`` sees
+      the cell's own floating Parameters cast to it too);
     - otherwise a float64 input is cast to the cell's compute dtype, the widest floating dtype
       of its parameters, when that is narrower: a float64 batch (scikit-learn's loaders return
       float64) runs an fp32 network in fp32, as the dtype policy has it, rather than silently
@@ -137,11 +167,17 @@ class Cell(CellTree):
                 result = hook(self, inputs)
                 if result is not None:
                     inputs = result if isinstance(result, tuple) else (result,)
-        if self._autocast_dtype is not None:  # amp level O1 (amp.build_train_network)
-            with using_config(autocast_dtype=self._autocast_dtype):
+        cast_dtype = self._cast_dtype
+        swapped = None if cast_dtype is None else cast_own_parameters(self, cast_dtype)
+        try:
+            if self._autocast_dtype is not None:  # amp level O1 (amp.build_train_network)
+                with using_config(autocast_dtype=self._autocast_dtype):
+                    output = self.construct(*inputs, **kwargs)
+            else:
                 output = self.construct(*inputs, **kwargs)
-        else:
-            output = self.construct(*inputs, **kwargs)
+        finally:
+            if swapped:
+                restore_parameters(self, swapped)
         if self._forward_hooks:
             for hook in tuple(self._forward_hooks.values()):
                 result = hook(self, inputs, output)
@@ -275,20 +311,23 @@ class Cell(CellTree):
         return self._auto_prefix
 
     def to_float(self, dtype):
-        """Cast the floating inputs of this cell and of its sub-cells to ``dtype`` on entry.
+        """Compute this cell and its sub-cells in ``dtype`` (MindSpore's ``Cell.to_float``).
 
-        Parameters are not cast (use ``cast_parameters`` too, as ``amp.build_train_network``
-        does): an op mixing a cast input with a float32 parameter promotes to float32 under the
-        dtype policy, so ``nn.Dense(4, 2).to_float(float16)`` alone still returns float32.
-        A sub-cell can be set back, e.g. ``net.to_float(float16); net.bn.to_float(float32)``.
-        Returns ``self``.
+        On each call the floating inputs are cast to ``dtype``, and ``construct`` reads each of
+        the cell's own floating Parameters as a cast to ``dtype`` (a differentiable node: the
+        Parameters keep their dtype, and their gradients arrive in it). So
+        ``nn.Dense(4, 2).to_float(float16)`` multiplies in fp16 and returns float16 while its
+        weight stays float32, as in MindSpore. BatchNorm's moving statistics are not cast (they
+        are written in place; the statistics are computed in float32 anyway). A sub-cell can be
+        set back, e.g. ``net.to_float(float16); net.bn.to_float(float32)``. Returns ``self``.
+
+        ``cast_parameters`` casts the stored Parameters instead (AMP level O2 does both: an fp16
+        network with fp32 master weights in the optimizer).
 
         Raises:
             TypeError: if ``dtype`` is not float16, float32 or float64.
         """
-        dtype = dtypes.as_dtype(dtype)
-        if dtype not in dtypes.FLOATS:
-            raise TypeError(f"to_float(dtype) needs float16, float32 or float64, got {dtype}")
+        dtype = _float_dtype(dtype, "to_float")
         for _, cell in self.cells_and_names():
             cell.__dict__["_cast_dtype"] = dtype
         return self
@@ -298,8 +337,11 @@ class Cell(CellTree):
 
         Parameters listed in a cell's ``_fp32_params`` (BatchNorm's moving statistics) stay
         float32. Gradients already stored in ``.grad`` are dropped.
+
+        Raises:
+            TypeError: if ``dtype`` is not float16, float32 or float64 (nothing is cast then).
         """
-        dtype = dtypes.as_dtype(dtype)
+        dtype = _float_dtype(dtype, "cast_parameters")
         for _, cell in self.cells_and_names():
             for name, param in cell._params.items():
                 if name in cell._fp32_params or param.dtype.kind != "f" or param.dtype == dtype:

@@ -87,15 +87,25 @@ class SoftmaxCrossEntropy(Function):
     · kᵢ with kᵢ the gradient arriving at ℓᵢ, written as p·kᵢ with kᵢ subtracted at the labels.
     The arithmetic is that of log_softmax, getitem, neg and mean/sum as separate nodes, value for
     value; one node saves their bookkeeping and the scatter of the gather's backward.
+
+    On the GPU the labels are checked on the device (see ``SoftmaxCrossEntropyWithLogits``); a
+    label outside [0, C) makes its sample's loss and logit gradients NaN (``valid``) until the
+    check is read.
     """
     autocast = "fp32"
 
     def forward(self, x, ids, reduction):
         xp = backend.get_array_module(x)
+        self.valid = None
+        if backend.device_of(ids) == "GPU":
+            self.valid = (ids >= 0) & (ids < x.shape[1])
+            ids = xp.where(self.valid, ids, 0)
         z = x - x.max(axis=1, keepdims=True)
         self.log_probs = z - xp.log(xp.exp(z).sum(axis=1, keepdims=True))
         self.rows, self.ids, self.reduction = xp.arange(len(ids)), ids, reduction
         losses = -self.log_probs[self.rows, ids]
+        if self.valid is not None:
+            losses = xp.where(self.valid, losses, numpy.float32(numpy.nan))
         if reduction == "none":
             return losses
         total = losses.sum(axis=0)
@@ -108,7 +118,26 @@ class SoftmaxCrossEntropy(Function):
         k_rows = k[:, None] if k.ndim else k
         dx = xp.exp(self.log_probs) * k_rows
         dx[self.rows, self.ids] -= k
+        if self.valid is not None:
+            dx = xp.where(self.valid[:, None], dx, numpy.float32(numpy.nan))
         return dx
+
+
+def _label_range_error(c, low, high):
+    return ValueError(f"sparse labels must be in [0, {c}), got values in [{int(low)}, {int(high)}]")
+
+
+def _defer_label_check(ids, c):
+    """Check sparse labels on the device without waiting for it: the flag and the labels' range
+    ride on the next device read (``backend.defer_check``)."""
+    if ids.size == 0:
+        return
+    xp = backend.get_array_module(ids)
+    bad = ((ids < 0) | (ids >= c)).any()
+    values = xp.stack([bad.astype(xp.int64), -ids.min().astype(xp.int64),
+                       ids.max().astype(xp.int64)]).astype(xp.float64)
+    backend.defer_check(("sparse labels", c), values,
+                        lambda part: _label_range_error(c, -part[1], part[2]))
 
 
 class SoftmaxCrossEntropyWithLogits(LossBase):
@@ -121,7 +150,13 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
 
     Raises:
         ValueError: for another ``reduction``, logits not 2-D, labels of the wrong shape, or
-            sparse labels outside [0, C).
+            sparse labels outside [0, C). On the CPU this raises in the call. On the GPU the
+            labels are checked on the device and the check travels with the next read of a
+            device scalar (``backend.read_scalar``), which raises it: the overflow read of a
+            loss-scaled step (before the step changes any parameter or the scale), a loss
+            callback of ``Model.train``, ``loss.item()`` or ``float(loss)``. A step that reads
+            nothing (O0 with no callback) applies its NaN gradients; the error surfaces at the
+            next such read.
         TypeError: for sparse labels that are not integers, or a non-bool ``sparse``.
     """
 
@@ -147,9 +182,10 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
         ids = labels.data if isinstance(labels, Tensor) else labels
         if ids.dtype.kind not in "iu":
             raise TypeError(f"sparse labels must be integer class ids, got dtype {ids.dtype}")
-        if bool(((ids < 0) | (ids >= c)).any()):  # one host read per step
-            raise ValueError(f"sparse labels must be in [0, {c}), got values in "
-                             f"[{int(ids.min())}, {int(ids.max())}]")
+        if backend.device_of(ids) == "GPU":
+            _defer_label_check(ids, c)
+        elif bool(((ids < 0) | (ids >= c)).any()):
+            raise _label_range_error(c, ids.min(), ids.max())
         return SoftmaxCrossEntropy.apply(_fp32(logits), ids=ids, reduction=self.reduction)
 
     def extend_repr(self):

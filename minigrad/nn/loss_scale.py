@@ -197,12 +197,11 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
 
     def __init__(self, network, optimizer, scale_sense, max_consecutive_skips=None,
                  track_underflow=False):
-        super().__init__(network, optimizer)
+        # every argument is checked before anything is bound or changed (the base class binds a
+        # THOR optimizer to the network, a skip guard is set on a shared core)
         owner = "TrainOneStepWithLossScaleCell"
         check_bool("track_underflow", track_underflow, owner=owner)
-        self.loss_scaling_manager = None
         if isinstance(scale_sense, Cell):
-            self.loss_scaling_manager = scale_sense
             value = numpy.float32(scale_sense.get_loss_scale())
             shape = ()
         elif isinstance(scale_sense, Tensor):
@@ -215,12 +214,16 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         else:
             raise TypeError(f"For '{owner}', the 'scale_sense' must be Cell or Tensor, but got "
                             f"'scale_sense' type: {type(scale_sense).__name__}.")
+        if max_consecutive_skips is not None:
+            max_consecutive_skips = ScaleCore(
+                1.0, max_consecutive_skips=max_consecutive_skips, owner=owner).max_consecutive_skips
+        super().__init__(network, optimizer)
+        self.loss_scaling_manager = scale_sense if isinstance(scale_sense, Cell) else None
         core = getattr(scale_sense, "core", None)
         if not isinstance(core, ScaleCore):
             core = ScaleCore(float(value), growth_interval=None, owner=owner)
         if max_consecutive_skips is not None:
-            core.max_consecutive_skips = ScaleCore(
-                1.0, max_consecutive_skips=max_consecutive_skips, owner=owner).max_consecutive_skips
+            core.max_consecutive_skips = max_consecutive_skips
         self.core = core
         # kept on the host like every scale (amp.core): the skip decision reads it each step
         self.scale_sense = Parameter(Tensor(numpy.full(shape, core.scale, numpy.float32)),

@@ -76,6 +76,29 @@ def binary_operands(a, b, names=("a", "b")):
     return a, b
 
 
+def check_same_float_dtype(op, named):
+    """Raise TypeError naming both dtypes when two of the ``(name, tensor)`` pairs ``named``
+    (the operands of a product: matmul, dense, conv2d) are Tensors of different floating dtypes
+    and autocast is off.
+
+    PyTorch and MindSpore refuse such a product too: an fp16 input into an fp32 layer is a
+    slip (a layer that was meant to compute in fp16, or an input meant to be fp32), and silent
+    promotion would hide it, running the "fp16" layer in fp32. Under ``amp.autocast`` the
+    operands are cast to one dtype first, so no mismatch reaches the op. Non-tensor operands
+    are weak (they take the tensor's dtype), and integer tensors promote as the dtype policy
+    says."""
+    if config.autocast_dtype is not None:
+        return
+    floats = [(name, t) for name, t in named if isinstance(t, Tensor) and t.dtype.kind == "f"]
+    for name, t in floats[1:]:
+        if t.dtype != floats[0][1].dtype:
+            first, dtype = floats[0][0], floats[0][1].dtype
+            raise TypeError(f"{op}: {first} has dtype {dtype} but {name} has dtype {t.dtype}; "
+                            f"a product needs one dtype (cast one with ops.cast, compute the "
+                            f"cell in the input's dtype with Cell.to_float, or run it under "
+                            f"amp.autocast)")
+
+
 def float_tensor(value, op, name="x"):
     """``value`` (argument ``name`` of ``op``) as a float Tensor (``as_tensor``).
 

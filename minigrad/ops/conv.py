@@ -23,7 +23,7 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_int_tuple, check_positive_int
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops.arithmetic import cast, float_tensor
+from minigrad.ops.arithmetic import cast, check_same_float_dtype, float_tensor
 
 # ---- geometry helpers (shared with pooling) ---------------------------------------------------
 
@@ -216,15 +216,17 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
     ``stride``/``dilation``: int or (h, w) (default 1). ``padding``: int, (ph, pw) or
     (top, bottom, left, right) of zeros (default 0); ``same_padding`` computes 'same'.
-    ``groups`` (default 1) splits channels into independent convolutions. Mixed dtypes promote
-    (fp16 with fp32 gives fp32); fp16 is computed in fp32 and stored fp16.
+    ``groups`` (default 1) splits channels into independent convolutions. x, weight and bias
+    share one dtype (outside autocast, two dtypes are a TypeError); fp16 is computed in fp32
+    and stored fp16.
 
     Raises:
         ValueError: naming the shapes when x is not 4-D, weight not 4-D, channels do not match
             ``groups``, bias is not (O,), or the padded input is smaller than the kernel; for
             non-positive stride/dilation/groups or negative padding.
-        TypeError: for non-float tensors.
+        TypeError: for non-float tensors, or two dtypes outside autocast (naming both).
     """
+    check_same_float_dtype("conv2d", (("x", x), ("weight", weight), ("bias", bias)))
     x, weight = float_tensor(x, "conv2d"), float_tensor(weight, "conv2d", "weight")
     tensors = [x, weight] + ([] if bias is None else [float_tensor(bias, "conv2d", "bias")])
     for name, t, axes in (("x", x, "(N, C, H, W)"), ("weight", weight, "(O, C/groups, kh, kw)")):

@@ -1,11 +1,31 @@
-"""Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16."""
+"""Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16.
+
+On the host NumPy has no fp16 BLAS: the operands are widened to fp32 and the product rounded
+once to fp16. On the GPU two 2-D fp16 CuPy arrays are multiplied as they are (``tensor_cores``):
+``cupy.matmul`` calls ``cublasGemmEx`` with fp16 inputs and output, ``CUBLAS_COMPUTE_32F`` and
+``CUBLAS_GEMM_DEFAULT_TENSOR_OP`` (CuPy 14's default compute type for float16; only
+``cupy._core.set_compute_type(float16, COMPUTE_TYPE_PEDANTIC)`` would keep the fp32 accumulation
+and forbid the tensor cores), so the tensor cores accumulate in fp32 and the result is rounded
+once, the same rule. CuPy's batched (3-D and more) fp16 matmul widens to fp32 itself, so those
+keep the host's path.
+"""
+import numpy
+
+from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_broadcast
 from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
 from minigrad import _fp16_host
 from minigrad.ops._util import unbroadcast
-from minigrad.ops.arithmetic import binary_operands
+from minigrad.ops.arithmetic import binary_operands, check_same_float_dtype
+
+
+def tensor_cores(*arrays):
+    """Whether the product of ``arrays`` runs on fp16 tensor cores as they are: 2-D float16 CuPy
+    arrays (see the module docstring)."""
+    return (backend.device_of(arrays[0]) == "GPU"
+            and all(a.ndim == 2 and a.dtype == dtypes.float16 for a in arrays))
 
 
 def _narrow(x, dtype):
@@ -52,6 +72,9 @@ class MatMul(Function):
         if transpose_b:
             b = b.swapaxes(-1, -2)
         self.a_shape, self.b_shape = a.shape, b.shape
+        if tensor_cores(a, b):  # fp32 accumulation in cuBLAS, rounded once to fp16
+            self.a, self.b = a, b
+            return a @ b
         a, b = widen(a), widen(b)
         self.a = a[None, :] if a.ndim == 1 else a
         self.b = b[:, None] if b.ndim == 1 else b
@@ -63,6 +86,13 @@ class MatMul(Function):
         return out
 
     def backward(self, g):
+        if tensor_cores(self.a, self.b, g):
+            ga = g @ self.b.swapaxes(-1, -2) if self.needs_grad[0] else None
+            gb = None
+            if self.needs_grad[1]:
+                gb = (g.swapaxes(-1, -2) @ self.a if self.transpose_b
+                      else self.a.swapaxes(-1, -2) @ g)
+            return ga, gb
         g = widen(g)
         if len(self.b_shape) == 1:
             g = g[..., None]
@@ -92,7 +122,9 @@ def matmul(a, b, transpose_b=False):
 
     Raises:
         ValueError: naming both shapes when the inner dimensions differ.
+        TypeError: naming both dtypes for Tensors of two floating dtypes outside autocast.
     """
+    check_same_float_dtype("matmul", (("a", a), ("b", b)))
     a, b = binary_operands(a, b)
     check_bool("transpose_b", transpose_b)
     for name, t, least in (("a", a, 1), ("b", b, 2 if transpose_b else 1)):
@@ -127,8 +159,15 @@ class Dense(Function):
         self.dtype, self.x_shape = x.dtype, x.shape
         if x.ndim != 2:
             x = x.reshape(-1, x.shape[-1])
-        self.x, self.w = widen(x), widen(w)
-        out = _add_bias_narrow(self.x @ self.w.T, b, self.dtype)
+        self.tensor_cores = tensor_cores(x, w) and (b is None or b.dtype == dtypes.float16)
+        if self.tensor_cores:  # the product rounded to fp16, then the bias added in fp16
+            self.x, self.w = x, w
+            out = x @ w.T
+            if b is not None:
+                out += b
+        else:
+            self.x, self.w = widen(x), widen(w)
+            out = _add_bias_narrow(self.x @ self.w.T, b, self.dtype)
         return out if len(self.x_shape) == 2 else out.reshape(self.x_shape[:-1] + (w.shape[0],))
 
     def backward(self, g):
@@ -136,7 +175,11 @@ class Dense(Function):
             g = g.reshape(-1, g.shape[-1])
         needs = self.needs_grad
         has_bias = len(needs) == 3
-        g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (widen(g), None)
+        if self.tensor_cores:  # fp16 operands, fp32 sums of the bias gradient
+            gb = (g.sum(axis=0, dtype=numpy.float32).astype(self.dtype)
+                  if has_bias and needs[2] else None)
+        else:
+            g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (widen(g), None)
         gx = _narrow(g @ self.w, self.dtype).reshape(self.x_shape) if needs[0] else None
         gw = _narrow(g.T @ self.x, self.dtype) if needs[1] else None
         return (gx, gw, gb) if has_bias else (gx, gw)
@@ -150,7 +193,10 @@ def dense(x, weight, bias=None):
 
     Raises:
         ValueError: naming the shapes when they do not fit.
+        TypeError: naming both dtypes when ``x``, ``weight`` and ``bias`` are Tensors of
+            different floating dtypes outside autocast.
     """
+    check_same_float_dtype("dense", (("x", x), ("weight", weight), ("bias", bias)))
     x, weight = binary_operands(x, weight, ("x", "weight"))
     if x.ndim == 0:
         raise ValueError(f"dense: x must have at least 1 dimension (..., in), got x of shape "

@@ -24,9 +24,9 @@ from minigrad.optim.momentum import Momentum
 from minigrad.optim.optimizer import Optimizer
 from minigrad.optim.param_groups import default_decay_filter
 from minigrad.optim.sgd import SGD
-from minigrad.optim.thor_build import thor
-from minigrad.optim.thor_optimizer import THOR
-from minigrad.optim.thor_report import LayerReport, ThorReport
+from minigrad.thor.build import thor
+from minigrad.thor.optimizer import THOR
+from minigrad.thor.report import LayerReport, ThorReport
 
 __all__ = ["Optimizer", "default_decay_filter", "SGD", "Momentum", "Adam", "AdamWeightDecay",
            "LearningRateSchedule", "ExponentialDecayLR", "NaturalExpDecayLR", "InverseDecayLR",

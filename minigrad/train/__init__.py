@@ -7,4 +7,4 @@ from minigrad.train.callback import (Callback, RunContext, LossMonitor, TimeMoni
                                      LossScaleMonitor, ProgressBar, CheckpointConfig,
                                      ModelCheckpoint)
 from minigrad.train.model import Model
-from minigrad.train.thor_convert import ConvertModelUtils
+from minigrad.thor.convert_model import ConvertModelUtils

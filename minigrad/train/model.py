@@ -71,6 +71,9 @@ class Model:
         ValueError: for an unknown ``amp_level``/``boost_level``/keyword; ``amp_level`` other
             than "O0" or a ``loss_scale_manager`` without an ``optimizer``; ``metrics`` with
             neither ``loss_fn`` nor ``eval_network``; ``eval_indexes`` not a list of 3.
+
+        Every argument is checked before the network is cast: a refused ``Model`` leaves the
+        network and the optimizer as they were.
     """
 
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None,
@@ -102,9 +105,10 @@ class Model:
         amp_config = {k: v for k, v in kwargs.items() if k == "keep_batchnorm_fp32"}
         if loss_scale_manager is not None:
             amp_config["loss_scale_manager"] = loss_scale_manager
-        self._train_network = self._build_train_network(amp_config)
+        # the eval network first: its checks run before the train network casts the network
         self._eval_network, self._eval_indexes = self._build_eval_network(eval_network,
                                                                           eval_indexes)
+        self._train_network = self._build_train_network(amp_config)
         self._predict_network = network
 
     # ---- construction -------------------------------------------------------------------------

@@ -149,7 +149,7 @@ def run_thor(rank, size, batch, shared=False):
     ``shared``: with the context's distributed_inversion. None without nn.thor."""
     if not hasattr(nn, "thor"):
         return None
-    from minigrad.optim import thor_refresh
+    from minigrad.thor import refresh as thor_refresh
     inverted, invert_together = [], thor_refresh.invert_together
 
     def counted(jobs):

@@ -3,7 +3,7 @@ import numpy
 import pytest
 
 import minigrad
-from minigrad import Tensor, ops
+from minigrad import Tensor, amp, ops
 from minigrad import dtype as mstype
 
 F16, F32, F64 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32), numpy.dtype(numpy.float64)
@@ -50,7 +50,7 @@ def test_where_and_comparisons_with_scalars_stay_fp16():
 
 
 # row: fp16 tensor (op) fp32 tensor -> fp32, gradients cast back
-@pytest.mark.parametrize("fn", BINARY + [ops.matmul], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", BINARY, ids=lambda f: f.__name__)
 def test_fp16_with_fp32_promotes_and_casts_gradients_back(fn):
     h = minigrad.Tensor(numpy.array([[1.0, 2.0], [3.0, 0.5]], numpy.float16), requires_grad=True)
     f = minigrad.Tensor(numpy.array([[0.5, 1.5], [2.0, 1.0]], numpy.float32), requires_grad=True)
@@ -59,6 +59,27 @@ def test_fp16_with_fp32_promotes_and_casts_gradients_back(fn):
         h.grad = f.grad = None
         out.sum().backward()
         assert h.grad.dtype == mstype.float16 and f.grad.dtype == mstype.float32
+
+
+# row: matmul / dense / conv2d on tensors of two float dtypes -> TypeError, unless autocast
+@pytest.mark.parametrize("product", [
+    lambda a, b: ops.matmul(a, b), lambda a, b: a @ b, lambda a, b: ops.dense(a, b),
+    lambda a, b: ops.conv2d(a.reshape(1, 1, 2, 2), b.reshape(1, 1, 2, 2))],
+    ids=["matmul", "operator", "dense", "conv2d"])
+def test_a_product_of_two_float_dtypes_is_a_type_error_outside_autocast(product):
+    h = minigrad.Tensor(numpy.array([[1.0, 2.0], [3.0, 0.5]], numpy.float16), requires_grad=True)
+    f = minigrad.Tensor(numpy.array([[0.5, 1.5], [2.0, 1.0]], numpy.float32), requires_grad=True)
+    with pytest.raises(TypeError, match="has dtype float16 but .* has dtype float32"):
+        product(h, f)
+    with pytest.raises(TypeError, match="has dtype float32 but .* has dtype float16"):
+        product(f, h)
+    with pytest.raises(TypeError, match="float64"):
+        product(f, minigrad.Tensor(numpy.ones((2, 2))))
+    with amp.autocast():  # autocast casts both to fp16 first; gradients come back in each dtype
+        out = product(h, f)
+    assert out.dtype == mstype.float16
+    out.sum().backward()
+    assert h.grad.dtype == mstype.float16 and f.grad.dtype == mstype.float32
 
 
 def test_fp16_with_fp64_gives_fp64():

@@ -14,6 +14,7 @@ what several test files need.
 * ``helpers.mpi``: ``launch(script, ...)`` on 2 MPI ranks (skips without mpi4py/mpirun).
 * ``helpers.doubles``: small stand-ins (an optimizer that only counts steps, a one-matmul net).
 """
+import contextlib
 import os
 import pathlib
 
@@ -44,3 +45,21 @@ def native_unavailable_reason():
     if _native.host_library() is None:
         return f"no native host kernels: {_native.host_library_error()}"
     return None
+
+
+# The GPU cases of a device test: the strict device on every machine (minigrad.testing
+# .strict_device: CuPy's code paths on the CPU), and the real GPU where there is one.
+GPU_KINDS = [pytest.param("strict", id="strict"),
+             pytest.param("GPU", id="GPU", marks=[pytest.mark.gpu, NO_GPU])]
+
+
+@contextlib.contextmanager
+def gpu_of(kind):
+    """Run the block on the GPU of ``kind`` (``GPU_KINDS``): yields the strict device's
+    ``HostReads`` for "strict", None for the real GPU. The context's device is "GPU" inside and
+    restored after."""
+    from minigrad._config import using_config
+    from minigrad.testing.strict_device import strict_device
+    with (strict_device() if kind == "strict" else contextlib.nullcontext()) as reads:
+        with using_config(device_target="GPU"):
+            yield reads

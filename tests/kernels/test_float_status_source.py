@@ -1,8 +1,9 @@
 """The CUDA source of the float-status kernels, exercised without a GPU.
 
-* Compile check: ``nvcc -ptx`` for sm_75, sm_80 and sm_90 where nvcc exists (skipped, with a
-  message, where it does not); the PTX must export the four kernels, use 16-byte read-only
-  vector loads and no atomics.
+* Compile check: ``nvcc -ptx`` of every CUDA source for sm_75, sm_80, sm_90 and sm_100 where
+  nvcc exists (skipped, with a message, where it does not); the PTX must export the source's
+  kernels and use 16-byte read-only vector loads; the float-status kernels use no atomics and
+  the widening one 16-byte stores. ``test_nvrtc.py`` compiles the same sources through NVRTC.
 * Kernel logic: the same source built for the CPU through ``kernels/host_shim.h`` in four
   builds (the runtime one; AVX2+F16C; portable C++ with no OpenMP; blocks of 64 threads run in
   turn, as on a GPU), called directly with many arrays, misaligned starts and tiny chunk sizes,
@@ -22,11 +23,11 @@ from hypothesis import strategies as st
 
 from helpers.bits import UINT, assert_same_values, ref_unscale
 from helpers.kernel_builds import SPECIALS, make_array
+from helpers.nvrtc import ARCHES
 from minigrad import _native
 from minigrad.amp import _status_launch
 from minigrad.amp import float_status as fs
 
-ARCHES = ["sm_75", "sm_80", "sm_90"]
 DTYPES = [numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)]
 TAGS = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 
@@ -35,25 +36,29 @@ TAGS = {numpy.dtype(numpy.float16): "fp16", numpy.dtype(numpy.float32): "fp32"}
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-def test_nvcc_compiles_float_status(arch, tmp_path):
+@pytest.mark.parametrize("source", sorted(_native.CUDA_SOURCES))
+def test_nvcc_compiles_every_cuda_source(source, arch, tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found: CUDA compile check skipped (install the CUDA toolkit)")
-    source = tmp_path / _native.STATUS_SOURCE
-    source.write_text(_native.read_source(_native.STATUS_SOURCE))
-    ptx = tmp_path / "float_status.ptx"
+    path = tmp_path / source
+    path.write_text(_native.read_source(source))
+    ptx = tmp_path / "out.ptx"
     result = subprocess.run(
-        [nvcc, "-ptx", f"-arch={arch}", *_native.CUDA_OPTIONS, str(source), "-o", str(ptx)],
+        [nvcc, "-ptx", f"-arch={arch}", *_native.CUDA_OPTIONS, "-ftz=true", str(path), "-o",
+         str(ptx)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
     text = ptx.read_text()
-    for name in _native.STATUS_KERNELS:
+    for name in _native.CUDA_SOURCES[source]:
         assert f".entry {name}(" in text
-    assert "ld.global.nc.v4.u32" in text  # wide read-only loads in the check kernels
-    assert "atom." not in text and "red." not in text  # the flag is a plain store
+    assert "ld.global.nc.v4.u32" in text  # wide read-only loads
+    if source == _native.STATUS_SOURCE:
+        assert "atom." not in text and "red." not in text  # the flag is a plain store
+        assert "st.global.wb.v4.u32" in text  # 16-byte stores (unscale, widening)
 
 
 # ---- host builds of the same source --------------------------------------------------------------

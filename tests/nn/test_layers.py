@@ -17,11 +17,13 @@ def _randn(*shape, dtype=numpy.float32):
 
 
 def _with_params(layer, names):
-    """``fn(x, *params)`` calling ``layer`` with the given tensors in place of its parameters."""
+    """``fn(x, *params)`` running ``layer.construct`` with the given tensors in place of its
+    parameters (``construct``, not the call: the call would narrow the checker's float64 input
+    to the dtype of the registered float32 parameters)."""
     def fn(x, *params):
         for name, value in zip(names, params):
             layer.__dict__[name] = value
-        return layer(x)
+        return layer.construct(x)
     return fn
 
 

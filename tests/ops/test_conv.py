@@ -143,10 +143,16 @@ def test_fp16_accumulates_in_fp32():
     assert out.asnumpy().item() == float(numpy.float16(4096 * (1 + 2**-10)))
 
 
-def test_mixed_precision_promotes_to_fp32():
+def test_two_dtypes_are_refused_outside_autocast_and_run_in_fp16_under_it():
     x, w, _, kwargs, ref_kwargs = _case("3x3_pad1", numpy.float32)
-    out = ops.conv2d(minigrad.Tensor(x.astype(numpy.float16)), minigrad.Tensor(w), **kwargs)
-    assert out.dtype == numpy.float32
+    x16 = minigrad.Tensor(x.astype(numpy.float16))
+    with pytest.raises(TypeError, match="conv2d: x has dtype float16 but weight has dtype float32"):
+        ops.conv2d(x16, minigrad.Tensor(w), **kwargs)
+    with pytest.raises(TypeError, match="x has dtype float32 but bias has dtype float16"):
+        ops.conv2d(minigrad.Tensor(x), minigrad.Tensor(w),
+                   minigrad.Tensor(numpy.zeros(w.shape[0], numpy.float16)), **kwargs)
+    with minigrad.amp.autocast():
+        assert ops.conv2d(x16, minigrad.Tensor(w), **kwargs).dtype == numpy.float16
 
 
 def test_im2col_matches_weight_order():
@@ -326,9 +332,11 @@ def test_conv2d_empty_batch_and_mixed_dtypes():
     out.sum().backward()
     assert_bits(wt.grad.asnumpy(), numpy.zeros_like(w))
     assert x.grad.shape == (0, 2, 5, 5)
-    # fp16 input with an fp32 weight promotes; the fp16 input's gradient is fp16
+    # under autocast an fp32 weight meets the fp16 input in fp16; each gradient keeps its dtype
     x = Tensor(numpy.ones((1, 2, 3, 3), F16), requires_grad=True)
-    out = ops.conv2d(x, Tensor(w.astype(F32)))
-    assert out.dtype == F32
+    w32 = Tensor(w.astype(F32), requires_grad=True)
+    with minigrad.amp.autocast():
+        out = ops.conv2d(x, w32)
+    assert out.dtype == F16
     out.sum().backward()
-    assert x.grad.dtype == F16
+    assert x.grad.dtype == F16 and w32.grad.dtype == F32

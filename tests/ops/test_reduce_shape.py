@@ -267,7 +267,7 @@ def test_matmul_errors_name_both_shapes():
         r" \(3, 4\), got b of shape \(5, 2\)"):
         ops.matmul(a, b)
     with pytest.raises(ValueError, match="at least 1 dimension"):
-        ops.matmul(minigrad.Tensor(2.0), a)
+        ops.matmul(minigrad.Tensor(numpy.float64(2.0)), a)
 
 
 @pytest.mark.parametrize(

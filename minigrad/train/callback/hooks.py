@@ -18,7 +18,6 @@
 The older MindSpore hook names (``begin``, ``epoch_begin``, ``step_begin``, ``step_end``,
 ``epoch_end``, ``end``) work too: by default each ``on_train_*`` hook calls its older twin.
 """
-import numpy
 
 from minigrad import backend, communication
 
@@ -117,12 +116,23 @@ class CallbackList:
 
 
 # ---- reading cb_params ----------------------------------------------------------------------
-def loss_value(net_outputs):
-    """The loss as a Python float: the first element of a tuple (loss, overflow, scale), else
-    the output itself (its mean)."""
-    if isinstance(net_outputs, (tuple, list)):
-        net_outputs = net_outputs[0]
-    return float(numpy.mean(backend.as_numpy(net_outputs)))
+def loss_value(cb_params):
+    """The loss of the step that just ended (``cb_params.net_outputs``) as a Python float: the
+    first element of a tuple (loss, overflow, scale), else the output itself (its mean).
+
+    Read from the device once per step: every callback that asks gets the same value (on a GPU
+    each read waits for the step's kernels)."""
+    outputs = cb_params.net_outputs
+    cached = cb_params.get("_host_loss")
+    if cached is not None and cached[0] is outputs:
+        return cached[1]
+    loss = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+    data = getattr(loss, "data", loss)
+    if getattr(data, "size", 1) != 1:
+        data = backend.get_array_module(data).mean(data)
+    value = float(backend.read_scalar(data))
+    cb_params["_host_loss"] = (outputs, value)
+    return value
 
 
 def optimizer_note(cb_params):

@@ -40,7 +40,7 @@ class LossMonitor(Callback):
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
-        loss = loss_value(cb_params.net_outputs)
+        loss = loss_value(cb_params)
         step = step_in_epoch(cb_params)
         if not math.isfinite(loss):
             raise ValueError(f"epoch: {cb_params.cur_epoch_num} step: {step}. Invalid loss {loss}, "
@@ -97,7 +97,7 @@ class History(Callback):
         self._epoch_start = len(self.step_losses)
 
     def on_train_step_end(self, run_context):
-        self.step_losses.append(loss_value(run_context.original_args().net_outputs))
+        self.step_losses.append(loss_value(run_context.original_args()))
 
     def on_train_epoch_end(self, run_context):
         cb_params = run_context.original_args()

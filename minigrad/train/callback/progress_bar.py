@@ -57,7 +57,7 @@ class ProgressBar(Callback):
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
-        self._sum += loss_value(cb_params.net_outputs)
+        self._sum += loss_value(cb_params)
         self._count += 1
         mean = self._sum / self._count
         note = optimizer_note(cb_params)

@@ -2,11 +2,11 @@
 
 ``refresh`` runs at the start of every applied THOR step. Per layer it takes the record of the
 step (``layer.thor_pending``, consumed), computes the traces of its factors, and decides with
-the refresh rule (``thor_schedule.RefreshRule``) whether the layer refreshes: the frequency rule
+the refresh rule (``schedule.RefreshRule``) whether the layer refreshes: the frequency rule
 from the step number, the trace rule from the traces. Only then are the factors formed (two
 products per refreshing layer) and, when finite, stored (as a running average with
 ``factor_decay``); the damped blocks of every refreshing layer are inverted together
-(``thor_blocks.invert_together``). A layer whose factors are not finite keeps its factors and
+(``blocks.invert_together``). A layer whose factors are not finite keeps its factors and
 inverses (action "kept"). What happened goes into the step's ``ThorReport``.
 
 ``reduce_factors`` is the data-parallel reduction of the records (the identity in one process).
@@ -17,8 +17,9 @@ import time
 import numpy
 
 from minigrad import backend, communication
-from minigrad.optim.thor_blocks import invert_together
-from minigrad.optim.thor_report import LayerReport
+from minigrad.backend import read_scalar
+from minigrad.thor.blocks import invert_together
+from minigrad.thor.report import LayerReport
 
 
 def refresh(opt, step, seeds, lam, report):
@@ -138,7 +139,7 @@ def _store_factors(block, factors, decay, entry):
     if factors is None:
         return False
     xp = backend.get_array_module(factors[1])
-    if not (bool(xp.isfinite(factors[0]).all()) and bool(xp.isfinite(factors[1]).all())):
+    if not read_scalar(xp.isfinite(factors[0]).all() & xp.isfinite(factors[1]).all()):
         entry.action = "kept"
         return False
     block.set_factors(factors[0], factors[1], decay)
@@ -184,7 +185,7 @@ def reduce_factors(records, split_indices):
                     offset += f.size
                 factors = tuple(parts)
             if traces is not None:
-                traces = tuple(float(v) for v in flat[offset:offset + 2])
+                traces = tuple(backend.as_numpy(flat[offset:offset + 2]).tolist())
                 offset += 2
             out[k] = (factors, traces)
     return out

@@ -32,6 +32,7 @@ import time
 import numpy
 
 from minigrad import backend
+from minigrad.backend import read_scalar
 from minigrad.linalg import inv_spd_ladder
 
 KINDS = ("dense", "conv", "embedding")
@@ -86,8 +87,8 @@ class CurvatureBlock:
         """``(tr A, tr G)`` of one recorded batch (from any record mode), or None."""
         if pending is None or pending.get("g_trace") is None:
             return None
-        return (pending["a_trace"] / max(pending["rows"], 1),
-                pending["g_trace"] * self.g_weight(pending, scale, mean))
+        return (float(read_scalar(pending["a_trace"])) / max(pending["rows"], 1),
+                float(read_scalar(pending["g_trace"])) * self.g_weight(pending, scale, mean))
 
     @staticmethod
     def g_weight(pending, scale, mean):
@@ -118,8 +119,8 @@ class CurvatureBlock:
 
     def factor_traces(self):
         xp = backend.get_array_module(self.G)
-        trace_a = float(self.A.sum()) if self.kind == "embedding" else float(xp.trace(self.A))
-        return trace_a, float(xp.trace(self.G))
+        trace_a = self.A.sum() if self.kind == "embedding" else xp.trace(self.A)
+        return float(read_scalar(trace_a)), float(read_scalar(xp.trace(self.G)))
 
     # ---- inverses -------------------------------------------------------------------------------
     def damped_stacks(self, damping):

@@ -1,6 +1,6 @@
 """MindSpore's ``nn.thor`` (convert the network, then build ``THOR``) and the converter registry."""
-from minigrad.optim.thor_args import check_seed_arguments
-from minigrad.optim.thor_optimizer import THOR
+from minigrad.thor.arguments import check_seed_arguments
+from minigrad.thor.optimizer import THOR
 
 _CONVERTERS = []  # filled by minigrad.nn (the layer above), which owns the THOR layers
 

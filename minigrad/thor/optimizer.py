@@ -5,15 +5,15 @@ One step, for gradients ``g`` of a network converted to THOR layers (``nn.DenseT
 ``nn.Conv2dThor``, ``nn.EmbeddingThor``; ``nn.thor`` converts and builds in one call)::
 
     g = g / loss_scale                                  (and / the cell's loss scale, if passed)
-    refresh (on its steps): A, G from the layers' records; damped block inverses (thor_refresh,
-                            thor_blocks; fisher="mc": G from a loss on sampled labels, see
-                            thor_fisher)
+    refresh (on its steps): A, G from the layers' records; damped block inverses (thor.refresh,
+                            thor.blocks; fisher="mc": G from a loss on sampled labels, see
+                            thor.fisher)
     g̃ = G⁻¹ · g · A⁻¹        THOR layers' weights, with the stored inverses; LayerNorm's
-                            diagonal rule; KL clip, weight decay, clip (thor_precondition)
+                            diagonal rule; KL clip, weight decay, clip (thor.precondition)
     v = μ v + g̃;  w = w - lr · v     (Nesterov: w = w - lr · (g̃ + μ v))
 
 The curvature is that of the loss actually trained: G is divided by the loss's batch-mean
-factor for ``loss_reduction="mean"`` and not for "sum" or "none" (see ``thor_blocks``).
+factor for ``loss_reduction="mean"`` and not for "sum" or "none" (see ``thor.blocks``).
 
 Second-order state (factors, inverses) is float32 whatever the network's dtype. A step whose
 gradients hold inf or NaN is skipped as a whole (an fp16 overflow under a fixed loss scale with
@@ -30,14 +30,14 @@ from minigrad import backend
 from minigrad._checks import check_bool, check_float, check_in, check_positive_int
 from minigrad.optim.momentum import Momentum
 from minigrad.optim.optimizer import Optimizer, _inverse_scale
-from minigrad.optim.thor_args import check_seed_arguments, check_split_indices
-from minigrad.optim.thor_blocks import find_blocks
-from minigrad.optim.thor_fisher import FISHERS, SampledFisher
-from minigrad.optim.thor_precondition import prepare_gradients
-from minigrad.optim.thor_refresh import reduce_factors, refresh
-from minigrad.optim.thor_report import ThorReport
-from minigrad.optim.thor_schedule import RefreshRule, StepValue
-from minigrad.optim.thor_state import load_thor_state, thor_state
+from minigrad.thor.arguments import check_seed_arguments, check_split_indices
+from minigrad.thor.blocks import find_blocks
+from minigrad.thor.fisher import FISHERS, SampledFisher
+from minigrad.thor.precondition import prepare_gradients
+from minigrad.thor.refresh import reduce_factors, refresh
+from minigrad.thor.report import ThorReport
+from minigrad.thor.schedule import RefreshRule, StepValue
+from minigrad.thor.state import load_thor_state, thor_state
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -49,7 +49,7 @@ class THOR(Optimizer):
         net: the network (already converted: ``nn.thor`` converts it for you).
         learning_rate: a 0-d Tensor, a 1-D Tensor with one value per step (the last value is
             used past its end), or a schedule (``LearningRateSchedule`` or ``fn(step)``).
-        damping: λ, as ``learning_rate`` (each factor gets ``√λ``; see ``thor_blocks``).
+        damping: λ, as ``learning_rate`` (each factor gets ``√λ``; see ``thor.blocks``).
         momentum (float): >= 0.
         weight_decay (int, float): >= 0. Default 0.0.
         loss_scale (float): > 0; an int is converted. Default 1.0.
@@ -63,7 +63,7 @@ class THOR(Optimizer):
         enable_clip_grad (bool): clip each preconditioned gradient to norm 1.0. Default False.
         frequency (int): >= 2, the refresh period of factors and inverses. Default 100.
         split_dim (int): the size of the diagonal blocks of each factor. Default 128.
-        refresh: "frequency" (default) or "trace" (the paper's rule; see ``thor_schedule``).
+        refresh: "frequency" (default) or "trace" (the paper's rule; see ``thor.schedule``).
         omega1, omega2: the trace rule's thresholds. Default 0.01 and 0 (the paper's ResNet-50).
         factor_frequency, inverse_frequency: separate periods (default ``frequency``).
         factor_decay: None (default: each refresh uses its own batch, as MindSpore) or a float
@@ -73,7 +73,7 @@ class THOR(Optimizer):
         kl_clip: None (default) or a float > 0: the KL / Fisher-norm clip of the update.
         fisher: "empirical" (default, MindSpore's: G from the training loss's gradients) or
             "mc" (G from the gradients of the loss on labels sampled from the model's output
-            distribution; the update still uses the true-label gradient; see ``thor_fisher``).
+            distribution; the update still uses the true-label gradient; see ``thor.fisher``).
         fisher_loss: with "mc", the loss Cell to sample (``nn.SoftmaxCrossEntropyWithLogits``
             or ``nn.MSELoss``). Default None: the ``loss_fn`` of the ``WithLossCell`` that the
             train cell (``TrainOneStepCell``, ``Model``) wraps; an explicit one wins.
@@ -145,9 +145,10 @@ class THOR(Optimizer):
         if fisher == "mc":
             self.sampler = SampledFisher(self.blocks, fisher_seed, owner)
             if fisher_loss is not None:
+                reduction = self._reduction_of(fisher_loss)  # checked before the loss is hooked
                 self.sampler.use_loss(fisher_loss, owner)
                 self.sampler.explicit = True
-                self._read_reduction(fisher_loss)
+                self.loss_reduction = reduction
         self.split_indices = check_split_indices(split_indices, len(self.blocks), owner)
         self.last_report = None
         self._backward_scale = None
@@ -180,16 +181,18 @@ class THOR(Optimizer):
         loss = getattr(network, "loss_fn", None)
         if loss is None or (self.sampler is not None and self.sampler.explicit):
             return
-        if self.sampler is not None:
+        reduction = self._reduction_of(loss)  # checked before the loss is hooked: a refused
+        if self.sampler is not None:          # network leaves THOR and the loss as they were
             self.sampler.use_loss(loss, "THOR")
-        self._read_reduction(loss)
+        self.loss_reduction = reduction
 
-    def _read_reduction(self, loss):
+    def _reduction_of(self, loss):
+        """The reduction THOR uses with ``loss``: its checked ``reduction``, or the one THOR
+        has (given explicitly, or "mean" for a loss without a ``reduction`` str)."""
         reduction = getattr(loss, "reduction", None)
         if self._reduction_explicit or not isinstance(reduction, str):
-            return  # a loss without a reduction attribute: the default "mean" stays
-        self.loss_reduction = check_in(f"{type(loss).__name__}.reduction", reduction,
-                                       REDUCTIONS, owner="THOR")
+            return self.loss_reduction
+        return check_in(f"{type(loss).__name__}.reduction", reduction, REDUCTIONS, owner="THOR")
 
     def apply_gradients(self, grads, scale=None):
         """One THOR step from ``grads`` (see ``Optimizer.apply_gradients``). Returns True."""
@@ -205,8 +208,7 @@ class THOR(Optimizer):
         self.last_report = report
         if self.sampler is not None:
             report.seconds["sampling"], self.sampler.seconds = self.sampler.seconds, 0.0
-        bad = [p.name for p, g in zip(self.parameters, arrays)
-               if g is not None and not bool(backend.get_array_module(g).isfinite(g).all())]
+        bad = _nonfinite_names(self.parameters, arrays)
         if bad:
             report.applied = False
             report.reason = f"non-finite gradients in {bad[:4]}"
@@ -251,7 +253,7 @@ class THOR(Optimizer):
         return ran
 
     def reduce_factors(self, records):
-        """The data-parallel reduction of one step's records (``thor_refresh.reduce_factors``
+        """The data-parallel reduction of one step's records (``refresh.reduce_factors``
         over this optimizer's ``split_indices``): the identity in a single process."""
         return reduce_factors(records, self.split_indices)
 
@@ -307,3 +309,13 @@ class THOR(Optimizer):
             self.sampler.seed = seed
         self._plan(self.global_step)
 
+
+
+def _nonfinite_names(parameters, arrays):
+    """Names of the parameters whose gradient holds inf or NaN, with one read of the device."""
+    present = [(p.name, g) for p, g in zip(parameters, arrays) if g is not None]
+    if not present:
+        return []
+    xp = backend.get_array_module(present[0][1])
+    finite = backend.as_numpy(xp.stack([xp.isfinite(g).all() for _, g in present])).tolist()
+    return [name for (name, _), ok in zip(present, finite) if not ok]

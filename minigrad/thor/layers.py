@@ -13,10 +13,10 @@ also keeps, in float32 whatever the network's dtype:
 
 The optimizer forms the products ``Σ a aᵀ`` and ``Σ d dᵀ`` only when it needs the factors, so
 a step that only tests the traces (the trace rule) costs two dot products per layer; it divides
-the loss scale and the loss's batch-mean factor back out (see ``optim.thor_blocks``).
+the loss scale and the loss's batch-mean factor back out (see ``thor.blocks``).
 ``thor_record = None`` records nothing (no cost). With ``thor_fisher = "mc"`` (THOR's
 Monte-Carlo Fisher) ``g_rows`` is taken only from the backward pass of the loss on sampled
-labels (``thor_sampling`` is True while it runs; see ``optim.thor_fisher``); ``g_trace`` always
+labels (``thor_sampling`` is True while it runs; see ``thor.fisher``); ``g_trace`` always
 comes from the training loss's backward pass (the trace rule's statistic).
 
 A layer records its last call of a step: a layer shared by two calls in one step is not
@@ -64,7 +64,7 @@ class _Recorder:
             pending["a_rows"] = counts
         else:
             rows = _fp32(rows)
-            pending["a_trace"] = float(xp.vdot(rows.reshape(-1), rows.reshape(-1)))
+            pending["a_trace"] = xp.vdot(rows.reshape(-1), rows.reshape(-1))  # read later
             pending["a_rows"] = rows
         self.thor_pending = pending
 
@@ -82,7 +82,7 @@ class _Recorder:
             rows = _fp32(to_rows(grad.data))
             if not self.thor_sampling:  # the training loss's pass: the trace rule's statistic
                 flat = rows.reshape(-1)
-                pending["g_trace"] = float(backend.get_array_module(rows).vdot(flat, flat))
+                pending["g_trace"] = backend.get_array_module(rows).vdot(flat, flat)
             if self.thor_sampling or not sampled:
                 pending["g_rows"] = rows
         output.register_hook(hook)

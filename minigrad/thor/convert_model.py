@@ -5,7 +5,7 @@ reuse steps; in minigrad the ``THOR`` optimizer tells its layers what to record 
 step, so the plain ``Model`` (every AMP level, every callback, ``eval`` included) trains a THOR
 network as it is.
 """
-from minigrad.optim.thor_optimizer import THOR
+from minigrad.thor.optimizer import THOR
 from minigrad.train.model import Model
 
 

@@ -18,14 +18,14 @@ from minigrad.nn.layers.basic import Dense
 from minigrad.nn.layers.conv import Conv2d
 from minigrad.nn.layers.embedding import Embedding
 from minigrad.nn.layers.normalization import LayerNorm
-from minigrad.nn.layers.thor import Conv2dThor, DenseThor, EmbeddingThor
+from minigrad.thor.layers import Conv2dThor, DenseThor, EmbeddingThor
 from minigrad.nn.loss import MSELoss, SoftmaxCrossEntropyWithLogits
-from minigrad.optim.thor_fisher import (
+from minigrad.thor.fisher import (
     register_sampler,
     sample_categorical,
     sample_gaussian,
 )
-from minigrad.optim.thor_build import register_converter
+from minigrad.thor.build import register_converter
 
 _THOR_CLASS = {Dense: DenseThor, Conv2d: Conv2dThor, Embedding: EmbeddingThor}
 

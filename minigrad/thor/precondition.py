@@ -2,7 +2,7 @@
 
 For each parameter with a gradient (unscaled, in float32 for fp16 parameters)::
 
-    g̃ = G⁻¹ · g · A⁻¹        THOR layers' weights, with the stored inverses (thor_blocks)
+    g̃ = G⁻¹ · g · A⁻¹        THOR layers' weights, with the stored inverses (thor.blocks)
     g̃ = g / (g² / (w·N²) + √λ)  LayerNorm's gamma and beta: MindSpore's diagonal Fisher
                                   g² / N for a batch-mean loss (w = 1/N), g² / N² for a sum
     g̃ = g                    every other parameter (biases, BatchNorm, ...)
@@ -15,7 +15,7 @@ import math
 import numpy
 
 from minigrad.optim.optimizer import _divide
-from minigrad.optim.thor_blocks import CurvatureBlock
+from minigrad.thor.blocks import CurvatureBlock
 
 
 def prepare_gradients(opt, arrays, inv_scale, lam, lrs, report):

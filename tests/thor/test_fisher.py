@@ -10,7 +10,7 @@ import pytest
 import minigrad
 from minigrad import Tensor, amp, nn
 from minigrad.amp import FixedLossScaleManager
-from minigrad.optim.thor_fisher import sample_categorical, sample_gaussian
+from minigrad.thor.fisher import sample_categorical, sample_gaussian
 
 LR, DAMP, ZERO = (Tensor(numpy.float32(v)) for v in (0.05, 0.01, 0.0))
 

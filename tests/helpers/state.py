@@ -1,0 +1,47 @@
+"""``snapshot(*objects)``: everything reachable from objects, as a value to compare.
+
+A refused call must leave every object as it was ("nothing half-applied"): take
+``before = snapshot(net, opt)``, make the call that raises, and assert
+``snapshot(net, opt) == before``. The walk follows instance ``__dict__``s, containers, arrays
+(dtype, shape and bytes), Tensors and Parameters, so a changed attribute, a new hook, a cast
+parameter or a moved optimizer state anywhere below the objects shows. An object reached twice
+is recorded once and then by reference, so that sharing (an optimizer holding the network's very
+Parameters) is part of the value too; functions and modules are recorded by name.
+"""
+import types
+
+import numpy
+
+_ATOMS = (type(None), bool, int, float, complex, str, bytes, type, numpy.dtype)
+_NAMED = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType)
+
+
+def snapshot(*objects):
+    """A nested tuple describing ``objects`` and all they reach (see the module docstring)."""
+    seen = {}
+
+    def walk(obj):
+        if isinstance(obj, _ATOMS):
+            return obj
+        if isinstance(obj, numpy.ndarray):
+            return ("array", obj.dtype.str, obj.shape, obj.tobytes())
+        if isinstance(obj, numpy.generic):
+            return ("scalar", obj.dtype.str, obj.tobytes())
+        if isinstance(obj, _NAMED):
+            return ("named", type(obj).__name__, getattr(obj, "__qualname__",
+                                                         getattr(obj, "__name__", "")))
+        if id(obj) in seen:
+            return ("seen", seen[id(obj)])
+        seen[id(obj)] = len(seen)
+        if isinstance(obj, dict):
+            return ("dict", type(obj).__name__, tuple((walk(k), walk(v)) for k, v in obj.items()))
+        if isinstance(obj, (list, tuple)):
+            return (type(obj).__name__, tuple(walk(v) for v in obj))
+        if isinstance(obj, (set, frozenset)):
+            return (type(obj).__name__, tuple(sorted(repr(walk(v)) for v in obj)))
+        state = getattr(obj, "__dict__", None)
+        if state is None:  # weak references, locks, ctypes buffers: their identity only
+            return ("opaque", type(obj).__qualname__)
+        return ("object", type(obj).__qualname__, walk(state))
+
+    return walk(objects)
