@@ -9,8 +9,10 @@ cycles, checked by the test suite). From the bottom up:
    collectives over arrays, parallel context: it needs nothing above this layer, so the amp
    core, the optimizers and the network cells can reduce across ranks).
 2. ``tensor``, ``parameter``: the user handle; ``linalg`` (batched SPD inverse).
-3. ``autograd``: Function nodes and the reverse pass, ``grad``/``value_and_grad``/``GradOperation``.
-4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods.
+3. ``autograd``: Function nodes, the reverse pass (higher-order too), PyTorch's ``grad``/
+   ``backward``, MindSpore's ``grad``/``value_and_grad``/``GradOperation``.
+4. ``ops``: the differentiable ops; they install the Tensor's operators and op methods;
+   ``autograd.functional`` (Jacobians, Hessians and their products, stacked by the ops).
 5. amp core, on arrays only: ``amp.core`` (the loss-scale rule, the step report),
    ``amp.float_status`` with ``amp._status_buffer``, ``amp._status_launch`` and
    ``amp._status_numpy`` (the overflow status), ``amp.npu_ops`` (MindSpore's ops over it).
@@ -31,7 +33,7 @@ import importlib
 
 from minigrad import dtype, ops
 from minigrad._config import enable_grad, is_grad_enabled, no_grad
-from minigrad.autograd import GradOperation, grad, value_and_grad
+from minigrad.autograd.api import GradOperation, grad, value_and_grad
 from minigrad.context import GRAPH_MODE, PYNATIVE_MODE, get_context, set_context
 from minigrad.dtype import (
     bool_,
@@ -61,7 +63,7 @@ _LAYERS = (
      "communication"),
     ("tensor", "parameter", "linalg"),
     ("autograd",),
-    ("ops", ""),
+    ("ops", "", "autograd.functional"),
     ("amp.core", "amp.float_status", "amp._status_buffer", "amp._status_launch",
      "amp._status_numpy", "amp.npu_ops"),
     ("optim", "thor"),

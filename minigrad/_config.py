@@ -11,6 +11,7 @@ import threading
 
 class _Config(threading.local):
     grad_enabled = True      # record the graph for backward
+    grad_depth = 0           # grad/value_and_grad calls running their function (nesting)
     device_target = "CPU"    # where new tensors are created
     autocast_dtype = None    # None, or the low-precision dtype of minigrad.amp.autocast
 

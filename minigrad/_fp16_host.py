@@ -13,6 +13,9 @@ call costs more than it saves; other dtypes; non-contiguous views; CuPy arrays) 
 ``astype``, as does everything when the host library is missing (no compiler,
 ``MINIGRAD_NATIVE=0``) or has no vector conversion (a CPU without F16C).
 
+``convert`` and the ReLU passes also take a dense array in another axis order than C or F, such
+as a channels-last image batch (``dense``), and give their result that order.
+
 The ops compute fp16 in the dtype ``minigrad.dtype.acc_dtype`` names (float32) and store in
 the tensor's dtype: ``widen(x)`` and ``store(y, dtype)`` are those two steps, both through
 ``convert``.
@@ -25,13 +28,14 @@ is not ignored (``underflow_ignored``): a lesson that turns underflow warnings o
 The fused passes each replace several NumPy calls with one native call (``kernels/
 convert_host.cpp``): inside a training step every separate call pays several microseconds of
 cold caches, whatever its size. ``relu_half`` and ``relu_half_backward`` serve ``ops.relu``;
-``add_bias_to_half`` and ``widen_sum_rows`` serve Dense's fp16 epilogue and bias gradient
-(``ops.linalg``). They return the NumPy code's bits (``tests/core/test_fp16_host_passes.py``
-checks them), and None where they do not apply: not a C-ordered NumPy array of the expected
-dtype, no host library or no vector conversion (``minigrad._native.HostBuild.fp16_passes`` is
-None), and for the two Dense passes, also a result that is inf or NaN: the op then runs its
-NumPy code, which gives NumPy's warnings. Only host arrays that qualify ever load the host
-library.
+``add_bias_to_half`` serves the fp16 epilogue of Dense and conv2d, ``widen_sum_rows`` Dense's
+bias gradient (``ops.linalg``). They return the NumPy code's bits
+(``tests/core/test_fp16_host_passes.py`` checks them), and None where they do not apply: not a
+NumPy array of the expected dtype that is dense (the ReLU passes, in any axis order: a
+channels-last image batch qualifies) or C-ordered (the row passes), no host library or no
+vector conversion (``minigrad._native.HostBuild.fp16_passes`` is None), and for the two row
+passes, also a result that is inf or NaN: the op then runs its NumPy code, which gives NumPy's
+warnings. Only host arrays that qualify ever load the host library.
 """
 import numpy
 
@@ -62,8 +66,8 @@ def convert(x, dtype, out=None):
             allocating (``out[...] = x`` with the conversion); it must not overlap ``x``.
 
     Returns:
-        A new array in ``x``'s memory order (``astype``'s ``order="K"`` for C- and F-ordered
-        arrays), or ``out``.
+        A new array in ``x``'s memory order (``astype``'s ``order="K"``: a dense array in any axis
+        order, such as a channels-last image batch, converts natively), or ``out``.
 
     Overflow to inf warns (or raises) as NumPy's cast does, under ``numpy.errstate``; so does
     underflow, for which the conversion to float16 runs as ``astype`` unless it is ignored.
@@ -75,8 +79,8 @@ def convert(x, dtype, out=None):
             fn = fns[x.dtype, dtype]
     if fn is not None:
         c_order = x.flags.c_contiguous
-        if out is None and (c_order or x.flags.f_contiguous) and x.flags.aligned:
-            result = numpy.empty(x.shape, dtype, order="C" if c_order else "F")
+        if out is None and dense(x) and x.flags.aligned:
+            result = numpy.empty_like(x, dtype)  # order "K": x's axis order, so the same flat order
             if not fn(data_address(x), data_address(result), x.size):
                 return result
         elif (out is not None and type(out) is numpy.ndarray and out.dtype == dtype
@@ -107,10 +111,33 @@ def store(y, dtype):
 
 
 # ---- the fused fp16 passes of the ops -------------------------------------------------------
-def _host(x, dtype):
-    """Whether ``x`` is a non-empty, aligned, C-ordered NumPy array of ``dtype``."""
-    return (type(x) is numpy.ndarray and x.dtype == dtype and x.size > 0 and x.flags.c_contiguous
-            and x.flags.aligned)
+def dense(x):
+    """Whether the elements of the NumPy array ``x`` fill one block of memory without gaps, in any
+    axis order: C or F order, or a permutation of them such as a channels-last (N, C, H, W) batch
+    (whose ``transpose(0, 2, 3, 1)`` is C-ordered). A pass over the flat memory of such an array
+    visits every element once; ``numpy.empty_like`` gives a result with the same axis order."""
+    if x.flags.c_contiguous or x.flags.f_contiguous:
+        return True
+    step = x.itemsize
+    for stride, size in sorted((s, n) for s, n in zip(x.strides, x.shape) if n != 1):
+        if stride != step:  # a gap, an overlap or a reversed axis
+            return False
+        step *= size
+    return True
+
+
+def same_layout(a, b):
+    """Whether the dense arrays ``a`` and ``b`` (same shape) keep their elements in the same flat
+    order: their strides are proportional to their item sizes on every axis longer than 1."""
+    return all(n == 1 or sa * b.itemsize == sb * a.itemsize
+               for n, sa, sb in zip(a.shape, a.strides, b.strides))
+
+
+def _host(x, dtype, any_order=False):
+    """Whether ``x`` is a non-empty, aligned NumPy array of ``dtype``, C-ordered (the passes over
+    rows), or with ``any_order`` dense in any axis order (the elementwise passes)."""
+    return (type(x) is numpy.ndarray and x.dtype == dtype and x.size > 0 and x.flags.aligned
+            and (x.flags.c_contiguous or any_order and dense(x)))
 
 
 def _library():
@@ -121,10 +148,10 @@ def relu_half(x):
     """ReLU of an fp16 array in one pass: ``(out, mask)`` with ``mask = x > 0`` and ``out = x``
     where ``mask`` or ``x`` is NaN (payload kept, as ``numpy.maximum(x, 0)`` keeps it), else +0.
     None where it does not apply."""
-    lib = _library() if _host(x, _F16) else None
+    lib = _library() if _host(x, _F16, any_order=True) else None
     if lib is None:
         return None
-    out, mask = numpy.empty(x.shape, _F16), numpy.empty(x.shape, numpy.bool_)
+    out, mask = numpy.empty_like(x), numpy.empty_like(x, numpy.bool_)  # x's axis order
     lib.mg_relu_half(data_address(x), data_address(out), data_address(mask), x.size)
     return out, mask
 
@@ -132,11 +159,12 @@ def relu_half(x):
 def relu_half_backward(g, mask):
     """``g`` where ``mask`` else +0, for an fp16 ``g`` and the boolean mask of ``relu_half``, in
     one pass. None where it does not apply."""
-    fits = _host(g, _F16) and _host(mask, numpy.bool_) and mask.shape == g.shape
+    fits = (_host(g, _F16, any_order=True) and _host(mask, numpy.bool_, any_order=True)
+            and mask.shape == g.shape and same_layout(g, mask))
     lib = _library() if fits else None
     if lib is None:
         return None
-    out = numpy.empty(g.shape, _F16)
+    out = numpy.empty_like(g)
     lib.mg_relu_half_backward(data_address(g), data_address(mask), data_address(out), g.size)
     return out
 

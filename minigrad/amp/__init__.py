@@ -7,7 +7,7 @@
   a level, without loss scaling).
 * TensorFlow: ``minigrad.mixed_precision`` (``LossScale``, ``FixedLossScale``,
   ``DynamicLossScale``, ``get``, ``LossScaleOptimizer``).
-* PyTorch: ``GradScaler`` and ``autocast``.
+* PyTorch: ``GradScaler``, ``autocast`` and ``custom_fwd``/``custom_bwd``.
 
 All of them decide with ``ScaleCore`` (``core.py``), unscale and check through the one
 float-status API (``float_status.py``: the functions and ``OverflowStatus``, whose host fast
@@ -28,7 +28,7 @@ float-status functions and ``autocast`` come without the network and optimizer l
 import importlib
 
 from minigrad.amp import float_status
-from minigrad.amp.autocast import autocast
+from minigrad.amp.autocast import autocast, custom_bwd, custom_fwd
 from minigrad.amp.core import ScaleCore, StepReport, underflow_stats
 from minigrad.amp.float_status import (
     OverflowStatus,
@@ -73,5 +73,6 @@ __all__ = ["ScaleCore", "float_status", "alloc_status", "clear_status", "check_o
            "check_and_unscale", "check_and_unscale_to_fp32", "get_status", "OverflowStatus",
            "StepReport", "underflow_stats", "init_status", "all_finite", "LossScaler",
            "StaticLossScaler", "DynamicLossScaler", "GradScaler", "OptState", "autocast",
+           "custom_fwd", "custom_bwd",
            "LossScaleManager", "FixedLossScaleManager", "DynamicLossScaleManager",
            "build_train_network", "cast_network", "auto_mixed_precision"]

@@ -1,4 +1,5 @@
-"""``autocast``: run matmul-like ops in fp16 and range-sensitive ops in fp32, whatever the inputs.
+"""``autocast``: run matmul-like ops in fp16 and range-sensitive ops in fp32, whatever the inputs;
+``custom_fwd``/``custom_bwd`` for custom functions under it.
 
 ::
 
@@ -22,6 +23,8 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_relation, check_type
 from minigrad._config import config, using_config
 from minigrad.autograd.function import Function
+from minigrad.ops import cast
+from minigrad.tensor import Tensor
 
 
 def _subclasses(cls):
@@ -147,3 +150,78 @@ class autocast:
             with autocast(dtype=self.dtype, enabled=self.enabled):
                 return fn(*args, **kwargs)
         return wrapped
+
+
+def custom_fwd(fwd=None, *, device_type=None, cast_inputs=None):
+    """Decorator for the ``forward`` of a custom function (``minigrad.autograd.Function``) under
+    autocast, as PyTorch's ``torch.amp.custom_fwd``: ``@custom_fwd``, ``@custom_fwd(
+    device_type="cpu")``, ``@custom_fwd(cast_inputs=minigrad.float32)`` (below ``@staticmethod``).
+
+    It records autocast's state on ``ctx`` for ``custom_bwd``. With ``cast_inputs`` and autocast
+    on, the float16/float32 Tensors among the arguments (in lists, tuples and dicts too) are
+    cast to ``cast_inputs`` and ``forward`` runs with autocast off; without ``cast_inputs``, or
+    with autocast off, ``forward`` runs in the current state, arguments as they are. (The
+    gradients of cast arguments return in the arguments' own dtypes.)
+
+    Args:
+        device_type: ``"cpu"``/``"cuda"`` (or ``"CPU"``/``"GPU"``), checked against the
+            context's device (PyTorch 2.4+ requires it; minigrad takes the context's when None).
+        cast_inputs: the dtype to run ``forward`` in under autocast (float16 or float32), or
+            None.
+
+    Raises:
+        TypeError: for a ``cast_inputs`` that is not a float dtype of minigrad, or a
+            ``device_type`` that is not a str. ValueError: for an unknown or another device.
+    """
+    if device_type is not None:
+        check_device("device_type", device_type, owner="custom_fwd")
+    if cast_inputs is not None:
+        cast_inputs = dtypes.as_dtype(cast_inputs)
+        check_relation("cast_inputs", cast_inputs, cast_inputs.kind == "f",
+                       "a float dtype (float16, float32) or None", error=TypeError,
+                       owner="custom_fwd")
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def forward(ctx, *args, **kwargs):
+        ctx.autocast_dtype = config.autocast_dtype  # what custom_bwd restores
+        if cast_inputs is None or config.autocast_dtype is None:
+            return fwd(ctx, *args, **kwargs)
+        ctx.autocast_dtype = None
+        with using_config(autocast_dtype=None):
+            return fwd(ctx, *_cast(args, cast_inputs), **_cast(kwargs, cast_inputs))
+    return forward
+
+
+def custom_bwd(bwd=None, *, device_type=None):
+    """Decorator for the ``backward`` of a custom function whose ``forward`` has ``custom_fwd``,
+    as PyTorch's ``torch.amp.custom_bwd``: ``backward`` runs in the autocast state ``forward``
+    ran in (on with its dtype, or off; by default minigrad runs every backward without autocast,
+    in the forward's dtypes).
+
+    Raises:
+        TypeError, ValueError: for ``device_type``, as ``custom_fwd``.
+    """
+    if device_type is not None:
+        check_device("device_type", device_type, owner="custom_bwd")
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def backward(ctx, *args, **kwargs):
+        with using_config(autocast_dtype=getattr(ctx, "autocast_dtype", None)):
+            return bwd(ctx, *args, **kwargs)
+    return backward
+
+
+def _cast(value, dtype):
+    """``value`` with its float16/float32 Tensors cast to ``dtype`` (float64 ones, as PyTorch
+    leaves them, and everything else as they are), through lists, tuples and dicts."""
+    if isinstance(value, Tensor):
+        return cast(value, dtype) if value.dtype in (dtypes.float16, dtypes.float32) else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast(v, dtype) for k, v in value.items()}
+    return value

@@ -3,10 +3,16 @@
 These return gradients instead of writing ``.grad``: the positional inputs to differentiate are
 re-wrapped as fresh leaves, the weights (Parameters) are differentiated in place, and the output
 is seeded with ones — or with ``sens`` (this is how a loss scale enters backprop).
+
+They nest, as MindSpore's and JAX's do: called inside the function that another of them
+differentiates, one records its backward (``create_graph``), keeps its inputs in the outer
+graph (an input that already requires grad is differentiated where it is, not re-wrapped) and
+returns its value and gradients with their graph, so ``grad(grad(f))`` is f'' and a loss may
+hold a gradient penalty. ``config.grad_depth`` counts the calls running their function.
 """
 from minigrad import backend
 from minigrad._config import config, enable_grad
-from minigrad.autograd.function import run_backward
+from minigrad.autograd.engine import run_backward
 from minigrad.tensor import Tensor, make, seed_like
 
 
@@ -25,22 +31,29 @@ def _positions(grad_position, n):
 def _differentiate(fn, args, positions, weights, has_aux, sens):
     """Run ``fn(*args)`` and backprop; return (outputs, input grads, weight grads).
 
-    The outputs are ``fn``'s own: ``value_and_grad`` detaches them, ``GradOperation`` drops them.
+    The outputs are ``fn``'s own: ``value_and_grad`` detaches them (unless nested),
+    ``GradOperation`` drops them.
     """
+    nested = config.grad_depth > 0
     args = list(args)
     unique = list(dict.fromkeys(positions))  # a position asked for twice is one input
     for p in unique:
         if not isinstance(args[p], Tensor):
             raise TypeError(f"input {p} to differentiate must be a Tensor, got "
                             f"{type(args[p]).__name__}")
-        args[p] = make(args[p].data, None, 0).requires_grad_()
+        if not (nested and args[p].requires_grad):
+            args[p] = make(args[p].data, None, 0).requires_grad_()
     leaves = [args[p] for p in positions]
     weights = [weights] if isinstance(weights, Tensor) else list(weights or ())  # one Parameter
-    if config.grad_enabled:
-        out = fn(*args)
-    else:
-        with enable_grad():
+    config.grad_depth += 1
+    try:
+        if config.grad_enabled:
             out = fn(*args)
+        else:
+            with enable_grad():
+                out = fn(*args)
+    finally:
+        config.grad_depth -= 1
     if has_aux:
         if not isinstance(out, tuple) or not out:
             raise TypeError("has_aux=True needs fn to return a tuple (output, aux...), "
@@ -56,10 +69,12 @@ def _differentiate(fn, args, positions, weights, has_aux, sens):
     targets = leaves + weights
     if differentiable:
         seeds = [seed_like(r, s if s is not None else _ones(r)) for r, s in differentiable]
-        grads = run_backward([r for r, _ in differentiable], seeds, targets=targets)
+        grads = run_backward([r for r, _ in differentiable], seeds, retain_graph=nested,
+                             targets=targets, create_graph=nested)
     else:
         grads = [None] * len(targets)
-    grads = [make(_zeros(t) if g is None else g, None, 0) for t, g in zip(targets, grads)]
+    grads = [make(_zeros(t), None, 0) if g is None else g if nested else make(g, None, 0)
+             for t, g in zip(targets, grads)]
     return out, grads[:len(leaves)], tuple(grads[len(leaves):])
 
 
@@ -92,9 +107,9 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
 
     Returns:
         A function returning ``(value, grads)``: ``value`` is ``fn``'s output as plain Tensors
-        (no graph: it was used for the gradients and freed); ``grads`` is one tensor (int
-        position), a tuple (tuple of positions or weights only), or ``(input_grads,
-        weight_grads)`` when both.
+        (no graph: it was used for the gradients and freed; nested in another ``grad``, both
+        keep their graph); ``grads`` is one tensor (int position), a tuple (tuple of positions
+        or weights only), or ``(input_grads, weight_grads)`` when both.
 
     Raises:
         ValueError: if both ``grad_position`` and ``weights`` are None. The returned function
@@ -107,8 +122,10 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
     def wrapped(*args):
         positions, single = ((), False) if grad_position is None else _positions(grad_position,
                                                                                  len(args))
+        nested = config.grad_depth > 0
         out, input_grads, weight_grads = _differentiate(fn, args, positions, weights, has_aux, None)
-        out = _detached(out)
+        if not nested:
+            out = _detached(out)
         if grad_position is None:
             return out, weight_grads
         input_grads = input_grads[0] if single else tuple(input_grads)

@@ -42,7 +42,7 @@ import contextlib
 import numpy
 
 from minigrad import _checks, backend, communication
-from minigrad.autograd import function
+from minigrad.autograd import engine
 from minigrad.communication import management
 from minigrad.nn.cell import Cell
 from minigrad.parameter import Parameter
@@ -184,7 +184,7 @@ class DistributedGradReducer(Cell):
         for bucket in self.buckets:
             bucket.missing = len(bucket.slots)
         self._reported, self._started = set(), 0
-        with function.on_gradient_ready(self.weights, self._gradient_ready):
+        with engine.on_gradient_ready(self.weights, self._gradient_ready):
             yield
 
     def _gradient_ready(self, index, grad):

@@ -8,6 +8,8 @@ import numpy
 from minigrad import backend, dtype as dtypes, ops
 from minigrad._checks import check_bool, check_in, check_relation
 from minigrad.autograd.function import Function
+from minigrad.ops._rules import exp, where
+from minigrad.ops.shape import scatter
 from minigrad.nn.cell import Cell, check_tensor
 from minigrad.tensor import Tensor
 
@@ -86,13 +88,15 @@ class SoftmaxCrossEntropy(Function):
     -log pᵢyᵢ, then the reduction ("none", "mean" or "sum"). Backward: dx = (softmax(x) - onehot(y))
     · kᵢ with kᵢ the gradient arriving at ℓᵢ, written as p·kᵢ with kᵢ subtracted at the labels.
     The arithmetic is that of log_softmax, getitem, neg and mean/sum as separate nodes, value for
-    value; one node saves their bookkeeping and the scatter of the gather's backward.
+    value; one node saves their bookkeeping and the scatter of the gather's backward. Under
+    ``create_graph`` the rule reads log-softmax(x) from a ``log_softmax`` node on x.
 
     On the GPU the labels are checked on the device (see ``SoftmaxCrossEntropyWithLogits``); a
     label outside [0, C) makes its sample's loss and logit gradients NaN (``valid``) until the
     check is read.
     """
     autocast = "fp32"
+    saves = {"log_probs": lambda node: ops.log_softmax(node.inputs[0], axis=1)}
 
     def forward(self, x, ids, reduction):
         xp = backend.get_array_module(x)
@@ -113,13 +117,15 @@ class SoftmaxCrossEntropy(Function):
         return total / len(ids) if reduction == "mean" else total
 
     def backward(self, g):
-        xp = backend.get_array_module(g)
         k = g / len(self.ids) if self.reduction == "mean" else g
-        k_rows = k[:, None] if k.ndim else k
-        dx = xp.exp(self.log_probs) * k_rows
-        dx[self.rows, self.ids] -= k
+        k_rows = k.reshape(-1, 1) if k.ndim else k
+        dx = exp(self.log_probs) * k_rows
+        if isinstance(dx, Tensor):
+            dx = dx - scatter(k.broadcast_to(self.ids.shape), dx.shape, (self.rows, self.ids))
+        else:
+            dx[self.rows, self.ids] -= k
         if self.valid is not None:
-            dx = xp.where(self.valid[:, None], dx, numpy.float32(numpy.nan))
+            dx = where(self.valid[:, None], dx, numpy.float32(numpy.nan))
         return dx
 
 

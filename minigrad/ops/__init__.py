@@ -11,7 +11,7 @@ from minigrad.autograd.api import GradOperation  # MindSpore spells it ops.GradO
 from minigrad.autograd.function import Function as _Function
 from minigrad.ops import arithmetic as _arithmetic
 from minigrad.ops import tensor_methods as _tensor_methods
-from minigrad.ops.activation import gelu, leaky_relu, log_softmax, softmax
+from minigrad.ops.activation import erf, gelu, leaky_relu, log_softmax, softmax
 from minigrad.ops.arithmetic import (
     add,
     cast,

@@ -1,8 +1,9 @@
-"""Activations: gelu, leaky_relu, softmax, log_softmax.
+"""Activations: gelu, leaky_relu, softmax, log_softmax; and erf.
 
 fp16 inputs are evaluated in fp32 and the result is rounded once to fp16 (the dtype policy for
 softmax and friends): ``exp`` of an fp16 logit overflows at 11.1, and a row sum of many small
-probabilities loses most of its bits in fp16.
+probabilities loses most of its bits in fp16. Every rule also runs on Tensors, for higher-order
+gradients (``saves``: ``minigrad.autograd.function``).
 """
 import math
 import numbers
@@ -12,9 +13,11 @@ import numpy
 from minigrad import backend
 from minigrad._checks import check_bool
 from minigrad._fp16_host import store, widen
-from minigrad.autograd.function import Function
+from minigrad.autograd.function import OUTPUT, Function
 from minigrad._checks import check_axis
+from minigrad.ops._rules import exp, tanh, where
 from minigrad.ops.arithmetic import float_tensor
+from minigrad.tensor import Tensor
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715
@@ -67,46 +70,75 @@ def _erf(x):
     return xp.copysign(out, x).astype(x.dtype, copy=False)
 
 
+class Erf(Function):
+    """out = erf(x);  dx = g · 2/√π · e^(-x²). fp16 is computed in fp32."""
+    saves = {"x": 0}
+
+    def forward(self, x):
+        self.x = x
+        return store(_erf(widen(x)), x.dtype)
+
+    def backward(self, g):
+        x = widen(self.x)
+        return store(widen(g) * (2 / math.sqrt(math.pi)) * exp(-x * x), g.dtype)
+
+
+def _erf_of(x):
+    """erf of an array or, under ``create_graph``, of a Tensor (the ``Erf`` op)."""
+    return Erf.apply(x) if isinstance(x, Tensor) else _erf(x)
+
+
 # ---- gelu and leaky_relu --------------------------------------------------------------------
+
+def _gelu_tanh(x):
+    """tanh(√(2/π)(x + 0.044715 x³)), the tanh form's term."""
+    return tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
+
 
 class GeLU(Function):
     """out = x Φ(x);  dx = g (Φ(x) + x φ(x)) exactly, or the derivative of the tanh form.
 
     Exact: Φ(x) = (1 + erf(x/√2)) / 2.  Tanh form: Φ(x) ≈ (1 + tanh(√(2/π)(x + 0.044715 x³))) / 2.
     """
+    saves = {"x": 0, "t": lambda node: _gelu_tanh(widen(node.x))}
+
     def forward(self, x, approximate):
         self.x, self.approximate = x, approximate
         x32 = widen(x)
-        return store(x32 * self.cdf(x32), x.dtype)
-
-    def cdf(self, x):
-        xp = backend.get_array_module(x)
-        if self.approximate:
-            self.t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
-            return 0.5 * (1 + self.t)
-        return 0.5 * (1 + _erf(x * (1 / math.sqrt(2))))
+        if approximate:
+            self.t = _gelu_tanh(x32)
+            cdf = 0.5 * (1 + self.t)
+        else:
+            cdf = _normal_cdf(x32)
+        return store(x32 * cdf, x.dtype)
 
     def backward(self, g):
-        xp = backend.get_array_module(g)
         x = widen(self.x)
         if self.approximate:
             t = self.t
             slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (
                 1 + 3 * _GELU_CUBIC * x * x)
         else:
-            slope = self.cdf(x) + x * xp.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
-        return store(g * slope, g.dtype)
+            slope = _normal_cdf(x) + x * exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
+        return store(widen(g) * slope, g.dtype)
+
+
+def _normal_cdf(x):
+    """Φ(x) = (1 + erf(x/√2)) / 2."""
+    return 0.5 * (1 + _erf_of(x * (1 / math.sqrt(2))))
 
 
 class LeakyReLU(Function):
     """out = x if x > 0 else alpha·x;  dx = g if x > 0 else alpha·g."""
+    saves = {}
+
     def forward(self, x, alpha):
         self.positive, self.alpha = x > 0, alpha
         return self.select(x)
 
     def select(self, a):
-        # both branches are arrays of a's dtype: no scalar-promotion differences between backends
-        return backend.get_array_module(a).where(self.positive, a, a * self.alpha)
+        # both branches are of a's dtype: no scalar-promotion differences between backends
+        return where(self.positive, a, a * self.alpha)
 
     def backward(self, g):
         return self.select(g)
@@ -124,6 +156,15 @@ def gelu(x, approximate=True):
     """
     x = float_tensor(x, "gelu")
     return GeLU.apply(x, approximate=check_bool("approximate", approximate))
+
+
+def erf(x):
+    """The error function erf(x) = 2/√π ∫₀ˣ e^(-t²) dt elementwise (fp16 computed in fp32).
+
+    Raises:
+        TypeError: for a non-float tensor.
+    """
+    return Erf.apply(float_tensor(x, "erf"))
 
 
 def leaky_relu(x, alpha=0.2):
@@ -151,6 +192,7 @@ def _shifted(x, axis):
 class Softmax(Function):
     """out = eˣ / Σ eˣ along axis;  dx = out · (g - Σ g·out)."""
     autocast = "fp32"
+    saves = {"out": OUTPUT}
 
     def forward(self, x, axis):
         xp = backend.get_array_module(x)
@@ -159,14 +201,14 @@ class Softmax(Function):
         return store(self.out, x.dtype)
 
     def backward(self, g):
-        y = self.out
-        g32 = g.astype(y.dtype, copy=False)
+        y, g32 = widen(self.out), widen(g)
         return store(y * (g32 - (g32 * y).sum(axis=self.axis, keepdims=True)), g.dtype)
 
 
 class LogSoftmax(Function):
     """out = x - log Σ eˣ along axis;  dx = g - e^out · Σ g."""
     autocast = "fp32"
+    saves = {"out": OUTPUT}
 
     def forward(self, x, axis):
         xp = backend.get_array_module(x)
@@ -177,9 +219,8 @@ class LogSoftmax(Function):
         return store(self.out, x.dtype)
 
     def backward(self, g):
-        xp = backend.get_array_module(g)
-        g32 = g.astype(self.out.dtype, copy=False)
-        dx = g32 - xp.exp(self.out) * g32.sum(axis=self.axis, keepdims=True)
+        g32 = widen(g)
+        dx = g32 - exp(widen(self.out)) * g32.sum(axis=self.axis, keepdims=True)
         return store(dx, g.dtype)
 
 

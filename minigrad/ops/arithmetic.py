@@ -3,7 +3,8 @@ every op applies (``as_tensor``, ``binary_operands``: the dtype policy of ``mini
 
 Each gradient is summed back to its input's shape (``unbroadcast``) and kept in its dtype. For
 fp16, the gradients of mul (of a broadcast operand), div and pow are computed in fp32 on the
-widened values and rounded once, after that sum.
+widened values and rounded once, after that sum. Every rule also runs on Tensors, for
+higher-order gradients (``saves``: ``minigrad.autograd.function``).
 """
 import operator
 
@@ -15,7 +16,8 @@ from minigrad._checks import check_broadcast, check_operand, check_relation
 from minigrad._config import config
 from minigrad._fp16_host import MIN_SIZE, convert, widen
 from minigrad.tensor import Tensor, make
-from minigrad.autograd.function import Function
+from minigrad.autograd.function import OUTPUT, Function
+from minigrad.ops._rules import log, where
 from minigrad.ops._util import unbroadcast
 
 # numbers that need no check beside a tensor (a Python int may not fit in int64)
@@ -131,6 +133,8 @@ def _arith(op, a, b):
 
 
 class _Binary(Function):
+    saves = {}
+
     def forward(self, a, b):
         self.shapes = a.shape, b.shape
         try:
@@ -165,6 +169,8 @@ class Sub(_Binary):
 
 class Mul(_Binary):
     """out = a * b;  da = g * b, db = g * a."""
+    saves = {"a": 0, "b": 1}
+
     def compute(self, a, b):
         self.a, self.b = a, b
         return _arith(operator.mul, a, b)
@@ -187,6 +193,8 @@ def _product_grad(g, other, shape):
 
 class Div(_Binary):
     """out = a / b;  da = g / b, db = -g * a / b²."""
+    saves = {"a": 0, "b": 1}
+
     def compute(self, a, b):
         self.a, self.b = a, b
         return _arith(operator.truediv, a, b)
@@ -217,6 +225,7 @@ class Pow(_Binary):
     giving inf * 0 = NaN for a gradient that is ~0.
     """
     autocast = "fp32"
+    saves = {"a": 0, "b": 1, "out": OUTPUT}
 
     def compute(self, a, b):
         self.a, self.b = a, b
@@ -224,7 +233,6 @@ class Pow(_Binary):
         return self.out
 
     def backward(self, g):
-        xp = backend.get_array_module(g)
         dtype = g.dtype
         a, b, out = self.a, self.b, self.out
         if dtype == dtypes.float16:
@@ -232,12 +240,10 @@ class Pow(_Binary):
             out = a ** b
         ga = None
         if self.needs_grad[0]:
-            ga = g * b * a ** (b - 1)
-            ga = xp.where(b == 0, ga.dtype.type(0), ga)
+            ga = where(b == 0, g.dtype.type(0), g * b * a ** (b - 1))
         gb = None
         if self.needs_grad[1]:
-            safe = xp.where(a > 0, a, 1)
-            gb = g * out * xp.log(safe)
+            gb = g * out * log(where(a > 0, a, 1))
         ga, gb = self.reduce(ga, gb)
         if dtype == dtypes.float16:
             ga, gb = (None if v is None else convert(v, dtype) for v in (ga, gb))
@@ -265,13 +271,15 @@ class Minimum(_Binary):
 
 
 def _split_by(g, first, tie):
-    xp = backend.get_array_module(g)
+    xp = backend.get_array_module(first)
     wa = xp.where(first, 1.0, xp.where(tie, 0.5, 0.0)).astype(g.dtype)
     return g * wa, g * (1 - wa)
 
 
 class Cast(Function):
     """out = a.astype(dtype); the gradient is cast back to a's dtype."""
+    saves = {}
+
     def forward(self, a, dtype):
         self.dtype = a.dtype
         return convert(a, dtype)
@@ -282,11 +290,15 @@ class Cast(Function):
 
 class ToDevice(Function):
     """Move between NumPy and CuPy; the gradient moves back."""
+    saves = {}
+
     def forward(self, a, device):
         self.device = backend.device_of(a)
         return backend.to_device(a, device)
 
     def backward(self, g):
+        if isinstance(g, Tensor):
+            return to_device(g, self.device)
         return backend.to_device(g, self.device)
 
 

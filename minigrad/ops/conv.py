@@ -1,109 +1,55 @@
-"""2-D convolution (NCHW input, OIHW weight) by im2col and one matrix product per group.
+"""2-D convolution (OIHW weight) by im2col and one matrix product per group, channels-last.
 
-Forward: the zero-padded input is laid out channels-last (N, H, W, C), a strided view exposes
-every kernel window, one copy turns the windows into the patch matrix ``cols``
-(rows: output pixels n·ho·wo; columns: kernel taps i·j·c), and ``cols @ Wᵀ`` is the output.
-Channels-last keeps the innermost copy loop contiguous (about 3x faster than copying NCHW
-windows). Backward: ``dW = gᵀ @ cols`` and ``dcols = g @ W``; ``dx`` is ``dcols`` added back
-into the padded input (col2im), one strided add per kernel tap (kh·kw of them).
+Forward: the input, widened and zero-padded, is copied into a channels-last (N, Hp, Wp, C) array
+(a channels-last fp32 input with no padding is used as it is); a strided view exposes every
+kernel window, and one copy turns the windows into the patch matrix ``cols`` (rows: the N·Ho·Wo
+output pixels; columns: the kh·kw·C kernel taps in (i, j, c) order, so the copy moves the C
+channels of a pixel as one run). A 1x1, stride-1, unpadded convolution of such an input copies
+nothing: ``cols`` is a view of the input. ``out = cols @ Wᵀ`` (W: the weight as an
+(O, kh·kw·C) matrix in the same column order, read transposed by the BLAS) has one row of O
+channels per output pixel: it is the output stored channels-last, returned as its
+(N, O, Ho, Wo) view without a copy. The bias is added in place (fp16: widened, added and
+rounded in one pass, Dense's epilogue).
 
-fp16 follows the matmul rule (``dtype.acc_dtype``): the input is cast to fp32 once, before the
-im2col copy (cheaper than casting the kh·kw times larger patch matrix), the products run in
-fp32 and the output is stored fp16.
+Backward: ``g`` is the output gradient as an (N·Ho·Wo, O) matrix (a view of a channels-last
+gradient; otherwise an (O, N·Ho·Wo) copy, which moves runs of Ho·Wo values, read transposed);
+``dW = gᵀ @ cols``, ``db = Σ_rows g`` (``_util.sum_axes``: BLAS speed, pairwise accuracy),
+``dcols = g @ W``, and ``dx`` is ``dcols`` added back where each window read the padded input
+(col2im: one strided add per kernel tap; none for a 1x1, stride-1, unpadded convolution, whose
+``dcols`` is ``dx``), stored channels-last.
 
-``im2col`` (patches in the weight's column order) and ``same_padding`` are public for the nn
-layers and for THOR, whose conv factor A is built from a layer's input patches.
+fp16 follows the matmul rule (``dtype.acc_dtype``): the input is widened to fp32 once, before
+the im2col copy (cheaper than widening the kh·kw times larger patch matrix); the products and
+col2im's sums run in fp32, and each result is rounded to fp16 once.
+
+Groups: each group multiplies its own patch matrix (its Cg input channels) with its block of
+O/G output channels.
+
+``im2col`` (patches in the weight's (c, i, j) column order) is public for THOR, whose conv
+factor A is built from a layer's input patches; ``same_padding`` for the nn layers.
 """
-import math
-
 import numpy
 
 from minigrad import backend
-from minigrad import dtype as dtypes
-from minigrad._checks import check_int_tuple, check_positive_int
+from minigrad._checks import check_positive_int
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops.arithmetic import cast, check_same_float_dtype, float_tensor
+from minigrad.ops._util import sum_axes
+from minigrad.ops.linalg import add_bias_narrow
+from minigrad.ops.windows import output_hw, pad, padding4, pair, same_padding, window_slices
 
-# ---- geometry helpers (shared with pooling) ---------------------------------------------------
-
-def pair(name, value):
-    """``value`` as (h, w) of positive ints: an int, a pair, or MindSpore's 4-tuple (1, 1, h, w).
-
-    Raises:
-        TypeError: naming ``name`` for a value that is not an int or a tuple/list of ints.
-        ValueError: naming ``name`` for a wrong length or an entry < 1.
-    """
-    if isinstance(value, (tuple, list)) and len(value) == 4:
-        return check_int_tuple(name, value, 4, low=1)[2:]
-    return check_int_tuple(name, value, 2, low=1)
+__all__ = ["Conv2d", "conv2d", "im2col", "same_padding"]
 
 
-def padding4(padding, name="padding"):
-    """``padding`` as (top, bottom, left, right) from an int, a pair (ph, pw) or a 4-tuple.
-
-    Raises:
-        TypeError: for a value that is not an int or a tuple/list of ints.
-        ValueError: for a wrong length or a negative entry.
-    """
-    if isinstance(padding, (tuple, list)) and len(padding) == 2:
-        ph, pw = check_int_tuple(name, padding, 2, low=0)
-        return ph, ph, pw, pw
-    return check_int_tuple(name, padding, 4, low=0)
-
-
-def same_padding(in_hw, kernel, stride=1, dilation=1):
-    """(top, bottom, left, right) padding for pad_mode='same': output size ceil(in / stride).
-
-    As in MindSpore and TensorFlow, an odd total puts the extra row/column at the bottom/right.
-    """
-    pads = []
-    for n, k, s, d in zip(in_hw, pair("kernel", kernel), pair("stride", stride),
-                          pair("dilation", dilation)):
-        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
-        pads += [total // 2, total - total // 2]
-    return tuple(pads)
-
-
-def output_hw(in_hw, kernel, stride, padding, dilation):
-    """Output (height, width) of a window op; ValueError when the padded input is too small."""
-    (h, w), (kh, kw), (sh, sw), (dh, dw) = in_hw, kernel, stride, dilation
-    top, bottom, left, right = padding
-    out = ((h + top + bottom - dh * (kh - 1) - 1) // sh + 1,
-           (w + left + right - dw * (kw - 1) - 1) // sw + 1)
-    if min(out) < 1:
-        raise ValueError(f"input of height x width {h}x{w} with padding {padding} is smaller than "
-                         f"the kernel {kh}x{kw} with dilation {(dh, dw)}")
-    return out
-
-
-def window_slices(kernel, stride, dilation, out_hw):
-    """Yield (i, j, rows, cols): the slices of the padded input seen by kernel tap (i, j)."""
-    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
-    for i in range(kh):
-        for j in range(kw):
-            yield (i, j, slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
-                   slice(j * dw, j * dw + sw * (wo - 1) + 1, sw))
-
-
-def _windows(a, kernel, stride, dilation, out_hw):
-    """Strided view of ``a`` (axes 1, 2 spatial) with shape (N, Ho, Wo, *rest, kh, kw); no copy."""
-    xp = backend.get_array_module(a)
-    s = a.strides
-    shape = (a.shape[0], *out_hw, *a.shape[3:], *kernel)
-    strides = (s[0], s[1] * stride[0], s[2] * stride[1], *s[3:], s[1] * dilation[0],
-               s[2] * dilation[1])
-    return xp.lib.stride_tricks.as_strided(a, shape, strides)
-
-
-def _pad_channels_last(x, padding, dtype):
-    """x (N, C, H, W) as a zero-padded (N, H + pads, W + pads, C) array of ``dtype``."""
-    xp = backend.get_array_module(x)
-    n, c, h, w = x.shape
-    top, bottom, left, right = padding
-    out = xp.zeros((n, h + top + bottom, w + left + right, c), dtype)
-    out[:, top:top + h, left:left + w] = x.transpose(0, 2, 3, 1)
-    return out
+def _windows(x, kernel, stride, padding, dilation, out_hw):
+    """Every kernel window of ``x`` (N, C, H, W) zero-padded, as a strided view of shape
+    (N, Ho, Wo, kh, kw, C) into a channels-last copy (or ``x`` itself, when it needs none)."""
+    a = pad(x, padding, 0, channels_last=True).transpose(0, 2, 3, 1)
+    sn, sh, sw, sc = a.strides
+    shape = (a.shape[0], *out_hw, *kernel, a.shape[3])
+    strides = (sn, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1], sc)
+    return backend.get_array_module(a).lib.stride_tricks.as_strided(a, shape, strides)
 
 
 def im2col(x, kernel, stride=1, padding=0, dilation=1):
@@ -119,92 +65,104 @@ def im2col(x, kernel, stride=1, padding=0, dilation=1):
     dilation = pair("dilation", dilation)
     padding = padding4(padding)
     out_hw = output_hw(x.shape[2:], kernel, stride, padding, dilation)
-    padded = _pad_channels_last(x, padding, x.dtype)
-    # windows (N, Ho, Wo, C, kh, kw): reshaping copies them into weight order
+    windows = _windows(x, kernel, stride, padding, dilation, out_hw)
     size = x.shape[1] * kernel[0] * kernel[1]  # not -1: an empty batch has no size to infer
-    return _windows(padded, kernel, stride, dilation, out_hw).reshape(*x.shape[:1], *out_hw, size)
+    return windows.transpose(0, 1, 2, 5, 3, 4).reshape(*x.shape[:1], *out_hw, size)
 
 
-def _grouped_mm(a, b):
-    """a[g] @ b[g] for each group g, as 2-D products (NumPy's stacked matmul is up to 2x slower)."""
-    xp = backend.get_array_module(a)
-    out = xp.empty((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
-    for group in range(a.shape[0]):
-        xp.matmul(a[group], b[group], out=out[group])
-    return out
+def _products(lefts, rights):
+    """[a @ b] for each group's operands: every conv GEMM goes through here (and
+    ``benchmarks/cnn_step.py`` times them here)."""
+    return [a @ b for a, b in zip(lefts, rights)]
+
+
+def _join(parts, axis):
+    """``parts`` concatenated along ``axis``; a single part itself (no copy)."""
+    if len(parts) == 1:
+        return parts[0]
+    return backend.get_array_module(parts[0]).concatenate(parts, axis=axis)
+
+
+def _pixel_rows(gy):
+    """The (N, O, Ho, Wo) gradient ``gy`` as an (N·Ho·Wo, O) matrix: a view when ``gy`` is stored
+    channels-last, else the transposed view of a C-ordered (O, N·Ho·Wo) copy (from an NCHW array
+    that copy moves runs of Ho·Wo values: several times faster than NumPy's NHWC copy of it)."""
+    n, o, ho, wo = gy.shape
+    rows = gy.transpose(0, 2, 3, 1)
+    if rows.flags.c_contiguous:
+        return rows.reshape(n * ho * wo, o)
+    xp = backend.get_array_module(gy)
+    return xp.ascontiguousarray(gy.transpose(1, 0, 2, 3)).reshape(o, n * ho * wo).T
 
 
 class Conv2d(Function):
     """out[n, o] = Σ_{c, i, j} W[o, c, i, j] · x_pad[n, c, s·h + d·i, s·w + d·j] + b[o].
 
-    dW = gᵀ @ cols,  dx = col2im(g @ W),  db = Σ_{n, h, w} g.
+    dW = gᵀ @ cols,  dx = col2im(g @ W),  db = Σ_{n, h, w} g  (the module docstring has the
+    layout of each array).
     """
     autocast = "low"
 
     def forward(self, x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
         n, c, h, width = x.shape
         o, cg, kh, kw = w.shape
-        acc = dtypes.acc_dtype(x.dtype)
-        self.geometry = (stride, dilation, (kh, kw))
+        og = o // groups
         self.out_hw = ho, wo = output_hw((h, width), (kh, kw), stride, padding, dilation)
-        self.x_shape, self.x_dtype, self.w_dtype, self.padding = x.shape, x.dtype, w.dtype, padding
-        padded = _pad_channels_last(x, padding, acc)
-        self.padded_shape = padded.shape
-        windows = _windows(padded.reshape(*padded.shape[:3], groups, cg),
-                           (kh, kw), stride, dilation, self.out_hw)  # (N, Ho, Wo, G, Cg, kh, kw)
-        # cols (G, N·Ho·Wo, kh·kw·Cg): one copy, contiguous rows per group
-        # explicit sizes, not -1: an empty batch (n = 0) leaves nothing to infer them from
-        self.cols = windows.transpose(3, 0, 1, 2, 5, 6, 4).reshape(groups, n * ho * wo,
-                                                                   cg * kh * kw)
-        self.w2 = widen(w).reshape(groups, o // groups, cg, kh, kw).transpose(
-            0, 1, 3, 4, 2).reshape(groups, o // groups, -1)
-        out = _grouped_mm(self.cols, self.w2.transpose(0, 2, 1))           # (G, N·Ho·Wo, O/G)
-        # (N, G, O/G, Ho, Wo)
-        out = out.reshape(groups, n, ho, wo, o // groups).transpose(1, 0, 4, 2, 3)
-        # one pass to NCHW order, adding the bias and rounding to x's dtype on the way
-        y = backend.get_array_module(x).empty(out.shape, x.dtype)
-        if b is None:
-            y[...] = out
-        else:
-            backend.get_array_module(x).add(out, widen(b).reshape(
-                1, groups, -1, 1, 1), out=y)
-        return y.reshape(n, o, ho, wo)
+        self.geometry = (stride, padding, dilation, (kh, kw))
+        self.x_shape, self.x_dtype, self.w_dtype = x.shape, x.dtype, w.dtype
+        windows = _windows(widen(x), (kh, kw), stride, padding, dilation, self.out_hw)
+        # per group, the (N·Ho·Wo, kh·kw·Cg) patches (explicit sizes: an empty batch infers none)
+        self.cols = [windows[..., k * cg:(k + 1) * cg].reshape(n * ho * wo, kh * kw * cg)
+                     for k in range(groups)]
+        w = widen(w).transpose(0, 2, 3, 1)  # (O, kh, kw, Cg): the columns' (i, j, c) order
+        self.w_rows = [w[k * og:(k + 1) * og].reshape(og, kh * kw * cg) for k in range(groups)]
+        out = _join(_products(self.cols, [w_rows.T for w_rows in self.w_rows]), axis=1)
+        out = add_bias_narrow(out, b, x.dtype)
+        return out.reshape(n, ho, wo, o).transpose(0, 3, 1, 2)
 
     def backward(self, gy):
         xp = backend.get_array_module(gy)
-        n, c, h, width = self.x_shape
-        groups, og, _ = self.w2.shape
-        (ho, wo), acc = self.out_hw, self.w2.dtype
-        g = widen(gy).reshape(n, groups, og, ho, wo).transpose(
-            1, 0, 3, 4, 2).reshape(groups, n * ho * wo, og)
-        gx = gw = gb = None
-        if self.needs_grad[0]:
-            gx = self._col2im(_grouped_mm(g, self.w2))
-        if self.needs_grad[1]:
-            stride, dilation, (kh, kw) = self.geometry
-            gw = _grouped_mm(g.transpose(0, 2, 1), self.cols).reshape(groups * og, kh, kw, -1)
-            gw = store(xp.ascontiguousarray(gw.transpose(0, 3, 1, 2)), self.w_dtype)
-        if len(self.needs_grad) > 2 and self.needs_grad[2]:
-            gb = gy.sum(axis=(0, 2, 3), dtype=acc).astype(gy.dtype, copy=False)
+        o = gy.shape[1]
+        og = o // len(self.cols)
+        needs = self.needs_grad
+        g = widen(gy)
+        gb = None
+        if len(needs) > 2 and needs[2]:
+            gb = store(sum_axes(g, (0, 2, 3)).reshape(o), gy.dtype)
+        g = _pixel_rows(g)
+        blocks = [g[:, k * og:(k + 1) * og] for k in range(len(self.cols))]
+        gx = gw = None
+        if needs[1]:
+            kh, kw = self.geometry[3]
+            gw = _join(_products([block.T for block in blocks], self.cols), axis=0)
+            gw = gw.reshape(o, kh, kw, self.x_shape[1] // len(self.cols)).transpose(0, 3, 1, 2)
+            gw = store(xp.ascontiguousarray(gw), self.w_dtype)
+        if needs[0]:
+            gx = self._col2im(_products(blocks, self.w_rows))
         return gx, gw, gb
 
     def _col2im(self, dcols):
-        """Add each patch gradient back where its window read the padded input."""
-        xp = backend.get_array_module(dcols)
+        """dx from each group's (N·Ho·Wo, kh·kw·Cg) patch gradients: every patch entry added
+        back where its window read the padded input, in the products' dtype, rounded once."""
+        xp = backend.get_array_module(dcols[0])
         n, c, h, width = self.x_shape
-        stride, dilation, kernel = self.geometry
-        groups = dcols.shape[0]
-        ho, wo = self.out_hw
-        dcols = dcols.reshape(groups, n, ho, wo, *kernel, c // groups)
-        dpad = xp.zeros(self.padded_shape, dcols.dtype).reshape(*self.padded_shape[:3], groups,
-                                                                c // groups)
-        for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
-            dpad[:, rows, cols] += dcols[:, :, :, :, i, j].transpose(1, 2, 3, 0, 4)
-        top, _, left, _ = self.padding
-        dx = dpad[:, top:top + h, left:left + width].reshape(n, h, width, c).transpose(0, 3, 1, 2)
-        # a C-ordered copy in the compute dtype, then one fast rounding (NumPy's own fp32 -> fp16
-        # cast of the transposed view would be the slowest step of an fp16 conv backward)
-        return store(xp.ascontiguousarray(dx), self.x_dtype)
+        stride, padding, dilation, kernel = self.geometry
+        if kernel == (1, 1) and stride == (1, 1) and not any(padding):
+            dx = _join(dcols, axis=1).reshape(n, h, width, c)  # one patch per pixel: no sums
+        else:
+            ho, wo = self.out_hw
+            cg = c // len(dcols)
+            top, bottom, left, right = padding
+            dx = xp.zeros((n, h + top + bottom, width + left + right, c), dcols[0].dtype)
+            for k, d in enumerate(dcols):
+                d = d.reshape(n, ho, wo, *kernel, cg)
+                group = dx[..., k * cg:(k + 1) * cg]
+                for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
+                    group[:, rows, cols] += d[:, :, :, i, j]
+            dx = dx[:, top:top + h, left:left + width]
+        if dx.dtype != self.x_dtype:  # fp16: one fast rounding of a dense copy (not of a view)
+            dx = store(xp.ascontiguousarray(dx), self.x_dtype)
+        return dx.transpose(0, 3, 1, 2)
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

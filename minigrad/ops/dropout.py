@@ -6,6 +6,7 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_float
+from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops.arithmetic import float_tensor
 from minigrad.random import get_rng
@@ -18,6 +19,8 @@ class Dropout(Function):
     out = fp16(fp32(x)·fp32(s)). An fp16 s would be off by up to half an fp16 step (and inf for
     p > 1 - 1/65504), so kept values would be rounded twice.
     """
+    saves = {}
+
     def forward(self, x, p):
         xp = backend.get_array_module(x)
         keep = get_rng(xp).random(x.shape, dtype=numpy.float32) >= p
@@ -29,10 +32,7 @@ class Dropout(Function):
         return self._apply(x)
 
     def _apply(self, a):
-        if a.dtype == self.scale.dtype:
-            return a * self.scale
-        xp = backend.get_array_module(a)
-        return xp.multiply(a, self.scale, dtype=self.scale.dtype).astype(a.dtype)
+        return store(widen(a) * self.scale, a.dtype)
 
     def backward(self, g):
         return self._apply(g)

@@ -1,4 +1,9 @@
-"""Joining and splitting: concat, stack, split."""
+"""Joining and splitting: concat, stack, split.
+
+Every rule also runs on Tensors, for higher-order gradients (``saves``:
+``minigrad.autograd.function``): concat's rule is a split, split's a concat, stack's a split
+along the stacked axis.
+"""
 import numpy
 
 from minigrad import backend
@@ -6,38 +11,57 @@ from minigrad import dtype as dtypes
 from minigrad.autograd.function import Function
 from minigrad._checks import check_axis
 from minigrad.ops.arithmetic import as_tensor, cast
+from minigrad.tensor import Tensor
 
 
 class Concat(Function):
     """out = [x₀, x₁, ...] joined along axis;  dxᵢ = the slice of g that xᵢ filled."""
+    saves = {}
+
     def forward(self, *arrays, axis):
         self.axis = axis
         self.bounds = numpy.cumsum([a.shape[axis] for a in arrays])[:-1].tolist()
         return backend.get_array_module(*arrays).concatenate(arrays, axis=axis)
 
     def backward(self, g):
-        return tuple(backend.get_array_module(g).split(g, self.bounds, axis=self.axis))
+        return _pieces(g, self.bounds, self.axis)
 
 
 class Stack(Function):
     """out = [x₀, x₁, ...] stacked along a new axis;  dxᵢ = g taken at index i of that axis."""
+    saves = {}
+
     def forward(self, *arrays, axis):
         self.axis = axis
         return backend.get_array_module(*arrays).stack(arrays, axis=axis)
 
     def backward(self, g):
+        if isinstance(g, Tensor):
+            pieces = _pieces(g, list(range(1, g.shape[self.axis])), self.axis)
+            return tuple(p.squeeze(self.axis) for p in pieces)
         return tuple(backend.get_array_module(g).moveaxis(g, self.axis, 0))
 
 
 class Split(Function):
     """out = the pieces of x along axis;  dx = the piece gradients joined (zeros for unused
     pieces)."""
+    saves = {}
+
     def forward(self, x, bounds, axis):
         self.axis = axis
         return tuple(backend.get_array_module(x).split(x, bounds, axis=axis))
 
     def backward(self, *grads):
+        if isinstance(grads[0], Tensor):
+            return Concat.apply(*grads, axis=self.axis)
         return backend.get_array_module(*grads).concatenate(grads, axis=self.axis)
+
+
+def _pieces(g, bounds, axis):
+    """``g`` cut along ``axis`` at ``bounds``: views of an array, or a Tensor's Split outputs."""
+    if isinstance(g, Tensor):
+        return Split.apply(g, bounds=bounds, axis=axis)
+    return tuple(backend.get_array_module(g).split(g, bounds, axis=axis))
 
 
 def _same_dtype(tensors, op):

@@ -1,4 +1,5 @@
-"""Matrix product (batched, broadcasting). fp16 inputs are multiplied in fp32 and stored fp16.
+"""Matrix product (batched, broadcasting) and the fused dense layer. fp16 inputs are multiplied
+in fp32 and stored fp16.
 
 On the host NumPy has no fp16 BLAS: the operands are widened to fp32 and the product rounded
 once to fp16. On the GPU two 2-D fp16 CuPy arrays are multiplied as they are (``tensor_cores``):
@@ -8,6 +9,10 @@ once to fp16. On the GPU two 2-D fp16 CuPy arrays are multiplied as they are (``
 and forbid the tensor cores), so the tensor cores accumulate in fp32 and the result is rounded
 once, the same rule. CuPy's batched (3-D and more) fp16 matmul widens to fp32 itself, so those
 keep the host's path.
+
+Every rule also runs on Tensors, for higher-order gradients (``saves``:
+``minigrad.autograd.function``): the rules widen and reshape the inputs they read, which under
+``create_graph`` are the input Tensors themselves (and take the general path there).
 """
 import numpy
 
@@ -19,6 +24,7 @@ from minigrad.autograd.function import Function
 from minigrad import _fp16_host
 from minigrad.ops._util import unbroadcast
 from minigrad.ops.arithmetic import binary_operands, check_same_float_dtype
+from minigrad.tensor import Tensor
 
 
 def tensor_cores(*arrays):
@@ -32,9 +38,10 @@ def _narrow(x, dtype):
     return convert(x, dtype) if x.dtype != dtype else x
 
 
-def _add_bias_narrow(y, b, dtype):
+def add_bias_narrow(y, b, dtype):
     """dtype(y + b) for the fp32 (or fp64) product ``y`` (fresh: written in place), ``b`` None or
-    of ``dtype``. An fp16 bias on the host is widened, added and the sum rounded in one pass."""
+    of ``dtype``. An fp16 bias on the host is widened, added and the sum rounded in one pass.
+    The epilogue of Dense and conv2d."""
     if b is None:
         return _narrow(y, dtype)
     if b.dtype == dtypes.float16:
@@ -65,20 +72,17 @@ class MatMul(Function):
     the fp32 copies for the backward, and every product is rounded once to fp16.
     """
     autocast = "low"
+    saves = {"a": 0, "b": 1}
 
     def forward(self, a, b, transpose_b=False):
         self.transpose_b = transpose_b
         self.dtype = a.dtype
-        if transpose_b:
-            b = b.swapaxes(-1, -2)
-        self.a_shape, self.b_shape = a.shape, b.shape
         if tensor_cores(a, b):  # fp32 accumulation in cuBLAS, rounded once to fp16
             self.a, self.b = a, b
-            return a @ b
-        a, b = widen(a), widen(b)
-        self.a = a[None, :] if a.ndim == 1 else a
-        self.b = b[:, None] if b.ndim == 1 else b
-        out = _narrow(self.a @ self.b, self.dtype)
+            return a @ (b.swapaxes(-1, -2) if transpose_b else b)
+        self.a, self.b = widen(a), widen(b)
+        a2, b2 = _matrices(self.a, self.b, transpose_b)
+        out = _narrow(a2 @ b2, self.dtype)
         if b.ndim == 1:
             out = out[..., 0]
         if a.ndim == 1:
@@ -86,34 +90,47 @@ class MatMul(Function):
         return out
 
     def backward(self, g):
-        if tensor_cores(self.a, self.b, g):
-            ga = g @ self.b.swapaxes(-1, -2) if self.needs_grad[0] else None
+        a, b = self.a, self.b  # the input Tensors under create_graph
+        if not isinstance(g, Tensor) and tensor_cores(a, b, g):
+            a2, b2 = _matrices(a, b, self.transpose_b)
+            ga = g @ b2.swapaxes(-1, -2) if self.needs_grad[0] else None
             gb = None
             if self.needs_grad[1]:
-                gb = (g.swapaxes(-1, -2) @ self.a if self.transpose_b
-                      else self.a.swapaxes(-1, -2) @ g)
+                gb = g.swapaxes(-1, -2) @ a2 if self.transpose_b else a2.swapaxes(-1, -2) @ g
             return ga, gb
+        a, b = widen(a), widen(b)
+        a2, b2 = _matrices(a, b, self.transpose_b)
         g = widen(g)
-        if len(self.b_shape) == 1:
-            g = g[..., None]
-        if len(self.a_shape) == 1:
-            g = g[..., None, :]
+        if b.ndim == 1:
+            g = g.reshape(g.shape + (1,))
+        if a.ndim == 1:
+            g = g.reshape(g.shape[:-1] + (1,) + g.shape[-1:])
         # A broadcast operand's gradient sums the products over the batch: the sum is taken on
         # the fp32 products and rounded to fp16 once (rounding each product first rounds twice,
         # and turns products beyond 65504 that cancel in the sum into inf - inf = NaN).
         ga = gb = None
         if self.needs_grad[0]:
-            ga = unbroadcast(g @ self.b.swapaxes(-1, -2), self.a.shape)
-            ga = _narrow(ga, self.dtype).reshape(self.a_shape)
+            ga = unbroadcast(g @ b2.swapaxes(-1, -2), a2.shape)
+            ga = _narrow(ga, self.dtype).reshape(a.shape)
         if self.needs_grad[1]:
             if self.transpose_b:  # d(bᵀ) computed directly as gᵀ @ a: C-ordered like b itself
-                gb = unbroadcast(g.swapaxes(-1, -2) @ self.a,
-                                 self.b.shape[:-2] + self.b.shape[:-3:-1])
-                gb = _narrow(gb, self.dtype)
+                gb = _narrow(unbroadcast(g.swapaxes(-1, -2) @ a2, b.shape), self.dtype)
             else:
-                gb = unbroadcast(self.a.swapaxes(-1, -2) @ g, self.b.shape)
-                gb = _narrow(gb, self.dtype).reshape(self.b_shape)
+                gb = unbroadcast(a2.swapaxes(-1, -2) @ g, b2.shape)
+                gb = _narrow(gb, self.dtype).reshape(b.shape)
         return ga, gb
+
+
+def _matrices(a, b, transpose_b):
+    """``a`` and ``b`` as the operands of one batched matrix product: b transposed (a view) for
+    ``transpose_b``, a vector ``a`` as a row and a vector ``b`` as a column."""
+    if transpose_b:
+        b = b.swapaxes(-1, -2)
+    if a.ndim == 1:
+        a = a.reshape(1, -1)
+    if b.ndim == 1:
+        b = b.reshape(-1, 1)
+    return a, b
 
 
 def matmul(a, b, transpose_b=False):
@@ -154,6 +171,7 @@ class Dense(Function):
     and rounding the sum is one native pass, and so are widening g and summing it for db.
     """
     autocast = "low"
+    saves = {"x": 0, "w": 1}
 
     def forward(self, x, w, b=None):
         self.dtype, self.x_shape = x.dtype, x.shape
@@ -167,7 +185,7 @@ class Dense(Function):
                 out += b
         else:
             self.x, self.w = widen(x), widen(w)
-            out = _add_bias_narrow(self.x @ self.w.T, b, self.dtype)
+            out = add_bias_narrow(self.x @ self.w.T, b, self.dtype)
         return out if len(self.x_shape) == 2 else out.reshape(self.x_shape[:-1] + (w.shape[0],))
 
     def backward(self, g):
@@ -175,13 +193,17 @@ class Dense(Function):
             g = g.reshape(-1, g.shape[-1])
         needs = self.needs_grad
         has_bias = len(needs) == 3
-        if self.tensor_cores:  # fp16 operands, fp32 sums of the bias gradient
+        if self.tensor_cores and not isinstance(g, Tensor):  # fp16 operands, fp32 bias sums
             gb = (g.sum(axis=0, dtype=numpy.float32).astype(self.dtype)
                   if has_bias and needs[2] else None)
+            x, w = self.x, self.w
         else:
             g, gb = _widen_sum_rows(g, self.dtype) if has_bias and needs[2] else (widen(g), None)
-        gx = _narrow(g @ self.w, self.dtype).reshape(self.x_shape) if needs[0] else None
-        gw = _narrow(g.T @ self.x, self.dtype) if needs[1] else None
+            x, w = widen(self.x), widen(self.w)  # the input Tensors under create_graph
+            if x.ndim != 2:
+                x = x.reshape(-1, x.shape[-1])
+        gx = _narrow(g @ w, self.dtype).reshape(self.x_shape) if needs[0] else None
+        gw = _narrow(g.T @ x, self.dtype) if needs[1] else None
         return (gx, gw, gb) if has_bias else (gx, gw)
 
 

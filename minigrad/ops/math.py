@@ -1,7 +1,8 @@
 """Elementwise unary math: neg, abs, exp, log, sqrt, tanh, sigmoid, relu, clip, where.
 
 Transcendental functions of fp16 inputs are evaluated in fp32 and rounded once to fp16: NumPy's
-fp16 loops are slow, and ``log`` near 1 needs the extra precision.
+fp16 loops are slow, and ``log`` near 1 needs the extra precision. Every rule also runs on
+Tensors, for higher-order gradients (``saves``: ``minigrad.autograd.function``).
 """
 import numpy
 
@@ -9,10 +10,12 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_broadcast, check_number
 from minigrad._fp16_host import convert
-from minigrad.autograd.function import Function
+from minigrad.autograd.function import OUTPUT, Function
 from minigrad import _fp16_host
+from minigrad.ops import _rules
 from minigrad.ops._util import unbroadcast
 from minigrad.ops.arithmetic import as_tensor, binary_operands, cast, float_tensor
+from minigrad.tensor import Tensor
 
 
 def _via_f32(fn, x):
@@ -23,6 +26,8 @@ def _via_f32(fn, x):
 
 class Neg(Function):
     """out = -x;  dx = -g."""
+    saves = {}
+
     def forward(self, x):
         return -x
 
@@ -32,17 +37,20 @@ class Neg(Function):
 
 class Abs(Function):
     """out = |x|;  dx = g * sign(x) (0 at x = 0)."""
+    saves = {}
+
     def forward(self, x):
         self.x = x
         return backend.get_array_module(x).abs(x)
 
     def backward(self, g):
-        return g * backend.get_array_module(g).sign(self.x)
+        return g * backend.get_array_module(self.x).sign(self.x)
 
 
 class Exp(Function):
     """out = eˣ;  dx = g * out."""
     autocast = "fp32"
+    saves = {"out": OUTPUT}
 
     def forward(self, x):
         self.out = _via_f32(backend.get_array_module(x).exp, x)
@@ -55,6 +63,7 @@ class Exp(Function):
 class Log(Function):
     """out = ln x;  dx = g / x."""
     autocast = "fp32"
+    saves = {"x": 0}
 
     def forward(self, x):
         self.x = x
@@ -66,6 +75,8 @@ class Log(Function):
 
 class Sqrt(Function):
     """out = √x;  dx = g / (2 √x)."""
+    saves = {"out": OUTPUT}
+
     def forward(self, x):
         self.out = _via_f32(backend.get_array_module(x).sqrt, x)
         return self.out
@@ -76,6 +87,8 @@ class Sqrt(Function):
 
 class Tanh(Function):
     """out = tanh x;  dx = g * (1 - out²)."""
+    saves = {"out": OUTPUT}
+
     def forward(self, x):
         self.out = _via_f32(backend.get_array_module(x).tanh, x)
         return self.out
@@ -99,6 +112,8 @@ def _sigmoid(x):
 
 class Sigmoid(Function):
     """out = 1 / (1 + e⁻ˣ);  dx = g * out * (1 - out)."""
+    saves = {"out": OUTPUT}
+
     def forward(self, x):
         self.out = _via_f32(_sigmoid, x)
         return self.out
@@ -114,6 +129,8 @@ class ReLU(Function):
     are slow): x > 0 is ``0 < bits <= 0x7C00``; NaNs of either sign pass through unchanged.
     On the host each direction is one native pass (``_fp16_host.relu_half``), same bits.
     """
+    saves = {}
+
     def forward(self, x):
         xp = backend.get_array_module(x)
         if x.dtype == dtypes.float16:
@@ -129,7 +146,7 @@ class ReLU(Function):
         return xp.maximum(x, x.dtype.type(0))
 
     def backward(self, g):
-        if g.dtype == dtypes.float16:
+        if g.dtype == dtypes.float16 and not isinstance(g, Tensor):  # the bit patterns of arrays
             native = _fp16_host.relu_half_backward(g, self.mask)
             if native is not None:
                 return native
@@ -139,6 +156,8 @@ class ReLU(Function):
 
 class Clip(Function):
     """out = min(max(x, lo), hi);  dx = g where lo <= x <= hi, else 0."""
+    saves = {}
+
     def forward(self, x, lo, hi):
         xp = backend.get_array_module(x)
         self.inside = xp.ones(x.shape, bool)
@@ -155,6 +174,8 @@ class Clip(Function):
 class Where(Function):
     """out = x where cond else y;  dx = g where cond, dy = g elsewhere (cond is not
     differentiated)."""
+    saves = {}
+
     def forward(self, x, y, cond):
         xp = backend.get_array_module(x)
         self.cond, self.shapes = cond, (x.shape, y.shape)
@@ -162,10 +183,9 @@ class Where(Function):
 
     def backward(self, g):
         zero = g.dtype.type(0)
-        xp = backend.get_array_module(g)
         sx, sy = self.shapes
-        gx = unbroadcast(xp.where(self.cond, g, zero), sx) if self.needs_grad[0] else None
-        gy = unbroadcast(xp.where(self.cond, zero, g), sy) if self.needs_grad[1] else None
+        gx = unbroadcast(_rules.where(self.cond, g, zero), sx) if self.needs_grad[0] else None
+        gy = unbroadcast(_rules.where(self.cond, zero, g), sy) if self.needs_grad[1] else None
         return gx, gy
 
 

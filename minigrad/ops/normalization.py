@@ -4,6 +4,8 @@ Both compute y = γ·x̂ + β with x̂ = (x - μ) / √(σ² + ε). Batch norm t
 (N, H, W); layer norm per sample over the trailing axes. Statistics and x̂ are kept in fp32 for
 fp16 input (the dtype policy for fragile reductions); y is returned in x's dtype.
 """
+import math
+
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_float
@@ -11,56 +13,74 @@ from minigrad._fp16_host import store, widen
 from minigrad.tensor import Tensor
 from minigrad.autograd.function import Function
 from minigrad._checks import check_axis
+from minigrad.ops._util import sum_axes
 from minigrad.ops.arithmetic import float_tensor, leaf
 
 
 def _moments(x, axes):
-    """Mean and biased variance over ``axes`` (keepdims), two-pass, in the accumulation dtype."""
+    """Mean, biased variance (both keepdims) and x - mean over ``axes``, two-pass, in the
+    accumulation dtype."""
     x = widen(x)
-    mean = x.mean(axis=axes, keepdims=True)
+    count = math.prod(x.shape[a] for a in axes)
+    mean = sum_axes(x, axes) / count
     centred = x - mean
-    return mean, (centred * centred).mean(axis=axes, keepdims=True)
+    return mean, sum_axes(centred * centred, axes) / count, centred
 
 
 class Normalize(Function):
     """out = γ·x̂ + β,  x̂ = (x - μ)·r,  r = 1/√(σ² + ε), with γ, β broadcast as ``param_shape``.
 
-    dβ = Σ g,  dγ = Σ g·x̂ (over the axes where γ is broadcast), and with dx̂ = g·γ:
-    dx = r·(dx̂ - mean(dx̂) - x̂·mean(dx̂·x̂)) when μ, σ² are this batch's (``through_stats``), else
-    dx = r·dx̂ (fixed running statistics).
+    dβ = Σ g,  dγ = Σ g·x̂ (over the axes where γ is broadcast), and with h = g·γ:
+    dx = r·(h - mean(h) - x̂·mean(h·x̂)) when μ, σ² are this batch's (``through_stats``), else
+    dx = r·h (fixed running statistics). Both run as dx = a·h - b·(x - μ) - c with per-group
+    a = r, b = r³·Σ h·(x - μ) / M, c = r·Σ h / M (M values per group). Batch norm's γ is one
+    value per group, so it joins a, b and c, h is g, and the two sums are dβ and dγ / r.
     """
     autocast = "fp32"
 
     def forward(self, x, gamma, beta, axes, param_shape, eps, stats, through_stats):
-        mean, var = stats
+        mean, var, centred = stats
+        xp = backend.get_array_module(x)
         self.axes, self.through_stats = axes, through_stats
-        self.rstd = 1 / backend.get_array_module(x).sqrt(var + eps)
-        self.xhat = (widen(x) - mean) * self.rstd
+        self.count = math.prod(x.shape[a] for a in axes)
+        self.rstd = 1 / xp.sqrt(var + eps)
+        self.centred = widen(x) - mean if centred is None else centred
         self.gamma = widen(gamma).reshape(param_shape)
         self.param_axes = tuple(i for i, n in enumerate(param_shape) if n == 1)
         self.x_dtype = x.dtype
         self.params = (gamma.shape, gamma.dtype), (beta.shape, beta.dtype)
-        out = self.xhat * self.gamma + widen(beta).reshape(param_shape)
+        out = self.centred * (self.rstd * self.gamma)
+        out += widen(beta).reshape(param_shape)
         return store(out, x.dtype)
 
     def backward(self, g):
         g = widen(g)  # fp16 O3 steps: the fast conversion, both ways (a NumPy cast is ~5x slower)
+        needs, axes = self.needs_grad, self.axes
+        per_group = self.param_axes == axes  # batch norm: γ and β hold one value per group
+        h = g if per_group else g * self.gamma
+        dx_sums = needs[0] and self.through_stats
+        sum_h = sum_axes(h, axes) if dx_sums or per_group and needs[2] else None
+        sum_hc = sum_axes(h * self.centred, axes) if dx_sums or per_group and needs[1] else None
         gx = ggamma = gbeta = None
-        if self.needs_grad[0]:
-            dxhat = g * self.gamma
+        if needs[0]:
+            a = self.rstd * self.gamma if per_group else self.rstd
+            gx = h * a
             if self.through_stats:
-                dxhat = (dxhat - dxhat.mean(axis=self.axes, keepdims=True)
-                         - self.xhat * (dxhat * self.xhat).mean(axis=self.axes, keepdims=True))
-            gx = store(dxhat * self.rstd, self.x_dtype)
-        if self.needs_grad[1]:
-            ggamma = self._param_grad(g * self.xhat, self.params[0])
-        if self.needs_grad[2]:
-            gbeta = self._param_grad(g, self.params[1])
+                gx -= self.centred * (a * self.rstd * self.rstd * sum_hc / self.count)
+                gx -= a * sum_h / self.count
+            gx = store(gx, self.x_dtype)
+        if needs[1]:
+            ggamma = (self.rstd * sum_hc if per_group else
+                      (g * self.centred * self.rstd).sum(axis=self.param_axes, keepdims=True))
+            ggamma = self._param_grad(ggamma, self.params[0])
+        if needs[2]:
+            gbeta = sum_h if per_group else g.sum(axis=self.param_axes, keepdims=True)
+            gbeta = self._param_grad(gbeta, self.params[1])
         return gx, ggamma, gbeta
 
-    def _param_grad(self, g, like):
+    def _param_grad(self, total, like):
         shape, dtype = like
-        return store(g.sum(axis=self.param_axes, keepdims=True).reshape(shape), dtype)
+        return store(total.reshape(shape), dtype)
 
 
 def _array(stat):
@@ -131,7 +151,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
         if count < 2:
             raise ValueError(f"batch_norm in training needs more than one value per channel, "
                              f"got x of shape {x.shape}")
-        mean, var = _moments(x.data, axes)
+        mean, var, centred = _moments(x.data, axes)
         _update_running(running_mean, mean.reshape(c), momentum, "running_mean")
         _update_running(running_var, var.reshape(c) * (count / (count - 1)), momentum,
                         "running_var")
@@ -144,9 +164,9 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
         if mean.shape != (c,) or var.shape != (c,):
             raise ValueError(f"batch_norm running_mean/running_var must have shape ({c},), got "
                              f"{mean.shape} and {var.shape}")
-        mean, var = mean.reshape(param_shape), var.reshape(param_shape)
+        mean, var, centred = mean.reshape(param_shape), var.reshape(param_shape), None
     return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=eps,
-                           stats=(mean, var), through_stats=training)
+                           stats=(mean, var, centred), through_stats=training)
 
 
 def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-5):

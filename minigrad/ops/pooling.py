@@ -1,8 +1,18 @@
-"""2-D max and average pooling over NCHW input.
+"""2-D max and average pooling over (N, C, H, W) input, in the input's memory layout.
 
 Both loop over the kh·kw kernel taps, each step one vectorised op on a strided slice of the
-padded input (the same ``window_slices`` that conv2d's col2im uses), so nothing is copied per
-window and the loop is short.
+padded input (``windows.window_slices``, which conv2d's col2im also uses), so nothing is copied
+per window and the loop is short. The output, the argmax and the input gradient keep the
+input's layout (``ops/windows.py``): channels-last in, channels-last out. fp16 input is widened
+once and compared or summed in fp32 (NumPy's fp16 arithmetic is slow); the maximum is one of
+the inputs, so its rounding back is exact.
+
+The gradient puts each tap's share back where the tap read the padded input. Where windows
+overlap, an element may get shares from several windows: they are summed in the accumulation
+dtype (fp32 for fp16) and rounded once. Where they cannot (stride >= kernel on both axes, such
+as the common 2x2 pooling with stride 2), an element gets at most one share, so the shares are
+written tap by tap straight into an array of the input's dtype: no sums and no rounding pass,
+the same bits.
 """
 import numpy
 
@@ -12,40 +22,54 @@ from minigrad._checks import check_bool
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops.arithmetic import float_tensor
-from minigrad.ops.conv import output_hw, padding4, pair, window_slices
+from minigrad.ops.windows import (crop, empty_image, is_channels_last, output_hw, pad, padding4,
+                                  pair, window_slices)
 
 _NO_DILATION = (1, 1)
 
 
 class _Pool2d(Function):
-    """Shared geometry: pad the input, then visit each kernel tap's slice of it."""
+    """Shared geometry: pad the input, visit each kernel tap's slice of it, scatter back."""
     def setup(self, x, kernel, stride, padding, fill):
-        xp = backend.get_array_module(x)
-        self.x_shape, self.padding = x.shape, padding
+        """The padded input, widened to the accumulation dtype; records the geometry."""
+        self.x_shape, self.padding, self.x_dtype = x.shape, padding, x.dtype
         self.out_hw = output_hw(x.shape[2:], kernel, stride, padding, _NO_DILATION)
-        self.taps = list(window_slices(kernel, stride, _NO_DILATION, self.out_hw))
+        self.taps = [(rows, cols) for _, _, rows, cols in
+                     window_slices(kernel, stride, _NO_DILATION, self.out_hw)]
+        self.disjoint = stride[0] >= kernel[0] and stride[1] >= kernel[1]
         top, bottom, left, right = padding
-        if not any(padding):
-            return x
-        padded = xp.full((*x.shape[:2], x.shape[2] + top + bottom, x.shape[3] + left + right),
-                         fill, x.dtype)
-        padded[:, :, top:top + x.shape[2], left:left + x.shape[3]] = x
-        return padded
+        # disjoint windows that also cover every padded element (stride == kernel, no margin)
+        self.tiles = (stride == kernel and self.out_hw[0] * kernel[0] == x.shape[2] + top + bottom
+                      and self.out_hw[1] * kernel[1] == x.shape[3] + left + right)
+        self.channels_last = is_channels_last(x)
+        return widen(pad(x, padding, fill, self.channels_last) if any(padding) else x)
 
-    def scatter(self, contribution, dtype):
-        """dx: add ``contribution(k)`` (the gradient reaching tap k) into the padded input.
+    def image(self, xp, hw, dtype, zero=False):
+        """A new (N, C, *hw) array of ``dtype`` in the input's layout (zeros if ``zero``)."""
+        out = empty_image(xp, self.x_shape[:2] + tuple(hw), dtype, self.channels_last)
+        if zero:
+            out[...] = 0
+        return out
 
-        Overlapping windows add several contributions to one element: the sum runs in the
-        accumulation dtype (fp32 for fp16) and is rounded to ``dtype`` once.
-        """
-        xp = backend.get_array_module(contribution(0))
-        n, c, h, w = self.x_shape
+    def scatter(self, xp, contribution):
+        """dx: ``contribution(k)``, the gradient reaching tap k, put back where tap k read the
+        padded input. Its dtype: the input's for disjoint windows, else the accumulation dtype
+        (the shares are summed there and rounded once)."""
+        h, w = self.x_shape[2:]
         top, bottom, left, right = self.padding
-        dx = xp.zeros((n, c, h + top + bottom, w + left + right), dtypes.acc_dtype(dtype))
-        for k, (_, _, rows, cols) in enumerate(self.taps):
+        padded_hw = (h + top + bottom, w + left + right)
+        if self.disjoint:
+            dx = self.image(xp, padded_hw, self.x_dtype, zero=not self.tiles)
+            for k, (rows, cols) in enumerate(self.taps):
+                dx[:, :, rows, cols] = contribution(k)
+            return crop(dx, self.padding, (h, w))
+        dx = self.image(xp, padded_hw, dtypes.acc_dtype(self.x_dtype), zero=True)
+        for k, (rows, cols) in enumerate(self.taps):
             dx[:, :, rows, cols] += contribution(k)
-        dx = dx[:, :, top:top + h, left:left + w] if any(self.padding) else dx
-        return store(dx, dtype)
+        dx = crop(dx, self.padding, (h, w))
+        if dx.dtype != self.x_dtype:  # one fast rounding of a dense copy (not of a view)
+            dx = store(xp.copy(dx, order="K") if any(self.padding) else dx, self.x_dtype)
+        return dx
 
 
 class MaxPool2d(_Pool2d):
@@ -58,41 +82,39 @@ class MaxPool2d(_Pool2d):
     def forward(self, x, kernel, stride, padding):
         xp = backend.get_array_module(x)
         padded = self.setup(x, kernel, stride, padding, -numpy.inf)
-        out = self.argmax = None
-        for k, (_, _, rows, cols) in enumerate(self.taps):
+        (rows, cols), *others = self.taps
+        out = self.image(xp, self.out_hw, padded.dtype)
+        out[...] = padded[:, :, rows, cols]
+        self.argmax = self.image(xp, self.out_hw, numpy.min_scalar_type(len(self.taps)),
+                                 zero=True)
+        for k, (rows, cols) in enumerate(others, 1):
             candidate = padded[:, :, rows, cols]
-            if out is None:
-                out = candidate.copy()
-                self.argmax = xp.zeros(out.shape, numpy.min_scalar_type(len(self.taps)))
-                continue
             better = candidate > out   # strict: an earlier tap keeps ties
             xp.maximum(out, candidate, out=out)
             xp.copyto(self.argmax, self.argmax.dtype.type(k), where=better)
-        return out
+        return store(out, x.dtype)
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        wide = widen(g)
-        zero = wide.dtype.type(0)
-        return self.scatter(lambda k: xp.where(self.argmax == k, wide, zero), g.dtype)
+        g = g if self.disjoint else widen(g)  # disjoint: each g is copied once, not summed
+        zero = g.dtype.type(0)
+        return self.scatter(xp, lambda k: xp.where(self.argmax == k, g, zero))
 
 
 class AvgPool2d(_Pool2d):
     """out = Σ window / count (count: kh·kw, or the non-padding elements);  dx = Σ g / count over
     the windows holding the element, each share and the sum in fp32 for fp16, rounded once."""
     def forward(self, x, kernel, stride, padding, count_include_pad):
+        xp = backend.get_array_module(x)
         padded = self.setup(x, kernel, stride, padding, 0)
-        acc = dtypes.acc_dtype(x.dtype)
-        total = None
-        for _, _, rows, cols in self.taps:
-            part = padded[:, :, rows, cols].astype(acc)   # a fresh array: safe to add into
-            if total is None:
-                total = part
-            else:
-                total += part
-        self.count = self._count(kernel, stride, padding, count_include_pad, acc,
-                                 backend.get_array_module(x))
-        return store(total / self.count, x.dtype)
+        (rows, cols), *others = self.taps
+        total = self.image(xp, self.out_hw, padded.dtype)
+        total[...] = padded[:, :, rows, cols]
+        for rows, cols in others:
+            total += padded[:, :, rows, cols]
+        self.count = self._count(kernel, stride, padding, count_include_pad, padded.dtype, xp)
+        total /= self.count
+        return store(total, x.dtype)
 
     def _count(self, kernel, stride, padding, include_pad, dtype, xp):
         if include_pad or not any(padding):
@@ -107,7 +129,9 @@ class AvgPool2d(_Pool2d):
 
     def backward(self, g):
         share = widen(g) / self.count   # fp32 for fp16: not rounded yet
-        return self.scatter(lambda k: share, g.dtype)
+        if self.disjoint:  # each share lands on its elements alone: round it once, here
+            share = store(share, g.dtype)
+        return self.scatter(backend.get_array_module(g), lambda k: share)
 
 
 def _pool_arguments(x, kernel_size, stride, padding, op):

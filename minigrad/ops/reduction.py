@@ -1,4 +1,8 @@
-"""Reductions: sum, mean, max, min (axis, keepdims). fp16 accumulates in fp32."""
+"""Reductions: sum, mean, max, min (axis, keepdims). fp16 accumulates in fp32.
+
+Every rule also runs on Tensors, for higher-order gradients (``saves``:
+``minigrad.autograd.function``).
+"""
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
@@ -6,13 +10,16 @@ from minigrad._fp16_host import convert
 from minigrad.autograd.function import Function
 from minigrad.ops._util import normalize_axis, sum_acc
 from minigrad.ops.arithmetic import as_tensor
+from minigrad.tensor import Tensor
 
 
 def _expand(g, shape, axes, keepdims):
     """Put back the reduced axes of ``g`` (as size 1) and broadcast it to ``shape`` (a new
-    array)."""
+    array, or a Tensor recorded in the graph)."""
     if not keepdims:
         g = g.reshape([1 if i in axes else n for i, n in enumerate(shape)])
+    if isinstance(g, Tensor):
+        return g.broadcast_to(shape)
     out = backend.get_array_module(g).empty(shape, g.dtype)
     out[...] = g
     return out
@@ -21,6 +28,7 @@ def _expand(g, shape, axes, keepdims):
 class Sum(Function):
     """out = Σ_axes x;  dx = g broadcast back over the reduced axes."""
     autocast = "fp32"
+    saves = {}
 
     def forward(self, x, axes, keepdims):
         self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
@@ -33,6 +41,7 @@ class Sum(Function):
 class Mean(Function):
     """out = Σ_axes x / n;  dx = g / n broadcast back."""
     autocast = "fp32"
+    saves = {}
 
     def forward(self, x, axes, keepdims):
         self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
@@ -54,6 +63,8 @@ class Mean(Function):
 
 class _Extreme(Function):
     """out = max/min over axes;  dx = g shared evenly among the elements equal to out."""
+    saves = {}
+
     def forward(self, x, axes, keepdims):
         if x.size == 0:
             raise ValueError(f"{type(self).__name__.lower()} of an empty tensor of shape {x.shape}")

@@ -1,4 +1,10 @@
-"""Shape ops: reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to, getitem."""
+"""Shape ops: reshape, transpose, swapaxes, expand_dims, squeeze, broadcast_to, getitem; and
+``scatter``, getitem's adjoint.
+
+Every rule also runs on Tensors, for higher-order gradients (``saves``:
+``minigrad.autograd.function``): the rules of these linear ops are each other's forwards
+(getitem's is scatter and scatter's is getitem; broadcast_to's is a sum).
+"""
 import math
 
 import numpy
@@ -10,11 +16,13 @@ from minigrad.autograd.function import Function
 from minigrad._checks import check_axis, check_int_tuple, check_relation
 from minigrad.ops._util import normalize_axis, unbroadcast
 from minigrad.ops.arithmetic import as_tensor
-from minigrad.tensor import _unwrap_index
+from minigrad.tensor import Tensor, _unwrap_index
 
 
 class Reshape(Function):
     """out = x viewed with a new shape;  dx = g reshaped back."""
+    saves = {}
+
     def forward(self, x, shape):
         self.shape = x.shape
         return x.reshape(shape)
@@ -25,8 +33,10 @@ class Reshape(Function):
 
 class Transpose(Function):
     """out = x with axes permuted;  dx = g with the inverse permutation."""
+    saves = {}
+
     def forward(self, x, axes):
-        self.inverse = None if axes is None else tuple(numpy.argsort(axes))
+        self.inverse = tuple(range(x.ndim)[::-1] if axes is None else numpy.argsort(axes))
         return x.transpose(axes)
 
     def backward(self, g):
@@ -35,6 +45,8 @@ class Transpose(Function):
 
 class BroadcastTo(Function):
     """out = x broadcast to ``shape``;  dx = g summed over the broadcast axes."""
+    saves = {}
+
     def forward(self, x, shape):
         self.shape = x.shape
         return backend.get_array_module(x).broadcast_to(x, shape)
@@ -44,26 +56,51 @@ class BroadcastTo(Function):
 
 
 class GetItem(Function):
-    """out = x[index];  dx = zeros with g scattered at index.
+    """out = x[index];  dx = scatter(g, x.shape, index): zeros with g added at index."""
+    saves = {}
 
-    Integer-array indices may repeat an element: their gradients add up, accumulated in fp32 for
-    fp16 (a scatter-add is a reduction). Slices and bool masks select each element once.
-    """
     def forward(self, x, index):
         self.shape, self.index = x.shape, index
-        self.repeats = _may_repeat(index)
         return x[index]
 
     def backward(self, g):
-        xp = backend.get_array_module(g)
-        if not self.repeats:
-            dx = xp.zeros(self.shape, g.dtype)
-            dx[self.index] = g
-            return dx
-        acc = dtypes.acc_dtype(g.dtype)
-        dx = xp.zeros(self.shape, acc)
-        xp.add.at(dx, self.index, widen(g))
-        return store(dx, g.dtype)
+        return scatter(g, self.shape, self.index)
+
+
+class Scatter(Function):
+    """out = zeros of ``shape`` with g added at ``index``;  dg = gy[index].
+
+    Integer-array indices may repeat an element: their values add up, accumulated in fp32 for
+    fp16 (a scatter-add is a reduction). Slices and bool masks select each element once.
+    """
+    saves = {}
+
+    def forward(self, g, shape, index):
+        self.index = index
+        return _scatter(g, shape, index)
+
+    def backward(self, gy):
+        return gy[self.index]
+
+
+def _scatter(g, shape, index):
+    xp = backend.get_array_module(g)
+    if not _may_repeat(index):
+        out = xp.zeros(shape, g.dtype)
+        out[index] = g
+        return out
+    out = xp.zeros(shape, dtypes.acc_dtype(g.dtype))
+    xp.add.at(out, index, widen(g))
+    return store(out, g.dtype)
+
+
+def scatter(g, shape, index):
+    """Zeros of ``shape`` with ``g`` added at ``index`` (an index as ``getitem`` takes, already
+    unwrapped; repeated integer indices add up): the gradient of ``x[index]``, and a
+    differentiable op itself. ``g`` is an array, or a Tensor (the ``Scatter`` op)."""
+    if isinstance(g, Tensor):
+        return Scatter.apply(g, shape=shape, index=index)
+    return _scatter(g, shape, index)
 
 
 def _may_repeat(index):

@@ -14,7 +14,8 @@ equivalent (``Tensor.__getattr__`` reads ``PYTORCH_ONLY``).
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_axis, check_bool
-from minigrad.autograd.function import run_backward
+from minigrad.autograd import backprop
+from minigrad.autograd.engine import run_backward
 from minigrad.ops import arithmetic, creation, linalg, math, reduction, shape
 from minigrad.ops.arithmetic import leaf
 from minigrad.tensor import Tensor, seed_like
@@ -39,24 +40,32 @@ PYTORCH_ONLY = {
 }
 
 
-def backward(self, gradient=None, retain_graph=False):
+def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
 
     Args:
         gradient: the seed (``sens``); default ones for a one-element tensor, required
             otherwise. Broadcast to ``self.shape`` and cast to ``self.dtype``.
-        retain_graph: keep the graph so that ``backward`` can run on it again.
+        retain_graph: keep the graph so that ``backward`` can run on it again. Default:
+            ``create_graph``.
+        create_graph: record the backward pass, so that the gradients (``.grad`` then holds
+            Tensors with a graph) can be differentiated again. Default False.
+        inputs: a Tensor or a sequence of Tensors: accumulate into their ``.grad`` only.
 
     Raises:
-        RuntimeError: if ``self`` does not require grad, the graph was already freed, or
-            ``gradient`` is missing for a tensor of more than one element.
+        RuntimeError: if ``self`` does not require grad, the graph was already freed,
+            ``gradient`` is missing for a tensor of more than one element, or (under
+            ``create_graph``) an op's second derivative is not supported.
         ValueError: if ``gradient``'s shape does not broadcast to ``self.shape``.
-        TypeError: if ``retain_graph`` is not a bool.
+        TypeError: if ``retain_graph`` or ``create_graph`` is not a bool.
     """
-    retain_graph = check_bool("retain_graph", retain_graph)
     if not self.requires_grad:
         raise RuntimeError("backward() on a tensor that does not require grad "
                            "(no input had requires_grad=True, or it was made under no_grad)")
+    if create_graph is not False or inputs is not None:
+        backprop.backward(self, [gradient], retain_graph, create_graph, inputs)
+        return
+    retain_graph = False if retain_graph is None else check_bool("retain_graph", retain_graph)
     run_backward([self], [seed_like(self, gradient)], retain_graph)
 
 

@@ -15,7 +15,8 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._config import enable_grad, no_grad
-from minigrad.autograd.function import run_backward
+from minigrad.autograd.backprop import grad
+from minigrad.autograd.engine import run_backward
 from minigrad.autograd.function import Function
 
 # (atol, rtol) for the directional derivative of a gradient computed in each dtype
@@ -113,6 +114,64 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
                 f"backward gives {got:.6g}, float64 central difference gives {expected:.6g} "
                 f"(|difference| {abs(got - expected):.3g} > atol {atol:g} + rtol {rtol:g} * "
                 f"|expected|; eps {eps:g})")
+
+
+def check_double_backward(fn, inputs, grad_outputs=None, grad_grad_inputs=None, dtype=None,
+                          atol=None, rtol=None, eps=None, seed=0, no_grads=None):
+    """Check ``fn``'s second derivatives: the backward of its ``create_graph`` backward, against
+    a float64 central difference of its float64 first derivative (Chainer's
+    ``check_double_backward``).
+
+    The first derivative ``g(x, gy) = Σ_j ⟨gy_j, ∂y_j/∂x⟩`` (``y = fn(x)``, computed by
+    ``autograd.grad(..., create_graph=True)``) is a function of the inputs and the seeds; it is
+    checked by ``check_backward`` with respect to both, seeded with ``grad_grad_inputs``. The
+    numeric side evaluates ``g`` by float64 backprop, so an op whose backward records no graph
+    (or a wrong one) fails, and one whose second derivative is not supported raises its error.
+
+    Args:
+        fn, inputs, dtype, atol, rtol, eps, seed, no_grads: as ``check_backward``.
+        grad_outputs: the seed ``gy`` of each output (as ``check_backward``'s); default
+            standard-normal values in the output's dtype.
+        grad_grad_inputs: the seed of each first derivative (one per differentiated input);
+            default standard-normal values.
+
+    Raises:
+        AssertionError, ValueError, TypeError: as ``check_backward``; RuntimeError from
+            ``create_graph`` through an op without second derivatives.
+    """
+    from minigrad.tensor import Tensor
+    name = getattr(fn, "__name__", repr(fn))
+    rng = numpy.random.RandomState(seed + 1)  # other draws than check_backward's own
+    inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    arrays = [_as_array(x, dtype) for x in inputs]
+    skip = set(no_grads or ())
+    diff = [i for i, a in enumerate(arrays) if a.dtype.kind == "f" and i not in skip]
+    with no_grad():
+        outs = _outputs(fn(*[Tensor(a) for a in arrays]), name)
+    if grad_outputs is None:
+        seeds = [rng.standard_normal(o.shape).astype(o.dtype) for o in outs]
+    else:
+        seeds = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
+    seeded = [j for j, s in enumerate(seeds) if s is not None and outs[j].dtype.kind == "f"]
+    n = len(arrays)
+
+    def first_derivative(*args):
+        xs, gys = list(args[:n]), args[n:]
+        with enable_grad():
+            for i in diff:
+                if not xs[i].requires_grad:  # the numeric side's plain float64 Tensors
+                    xs[i] = xs[i].detach().requires_grad_()
+            ys = _outputs(fn(*xs), name)
+            return grad([ys[j] for j in seeded], [xs[i] for i in diff], list(gys),
+                        create_graph=any(a.requires_grad for a in args), allow_unused=True,
+                        materialize_grads=True)
+    first_derivative.__name__ = f"first derivative of {name}"
+    seed_arrays = [_as_array(seeds[j], None).astype(outs[j].dtype) for j in seeded]
+    if grad_grad_inputs is None:
+        grad_grad_inputs = tuple(rng.standard_normal(arrays[i].shape) for i in diff)
+    check_backward(first_derivative, arrays + seed_arrays, grad_outputs=grad_grad_inputs,
+                   atol=atol, rtol=rtol, eps=eps, seed=seed,
+                   no_grads=[i for i in range(n) if i not in diff])
 
 
 def numerical_grad(fn, inputs, grad_outputs, eps=DEFAULT_EPS):

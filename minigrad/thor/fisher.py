@@ -31,7 +31,7 @@ import numpy
 from minigrad import backend, communication
 from minigrad import random as mg_random
 from minigrad._config import enable_grad, is_grad_enabled
-from minigrad.autograd.function import run_backward
+from minigrad.autograd.engine import run_backward
 from minigrad.tensor import Tensor, make, seed_like
 
 FISHERS = ("empirical", "mc")

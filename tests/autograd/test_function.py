@@ -325,12 +325,12 @@ def test_backward_overflow_is_silent_and_reported_by_the_values():
 
 
 def test_on_gradient_ready_reports_each_leaf_once_as_soon_as_it_is_final():
-    from minigrad.autograd import function
+    from minigrad.autograd import engine
     x = minigrad.Tensor(numpy.array([1.0, 2.0], numpy.float32))
     w1, w2, unused = _leaf([3.0, 4.0]), _leaf([5.0, 6.0]), _leaf([7.0])
     w1.register_hook(lambda g: g * 2.0)  # applied once, before the report
     events = []
-    with function.on_gradient_ready([w1, w2, unused],
+    with engine.on_gradient_ready([w1, w2, unused],
                                   lambda i, g: events.append((i, g.tolist()))):
         h = x * w1
         h.register_hook(lambda g: events.append("h"))  # runs when backward reaches x * w1
@@ -342,15 +342,15 @@ def test_on_gradient_ready_reports_each_leaf_once_as_soon_as_it_is_final():
 
 
 def test_on_gradient_ready_reports_only_the_targets_and_nothing_outside_its_block():
-    from minigrad.autograd import function
+    from minigrad.autograd import engine
     w1, w2 = _leaf([3.0]), _leaf([5.0])
     events = []
-    with function.on_gradient_ready([w1, w2], lambda i, g: events.append(i)):
+    with engine.on_gradient_ready([w1, w2], lambda i, g: events.append(i)):
         loss = (w1 * w2).sum()
-        grads = function.run_backward([loss], [numpy.ones((), numpy.float32)], targets=[w2])
+        grads = engine.run_backward([loss], [numpy.ones((), numpy.float32)], targets=[w2])
         assert events == [1] and grads[0].tolist() == [3.0]
-        assert function.run_backward([(w1 * w2).sum()], [numpy.ones((), numpy.float32)],
+        assert engine.run_backward([(w1 * w2).sum()], [numpy.ones((), numpy.float32)],
                                    targets=[]) == []
         assert events == [1]
     (w1 * w2).sum().backward()
-    assert events == [1] and function._listeners == []
+    assert events == [1] and engine._listeners == []

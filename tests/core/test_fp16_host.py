@@ -279,3 +279,30 @@ def test_convert_warns_and_raises_as_astype_under_errstate():
                         except FloatingPointError as e:
                             outcomes.append(str(e))
                 assert outcomes[0] == outcomes[1], (key, setting)
+
+
+def test_dense_arrays_in_any_axis_order_convert_natively_and_keep_their_order(monkeypatch):
+    fns = dict(native())
+    calls = []
+    monkeypatch.setattr(_native.loaded(), "conversions",
+                        {k: (lambda f: lambda *a: calls.append(1) or f(*a))(f)
+                         for k, f in fns.items()})
+    x = (numpy.random.default_rng(3).standard_normal((2, 6, 5, 70)) * 300).astype(F32)
+    cl = x.transpose(0, 3, 1, 2)  # an (N, C, H, W) batch stored channels-last
+    assert _fp16_host.dense(cl) and not cl.flags.c_contiguous and not cl.flags.f_contiguous
+    for src, dst in ((cl, F16), (cl.astype(F16), F32)):
+        got = convert(src, dst)
+        same_bits(got, src.astype(dst))
+        assert got.strides == tuple(s // src.itemsize * dst.itemsize for s in src.strides)
+    assert len(calls) == 2
+
+
+def test_dense_and_same_layout():
+    a = numpy.zeros((3, 4, 5), F32)
+    assert _fp16_host.dense(a) and _fp16_host.dense(a.T) and _fp16_host.dense(a.transpose(1, 0, 2))
+    assert _fp16_host.dense(a[:1]) and _fp16_host.dense(a[:0]) and not _fp16_host.dense(a[:, :1])
+    assert not _fp16_host.dense(a[:, ::2]) and not _fp16_host.dense(a[::-1])
+    assert not _fp16_host.dense(numpy.broadcast_to(a[:1], (3, 4, 5)))
+    b = numpy.zeros((3, 4, 5), F16)
+    assert _fp16_host.same_layout(a, b) and _fp16_host.same_layout(a.T, b.T)
+    assert not _fp16_host.same_layout(a, numpy.zeros((5, 4, 3), F16).T)

@@ -151,7 +151,7 @@ def add_bias_numpy(y, b):
 
 def add_bias_op(y, b):
     """Dense's epilogue as the op runs it: the native pass, or (inf/NaN results) its NumPy code."""
-    return linalg._add_bias_narrow(y.copy(), b, F16)
+    return linalg.add_bias_narrow(y.copy(), b, F16)
 
 
 @settings(max_examples=40, deadline=None)
@@ -380,3 +380,18 @@ def test_bias_gradient_cannot_underflow():
         want = sum_rows_numpy(g)
     assert got is not None
     same_bits(got[1], want[1])
+
+
+def test_relu_passes_take_a_channels_last_batch_and_keep_its_layout():
+    # an (N, C, H, W) batch stored channels-last is dense: one native pass, the same layout
+    x = numpy.ascontiguousarray(halves((2, 5, 6, 7), 8).transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    out, mask = _fp16_host.relu_half(x)
+    want, fn = relu_numpy(x)
+    same_bits(out, want)
+    same_bits(mask, fn.mask)
+    assert out.strides == x.strides and mask.strides == tuple(s // 2 for s in x.strides)
+    g = numpy.ascontiguousarray(halves((2, 6, 7, 5), 9).transpose(0, 3, 1, 2).copy().transpose(
+        0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    same_bits(_fp16_host.relu_half_backward(g, mask), (g.view(numpy.int16) * mask).view(F16))
+    # a gradient in another layout than the mask: left to NumPy
+    assert _fp16_host.relu_half_backward(numpy.ascontiguousarray(g), mask) is None

@@ -13,6 +13,7 @@ what several test files need.
 * ``helpers.kernel_builds``: host builds of the float-status kernels and adversarial arrays.
 * ``helpers.mpi``: ``launch(script, ...)`` on 2 MPI ranks (skips without mpi4py/mpirun).
 * ``helpers.doubles``: small stand-ins (an optimizer that only counts steps, a one-matmul net).
+* ``helpers.layouts``: an image batch stored NCHW, channels-last and strided.
 """
 import contextlib
 import os

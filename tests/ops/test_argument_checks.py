@@ -140,8 +140,12 @@ def test_op_flags_must_be_bools(value):
         "count_include_pad": [lambda: ops.avg_pool2d(x4, 2, count_include_pad=value)],
         "transpose_b": [lambda: ops.MatMul(transpose_b=value)],
         "keep_dims": [lambda: ops.ReduceSum(keep_dims=value)],
+        # None is retain_graph's default (it follows create_graph, as in PyTorch)
         "retain_graph": [
             lambda: ops.sum(Tensor([1.0], requires_grad=True)).backward(retain_graph=value)
+        ] if value is not None else [],
+        "create_graph": [
+            lambda: ops.sum(Tensor([1.0], requires_grad=True)).backward(create_graph=value)
         ],
     }
     for name, fns in calls.items():

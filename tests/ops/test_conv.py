@@ -77,7 +77,9 @@ def test_conv2d(name, dtype, device):
         minigrad.Tensor(b, device=device),
         **kwargs,
     )
-    assert out.device == device and out.dtype == dtype and out.data.flags.c_contiguous
+    # stored channels-last, the order the product writes (ops/windows.py)
+    assert out.device == device and out.dtype == dtype
+    assert out.data.transpose(0, 2, 3, 1).flags.c_contiguous
     assert_forward(out, conv_reference(x, w, b, **ref_kwargs), dtype)
     tensors = [minigrad.Tensor(a, device=device) for a in (x, w, b)]
     check_backward(lambda x, w, b: ops.conv2d(x, w, b, **kwargs), tensors)

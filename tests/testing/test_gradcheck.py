@@ -5,7 +5,7 @@ import pytest
 import minigrad
 from minigrad import ops
 from minigrad.autograd.function import Function
-from minigrad.testing import check_backward, numerical_grad, tolerance
+from minigrad.testing import check_backward, check_double_backward, numerical_grad, tolerance
 
 
 class WrongSquare(Function):
@@ -156,3 +156,56 @@ def test_numerical_grad_takes_host_seeds_for_device_inputs(device):
     x = minigrad.Tensor(numpy.array([[0.5, -1.0], [2.0, 0.25]]), device=device)
     (g,) = numerical_grad(lambda t: t * t, [x], numpy.array([[1.0, 2.0], [3.0, 4.0]]))
     numpy.testing.assert_allclose(g, [[1.0, -4.0], [12.0, 2.0]], rtol=1e-6)
+
+
+class ConstantOperand(Function):
+    """x³ with a right first derivative, 3x²·g, whose ``saves`` forgets that it reads x: under
+    create_graph x is a constant there, and the second derivative loses its 6x·g term."""
+    saves = {}
+
+    def forward(self, x):
+        self.x = x
+        return x * x * x
+
+    def backward(self, g):
+        return g * 3 * self.x * self.x
+
+
+class ArraysOnly(Function):
+    """sin x whose backward goes through NumPy: it detaches a Tensor gradient."""
+    saves = {"x": 0}
+
+    def forward(self, x):
+        self.x = x
+        return numpy.sin(x)
+
+    def backward(self, g):
+        return numpy.asarray(g) * numpy.cos(numpy.asarray(self.x))
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_double_backward_passes_correct_ops(dtype):
+    x = numpy.random.RandomState(0).uniform(0.5, 2.0, (3, 4))
+    check_double_backward(lambda t: ops.tanh(t) * ops.log(t), [x], dtype=dtype)
+    check_double_backward(lambda a, b: (a @ b) ** 2, [x, x.T], dtype=dtype)
+
+
+def test_double_backward_fails_on_a_constant_that_is_not():
+    x = numpy.random.RandomState(0).uniform(0.5, 2.0, (3,))
+    check_backward(ConstantOperand.apply, [x])  # the first derivative is right
+    with pytest.raises(AssertionError, match="first derivative of .* is wrong"):
+        check_double_backward(ConstantOperand.apply, [x])
+
+
+def test_double_backward_refuses_a_rule_that_returns_arrays():
+    x = numpy.random.RandomState(0).uniform(0.5, 2.0, (3,))
+    check_backward(ArraysOnly.apply, [x])
+    with pytest.raises(RuntimeError, match="second derivative not supported for ArraysOnly.*"
+                                           "returned a ndarray"):
+        check_double_backward(ArraysOnly.apply, [x])
+
+
+def test_double_backward_refuses_an_op_without_saves():
+    x = numpy.random.RandomState(0).uniform(0.5, 2.0, (3,))
+    with pytest.raises(RuntimeError, match="second derivative not supported for WrongSquare"):
+        check_double_backward(WrongSquare.apply, [x])

@@ -1,0 +1,122 @@
+"""Window geometry and memory layout of the image ops (conv2d, max and average pooling).
+
+Geometry: kernel, stride, dilation and padding as pairs and 4-tuples, the output size, the
+'same' padding, and the slice of the padded input that each kernel tap reads.
+
+Layout: an image batch always has the shape (N, C, H, W), and its array may keep its elements
+in one of two memory orders:
+
+- NCHW ("channels-first", C order): what ``numpy.zeros((N, C, H, W))`` gives;
+- NHWC ("channels-last"): ``x.transpose(0, 2, 3, 1)`` is C-ordered, so the C channels of one
+  pixel lie side by side.
+
+The values do not depend on the order: only the speed does. ``conv2d`` returns its output
+channels-last, the order its matrix product writes (one row of C values per output pixel), and
+reads a channels-last input with one plain copy into its patch matrix (an NCHW input is
+transposed on the way). Elementwise ops, BatchNorm and pooling keep their input's order, so a
+conv net computes channels-last from its first convolution to its flattening (``reshape`` gives
+C order, as NumPy's does).
+"""
+import math
+
+from minigrad import backend
+from minigrad._checks import check_int_tuple
+
+
+def pair(name, value):
+    """``value`` as (h, w) of positive ints: an int, a pair, or MindSpore's 4-tuple (1, 1, h, w).
+
+    Raises:
+        TypeError: naming ``name`` for a value that is not an int or a tuple/list of ints.
+        ValueError: naming ``name`` for a wrong length or an entry < 1.
+    """
+    if isinstance(value, (tuple, list)) and len(value) == 4:
+        return check_int_tuple(name, value, 4, low=1)[2:]
+    return check_int_tuple(name, value, 2, low=1)
+
+
+def padding4(padding, name="padding"):
+    """``padding`` as (top, bottom, left, right) from an int, a pair (ph, pw) or a 4-tuple.
+
+    Raises:
+        TypeError: for a value that is not an int or a tuple/list of ints.
+        ValueError: for a wrong length or a negative entry.
+    """
+    if isinstance(padding, (tuple, list)) and len(padding) == 2:
+        ph, pw = check_int_tuple(name, padding, 2, low=0)
+        return ph, ph, pw, pw
+    return check_int_tuple(name, padding, 4, low=0)
+
+
+def same_padding(in_hw, kernel, stride=1, dilation=1):
+    """(top, bottom, left, right) padding for pad_mode='same': output size ceil(in / stride).
+
+    As in MindSpore and TensorFlow, an odd total puts the extra row/column at the bottom/right.
+    """
+    pads = []
+    for n, k, s, d in zip(in_hw, pair("kernel", kernel), pair("stride", stride),
+                          pair("dilation", dilation)):
+        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        pads += [total // 2, total - total // 2]
+    return tuple(pads)
+
+
+def output_hw(in_hw, kernel, stride, padding, dilation):
+    """Output (height, width) of a window op; ValueError when the padded input is too small."""
+    (h, w), (kh, kw), (sh, sw), (dh, dw) = in_hw, kernel, stride, dilation
+    top, bottom, left, right = padding
+    out = ((h + top + bottom - dh * (kh - 1) - 1) // sh + 1,
+           (w + left + right - dw * (kw - 1) - 1) // sw + 1)
+    if min(out) < 1:
+        raise ValueError(f"input of height x width {h}x{w} with padding {padding} is smaller than "
+                         f"the kernel {kh}x{kw} with dilation {(dh, dw)}")
+    return out
+
+
+def window_slices(kernel, stride, dilation, out_hw):
+    """Yield (i, j, rows, cols): the slices of the padded input seen by kernel tap (i, j)."""
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
+    for i in range(kh):
+        for j in range(kw):
+            yield (i, j, slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
+                   slice(j * dw, j * dw + sw * (wo - 1) + 1, sw))
+
+
+def is_channels_last(x):
+    """Whether the (N, C, H, W) array ``x`` is stored channels-last (module docstring)."""
+    return x.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+def empty_image(xp, shape, dtype, channels_last):
+    """An uninitialised (N, C, H, W) array of ``dtype``, stored channels-last or NCHW."""
+    if not channels_last:
+        return xp.empty(shape, dtype)
+    n, c, h, w = shape
+    return xp.empty((n, h, w, c), dtype).transpose(0, 3, 1, 2)
+
+
+def pad(x, padding, fill, channels_last, dtype=None):
+    """``x`` (N, C, H, W) with ``padding`` (top, bottom, left, right) rows and columns of
+    ``fill`` around each image, as a new array of ``dtype`` (default x's) stored channels-last or
+    NCHW; ``x`` itself when there is nothing to add, change or reorder."""
+    dtype = x.dtype if dtype is None else dtype
+    if not any(padding) and x.dtype == dtype and (
+            is_channels_last(x) if channels_last else x.flags.c_contiguous):
+        return x
+    n, c, h, w = x.shape
+    top, bottom, left, right = padding
+    out = empty_image(backend.get_array_module(x), (n, c, h + top + bottom, w + left + right),
+                      dtype, channels_last)
+    # the border, then the inside: every element written once
+    out[:, :, :top] = fill
+    out[:, :, top + h:] = fill
+    out[:, :, top:top + h, :left] = fill
+    out[:, :, top:top + h, left + w:] = fill
+    out[:, :, top:top + h, left:left + w] = x
+    return out
+
+
+def crop(padded, padding, hw):
+    """The (N, C, H, W) inside of ``padded`` (a view): the inverse of ``pad``."""
+    top, _, left, _ = padding
+    return padded[:, :, top:top + hw[0], left:left + hw[1]]
