@@ -12,6 +12,7 @@ setup(
     package_dir={"minigrad.kernels": "kernels"},
     package_data={"minigrad.kernels": ["*.cu", "*.h", "*.cpp"]},
     install_requires=["numpy>=1.24"],
+    entry_points={"console_scripts": ["minigrad-bench = minigrad.bench.cli:main"]},
     extras_require={
         "cuda12": ["cupy-cuda12x"],
         "cuda13": ["cupy-cuda13x"],
@@ -23,6 +24,7 @@ setup(
         # NVRTC and the CUDA headers without a GPU or driver: the tests compile every CUDA source
         # as CuPy would on a GPU
         "nvrtc": ["cuda-bindings>=13", "nvidia-cuda-nvrtc>=13", "nvidia-cuda-runtime>=13"],
+        "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
         "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext",
                  "threadpoolctl", "ruff"],
     },

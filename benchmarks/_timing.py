@@ -9,15 +9,18 @@
 
 A timer is ``timer(fn, number) -> seconds for number calls``: ``wall_timer`` (default) uses
 ``time.perf_counter``; ``cuda_event_timer(cupy)`` brackets the calls with CUDA events, so it
-measures GPU time and waits for the work to finish.
+measures GPU time and waits for the work to finish. The tables, the JSON writer and the record
+of the machine and its load are the package's own (``minigrad.bench.report``,
+``minigrad.bench.environment``), which the benchmark tool shipped with minigrad uses too; its
+GPU clock (``minigrad.bench.timing``) also keeps host enqueue gaps out of the GPU time, which
+these events do not.
 """
-import json
-import math
-import os
-import platform
 import statistics
-import sys
 import time
+
+from minigrad.bench.environment import (  # noqa: F401  (the benchmarks call them as _timing.*)
+    blas_info, machine, warn_if_busy)
+from minigrad.bench.report import print_table, write_json  # noqa: F401
 
 
 def wall_timer(fn, number):
@@ -73,107 +76,3 @@ def optional_torch():
     except ImportError:
         return None
     return torch
-
-
-def print_table(rows, columns):
-    """Print ``rows`` (dicts) as an aligned text table of ``columns``; floats with 4 digits."""
-    def cell(value):
-        if isinstance(value, float):
-            return "-" if math.isnan(value) else f"{value:.4g}"
-        return "-" if value is None else str(value)
-    table = [columns] + [[cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
-    for k, line in enumerate(table):
-        print("  ".join(text.rjust(w) if k else text.ljust(w) for text, w in zip(line, widths)))
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
-
-
-BUSY_LOAD_PER_CORE = 0.5  # 1-minute load average per core above which timings are suspect
-_load_at_start = None
-
-
-def load_average():
-    """``os.getloadavg()`` (1, 5 and 15 minutes) as a list, or None where the OS has none."""
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
-
-
-def blas_info():
-    """The BLAS libraries loaded in this process and their thread counts, from threadpoolctl
-    (``pip install threadpoolctl``); without it, what NumPy was built against and the thread
-    variables of the environment."""
-    threads_env = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                              "MKL_NUM_THREADS") if k in os.environ}
-    try:
-        import threadpoolctl
-    except ImportError:
-        import numpy
-        config = getattr(numpy, "show_config", None)
-        libraries = None
-        try:
-            libraries = config(mode="dicts").get("Build Dependencies", {}).get("blas")
-        except (TypeError, AttributeError):
-            pass
-        return {"source": "numpy build (threadpoolctl not installed)", "blas": libraries,
-                "env": threads_env}
-    pools = [{key: pool.get(key) for key in ("internal_api", "version", "num_threads",
-                                             "threading_layer", "filepath")}
-             for pool in threadpoolctl.threadpool_info() if pool.get("user_api") == "blas"]
-    return {"source": f"threadpoolctl {threadpoolctl.__version__}", "blas": pools,
-            "env": threads_env}
-
-
-def warn_if_busy(threshold=BUSY_LOAD_PER_CORE, stream=None):
-    """Record the load average at the start of a benchmark and warn (on stderr) when the machine
-    is busy: a 1-minute load above ``threshold`` per core makes timings, and even ratios of two
-    timings taken while another process competes for the cores, unreliable.
-
-    Returns:
-        Whether the machine was busy.
-    """
-    global _load_at_start
-    _load_at_start = load_average()
-    cores = os.cpu_count() or 1
-    busy = _load_at_start is not None and _load_at_start[0] > threshold * cores
-    if busy:
-        print(f"warning: load average {_load_at_start[0]} on {cores} cores (above "
-              f"{threshold} per core): other processes compete for the CPU, so these timings "
-              f"are not comparable with a quiet machine's; rerun when it is idle",
-              file=stream or sys.stderr, flush=True)
-    return busy
-
-
-def machine():
-    """Where and under what load the benchmark ran (recorded in the JSON): versions, CPU count,
-    the load average at the start (``warn_if_busy``) and at the end, and the BLAS library and
-    its thread count."""
-    import numpy
-    cores = os.cpu_count() or 1
-    start = _load_at_start
-    end = load_average()
-    busiest = max((v[0] for v in (start, end) if v is not None), default=None)
-    return {"python": sys.version.split()[0], "numpy": numpy.__version__,
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(), "cpu_count": cores,
-            "load_average_start": start, "load_average_end": end,
-            "busy": busiest is not None and busiest > BUSY_LOAD_PER_CORE * cores,
-            "blas": blas_info()}
-
-
-def write_json(path, payload):
-    """Write ``payload`` to ``path`` as indented JSON, with a ``machine`` entry (``machine()``:
-    the load average and the BLAS threads) unless it has one."""
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump({"machine": machine(), **payload}, f, indent=2, default=_plain)
-        f.write("\n")
-
-
-def _plain(value):
-    # NumPy scalars become Python numbers; anything else JSON cannot hold becomes its text
-    return value.item() if hasattr(value, "item") else str(value)

@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one run that ends within 8 minutes:
-#   1. the GPU tests of the whole repository (pytest -m gpu),
-#   2. every benchmark in benchmarks/ that takes --device gpu (overflow.py first).
-# Results go to the folder given as the first argument (default: $OUT):
-#   gpu_tests.xml / gpu_tests.json   pytest's report and a JSON summary of it
-#   <benchmark>_gpu.json             each benchmark's own JSON
-#   nvidia_smi.txt, suite.json       the device, and each step's exit code and duration
-# Usage: benchmarks/gpu_suite.sh [OUT_DIR]
+# Everything that needs a GPU, in one run of about 5 minutes (BUDGET seconds at most):
+#   0. preflight: CuPy sees a GPU, and every CUDA kernel compiles through CuPy (NVRTC); else it
+#      stops with one line saying why. Registers and local memory per kernel go to kernels.json.
+#   1. the GPU tests of the whole repository (pytest -m gpu), capped at TEST_CAP seconds, each
+#      test at PER_TEST seconds (more than the 120 s a 2-rank test gives its ranks);
+#   2. the overflow benchmark's short run (python -m minigrad.bench overflow --quick);
+#   3. every other benchmark in benchmarks/ that takes --device (with --quick where it takes
+#      that), each capped at BENCH_CAP seconds.
+# One failing or timed-out step does not stop the others; a timed-out step gets SIGINT first, so
+# pytest and the overflow benchmark still write what they have. Everything goes to OUT_DIR:
+#   suite.json            each step's exit code and seconds (written even if a step hangs)
+#   nvidia_smi.txt        the device before the run; nvidia_smi_log.csv: clocks, power,
+#                         temperature and load every second during it
+#   kernels.json          registers, local and shared memory per kernel (preflight)
+#   gpu_tests.xml/.json   pytest's report and a summary of it
+#   overflow_gpu.json     the overflow benchmark (raw samples, environment, goals), overflow_gpu.png
+#   <benchmark>_gpu.json  each other benchmark's JSON
+#   <step>.log            each step's output
+# Usage: bash benchmarks/gpu_suite.sh OUT_DIR   (exit 0: all passed; 1: a step failed; 2: no GPU
+# or a kernel does not compile, nothing else run)
 set -u
 
 out="${1:-${OUT:-}}"
@@ -17,18 +29,30 @@ fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
-BUDGET=470   # seconds for everything, under the 8-minute limit
-TEST_CAP=200 # seconds at most for the tests, so the benchmarks always get their turn
+BUDGET=${BUDGET:-300}     # seconds for everything
+TEST_CAP=${TEST_CAP:-150} # seconds at most for the tests
+PER_TEST=${PER_TEST:-130} # seconds at most for one test
+OVERFLOW_CAP=${OVERFLOW_CAP:-75}
+BENCH_CAP=${BENCH_CAP:-45}
 start=$SECONDS
 steps=()
 failed=0
 
 remaining() { echo $((BUDGET - (SECONDS - start))); }
 
-# run NAME CAP COMMAND...: run with a timeout of min(CAP, time left) and record the outcome;
-# the timeout sends $SIGNAL (default TERM; INT lets pytest stop and still write its report)
+write_summary() {  # suite.json: what ran so far
+    {
+        echo "{\"seconds\": $((SECONDS - start)), \"budget\": $BUDGET, \"steps\": ["
+        (IFS=,; echo "${steps[*]}")
+        echo "]${1:+, \"error\": \"$1\"}}"
+    } > "$out/suite.json"
+}
+
+# run NAME CAP COMMAND...: run with a timeout of min(CAP, time left), output to NAME.log too,
+# and record the outcome. The timeout sends SIGINT (pytest and the benchmarks write their
+# results on it), then SIGKILL 15 s later.
 run() {
     local name=$1 cap=$2 left t0 code
     shift 2
@@ -38,26 +62,46 @@ run() {
         echo "== $name: skipped, out of time" >&2
         failed=1
         steps+=("{\"step\": \"$name\", \"exit_code\": null, \"seconds\": 0, \"note\": \"out of time\"}")
+        write_summary
         return
     fi
     echo "== $name (limit ${cap}s)"
     t0=$SECONDS
-    timeout --signal="${SIGNAL:-TERM}" --kill-after=10 "$cap" "$@"
+    timeout --signal=INT --kill-after=15 "$cap" "$@" > >(tee "$out/$name.log") 2>&1
     code=$?
     [ "$code" -ne 0 ] && failed=1
-    steps+=("{\"step\": \"$name\", \"exit_code\": $code, \"seconds\": $((SECONDS - t0))}")
+    steps+=("{\"step\": \"$name\", \"exit_code\": $code, \"seconds\": $((SECONDS - t0))$( \
+        [ "$code" -eq 124 ] && echo ', "note": "timed out"')}")
+    write_summary
 }
 
 nvidia-smi > "$out/nvidia_smi.txt" 2>&1 || echo "nvidia-smi not available" > "$out/nvidia_smi.txt"
-if ! "$PYTHON" -c "from minigrad import backend; import sys; sys.exit(not backend.CUDA_AVAILABLE)"; then
-    "$PYTHON" -c "from minigrad import backend; print('no usable GPU:', backend.CUPY_IMPORT_ERROR)" >&2
-    echo '{"error": "CuPy or the GPU is not usable; nothing was run"}' > "$out/suite.json"
-    exit 1
+
+# 0. preflight: one clear line and stop if the GPU or a kernel's compile is not there
+"$PYTHON" -m minigrad.bench kernels --json "$out/kernels.json" > "$out/kernels.log" 2>&1
+code=$?
+cat "$out/kernels.log"
+if [ "$code" -ne 0 ]; then
+    reason="$(grep -E '^kernels: ' "$out/kernels.log" | head -1)"
+    reason="${reason:-kernels: exit code $code, see kernels.log}"
+    echo "gpu_suite: stopped before the tests: ${reason#kernels: }" >&2
+    write_summary "$(printf '%s' "${reason#kernels: }" | tr '"\\' "'/")"
+    exit 2
 fi
 
-per_test=()  # one hung test must not take the whole test budget
-"$PYTHON" -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 60)
-SIGNAL=INT run gpu_tests "$TEST_CAP" "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider "${per_test[@]}" \
+monitor=""
+if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+        --format=csv -l 1 > "$out/nvidia_smi_log.csv" 2>&1 &
+    monitor=$!
+fi
+stop_monitor() { [ -n "$monitor" ] && kill "$monitor" 2> /dev/null; }
+trap stop_monitor EXIT
+
+# 1. the GPU tests
+per_test=()
+"$PYTHON" -c "import pytest_timeout" 2> /dev/null && per_test=(--timeout "$PER_TEST")
+run gpu_tests "$TEST_CAP" "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider "${per_test[@]}" \
     --junitxml "$out/gpu_tests.xml" tests
 "$PYTHON" - "$out/gpu_tests.xml" "$out/gpu_tests.json" <<'EOF'
 import json, sys, xml.etree.ElementTree as ET
@@ -75,16 +119,19 @@ json.dump(summary, open(sys.argv[2], "w"), indent=2)
 print("gpu tests:", {k: v for k, v in summary.items() if k != "failed"})
 EOF
 
-benchmarks="benchmarks/overflow.py $(grep -l -- '"--device"' benchmarks/*.py | grep -v overflow.py)"
-for script in $benchmarks; do
+# 2. the overflow benchmark, short run
+run overflow "$OVERFLOW_CAP" "$PYTHON" -m minigrad.bench overflow --device gpu --quick \
+    --json "$out/overflow_gpu.json" --plot "$out/overflow_gpu.png"
+
+# 3. every other benchmark that takes --device
+for script in $(grep -l -- '"--device"' benchmarks/*.py); do
     name="$(basename "$script" .py)"
-    run "$name" 240 "$PYTHON" "$script" --device gpu --json "$out/${name}_gpu.json"
+    quick=()
+    grep -q -- '"--quick"' "$script" && quick=(--quick)
+    run "$name" "$BENCH_CAP" "$PYTHON" "$script" --device gpu "${quick[@]}" \
+        --json "$out/${name}_gpu.json"
 done
 
-{
-    echo "{\"seconds\": $((SECONDS - start)), \"steps\": ["
-    (IFS=,; echo "${steps[*]}")
-    echo "]}"
-} > "$out/suite.json"
+write_summary
 cat "$out/suite.json"
 exit $failed

@@ -18,15 +18,20 @@ from minigrad.optim import Momentum, cosine_decay_lr
 from minigrad.train import Accuracy, Loss, LossMonitor, LossScaleMonitor, ProgressBar
 
 
+# He initialisation for the ReLU layers, with zero biases (the defaults are MindSpore 2.x's:
+# HeUniform(negative_slope=√5) weights and uniform biases)
+HE = dict(weight_init="he_uniform", bias_init="zeros")
+
+
 class MLP(nn.Cell):
     """64 pixels -> 256 hidden (ReLU, dropout 0.2) -> 10 logits."""
 
     def __init__(self):
         super().__init__()
-        self.fc1 = nn.Dense(64, 256, weight_init="he_uniform")
+        self.fc1 = nn.Dense(64, 256, **HE)
         self.relu = nn.ReLU()
         self.dropout = nn.Dropout(p=0.2)
-        self.fc2 = nn.Dense(256, 10, weight_init="he_uniform")
+        self.fc2 = nn.Dense(256, 10, **HE)
 
     def construct(self, x):
         return self.fc2(self.dropout(self.relu(self.fc1(x))))
@@ -37,12 +42,12 @@ class CNN(nn.Cell):
 
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, pad_mode="same", has_bias=True, weight_init="he_uniform")
-        self.conv2 = nn.Conv2d(16, 32, 3, pad_mode="same", has_bias=True, weight_init="he_uniform")
+        self.conv1 = nn.Conv2d(1, 16, 3, pad_mode="same", has_bias=True, **HE)
+        self.conv2 = nn.Conv2d(16, 32, 3, pad_mode="same", has_bias=True, **HE)
         self.pool = nn.MaxPool2d(kernel_size=2, stride=2)
         self.relu = nn.ReLU()
         self.flatten = nn.Flatten()
-        self.fc = nn.Dense(32 * 2 * 2, 10, weight_init="he_uniform")
+        self.fc = nn.Dense(32 * 2 * 2, 10, **HE)
 
     def construct(self, x):
         x = self.pool(self.relu(self.conv1(x)))

@@ -44,12 +44,14 @@ class CNN(nn.Cell):
 
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 8, 3, pad_mode="same", has_bias=True, weight_init="he_uniform")
-        self.conv2 = nn.Conv2d(8, 16, 3, pad_mode="same", has_bias=True, weight_init="he_uniform")
+        self.conv1 = nn.Conv2d(1, 8, 3, pad_mode="same", has_bias=True, weight_init="he_uniform",
+                               bias_init="zeros")
+        self.conv2 = nn.Conv2d(8, 16, 3, pad_mode="same", has_bias=True, weight_init="he_uniform",
+                               bias_init="zeros")
         self.pool = nn.MaxPool2d(kernel_size=2, stride=2)
         self.relu = nn.ReLU()
         self.flatten = nn.Flatten()
-        self.fc = nn.Dense(16 * 2 * 2, 10, weight_init="he_uniform")
+        self.fc = nn.Dense(16 * 2 * 2, 10, weight_init="he_uniform", bias_init="zeros")
 
     def construct(self, x):
         x = self.pool(self.relu(self.conv1(x)))

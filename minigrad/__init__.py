@@ -21,7 +21,8 @@ cycles, checked by the test suite). From the bottom up:
    and the network converter).
 8. amp faces: ``amp`` (the package and its other modules: managers, build, grad_scaler,
    autocast, functional, plots); ``mixed_precision``.
-9. ``train``, ``dataset``, ``testing``; ``thor.convert_model`` (the ``Model`` converter).
+9. ``train``, ``dataset``, ``testing``; ``thor.convert_model`` (the ``Model`` converter);
+   ``bench`` (the benchmark tools, ``python -m minigrad.bench``).
 
 ``import minigrad`` loads layers 1-4 (``communication`` and ``linalg`` on first use). The
 subpackages above them (``minigrad.nn``, ``minigrad.amp``, ``minigrad.mixed_precision``, ...)
@@ -48,6 +49,7 @@ from minigrad.dtype import (
     int64,
     uint8,
 )
+from minigrad.ops.composite import jit
 from minigrad.parameter import Parameter
 from minigrad.random import get_seed, set_seed
 from minigrad.tensor import Tensor, from_dlpack
@@ -69,7 +71,7 @@ _LAYERS = (
     ("optim", "thor"),
     ("nn", "thor.layers", "thor.convert_network"),
     ("amp", "mixed_precision"),
-    ("train", "dataset", "testing", "thor.convert_model"),
+    ("train", "dataset", "testing", "thor.convert_model", "bench"),
 )
 
 # subpackages loaded on first access, and the names the package takes from them
@@ -80,6 +82,7 @@ _FROM = {
     "DynamicLossScaleManager": "minigrad.amp",
     "Model": "minigrad.train", "save_checkpoint": "minigrad.train",
     "load_checkpoint": "minigrad.train", "load_param_into_net": "minigrad.train",
+    "LossMonitor": "minigrad.train", "TimeMonitor": "minigrad.train", "Accuracy": "minigrad.train",
     "set_auto_parallel_context": "minigrad.communication",
     "get_auto_parallel_context": "minigrad.communication",
     "reset_auto_parallel_context": "minigrad.communication",

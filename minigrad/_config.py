@@ -1,4 +1,5 @@
-"""The one place for global modes: gradient recording, default device, autocast.
+"""The one place for global modes: gradient recording, default device, autocast, the Keras
+dtype policy of the cells created from now on.
 
 Each mode is changed through a context manager so that it is always restored::
 
@@ -14,6 +15,7 @@ class _Config(threading.local):
     grad_depth = 0           # grad/value_and_grad calls running their function (nesting)
     device_target = "CPU"    # where new tensors are created
     autocast_dtype = None    # None, or the low-precision dtype of minigrad.amp.autocast
+    dtype_policy = None      # None, or mixed_precision.set_global_policy's Policy (read by Cell)
 
 
 config = _Config()

@@ -119,8 +119,8 @@ def read_scalar(value):
     the queue).
 
     Raises:
-        the queued check's exception (e.g. ValueError for a sparse label outside [0, C) in a loss
-        computed on the device), when one failed.
+        Exception: the queued check's exception, when one failed (e.g. ValueError for a sparse
+            label outside [0, C) in a loss computed on the device).
     """
     if not hasattr(value, "item"):
         return value

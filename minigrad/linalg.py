@@ -92,7 +92,8 @@ def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10
             of it that is not finite counts as absent).
         name: the layer, for the error message: a str, or one per block (a sequence); blocks
             of several layers can so be inverted in one call.
-        retries, growth: step (1)'s number of tries and factor.
+        retries: step (1)'s number of tries.
+        growth: step (1)'s damping factor per try.
 
     Returns:
         ``(inverses, steps)``: the inverses (``blocks``' dtype, all finite) and a dict with the

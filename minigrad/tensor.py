@@ -155,6 +155,11 @@ class Tensor:
         dev = ", device=GPU" if self.device == "GPU" else ""
         return f"Tensor(shape={list(self.shape)}, dtype={self.dtype}{dev}{extra}, value=\n{body})"
 
+    def __str__(self):
+        """The values as NumPy prints them (MindSpore 2.x's ``str``: ``print(loss)`` shows
+        ``2.3025851``); ``repr`` adds the shape and dtype."""
+        return str(self.asnumpy())
+
     def __format__(self, format_spec):
         """``format(t, ".3f")`` / ``f"{t:.3f}"`` format the value of a 0-d tensor (as PyTorch);
         an empty spec gives ``str(t)``; a spec for a tensor with dimensions is a TypeError."""

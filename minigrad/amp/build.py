@@ -81,6 +81,7 @@ class _OutputTo32(Cell):
     """``network(*inputs)`` with its floating outputs (a Tensor or a tuple of them) cast to
     float32: the wrapper ``auto_mixed_precision`` returns (MindSpore's ``_OutputTo32``). Built
     with ``auto_prefix=False``: the parameter names are the network's."""
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, network):
         super().__init__(auto_prefix=False)
@@ -207,8 +208,11 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         loss_fn: the loss Cell, or None.
         level: "O0", "O1", "O2", "O3" or "auto" (GPU only: O2). Default "O0".
         boost_level: accepted for MindSpore compatibility; only "O0".
-        cast_model_type, keep_batchnorm_fp32, loss_scale_manager: override the level's defaults
-            (float16 or float32; a bool; a ``LossScaleManager`` or None).
+
+    Other Parameters:
+        cast_model_type: float16 or float32, overriding the level's default.
+        keep_batchnorm_fp32: a bool, overriding the level's default.
+        loss_scale_manager: a ``LossScaleManager`` or None, overriding the level's default.
 
     Returns:
         ``TrainOneStepWithLossScaleCell`` when the manager has an update cell (dynamic, or fixed
@@ -223,8 +227,8 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         ValueError: for an unknown level or keyword argument, or an optimizer that holds none
             of the network's parameters (made for another network).
 
-        Everything is checked before the network is cast in place: a refused build leaves the
-        network, the optimizer and the manager as they were.
+    Everything is checked before the network is cast in place: a refused build leaves the
+    network, the optimizer and the manager as they were.
     """
     from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
 

@@ -86,10 +86,14 @@ class GradScaler:
         growth_interval: clean steps between growths (a positive int). Default 2000.
         enabled: False makes every method a pass-through (``scale`` returns its input,
             ``step`` just calls ``optimizer.step``).
-        floor, cap, hysteresis, max_consecutive_skips: extras of ``ScaleCore`` (default off).
-            Without a floor the scale backs off to float32's smallest normal value at least and
-            stays there (every step skipped, as PyTorch keeps skipping); ``max_consecutive_skips``
-            is the way to stop such a run with an error.
+        floor: the lowest scale (``ScaleCore``; default off). Without a floor the scale backs
+            off to float32's smallest normal value at least and stays there (every step
+            skipped, as PyTorch keeps skipping).
+        cap: the highest scale (``ScaleCore``; default off).
+        hysteresis: overflowing steps in a row tolerated before backing off (``ScaleCore``;
+            default 1: at once).
+        max_consecutive_skips: stop with an error after this many skipped steps in a row
+            (``ScaleCore``; default off): the way to stop a run that keeps skipping.
         track_underflow: if True, ``last_report.underflow`` holds per-parameter fp16 underflow
             statistics of the scaled gradients (one extra pass over them).
 

@@ -37,12 +37,13 @@ def gradient_exponents(gradients, scale=1.0):
     Returns:
         A dict:
 
-        * ``"exponents"`` (int array, ascending) and ``"counts"``: how many nonzero finite values
-          ``|g| * scale`` lie in ``[2^e, 2^(e+1))`` for each exponent ``e`` present;
+        * ``"exponents"`` (int array, ascending) and ``"counts"``: how many nonzero finite
+            values ``|g| * scale`` lie in ``[2^e, 2^(e+1))`` for each exponent ``e`` present;
         * ``"total"``, ``"zero"`` (exact zeros), ``"nonfinite"`` (inf and NaN inputs): counts;
         * ``"fp16"``: the share of all values that, rounded once to fp16 at this scale, become
-          ``"flushed"`` (nonzero, but 0 in fp16), ``"subnormal"``, ``"normal"`` (zeros
-          included) and ``"overflow"`` (finite, but inf in fp16); non-finite inputs are in none.
+            ``"flushed"`` (nonzero, but 0 in fp16), ``"subnormal"``, ``"normal"`` (zeros
+            included) and ``"overflow"`` (finite, but inf in fp16); non-finite inputs are in
+            none.
 
     Raises:
         TypeError: ``gradients`` holds something that is not an array or Tensor; ``scale`` is

@@ -55,8 +55,11 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     double-vjp trick (every op on the way needs its second derivative).
 
     Args:
-        func, inputs, create_graph, strict: as ``vjp``.
+        func: as ``vjp``.
+        inputs: as ``vjp``.
         v: one tangent per input (a Tensor, or a tuple); None for a one-element input (ones).
+        create_graph: as ``vjp``.
+        strict: as ``vjp``.
 
     Raises:
         TypeError, ValueError, RuntimeError: as ``vjp``.
@@ -75,8 +78,10 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 
     Args:
         func: a function of Tensors returning a one-element Tensor.
-        inputs, create_graph, strict: as ``vjp``.
+        inputs: as ``vjp``.
         v: one vector per input (a Tensor, or a tuple); None for a one-element input (ones).
+        create_graph: as ``vjp``.
+        strict: as ``vjp``.
 
     Raises:
         TypeError, ValueError, RuntimeError: as ``vjp``; ValueError for an output of more than
@@ -114,7 +119,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     vjp per output element.
 
     Args:
-        func, inputs, create_graph, strict: as ``vjp``.
+        func: as ``vjp``.
+        inputs: as ``vjp``.
+        create_graph: as ``vjp``.
+        strict: as ``vjp``.
         vectorize: must be False (PyTorch's batched vjp is not implemented).
         strategy: must be ``"reverse-mode"`` (there is no forward mode).
 

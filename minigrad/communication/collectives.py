@@ -106,7 +106,8 @@ def all_reduce_start(array, op="sum"):
     and ``wait()`` returns it.
 
     Raises:
-        as ``all_reduce_``.
+        TypeError: as ``all_reduce_``.
+        ValueError: as ``all_reduce_``.
     """
     _check_op(op, "all_reduce_start")
     _check_array(array, "all_reduce_start")

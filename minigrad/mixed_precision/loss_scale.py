@@ -114,8 +114,12 @@ class DynamicLossScale(LossScale):
         initial_loss_scale: starting scale (default 2**15, about half of fp16's max).
         increment_period: finite steps in a row before the scale grows (default 2000).
         multiplier: growth factor, and the divisor on overflow (default 2).
-        floor, cap, hysteresis, max_consecutive_skips: extras of ``ScaleCore`` (floor defaults
-            to TF's 1).
+        floor: the lowest scale (``ScaleCore``); default TF's 1.
+        cap: the highest scale (``ScaleCore``; default off).
+        hysteresis: overflowing steps in a row tolerated before backing off (``ScaleCore``;
+            default 1: at once).
+        max_consecutive_skips: stop with an error after this many skipped steps in a row
+            (``ScaleCore``; default off).
 
     ``increment_period`` goes through ``int()`` as TF's ``DynamicLossScale`` does (TF's own
     tests pass ``2.0``), for whole numbers only: TF would truncate ``2.5`` to 2 without a word,

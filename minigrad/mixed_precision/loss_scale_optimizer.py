@@ -7,6 +7,12 @@
                                  None, opt.parameters)(x, y)
     opt.apply_gradients(zip(opt.get_unscaled_gradients(grads), opt.parameters))
 
+``minimize(loss, var_list)`` does all of it in one call (``loss`` a zero-argument function, or a
+Tensor: it carries its graph, so no ``GradientTape`` is needed). Keras's hyper-parameters are
+read and set through the wrapper on the inner optimizer, by Keras's names or minigrad's
+(``opt.learning_rate``, ``opt.beta_1`` is the inner Adam's ``beta1``); other attributes are
+the wrapper's own, as Keras has it.
+
 One difference from TF: with a ``FixedLossScale`` TF applies non-finite gradients; here
 ``apply_gradients`` skips them for every loss scale, so a non-finite step never reaches the
 parameters or the optimizer state (the inner optimizer's step counter does not move either).
@@ -19,11 +25,24 @@ import numpy
 
 from minigrad import communication
 from minigrad import dtype as dtypes
+from minigrad._checks import check_callable, check_float, check_non_negative, check_type
 from minigrad.amp import float_status
+from minigrad.autograd import GradOperation
 from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, LossScale, get
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
+from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
+
+# Keras's hyper-parameters (set through ``_set_hyper``) that the wrapper delegates to the inner
+# optimizer: Keras's name (or minigrad's) -> the inner optimizer's attribute, with its check
+_OPEN_UNIT = {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True}
+_HYPERPARAMETERS = {
+    "learning_rate": ("learning_rate", None), "lr": ("learning_rate", None),
+    "beta_1": ("beta1", _OPEN_UNIT), "beta_2": ("beta2", _OPEN_UNIT),
+    "beta1": ("beta1", _OPEN_UNIT), "beta2": ("beta2", _OPEN_UNIT),
+    "momentum": ("momentum", {"low": 0.0}), "rho": ("decay", {"low": 0.0}),
+}
 
 
 class LossScaleOptimizer:
@@ -46,8 +65,10 @@ class LossScaleOptimizer:
             (taken as its Python number; ``get``, as TF's, takes only int and float); None
             (default): "dynamic". A bool as the second positional argument is ``dynamic`` (the
             TF 2.4 order).
-        dynamic, initial_scale, dynamic_growth_steps: the TF 2.4 keywords (not with
-            ``loss_scale``).
+        dynamic: the TF 2.4 keyword (not with ``loss_scale``): a dynamic scale or a fixed one.
+        initial_scale: the TF 2.4 keyword (not with ``loss_scale``): the first scale.
+        dynamic_growth_steps: the TF 2.4 keyword (not with ``loss_scale``): clean steps before
+            the scale grows.
 
     Attributes:
         loss_scale: the ``LossScale``. Calling it gives the current scale as a float32 Tensor
@@ -125,6 +146,75 @@ class LossScaleOptimizer:
     parameters = property(lambda self: self.inner_optimizer.parameters)
     last_report = property(lambda self: self.loss_scale.last_report)
 
+    def __getattr__(self, name):
+        # reached only when normal lookup fails: a hyper-parameter of the inner optimizer
+        inner = self.__dict__.get("inner_optimizer")
+        entry = _HYPERPARAMETERS.get(name)
+        if entry is not None and inner is not None and hasattr(inner, entry[0]):
+            return getattr(inner, entry[0])
+        raise AttributeError(f"'LossScaleOptimizer' object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        inner = self.__dict__.get("inner_optimizer")
+        entry = _HYPERPARAMETERS.get(name)
+        if entry is None or inner is None or not hasattr(inner, entry[0]):
+            object.__setattr__(self, name, value)
+        elif entry[0] == "learning_rate":
+            _set_learning_rate(inner, value)
+        else:
+            setattr(inner, entry[0], check_float(name, value, **entry[1],
+                                                 owner="LossScaleOptimizer"))
+
+    def minimize(self, loss, var_list=None, grad_loss=None, tape=None):
+        """Keras's ``minimize``: the gradients of ``loss * scale`` with respect to ``var_list``,
+        unscaled, then ``apply_gradients`` (which skips the step on inf/NaN and updates the
+        scale).
+
+        Args:
+            loss: a zero-argument function returning the loss (TF 2's eager form), or a loss
+                Tensor (its graph is kept: minigrad needs no tape).
+            var_list: a Parameter, a list of them, or a zero-argument function returning one;
+                None: the inner optimizer's parameters. They must be the inner optimizer's.
+            grad_loss: None, or the gradient to seed ``loss`` with (Keras's ``grad_loss``).
+            tape: must be None (minigrad has no ``GradientTape``).
+
+        Returns:
+            True if the gradients were applied, False if the step was skipped.
+
+        Raises:
+            TypeError: ``tape`` given; ``loss`` neither a function nor a Tensor; a ``var_list``
+                entry that is not a Parameter.
+            ValueError: as ``apply_gradients`` (a parameter of the optimizer without a
+                gradient).
+        """
+        if tape is not None:
+            raise TypeError("LossScaleOptimizer.minimize: minigrad has no GradientTape; pass the "
+                            "loss as a function (or a Tensor, which carries its graph)")
+        params = self._var_list(var_list)
+        if isinstance(loss, Tensor):
+            scaled = self.get_scaled_loss(loss)
+
+            def forward():  # the graph exists already
+                return scaled
+        else:
+            check_callable("loss", loss, owner="LossScaleOptimizer.minimize")
+
+            def forward():
+                return self.get_scaled_loss(loss())
+        seed = Tensor(numpy.float32(1.0)) if grad_loss is None else grad_loss
+        grads = GradOperation(get_by_list=True, sens_param=True)(forward, params)(seed)
+        return self.apply_gradients(zip(self.get_unscaled_gradients(grads), params))
+
+    def _var_list(self, var_list):
+        if var_list is None:
+            return list(self.parameters)
+        if callable(var_list) and not isinstance(var_list, Tensor):
+            var_list = var_list()
+        var_list = [var_list] if isinstance(var_list, Tensor) else list(var_list)
+        for i, p in enumerate(var_list):
+            check_type(f"var_list[{i}]", p, Parameter, owner="LossScaleOptimizer.minimize")
+        return var_list
+
     def get_scaled_loss(self, loss):
         """``loss * scale`` (the scale cast to the loss dtype); ``loss`` may be a zero-arg
         callable."""
@@ -134,7 +224,17 @@ class LossScaleOptimizer:
         return loss * self.loss_scale.core.scale
 
     def get_unscaled_gradients(self, grads):
-        """A new list: each gradient times 1/scale (None kept; fp16 gradients come back fp32)."""
+        """A new list: each gradient times 1/scale (None kept; fp16 gradients come back fp32).
+
+        Gradients that carry a graph (the inner gradients of a gradient penalty, computed
+        inside the loss) are unscaled by recorded ops, so the penalty stays differentiable;
+        an inf or NaN among them reaches the loss, the outer gradients and ``apply_gradients``'
+        check.
+        """
+        if any(g is not None and g.requires_grad for g in grads):
+            inverse = float_status.inverse(self.loss_scale.core.scale)
+            return [None if g is None else g.astype(dtypes.acc_dtype(g.dtype)) * inverse
+                    for g in grads]
         # unscale_and_check scales fp32/fp64 arrays in place (so copy those: the caller keeps
         # its gradients) and returns fp16 ones as new fp32 arrays (no copy needed)
         arrays = [None if g is None else g.data if g.dtype == dtypes.float16 else g.data.copy()
@@ -189,6 +289,17 @@ class LossScaleOptimizer:
             raise ValueError(f"apply_gradients: got {len(items)} gradients for {len(params)} "
                              "parameters")
         return items
+
+
+def _set_learning_rate(inner, value):
+    """Keras's ``opt.learning_rate = value`` on a minigrad optimizer with a fixed rate (its 0-d
+    ``learning_rate`` Parameter takes the value)."""
+    rate = inner.learning_rate
+    if not isinstance(rate, Parameter):
+        raise TypeError(f"LossScaleOptimizer: the inner optimizer's learning rate is "
+                        f"{type(rate).__name__}, not a fixed rate that can be set")
+    value = check_non_negative("learning_rate", value, owner="LossScaleOptimizer")
+    rate.set_data(Tensor(numpy.float32(value)))
 
 
 def _keras_loss_scale(dynamic, initial_scale, dynamic_growth_steps):

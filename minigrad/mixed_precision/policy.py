@@ -1,18 +1,26 @@
-"""Keras's dtype policies (``tf.keras.mixed_precision.Policy``, ``set_global_policy``) on
-minigrad's autocast.
+"""Keras's dtype policies (``tf.keras.mixed_precision.Policy``, ``set_global_policy``): the
+compute and variable dtypes of the cells created under them.
 
-``"mixed_float16"`` means what it means in Keras: variables (parameters) stay float32 and the
-compute-heavy ops run in float16. In minigrad that is autocast (``minigrad.amp.autocast``): the
-matmul and convolution ops take fp16 inputs and the range-sensitive ones fp32, whatever the
-parameters' dtype. So ``set_global_policy("mixed_float16")`` turns autocast on for the calling
-thread until ``set_global_policy("float32")``; the loss still needs a loss scale
-(``LossScaleOptimizer``), as in Keras::
+A policy governs layers, as in Keras, never plain tensor arithmetic. Every Cell created while
+``set_global_policy`` has set ``"mixed_float16"`` (or ``"float16"``) computes in the policy's
+compute dtype, as ``Cell.to_float`` makes it: its floating inputs and its own Parameters are cast
+to float16 when it is called. Its Parameters are kept in the variable dtype (float32 for
+``"mixed_float16"``, float16 for ``"float16"``). Losses and the training wrappers are not
+layers: they take no policy (a loss computes in float32 anyway). ``"float32"``, the default,
+leaves the cells created under it as plain cells. Tensors themselves are untouched: under
+``"mixed_float16"``, ``Tensor(256.0, float16) ** 2`` is inf, as in TensorFlow::
 
     mixed_precision.set_global_policy("mixed_float16")
-    opt = mixed_precision.LossScaleOptimizer(nn.SGD(net.trainable_params(), 0.1))
+    net = nn.SequentialCell([nn.Dense(784, 64, activation="relu"), nn.Dense(64, 10),
+                             nn.Softmax().to_float(mstype.float32)])   # Keras's dtype="float32"
+    mixed_precision.set_global_policy("float32")
+
+``Model`` trains a network built under a policy with a loss scale (``"mixed_float16"``: a
+``DynamicLossScale()`` by default) with loss scaling, as Keras's ``fit`` wraps the optimizer in a
+``LossScaleOptimizer``. TF 2.1-2.3's ``Policy(name, loss_scale=...)`` chooses that loss scale.
 """
-from minigrad import dtype as dtypes
 from minigrad._config import config
+from minigrad.mixed_precision.loss_scale import get
 
 # name -> (compute dtype, variable dtype); Keras's names. "mixed_bfloat16" has no NumPy type.
 _POLICIES = {"float32": ("float32", "float32"), "mixed_float16": ("float16", "float32"),
@@ -22,17 +30,25 @@ _POLICIES = {"float32": ("float32", "float32"), "mixed_float16": ("float16", "fl
 class Policy:
     """A dtype policy: ``Policy("mixed_float16")``, ``Policy("float32")`` or ``Policy("float16")``.
 
+    Args:
+        name: the policy's name.
+        loss_scale: TF 2.1-2.3's argument: the loss scale ``Model`` training uses for networks
+            built under this policy; anything ``mixed_precision.get`` accepts (an int or float:
+            a ``FixedLossScale``, ``"dynamic"``, a ``LossScale``, None: no loss scaling).
+            Default "auto": ``DynamicLossScale()`` for ``"mixed_float16"``, None otherwise.
+
     Attributes:
         name: the policy's name.
-        compute_dtype: the dtype the matmul-like ops run in (a string, as in Keras).
-        variable_dtype: the dtype parameters are kept in.
+        compute_dtype: the dtype the cells compute in (a string, as in Keras).
+        variable_dtype: the dtype their Parameters are kept in.
+        loss_scale: the ``LossScale`` or None.
 
     Raises:
         TypeError: ``name`` is not a str. ValueError: an unknown name (``"mixed_bfloat16"``
-            included: NumPy has no bfloat16).
+            included: NumPy has no bfloat16), or a ``loss_scale`` ``get`` refuses.
     """
 
-    def __init__(self, name):
+    def __init__(self, name, loss_scale="auto"):
         if not isinstance(name, str):
             raise TypeError(f"Policy: 'name' must be a str, but got {name!r} of type "
                             f"{type(name).__name__}")
@@ -41,6 +57,10 @@ class Policy:
                              f"expected one of {sorted(_POLICIES)}")
         self.name = name
         self.compute_dtype, self.variable_dtype = _POLICIES[name]
+        self._default_loss_scale = isinstance(loss_scale, str) and loss_scale == "auto"
+        if self._default_loss_scale:
+            loss_scale = "dynamic" if name == "mixed_float16" else None
+        self.loss_scale = get(loss_scale)
 
     def __eq__(self, other):
         return isinstance(other, Policy) and other.name == self.name
@@ -49,28 +69,23 @@ class Policy:
         return hash(self.name)
 
     def __repr__(self):
-        return f'<Policy "{self.name}">'
+        if self._default_loss_scale:
+            return f'<Policy "{self.name}">'
+        return f'<Policy "{self.name}", loss_scale={self.loss_scale!r}>'
 
 
 def set_global_policy(policy):
-    """Set the policy of the calling thread: a ``Policy``, its name, or None (``"float32"``).
-
-    ``"mixed_float16"`` turns autocast on (fp16 compute, parameters as they are);
-    ``"float32"`` turns it off. ``"float16"`` runs the labelled ops in fp16 as well; its
-    parameters are the network's to cast (``Cell.to_float``, ``cast_parameters``).
+    """Set the policy of the cells created from now on (in the calling thread): a ``Policy``, its
+    name, or None (``"float32"``). Tensors and the cells created before keep what they have.
 
     Raises:
         TypeError / ValueError: as ``Policy``.
     """
     policy = Policy("float32") if policy is None else policy
     policy = policy if isinstance(policy, Policy) else Policy(policy)
-    if policy.compute_dtype == "float16":
-        config.autocast_dtype = dtypes.float16
-    else:
-        config.autocast_dtype = None
+    config.dtype_policy = None if policy.name == "float32" else policy
 
 
 def global_policy():
-    """The calling thread's ``Policy``: ``"mixed_float16"`` while autocast is on, else
-    ``"float32"``."""
-    return Policy("mixed_float16" if config.autocast_dtype is not None else "float32")
+    """The policy ``set_global_policy`` set (``Policy("float32")`` when none is set)."""
+    return config.dtype_policy or Policy("float32")

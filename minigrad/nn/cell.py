@@ -21,6 +21,12 @@ sub-cell's, in definition order); ``param.name`` is the identity checkpoints use
 different Parameters with one name in a network raise ValueError there.
 
 Modes: ``training`` starts False as in MindSpore; ``set_train()`` switches the whole tree.
+
+Keras dtype policies: a cell created while ``mixed_precision.set_global_policy`` has set a
+policy (``"mixed_float16"``, ``"float16"``) computes in its compute dtype, as ``to_float`` makes
+it (this cell only: its sub-cells were created under the policy too, or not), and keeps the
+Parameters assigned to it in its variable dtype. Losses and the training wrappers are not
+layers and take no policy (``_takes_policy = False``).
 """
 from collections import OrderedDict
 
@@ -28,7 +34,7 @@ import numpy
 
 from minigrad import dtype as dtypes, ops
 from minigrad._checks import check_bool, check_type
-from minigrad._config import using_config
+from minigrad._config import config, using_config
 from minigrad.nn.cell_tree import CellTree
 from minigrad.nn.parameter_tuple import ParameterTuple
 from minigrad.nn.torch_names import TORCH_NAMES
@@ -137,6 +143,8 @@ class Cell(CellTree):
     """
     # parameters the parameter-casting helper leaves in float32 (BatchNorm's moving statistics)
     _fp32_params = ()
+    # False for cells that are not layers (losses, training wrappers): no Keras dtype policy
+    _takes_policy = True
 
     def __init__(self, auto_prefix=True):
         auto_prefix = check_bool("auto_prefix", auto_prefix, owner=type(self).__name__)
@@ -151,6 +159,10 @@ class Cell(CellTree):
         d["_cast_dtype"] = None
         d["_autocast_dtype"] = None         # set by amp level O1: construct runs under autocast
         d["training"] = False
+        policy = config.dtype_policy if self._takes_policy else None
+        d["_dtype_policy"] = policy         # the Keras policy this cell was created under
+        if policy is not None:
+            d["_cast_dtype"] = dtypes.as_dtype(policy.compute_dtype)
 
     def construct(self, *inputs, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define construct()")
@@ -203,6 +215,10 @@ class Cell(CellTree):
             self._forget(name, keep="_params")  # a replaced parameter keeps its place in the order
             if value.name is None:
                 value.name = d["_scope"] + name  # the path, also when this cell is attached already
+            policy = d["_dtype_policy"]
+            if (policy is not None and value.dtype.kind == "f"
+                    and value.dtype != policy.variable_dtype):  # Keras's variable dtype
+                value.data = value.data.astype(policy.variable_dtype)
             d["_params"][name] = value
         elif isinstance(value, Cell):
             self._forget(name, keep="_cells")
@@ -299,6 +315,12 @@ class Cell(CellTree):
         """
         check_bool("requires_grad", requires_grad, owner="Cell.set_grad")
         return self
+
+    @property
+    def dtype_policy(self):
+        """The Keras ``mixed_precision.Policy`` this cell was created under, or None (created
+        with no policy set, or a loss or training wrapper)."""
+        return self._dtype_policy
 
     @property
     def cls_name(self):

@@ -137,6 +137,7 @@ class DistributedGradReducer(Cell):
         ValueError: ``degree`` or ``bucket_bytes`` < 1, another ``group``; at a call, the wrong
             number of gradients or a gradient of the wrong size.
     """
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, parameters, mean=None, degree=None, fusion_type=1, group=None,
                  bucket_bytes=None, overlap=False):

@@ -160,6 +160,19 @@ _BY_NAME = {"normal": Normal, "truncatednormal": TruncatedNormal, "uniform": Uni
             "zero": Zero, "zeros": Zero, "one": One, "ones": One}
 
 
+def default_initializers(weight_init, bias_init, weight_shape):
+    """``(weight_init, bias_init)`` with None replaced by MindSpore 2.x's defaults for Dense and
+    Conv2d (PyTorch's too): ``HeUniform(negative_slope=√5)`` weights, that is U(-b, b) with
+    b = 1 / sqrt(fan_in), and biases U(-b, b) with the same b (``fan_in`` of
+    ``weight_shape``). MindSpore 1.x defaulted to ``"normal"`` (σ = 0.01) and ``"zeros"``;
+    pass them to get that back."""
+    if weight_init is None:
+        weight_init = HeUniform(negative_slope=math.sqrt(5.0))
+    if bias_init is None:
+        bias_init = Uniform(1.0 / math.sqrt(_fans(weight_shape)[0]))
+    return weight_init, bias_init
+
+
 def initializer(init, shape, dtype=dtypes.float32):
     """A Tensor of ``shape`` and ``dtype`` initialised by ``init``.
 

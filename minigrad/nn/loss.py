@@ -1,4 +1,6 @@
-"""Losses, computed and returned in float32 whatever the input dtype (the dtype policy).
+"""Losses, computed and returned in float32 whatever the input dtype (the dtype policy):
+``MSELoss``, ``L1Loss``, ``SoftmaxCrossEntropyWithLogits`` (MindSpore's), and MindSpore 2.x's
+``CrossEntropyLoss`` and ``BCELoss`` (PyTorch's definitions).
 
 Inputs are cast to float32 on entry (the cast is differentiable, so an fp16 network receives
 fp16 gradients). ``reduction`` is "mean", "sum" or "none" (per-element loss).
@@ -6,7 +8,7 @@ fp16 gradients). ``reduction`` is "mean", "sum" or "none" (per-element loss).
 import numpy
 
 from minigrad import backend, dtype as dtypes, ops
-from minigrad._checks import check_bool, check_in, check_relation
+from minigrad._checks import check_bool, check_float, check_in, check_int, check_relation
 from minigrad.autograd.function import Function
 from minigrad.ops._rules import exp, where
 from minigrad.ops.shape import scatter
@@ -32,6 +34,7 @@ class LossBase(Cell):
         TypeError: for a ``reduction`` that is not a str (a Tensor, a number).
         ValueError: for another ``reduction``.
     """
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, reduction="mean"):
         super().__init__()
@@ -196,3 +199,152 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
 
     def extend_repr(self):
         return f"sparse={self.sparse}, reduction={self.reduction}"
+
+
+class CrossEntropyLoss(LossBase):
+    r"""Softmax cross-entropy of logits against class ids or class probabilities (MindSpore 2.x
+    ``nn.CrossEntropyLoss``, PyTorch's ``nn.CrossEntropyLoss``).
+
+    Logits ``x`` of shape (N, C), (C,) or (N, C, d1, ...), classes on axis 1 (axis 0 for 1-D);
+    ``p = softmax(x)`` over the classes. With class ids ``y`` (integers, shape (N,) or (N, d1,
+    ...)) and ``ε = label_smoothing``::
+
+        ℓₙ = (1 - ε) · w[yₙ] · (-log pₙ,yₙ) + ε / C · Σ_c w_c · (-log pₙ,c)     (yₙ ≠ ignore_index)
+        ℓₙ = 0                                                                 (yₙ = ignore_index)
+        mean = Σ ℓₙ / Σ_{yₙ ≠ ignore_index} w[yₙ]
+
+    With class probabilities ``y`` (floats, the logits' shape)::
+
+        ℓₙ = -Σ_c w_c · ỹₙ,c · log pₙ,c,   ỹ = (1 - ε) · y + ε / C,   mean = Σ ℓₙ / N
+
+    (N counts every position for inputs with extra axes.) Computed and returned in float32.
+
+    Args:
+        weight: None (every class 1) or a Tensor of C class weights.
+        ignore_index: a class id whose targets count for nothing (ids only). Default -100.
+        reduction: "mean" (default), "sum" or "none".
+        label_smoothing: ε in [0, 1]. Default 0.0.
+
+    Raises:
+        TypeError: ``weight`` not a Tensor or None, ``ignore_index`` not an int,
+            ``label_smoothing`` not a float, logits or labels not Tensors.
+        ValueError: an unknown ``reduction``, ``label_smoothing`` outside [0, 1], shapes that do
+            not fit, ids outside [0, C) other than ``ignore_index``, or a weight of another
+            length than C.
+    """
+
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        super().__init__(reduction)
+        owner = "CrossEntropyLoss"
+        if weight is not None:
+            check_tensor(owner, "weight", weight)
+        self.weight = weight
+        self.ignore_index = check_int("ignore_index", ignore_index, owner=owner)
+        self.label_smoothing = check_float("label_smoothing", label_smoothing, low=0.0, high=1.0,
+                                           owner=owner)
+
+    def construct(self, logits, labels):
+        owner = "CrossEntropyLoss"
+        logits = _classes_last(_fp32(check_tensor(owner, "logits", logits)))
+        labels = check_tensor(owner, "labels", labels)
+        c = logits.shape[-1]
+        w = None
+        if self.weight is not None:
+            check_relation("weight.shape", self.weight.shape, self.weight.shape == (c,),
+                           f"({c},), one weight per class of the logits", owner=owner)
+            w = backend.as_numpy(_fp32(self.weight).data)
+        log_probs = ops.log_softmax(logits, -1)
+        eps = self.label_smoothing
+        if labels.dtype.kind == "f":  # class probabilities
+            labels = _classes_last(_fp32(labels))
+            check_relation("labels.shape", labels.shape, labels.shape == logits.shape,
+                           f"the logits' shape {logits.shape} (probabilities)", owner=owner)
+            if eps:
+                labels = labels * (1.0 - eps) + eps / c
+            if w is not None:
+                labels = labels * Tensor(w)
+            return self.get_loss(-ops.sum(log_probs * labels, -1))
+        return self._loss_of_ids(log_probs, labels, w, c, owner)
+
+    def _loss_of_ids(self, log_probs, labels, w, c, owner):
+        ids = backend.as_numpy(labels.data)
+        check_relation("labels.shape", labels.shape, ids.shape == log_probs.shape[:-1],
+                       f"{log_probs.shape[:-1]}, one class id per row of the logits", owner=owner)
+        kept = ids != self.ignore_index
+        if bool(((ids < 0) | (ids >= c))[kept].any()):
+            raise ValueError(f"{owner}: class ids must be in [0, {c}) or the ignore_index "
+                             f"{self.ignore_index}, got values in [{ids.min()}, {ids.max()}]")
+        weights = numpy.ones(c, numpy.float32) if w is None else w
+        safe = numpy.where(kept, ids, 0)
+        picked = numpy.zeros(log_probs.shape, numpy.float32)   # w[y] at y, 0 where ignored
+        numpy.put_along_axis(picked, safe[..., None], (weights[safe] * kept)[..., None], -1)
+        targets = picked * (1.0 - self.label_smoothing)
+        if self.label_smoothing:
+            targets += kept[..., None] * weights * (self.label_smoothing / c)
+        losses = -ops.sum(log_probs * Tensor(targets), -1)
+        if self.reduction != "mean":
+            return self.get_loss(losses)
+        return ops.sum(losses) / float((weights[safe] * kept).sum())
+
+    def extend_repr(self):
+        return (f"ignore_index={self.ignore_index}, reduction={self.reduction}, "
+                f"label_smoothing={self.label_smoothing}")
+
+
+def _classes_last(x):
+    """(N, C, d1, ...) as (N, d1, ..., C); (N, C) and (C,) as they are."""
+    return ops.transpose(x, (0,) + tuple(range(2, x.ndim)) + (1,)) if x.ndim > 2 else x
+
+
+class BinaryCrossEntropy(Function):
+    """ℓ = -w (y log x + (1 - y) log(1 - x)), each log clamped at -100 (PyTorch's rule: a
+    probability of exactly 0 or 1 gives a finite loss); elementwise, in one node.
+
+    dx = g · w · (x - y) / max(x (1 - x), 1e-12).
+    """
+
+    def forward(self, x, y, w):
+        xp = backend.get_array_module(x)
+        self.x, self.y, self.w = x, y, w
+        with numpy.errstate(divide="ignore"):  # log 0 = -inf, clamped next
+            log_x = xp.maximum(xp.log(x), -100.0)
+            log_1mx = xp.maximum(xp.log1p(-x), -100.0)
+        return -w * (y * log_x + (1.0 - y) * log_1mx)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        x = self.x
+        return g * self.w * (x - self.y) / xp.maximum(x * (1.0 - x), 1e-12)
+
+
+class BCELoss(LossBase):
+    """Binary cross-entropy of probabilities ``x`` in [0, 1] against targets ``y`` (MindSpore 2.x
+    ``nn.BCELoss``, PyTorch's ``nn.BCELoss``)::
+
+        ℓ = -w · (y · log x + (1 - y) · log(1 - x)),   each log clamped at -100
+
+    reduced by ``reduction`` (mean over all elements). Computed and returned in float32.
+
+    Args:
+        weight: None, or a Tensor broadcastable to the inputs' shape (a weight per element).
+        reduction: "mean" (default), "sum" or "none".
+
+    Raises:
+        TypeError: ``weight`` neither a Tensor nor None; logits or labels not Tensors.
+        ValueError: an unknown ``reduction``; labels of another shape than the logits.
+    """
+
+    def __init__(self, weight=None, reduction="mean"):
+        super().__init__(reduction)
+        if weight is not None:
+            check_tensor("BCELoss", "weight", weight)
+        self.weight = weight
+
+    def construct(self, logits, labels):
+        owner = "BCELoss"
+        x = _fp32(check_tensor(owner, "logits", logits))
+        y = _fp32(check_tensor(owner, "labels", labels)).detach()
+        check_relation("labels.shape", labels.shape, labels.shape == logits.shape,
+                       f"the logits' shape {logits.shape}", owner=owner)
+        w = numpy.float32(1.0) if self.weight is None else _fp32(self.weight).detach().data
+        return self.get_loss(BinaryCrossEntropy.apply(x, y=y.data, w=w))

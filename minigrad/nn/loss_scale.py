@@ -38,6 +38,7 @@ from minigrad._checks import check_float, check_positive_int, check_bool
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report, underflow_stats
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
+from minigrad.ops import HyperMap
 from minigrad.nn.wrap import TrainOneStepCell
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor, make
@@ -51,6 +52,7 @@ class _UpdateCell(Cell):
     to the core and writes the core into ``loss_scale`` and the cell's own Parameters, all in
     ``write``. Returns ``overflow``.
     """
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, core):
         super().__init__()
@@ -233,6 +235,9 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         self._scale_version = self.scale_sense.version
         self.track_underflow = track_underflow
         self.last_report = None
+        # MindSpore's attribute, which subclasses that write their own construct use to unscale
+        # the gradients: self.hyper_map(ops.partial(grad_scale, scale), grads)
+        self.hyper_map = HyperMap()
 
     def construct(self, *inputs):
         weights, core = self.weights, self.core
@@ -337,18 +342,26 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         """Whether the checked computation overflowed: a Python bool.
 
         Args:
-            status: what ``start_overflow_check`` returned, or a plain status buffer (a float32
-                Tensor of shape (8,), e.g. ``ops.NPUAllocFloatStatus()()``), as MindSpore's own
-                examples pass one.
+            status: what ``start_overflow_check`` returned; a plain status buffer (a float32
+                Tensor of shape (8,), e.g. ``ops.NPUAllocFloatStatus()()``), which the checks
+                set; or MindSpore 2.x's ``Tensor([0] * 8, mstype.int32)``, which only stands for
+                a fresh status (any non-zero entry counts as an overflow seen already, as
+                MindSpore reads an int32 status; the checks go to a status of their own).
             compute_output: a Tensor or a tuple/list of Tensors (e.g. the gradients); every one
                 the status has not seen yet is checked into it.
 
         The flag passes through ``_reduce_overflow`` (all ranks agree).
 
         Raises:
-            TypeError / ValueError: a ``status`` that is neither (``amp.float_status``'s checks).
+            TypeError / ValueError: a ``status`` that is none of these (``amp.float_status``'s
+                checks).
         """
         outputs = compute_output if isinstance(compute_output, (tuple, list)) else (compute_output,)
+        if isinstance(status, Tensor) and status.dtype == numpy.int32 and status.shape == (8,):
+            buffer = float_status.alloc_status(status)
+            if bool(backend.as_numpy(status.data).any()):
+                buffer.data[0] = 1.0
+            status = buffer
         if not isinstance(status, float_status.OverflowStatus):
             status = float_status.OverflowStatus.wrap(status)
         status.check([None if g is None else g.data for g in outputs])

@@ -47,6 +47,7 @@ class WithLossCell(Cell):
     Raises:
         TypeError: if ``backbone`` is not a Cell or ``loss_fn`` is not a callable instance.
     """
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, backbone, loss_fn):
         super().__init__(auto_prefix=False)
@@ -94,6 +95,7 @@ class TrainOneStepCell(Cell):
             ``parameters``, or ``sens`` is not a real number.
         ValueError: if ``sens`` is not positive and finite.
     """
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, network, optimizer, sens=1.0):
         super().__init__(auto_prefix=False)

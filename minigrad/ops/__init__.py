@@ -1,13 +1,17 @@
 """Differentiable ops as lowercase functions (``ops.matmul``) and MindSpore primitives
 (``ops.MatMul()``).
 
+``composite`` holds MindSpore's helpers for hand-written training steps (``depend``, ``fill``,
+``dtype``, ``partial``, ``MultitypeFuncGraph``, ``HyperMap``; ``minigrad.jit``).
+
 Importing this package installs the Tensor's operators and op methods (``ops/tensor_methods.py``)
 and the casts ``Function.apply`` makes under autocast (``arithmetic.autocast_inputs``).
 MindSpore's float-status primitives (``ops.NPUAllocFloatStatus`` and its two siblings) belong
 to the loss-scaling layer above the ops (``minigrad.amp.npu_ops``); they are looked up
 there on first use.
 """
-from minigrad.autograd.api import GradOperation  # MindSpore spells it ops.GradOperation
+# MindSpore spells them ops.GradOperation, ops.grad and ops.value_and_grad too
+from minigrad.autograd.api import GradOperation, grad, value_and_grad
 from minigrad.autograd.function import Function as _Function
 from minigrad.ops import arithmetic as _arithmetic
 from minigrad.ops import tensor_methods as _tensor_methods
@@ -29,6 +33,7 @@ from minigrad.ops.arithmetic import (
     sub,
     to_device,
 )
+from minigrad.ops.composite import HyperMap, MultitypeFuncGraph, depend, dtype, fill, partial
 from minigrad.ops.conv import conv2d, im2col, same_padding
 from minigrad.ops.creation import (
     arange,
@@ -45,7 +50,8 @@ from minigrad.ops.embedding import embedding
 from minigrad.ops.global_norm import clip_by_global_norm
 from minigrad.ops.join import concat, split, stack
 from minigrad.ops.linalg import dense, matmul
-from minigrad.ops.math import abs, clip, exp, log, neg, relu, sigmoid, sqrt, tanh, where
+from minigrad.ops.math import (abs, clip, exp, log, neg, reciprocal, relu, sigmoid, sqrt, tanh,
+                               where)
 from minigrad.ops.normalization import batch_norm, layer_norm
 from minigrad.ops.pooling import avg_pool2d, max_pool2d
 from minigrad.ops.primitives import (
@@ -85,6 +91,7 @@ from minigrad.ops.primitives import (
     Pow,
     Primitive,
     RealDiv,
+    Reciprocal,
     ReduceMax,
     ReduceMean,
     ReduceMin,

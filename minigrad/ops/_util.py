@@ -1,5 +1,6 @@
 """Helpers shared by the ops: axis arguments, gradient un-broadcasting with fp32 sums for fp16,
-and accurate sums over the outer axes of a batch."""
+and accurate sums over the outer axes of a batch. The sums take Tensors too (the gradient rules
+under ``create_graph``)."""
 import math
 
 
@@ -7,6 +8,7 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_axes
 from minigrad._fp16_host import convert
+from minigrad.tensor import Tensor
 
 
 def unbroadcast(grad, shape):
@@ -43,6 +45,8 @@ def sum_axes(a, axes):
     Otherwise (an NCHW batch, a layer norm: the summed axes are inner) NumPy's own pairwise
     sum runs.
     """
+    if isinstance(a, Tensor):  # a create_graph rule: the recorded sum
+        return a.sum(axis=axes, keepdims=True)
     kept = tuple(i for i in range(a.ndim) if i not in axes)
     rows = a.transpose(axes + kept)
     if not rows.flags.c_contiguous or a.size == 0:

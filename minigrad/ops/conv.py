@@ -25,6 +25,11 @@ col2im's sums run in fp32, and each result is rounded to fp16 once.
 Groups: each group multiplies its own patch matrix (its Cg input channels) with its block of
 O/G output channels.
 
+The rule also runs on Tensors, for higher-order gradients (``saves``:
+``minigrad.autograd.function``): there the patch matrices are x's taps gathered by recorded
+getitem and stack ops from a recorded zero padding (a ``Scatter``), and col2im adds each tap's
+patch gradients back by a ``Scatter``, the op whose own rule gathers them again.
+
 ``im2col`` (patches in the weight's (c, i, j) column order) is public for THOR, whose conv
 factor A is built from a layer's input patches; ``same_padding`` for the nn layers.
 """
@@ -36,7 +41,10 @@ from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops.arithmetic import cast, check_same_float_dtype, float_tensor
 from minigrad.ops._util import sum_axes
+from minigrad.ops.join import Concat, stack
 from minigrad.ops.linalg import add_bias_narrow
+from minigrad.ops.shape import scatter
+from minigrad.tensor import Tensor
 from minigrad.ops.windows import output_hw, pad, padding4, pair, same_padding, window_slices
 
 __all__ = ["Conv2d", "conv2d", "im2col", "same_padding"]
@@ -80,7 +88,40 @@ def _join(parts, axis):
     """``parts`` concatenated along ``axis``; a single part itself (no copy)."""
     if len(parts) == 1:
         return parts[0]
+    if isinstance(parts[0], Tensor):
+        return Concat.apply(*parts, axis=axis)
     return backend.get_array_module(parts[0]).concatenate(parts, axis=axis)
+
+
+def _patch_matrices(x, geometry, out_hw, groups):
+    """Each group's (N·Ho·Wo, kh·kw·Cg) patch matrix of ``x`` (N, C, H, W), columns in
+    (i, j, c) order: views of ``_windows`` for an array; for a Tensor, its taps gathered by
+    recorded ops (getitem of each tap's slice of the zero-padded, channels-last x, stacked)."""
+    stride, padding, dilation, kernel = geometry
+    (n, c, h, w), (ho, wo), cg = x.shape, out_hw, x.shape[1] // groups
+    if isinstance(x, Tensor):
+        top, bottom, left, right = padding
+        padded = x.transpose(0, 2, 3, 1)
+        if any(padding):
+            padded = scatter(padded, (n, h + top + bottom, w + left + right, c),
+                             (slice(None), slice(top, top + h), slice(left, left + w)))
+        taps = [padded[:, rows, cols] for _, _, rows, cols in
+                window_slices(kernel, stride, dilation, out_hw)]
+        windows = stack(taps, axis=3).reshape(n, ho, wo, *kernel, c)
+    else:
+        windows = _windows(x, kernel, stride, padding, dilation, out_hw)
+    # explicit sizes: an empty batch infers none
+    return [windows[..., k * cg:(k + 1) * cg].reshape(n * ho * wo, kernel[0] * kernel[1] * cg)
+            for k in range(groups)]
+
+
+def _weight_rows(w, groups):
+    """Each group's (O/G, kh·kw·Cg) block of the OIHW weight ``w``, columns in the patch
+    matrices' (i, j, c) order."""
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    w = w.transpose(0, 2, 3, 1)
+    return [w[k * og:(k + 1) * og].reshape(og, kh * kw * cg) for k in range(groups)]
 
 
 def _pixel_rows(gy):
@@ -89,7 +130,7 @@ def _pixel_rows(gy):
     that copy moves runs of Ho·Wo values: several times faster than NumPy's NHWC copy of it)."""
     n, o, ho, wo = gy.shape
     rows = gy.transpose(0, 2, 3, 1)
-    if rows.flags.c_contiguous:
+    if isinstance(rows, Tensor) or rows.flags.c_contiguous:
         return rows.reshape(n * ho * wo, o)
     xp = backend.get_array_module(gy)
     return xp.ascontiguousarray(gy.transpose(1, 0, 2, 3)).reshape(o, n * ho * wo).T
@@ -102,20 +143,18 @@ class Conv2d(Function):
     layout of each array).
     """
     autocast = "low"
+    saves = {"cols": lambda node: _patch_matrices(widen(node.inputs[0]), node.geometry,
+                                                  node.out_hw, len(node.cols)),
+             "w_rows": lambda node: _weight_rows(widen(node.inputs[1]), len(node.w_rows))}
 
     def forward(self, x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
         n, c, h, width = x.shape
-        o, cg, kh, kw = w.shape
-        og = o // groups
-        self.out_hw = ho, wo = output_hw((h, width), (kh, kw), stride, padding, dilation)
-        self.geometry = (stride, padding, dilation, (kh, kw))
+        o = w.shape[0]
+        self.out_hw = ho, wo = output_hw((h, width), w.shape[2:], stride, padding, dilation)
+        self.geometry = (stride, padding, dilation, w.shape[2:])
         self.x_shape, self.x_dtype, self.w_dtype = x.shape, x.dtype, w.dtype
-        windows = _windows(widen(x), (kh, kw), stride, padding, dilation, self.out_hw)
-        # per group, the (N·Ho·Wo, kh·kw·Cg) patches (explicit sizes: an empty batch infers none)
-        self.cols = [windows[..., k * cg:(k + 1) * cg].reshape(n * ho * wo, kh * kw * cg)
-                     for k in range(groups)]
-        w = widen(w).transpose(0, 2, 3, 1)  # (O, kh, kw, Cg): the columns' (i, j, c) order
-        self.w_rows = [w[k * og:(k + 1) * og].reshape(og, kh * kw * cg) for k in range(groups)]
+        self.cols = _patch_matrices(widen(x), self.geometry, self.out_hw, groups)
+        self.w_rows = _weight_rows(widen(w), groups)
         out = _join(_products(self.cols, [w_rows.T for w_rows in self.w_rows]), axis=1)
         out = add_bias_narrow(out, b, x.dtype)
         return out.reshape(n, ho, wo, o).transpose(0, 3, 1, 2)
@@ -136,17 +175,30 @@ class Conv2d(Function):
             kh, kw = self.geometry[3]
             gw = _join(_products([block.T for block in blocks], self.cols), axis=0)
             gw = gw.reshape(o, kh, kw, self.x_shape[1] // len(self.cols)).transpose(0, 3, 1, 2)
-            gw = store(xp.ascontiguousarray(gw), self.w_dtype)
+            gw = store(gw if isinstance(gw, Tensor) else xp.ascontiguousarray(gw), self.w_dtype)
         if needs[0]:
             gx = self._col2im(_products(blocks, self.w_rows))
         return gx, gw, gb
 
     def _col2im(self, dcols):
         """dx from each group's (N·Ho·Wo, kh·kw·Cg) patch gradients: every patch entry added
-        back where its window read the padded input, in the products' dtype, rounded once."""
+        back where its window read the padded input, in the products' dtype, rounded once
+        (Tensors: by recorded scatters and adds)."""
         xp = backend.get_array_module(dcols[0])
         n, c, h, width = self.x_shape
         stride, padding, dilation, kernel = self.geometry
+        if isinstance(dcols[0], Tensor):
+            ho, wo = self.out_hw
+            cg = c // len(dcols)
+            top, bottom, left, right = padding
+            shape, dx = (n, h + top + bottom, width + left + right, c), 0
+            for k, d in enumerate(dcols):
+                d = d.reshape(n, ho, wo, *kernel, cg)
+                for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
+                    index = (slice(None), rows, cols, slice(k * cg, (k + 1) * cg))
+                    dx = dx + scatter(d[:, :, :, i, j], shape, index)
+            dx = dx[:, top:top + h, left:left + width]
+            return store(dx, self.x_dtype).transpose(0, 3, 1, 2)
         if kernel == (1, 1) and stride == (1, 1) and not any(padding):
             dx = _join(dcols, axis=1).reshape(n, h, width, c)  # one patch per pixel: no sums
         else:

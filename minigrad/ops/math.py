@@ -1,4 +1,4 @@
-"""Elementwise unary math: neg, abs, exp, log, sqrt, tanh, sigmoid, relu, clip, where.
+"""Elementwise unary math: neg, abs, reciprocal, exp, log, sqrt, tanh, sigmoid, relu, clip, where.
 
 Transcendental functions of fp16 inputs are evaluated in fp32 and rounded once to fp16: NumPy's
 fp16 loops are slow, and ``log`` near 1 needs the extra precision. Every rule also runs on
@@ -14,7 +14,7 @@ from minigrad.autograd.function import OUTPUT, Function
 from minigrad import _fp16_host
 from minigrad.ops import _rules
 from minigrad.ops._util import unbroadcast
-from minigrad.ops.arithmetic import as_tensor, binary_operands, cast, float_tensor
+from minigrad.ops.arithmetic import as_tensor, binary_operands, cast, div, float_tensor
 from minigrad.tensor import Tensor
 
 
@@ -197,6 +197,12 @@ def neg(x):
 def abs(x):
     """|x| (subgradient 0 at 0)."""
     return Abs.apply(as_tensor(x))
+
+
+def reciprocal(x):
+    """1 / x elementwise (MindSpore ``ops.reciprocal``): the division ``1.0 / x``, so an fp16 x
+    gives fp16 and the gradient is -g / x²."""
+    return div(1.0, as_tensor(x))
 
 
 def _float_unary(cls, doc):

@@ -3,6 +3,10 @@
 Both compute y = γ·x̂ + β with x̂ = (x - μ) / √(σ² + ε). Batch norm takes μ, σ² per channel over
 (N, H, W); layer norm per sample over the trailing axes. Statistics and x̂ are kept in fp32 for
 fp16 input (the dtype policy for fragile reductions); y is returned in x's dtype.
+
+The rule also runs on Tensors, for higher-order gradients (``saves``:
+``minigrad.autograd.function``): there x - μ and r are recomputed from x by recorded ops, so
+the second derivatives include the statistics' (as the first do when they are the batch's).
 """
 import math
 
@@ -27,6 +31,19 @@ def _moments(x, axes):
     return mean, sum_axes(centred * centred, axes) / count, centred
 
 
+def _centred(node):
+    """x - μ of the node's input Tensor, recorded (μ recomputed when it is the batch's)."""
+    x = node.inputs[0]
+    return _moments(x, node.axes)[2] if node.through_stats else widen(x) - node.mean
+
+
+def _rstd(node):
+    """r = 1/√(σ² + ε) of the node's input Tensor, recorded when σ² is the batch's."""
+    if not node.through_stats:
+        return node.rstd
+    return 1 / (_moments(node.inputs[0], node.axes)[1] + node.eps).sqrt()
+
+
 class Normalize(Function):
     """out = γ·x̂ + β,  x̂ = (x - μ)·r,  r = 1/√(σ² + ε), with γ, β broadcast as ``param_shape``.
 
@@ -37,11 +54,14 @@ class Normalize(Function):
     value per group, so it joins a, b and c, h is g, and the two sums are dβ and dγ / r.
     """
     autocast = "fp32"
+    saves = {"centred": _centred, "rstd": _rstd,
+             "gamma": lambda node: widen(node.inputs[1]).reshape(node.param_shape)}
 
     def forward(self, x, gamma, beta, axes, param_shape, eps, stats, through_stats):
         mean, var, centred = stats
         xp = backend.get_array_module(x)
         self.axes, self.through_stats = axes, through_stats
+        self.mean, self.eps, self.param_shape = mean, eps, param_shape
         self.count = math.prod(x.shape[a] for a in axes)
         self.rstd = 1 / xp.sqrt(var + eps)
         self.centred = widen(x) - mean if centred is None else centred

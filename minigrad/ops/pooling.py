@@ -13,6 +13,10 @@ dtype (fp32 for fp16) and rounded once. Where they cannot (stride >= kernel on b
 as the common 2x2 pooling with stride 2), an element gets at most one share, so the shares are
 written tap by tap straight into an array of the input's dtype: no sums and no rounding pass,
 the same bits.
+
+The rules also run on Tensors, for higher-order gradients (``saves``:
+``minigrad.autograd.function``): there each tap's share is put back by a ``Scatter`` op (whose
+own rule reads it back), and the shares are summed by recorded adds.
 """
 import numpy
 
@@ -21,7 +25,10 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_bool
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
+from minigrad.tensor import Tensor
+from minigrad.ops._rules import where
 from minigrad.ops.arithmetic import float_tensor
+from minigrad.ops.shape import scatter
 from minigrad.ops.windows import (crop, empty_image, is_channels_last, output_hw, pad, padding4,
                                   pair, window_slices)
 
@@ -30,6 +37,8 @@ _NO_DILATION = (1, 1)
 
 class _Pool2d(Function):
     """Shared geometry: pad the input, visit each kernel tap's slice of it, scatter back."""
+    saves = {}
+
     def setup(self, x, kernel, stride, padding, fill):
         """The padded input, widened to the accumulation dtype; records the geometry."""
         self.x_shape, self.padding, self.x_dtype = x.shape, padding, x.dtype
@@ -54,10 +63,16 @@ class _Pool2d(Function):
     def scatter(self, xp, contribution):
         """dx: ``contribution(k)``, the gradient reaching tap k, put back where tap k read the
         padded input. Its dtype: the input's for disjoint windows, else the accumulation dtype
-        (the shares are summed there and rounded once)."""
+        (the shares are summed there and rounded once). ``xp`` None: the contributions are
+        Tensors (a create_graph rule)."""
         h, w = self.x_shape[2:]
         top, bottom, left, right = self.padding
         padded_hw = (h + top + bottom, w + left + right)
+        if xp is None:
+            shape, dx = self.x_shape[:2] + padded_hw, 0
+            for k, (rows, cols) in enumerate(self.taps):
+                dx = dx + scatter(contribution(k), shape, (slice(None), slice(None), rows, cols))
+            return store(crop(dx, self.padding, (h, w)), self.x_dtype)
         if self.disjoint:
             dx = self.image(xp, padded_hw, self.x_dtype, zero=not self.tiles)
             for k, (rows, cols) in enumerate(self.taps):
@@ -95,10 +110,10 @@ class MaxPool2d(_Pool2d):
         return store(out, x.dtype)
 
     def backward(self, g):
-        xp = backend.get_array_module(g)
+        xp = None if isinstance(g, Tensor) else backend.get_array_module(g)
         g = g if self.disjoint else widen(g)  # disjoint: each g is copied once, not summed
         zero = g.dtype.type(0)
-        return self.scatter(xp, lambda k: xp.where(self.argmax == k, g, zero))
+        return self.scatter(xp, lambda k: where(self.argmax == k, g, zero))
 
 
 class AvgPool2d(_Pool2d):
@@ -131,7 +146,8 @@ class AvgPool2d(_Pool2d):
         share = widen(g) / self.count   # fp32 for fp16: not rounded yet
         if self.disjoint:  # each share lands on its elements alone: round it once, here
             share = store(share, g.dtype)
-        return self.scatter(backend.get_array_module(g), lambda k: share)
+        xp = None if isinstance(g, Tensor) else backend.get_array_module(g)
+        return self.scatter(xp, lambda k: share)
 
 
 def _pool_arguments(x, kernel_size, stride, padding, op):

@@ -23,12 +23,14 @@ from minigrad.optim.lr_schedule import (
 from minigrad.optim.momentum import Momentum
 from minigrad.optim.optimizer import Optimizer
 from minigrad.optim.param_groups import default_decay_filter
+from minigrad.optim.rmsprop import RMSProp
 from minigrad.optim.sgd import SGD
 from minigrad.thor.build import thor
 from minigrad.thor.optimizer import THOR
 from minigrad.thor.report import LayerReport, ThorReport
 
 __all__ = ["Optimizer", "default_decay_filter", "SGD", "Momentum", "Adam", "AdamWeightDecay",
+           "RMSProp",
            "LearningRateSchedule", "ExponentialDecayLR", "NaturalExpDecayLR", "InverseDecayLR",
            "CosineDecayLR",
            "PolynomialDecayLR", "WarmUpLR", "piecewise_constant_lr", "exponential_decay_lr",

@@ -48,7 +48,8 @@ class Adam(Optimizer):
     Args:
         params: Parameters or group dicts (see ``Optimizer``).
         learning_rate: see ``Optimizer``. Default 1e-3.
-        beta1, beta2 (float): in (0, 1). Defaults 0.9, 0.999.
+        beta1 (float): in (0, 1). Default 0.9.
+        beta2 (float): in (0, 1). Default 0.999.
         eps (float): > 0. Default 1e-8.
         use_locking (bool): accepted for MindSpore compatibility (updates are never concurrent).
         use_nesterov (bool): Default False.
@@ -101,7 +102,8 @@ class AdamWeightDecay(Optimizer):
     Args:
         params: Parameters or group dicts (see ``Optimizer``).
         learning_rate: see ``Optimizer``. Default 1e-3.
-        beta1, beta2 (float): in (0, 1). Defaults 0.9, 0.999.
+        beta1 (float): in (0, 1). Default 0.9.
+        beta2 (float): in (0, 1). Default 0.999.
         eps (float): > 0. Default 1e-6.
         weight_decay (float): >= 0. Default 0.0.
 

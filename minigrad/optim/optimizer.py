@@ -223,10 +223,20 @@ class Optimizer:
         self.apply_gradients(grads)
         return loss
 
-    def zero_grad(self):
-        """Torch style: set every parameter's ``.grad`` to None."""
+    def zero_grad(self, set_to_none=True):
+        """Torch style: set every parameter's ``.grad`` to None (PyTorch 2.x's default), or to
+        zeros with ``set_to_none=False``.
+
+        Raises:
+            TypeError: if ``set_to_none`` is not a bool.
+        """
+        set_to_none = check_type("set_to_none", set_to_none, bool,
+                                 owner=f"{type(self).__name__}.zero_grad")
         for p in self.parameters:
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = Tensor(backend.get_array_module(p.data).zeros_like(p.grad.data))
 
     # ---- the per-parameter pipeline --------------------------------------------------------------
     def _apply_one(self, i, grad, lr):

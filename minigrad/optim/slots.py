@@ -69,10 +69,14 @@ class Rule:
             Momentum's buffer; Adam's first and second moments). SGD's buffer, when the
             optimizer's ``init_state`` did not make it, starts as the first gradient; any other
             missing one leaves the step to NumPy.
-        momentum, dampening, beta1, beta2, eps, nesterov: the names of the optimizer's attributes
-            holding those hyper-parameters (None: 0), read at every step, so that a rule built
-            once follows an attribute changed later (the kernel rounds them to fp32 where NumPy
-            would).
+        momentum: the name of the optimizer's attribute holding this hyper-parameter (None:
+            0), read at every step, so that a rule built once follows an attribute changed
+            later (the kernel rounds it to fp32 where NumPy would). So are the five below.
+        dampening: as ``momentum``, for the dampening.
+        beta1: as ``momentum``, for Adam's beta1.
+        beta2: as ``momentum``, for Adam's beta2.
+        eps: as ``momentum``, for Adam's epsilon.
+        nesterov: as ``momentum``, for the Nesterov flag.
         step_size: ``fn(lr) -> lr`` for this step (Adam's bias correction), or None.
     """
 

@@ -63,9 +63,10 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
             output, None for outputs not to seed); default standard-normal values in the
             output's dtype.
         dtype: cast the float inputs to this dtype first (the dtype under test).
-        atol, rtol: tolerances on the directional derivative (the direction has unit norm, so
-            ``atol`` suits inputs and seeds of order one); default ``tolerance(d)`` for the
+        atol: absolute tolerance on the directional derivative (the direction has unit norm,
+            so ``atol`` suits inputs and seeds of order one); default ``tolerance(d)`` for the
             lowest-precision float input d.
+        rtol: relative tolerance on it; default ``tolerance(d)`` likewise.
         eps: finite-difference step along the unit direction; default 1e-3.
         seed: seeds the random grad_outputs and directions (the check is deterministic).
         no_grads: positions of float inputs not to differentiate.
@@ -129,11 +130,18 @@ def check_double_backward(fn, inputs, grad_outputs=None, grad_grad_inputs=None, 
     (or a wrong one) fails, and one whose second derivative is not supported raises its error.
 
     Args:
-        fn, inputs, dtype, atol, rtol, eps, seed, no_grads: as ``check_backward``.
+        fn: as ``check_backward``.
+        inputs: as ``check_backward``.
         grad_outputs: the seed ``gy`` of each output (as ``check_backward``'s); default
             standard-normal values in the output's dtype.
         grad_grad_inputs: the seed of each first derivative (one per differentiated input);
             default standard-normal values.
+        dtype: as ``check_backward``.
+        atol: as ``check_backward``.
+        rtol: as ``check_backward``.
+        eps: as ``check_backward``.
+        seed: as ``check_backward``.
+        no_grads: as ``check_backward``.
 
     Raises:
         AssertionError, ValueError, TypeError: as ``check_backward``; RuntimeError from

@@ -22,9 +22,12 @@ def prepare_gradients(opt, arrays, inv_scale, lam, lrs, report):
     """Every parameter's gradient as the momentum rule sees it (see the module docstring).
 
     Args:
-        opt: the THOR optimizer; arrays: the raw gradients (None for a parameter without one);
-        inv_scale: the inverse of the cell's loss scale; lam: the step's λ; lrs: the step's
-        learning rates (one per source); report: the step's ``ThorReport`` (``kl_scale``).
+        opt: the THOR optimizer.
+        arrays: the raw gradients (None for a parameter without one).
+        inv_scale: the inverse of the cell's loss scale.
+        lam: the step's λ.
+        lrs: the step's learning rates (one per source).
+        report: the step's ``ThorReport`` (``kl_scale``).
     """
     sqrt_lam = math.sqrt(lam)
     n = opt.batch_size

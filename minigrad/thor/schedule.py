@@ -74,8 +74,10 @@ class RefreshRule:
     Args:
         rule: "frequency" or "trace".
         frequency: MindSpore's period (int >= 2), the default of both periods below.
-        factor_frequency, inverse_frequency: positive ints or None (= ``frequency``).
-        omega1, omega2: the trace rule's thresholds (floats >= 0, omega2 <= omega1).
+        factor_frequency: a positive int or None (= ``frequency``).
+        inverse_frequency: a positive int or None (= ``frequency``).
+        omega1: the trace rule's refresh threshold (a float >= 0).
+        omega2: the trace rule's freeze threshold (a float >= 0, <= ``omega1``).
     """
 
     def __init__(self, rule, frequency, factor_frequency=None, inverse_frequency=None,

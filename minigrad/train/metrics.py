@@ -133,8 +133,8 @@ class TopKCategoricalAccuracy(Accuracy):
     or one-hot rows ``(N, C)``. Among equal scores the earlier class ranks first.
 
     Raises:
-        TypeError: if ``k`` is not an int. ValueError: if ``k`` < 1. ``update``/``eval`` raise
-        as ``Accuracy``'s do.
+        TypeError: if ``k`` is not an int; ``update``/``eval`` as ``Accuracy``'s do.
+        ValueError: if ``k`` < 1; ``update``/``eval`` as ``Accuracy``'s do.
     """
 
     def __init__(self, k):

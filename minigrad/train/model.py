@@ -10,6 +10,12 @@ The train network is built once, at construction: ``minigrad.amp.build_train_net
 optimizer, loss_fn, level=amp_level, ...)`` — WithLossCell + TrainOneStepCell at O0, fp16 casting
 and a ``TrainOneStepWithLossScaleCell`` at O2 — or the network itself when there is neither an
 optimizer nor a loss function (it is then already a training cell).
+
+Keras's way is taken too, as ``fit`` does it: a network built under a dtype policy with a loss
+scale (``mixed_precision.set_global_policy("mixed_float16")``: a ``DynamicLossScale()``), or an
+optimizer given as a ``mixed_precision.LossScaleOptimizer``, trains in a
+``TrainOneStepWithLossScaleCell`` whose update cell shares that loss scale (the policy already
+set the compute dtypes, so the network is not cast).
 """
 import warnings
 
@@ -29,6 +35,7 @@ class _EvalCell(Cell):
 
     With ``add_cast_fp32`` (fp16 AMP levels) the outputs are cast to float32 first.
     """
+    _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, network, loss_fn, add_cast_fp32=False):
         super().__init__(auto_prefix=False)
@@ -64,16 +71,24 @@ class Model:
         loss_scale_manager: a ``minigrad.amp`` ``FixedLossScaleManager`` or
             ``DynamicLossScaleManager`` (overrides the level's default). The update cell it makes
             shares its scale, so ``get_loss_scale()`` follows training step by step.
+
+    Other Parameters:
         keep_batchnorm_fp32: passed to ``build_train_network`` when given.
+
+    A ``network`` created under a Keras dtype policy with a loss scale, or an ``optimizer``
+    that is a ``mixed_precision.LossScaleOptimizer``, trains with that loss scale, as Keras's
+    ``fit`` does (see the module docstring); ``amp_level`` is then "O0" and no
+    ``loss_scale_manager`` is given.
 
     Raises:
         TypeError: for a non-str ``amp_level``, or a ``network`` that is not a Cell.
         ValueError: for an unknown ``amp_level``/``boost_level``/keyword; ``amp_level`` other
             than "O0" or a ``loss_scale_manager`` without an ``optimizer``; ``metrics`` with
-            neither ``loss_fn`` nor ``eval_network``; ``eval_indexes`` not a list of 3.
+            neither ``loss_fn`` nor ``eval_network``; ``eval_indexes`` not a list of 3; an
+            ``amp_level`` other than "O0" or a ``loss_scale_manager`` with a Keras loss scale.
 
-        Every argument is checked before the network is cast: a refused ``Model`` leaves the
-        network and the optimizer as they were.
+    Every argument is checked before the network is cast: a refused ``Model`` leaves the
+    network and the optimizer as they were.
     """
 
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None,
@@ -96,6 +111,12 @@ class Model:
         if optimizer is None and loss_scale_manager is not None:
             raise ValueError("Model: the argument 'optimizer' can not be None when "
                              "'loss_scale_manager' is set")
+        self._keras_scale = _keras_loss_scale(network, optimizer)
+        if self._keras_scale is not None and (amp_level != "O0" or loss_scale_manager is not None):
+            raise ValueError(f"Model: the network's Keras dtype policy (or the "
+                             f"LossScaleOptimizer) scales the loss already; pass amp_level='O0' "
+                             f"and no loss_scale_manager, got amp_level={amp_level!r} and "
+                             f"loss_scale_manager={loss_scale_manager!r}")
         self._network = network
         self._loss_fn = loss_fn
         self._optimizer = optimizer
@@ -119,6 +140,8 @@ class Model:
                 return network
             from minigrad.nn import WithLossCell
             return WithLossCell(network, loss_fn)
+        if self._keras_scale is not None:
+            return _keras_train_network(network, loss_fn, optimizer, self._keras_scale)
         from minigrad.amp import build_train_network
         return build_train_network(network, optimizer, loss_fn, level=self._amp_level, **amp_config)
 
@@ -263,6 +286,35 @@ class Model:
         self._predict_network.set_train(False)
         with no_grad():
             return self._predict_network(*predict_data)
+
+
+def _keras_loss_scale(network, optimizer):
+    """The ``mixed_precision.LossScale`` Keras's ``fit`` would scale with: the optimizer's, when
+    it is a ``LossScaleOptimizer``; else that of the policy ``network`` was created under; or
+    None."""
+    from minigrad.mixed_precision import LossScaleOptimizer
+    if isinstance(optimizer, LossScaleOptimizer):
+        return optimizer.loss_scale
+    if optimizer is None:
+        return None
+    return getattr(network.dtype_policy, "loss_scale", None)
+
+
+def _keras_train_network(network, loss_fn, optimizer, scale):
+    """``TrainOneStepWithLossScaleCell`` over the inner optimizer, its update cell sharing the
+    Keras loss scale's core (the TF rule: a dynamic scale backs off by its multiplier, floor 1)."""
+    from minigrad import nn
+    from minigrad.mixed_precision import DynamicLossScale, LossScaleOptimizer
+    if isinstance(optimizer, LossScaleOptimizer):
+        optimizer = optimizer.inner_optimizer
+    core = scale.core
+    if isinstance(scale, DynamicLossScale):
+        update = nn.DynamicLossScaleUpdateCell(float(core.scale), scale.multiplier,
+                                               scale.increment_period, core=core)
+    else:
+        update = nn.FixedLossScaleUpdateCell(float(core.scale), core=core)
+    net = network if loss_fn is None else nn.WithLossCell(network, loss_fn)
+    return nn.TrainOneStepWithLossScaleCell(net, optimizer, update).set_train()
 
 
 def _batch_size(labels):

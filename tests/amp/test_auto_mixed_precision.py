@@ -78,9 +78,11 @@ def test_o1_runs_the_white_list_ops_under_autocast():
 
 def test_the_fp16_network_matches_a_by_hand_fp16_computation():
     net = nn.Dense(4, 3)
-    expected = ((X.asnumpy().astype(np.float16).astype(np.float32)
-                 @ net.weight.asnumpy().astype(np.float16).astype(np.float32).T)
-                .astype(np.float16).astype(np.float32)
-                + net.bias.asnumpy().astype(np.float16)).astype(np.float16)
+    def as16(a):
+        return a.astype(np.float16).astype(np.float32)
+
+    # fp16 operands, an fp32 product plus the fp16 bias, rounded to fp16 once
+    expected = (as16(X.asnumpy()) @ as16(net.weight.asnumpy()).T
+                + as16(net.bias.asnumpy())).astype(np.float16)
     out = amp.auto_mixed_precision(net, "O3")(X)
     np.testing.assert_array_equal(out.asnumpy(), expected.astype(np.float32))

@@ -1,10 +1,10 @@
 """The network builders of ``minigrad.amp`` refuse bad arguments before they change anything:
 after the error, the network, the optimizer and the manager are as they were, every attribute
-and every bit (``helpers.state.snapshot``)."""
+and every bit (``helpers.state.reachable_state``)."""
 import numpy as np
 import pytest
 
-from helpers.state import snapshot
+from helpers.state import reachable_state
 from minigrad import amp, nn
 
 
@@ -50,10 +50,10 @@ def test_build_train_network_refuses_before_casting(call, error, match):
     net, opt = _net_and_optimizer()
     other, _ = _net_and_optimizer()
     other_opt = nn.SGD(other.trainable_params(), 0.1)
-    before = snapshot(net, opt, other, other_opt)
+    before = reachable_state(net, opt, other, other_opt)
     with pytest.raises(error, match=match):
         call(net, opt, other_opt)
-    assert snapshot(net, opt, other, other_opt) == before
+    assert reachable_state(net, opt, other, other_opt) == before
     assert net.fc.weight.dtype == np.float32 and net.fc._cast_dtype is None
 
 
@@ -64,10 +64,10 @@ def test_build_train_network_refuses_before_casting(call, error, match):
 ], ids=["dtype", "level", "level-type"])
 def test_auto_mixed_precision_refuses_before_casting(args, error, match):
     net, opt = _net_and_optimizer()
-    before = snapshot(net, opt)
+    before = reachable_state(net, opt)
     with pytest.raises(error, match=match):
         amp.auto_mixed_precision(net, *args)
-    assert snapshot(net, opt) == before
+    assert reachable_state(net, opt) == before
     with pytest.raises(TypeError, match="'network' must be a Cell"):
         amp.auto_mixed_precision([net], "O2")
 
@@ -78,15 +78,15 @@ def test_auto_mixed_precision_refuses_before_casting(args, error, match):
 ], ids=["cast-type", "keep-batchnorm"])
 def test_cast_network_refuses_before_casting(args, match):
     net, opt = _net_and_optimizer()
-    before = snapshot(net, opt)
+    before = reachable_state(net, opt)
     with pytest.raises(TypeError, match=match):
         amp.cast_network(net, *args)
-    assert snapshot(net, opt) == before
+    assert reachable_state(net, opt) == before
 
 
-def test_the_snapshot_sees_what_a_build_changes():
-    """The check above can fail: an accepted build changes the snapshot."""
+def test_the_reachable_state_shows_what_a_build_changes():
+    """The check above can fail: an accepted build changes the reachable state."""
     net, opt = _net_and_optimizer()
-    before = snapshot(net, opt)
+    before = reachable_state(net, opt)
     amp.build_train_network(net, opt, nn.MSELoss(), level="O2")
-    assert snapshot(net, opt) != before
+    assert reachable_state(net, opt) != before

@@ -334,7 +334,10 @@ def test_format_of_0d_tensor():
     # PyTorch: format(t, spec) formats t.item() for a 0-d tensor
     assert format(Tensor(np.float32(2.5)), ".3f") == "2.500"
     assert f"{Tensor(np.float16(0.5)):.2f}" == "0.50"
-    assert "Tensor" in format(Tensor(np.float32(2.5)))  # empty spec: str()
+    assert format(Tensor(np.float32(2.5))) == "2.5" == str(Tensor(np.float32(2.5)))  # str()
+    # MindSpore 2.x: str (and print) give the values as NumPy does, repr adds shape and dtype
+    assert str(Tensor(np.array([1.0, 2.0], np.float16))) == "[1. 2.]"
+    assert repr(Tensor(np.float32(2.5))).startswith("Tensor(shape=[], dtype=float32")
     with pytest.raises(TypeError):
         format(Tensor([1.0, 2.0]), ".3f")
 

@@ -1,4 +1,5 @@
-"""The README's Python examples run as written (so the first page a user reads cannot rot)."""
+"""The Python examples of the README and of every page in docs/ run as written (so the pages a
+user reads cannot rot), and print what they say they print."""
 import re
 
 import pytest
@@ -6,35 +7,43 @@ import pytest
 from helpers import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+PAGES = [README] + sorted((REPO_ROOT / "docs").rglob("*.md"))
+BLOCKS = [(page.relative_to(REPO_ROOT).as_posix(), block) for page in PAGES
+          for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)]
 
 
-def test_readme_has_examples():
-    assert len(BLOCKS) >= 4
+def test_readme_and_pages_have_examples():
+    assert len(BLOCKS) >= 8
+    assert {"README.md", "docs/autograd.md", "docs/loss-scaling.md", "docs/thor.md"} <= {
+        page for page, _ in BLOCKS}
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_example_runs(index, capsys):
-    exec(compile(BLOCKS[index], f"README.md python block {index}", "exec"), {})
+def test_example_runs(index, capsys):
+    page, block = BLOCKS[index]
+    exec(compile(block, f"{page} python block {index}", "exec"), {})
 
 
 def _block(marker):
-    (block,) = [b for b in BLOCKS if marker in b]
+    (block,) = [(page, b) for page, b in BLOCKS if marker in b]
     return block
 
 
 def _printed(marker, capsys):
     capsys.readouterr()
-    exec(compile(_block(marker), "README.md", "exec"), {})
+    page, block = _block(marker)
+    exec(compile(block, page, "exec"), {})
     return capsys.readouterr().out.splitlines()
 
 
-def test_readme_prints_what_its_comments_say(capsys):
-    """The outputs written in the README's comments are the outputs a user sees."""
+def test_examples_print_what_their_comments_say(capsys):
+    """The outputs written in the examples' comments are the outputs a user sees."""
     assert _printed("w.grad.shape, w.grad.dtype", capsys)[0] == "(3, 2) float32"
     assert _printed("NPUGetFloatStatus", capsys) == ["False", "True"]
     report = _printed("train.last_report", capsys)
     assert len(report) == 1 and "applied" in report[0] and "4096" in report[0]
+    report = _printed("scaler.last_report", capsys)
+    assert report == ["step 1: applied, loss scale 4096 -> 4096"]
     unscaled, scaled = (eval(line) for line in _printed("gradient_exponents", capsys))
     assert set(unscaled) == set(scaled) == {"flushed", "subnormal", "normal", "overflow"}
     assert unscaled["normal"] == 0 and scaled["normal"] > 0.9   # 1e-7 is below fp16's normals

@@ -89,20 +89,20 @@ def compile_source(name, options):
         compiled = nvrtc.nvrtcCompileProgram(program, len(options),
                                              [option.encode() for option in options])
         (size,) = _check(nvrtc, nvrtc.nvrtcGetProgramLogSize(program), "log size")
-        log = b" " * size
+        log = bytearray(size)  # NVRTC writes into it: never into an (immutable, shared) bytes
         _check(nvrtc, nvrtc.nvrtcGetProgramLog(program, log), "log")
-        log = log.rstrip(b"\0 ").decode(errors="replace")
+        log = bytes(log).rstrip(b"\0 ").decode(errors="replace")
         assert compiled[0] == nvrtc.nvrtcResult.NVRTC_SUCCESS, (
             f"NVRTC could not compile {name} with {' '.join(options)}:\n{log}")
         (size,) = _check(nvrtc, nvrtc.nvrtcGetPTXSize(program), "PTX size")
-        ptx = b" " * size
+        ptx = bytearray(size)
         _check(nvrtc, nvrtc.nvrtcGetPTX(program, ptx), "PTX")
         (size,) = _check(nvrtc, nvrtc.nvrtcGetCUBINSize(program), "CUBIN size")
-        cubin = b" " * size
+        cubin = bytearray(size)
         _check(nvrtc, nvrtc.nvrtcGetCUBIN(program, cubin), "CUBIN")
     finally:
         nvrtc.nvrtcDestroyProgram(program)
-    return Compiled(ptx.rstrip(b"\0").decode(), cubin, log)
+    return Compiled(bytes(ptx).rstrip(b"\0").decode(), bytes(cubin), log)
 
 
 def nvrtc_version():

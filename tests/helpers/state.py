@@ -1,10 +1,12 @@
-"""``snapshot(*objects)``: everything reachable from objects, as a value to compare.
+"""``reachable_state(*objects)``: everything reachable from objects, as a value to compare.
 
 A refused call must leave every object as it was ("nothing half-applied"): take
-``before = snapshot(net, opt)``, make the call that raises, and assert
-``snapshot(net, opt) == before``. The walk follows instance ``__dict__``s, containers, arrays
-(dtype, shape and bytes), Tensors and Parameters, so a changed attribute, a new hook, a cast
-parameter or a moved optimizer state anywhere below the objects shows. An object reached twice
+``before = reachable_state(net, opt)``, make the call that raises, and assert
+``reachable_state(net, opt) == before``. The walk follows instance ``__dict__``s, containers,
+arrays (dtype, shape and bytes), Tensors and Parameters, so a changed attribute, a new hook, a
+cast parameter or a moved optimizer state anywhere below the objects shows. (``helpers.faults``'s
+``snapshot`` compares only parameters and optimizer state, which a skipped step must keep while
+its counters and report move on.) An object reached twice
 is recorded once and then by reference, so that sharing (an optimizer holding the network's very
 Parameters) is part of the value too; functions and modules are recorded by name.
 """
@@ -16,7 +18,7 @@ _ATOMS = (type(None), bool, int, float, complex, str, bytes, type, numpy.dtype)
 _NAMED = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType)
 
 
-def snapshot(*objects):
+def reachable_state(*objects):
     """A nested tuple describing ``objects`` and all they reach (see the module docstring)."""
     seen = {}
 

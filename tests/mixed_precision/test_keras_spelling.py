@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import minigrad
-from minigrad import Tensor, mixed_precision, nn, ops
-from minigrad._config import config
+from minigrad import Tensor, mixed_precision, nn
 from minigrad.autograd import value_and_grad
 from minigrad.mixed_precision import DynamicLossScale, LossScaleOptimizer
 
@@ -81,16 +80,3 @@ def test_policy_names_and_refusals():
         mixed_precision.Policy("mixed_bfloat16")
     with pytest.raises(TypeError, match="'name'"):
         mixed_precision.Policy(16)
-
-
-def test_set_global_policy_mixed_float16_is_autocast():
-    x = Tensor(np.ones((2, 3), np.float32))
-    w = Tensor(np.ones((3, 4), np.float32))
-    mixed_precision.set_global_policy("mixed_float16")
-    try:
-        assert mixed_precision.global_policy() == mixed_precision.Policy("mixed_float16")
-        assert ops.matmul(x, w).dtype == minigrad.float16
-    finally:
-        mixed_precision.set_global_policy("float32")
-    assert config.autocast_dtype is None and ops.matmul(x, w).dtype == minigrad.float32
-    assert mixed_precision.global_policy().name == "float32"

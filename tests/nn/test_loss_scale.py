@@ -235,3 +235,20 @@ def test_dynamic_update_cell_matches_mindspores_select_formula():
         assert cell(scale, overflow) is overflow
         assert scale.data.tobytes() == np.float32(s).tobytes()
         assert int(cell.cur_iter.data) == cur and int(cell.last_overflow_iter.data) == last
+
+
+def test_get_overflow_status_takes_mindspore_2s_int32_status_tensor():
+    """MindSpore 2.x's cell (and code written after it) passes ``Tensor([0] * 8, mstype.int32)``
+    as the status: a fresh status; a non-zero entry counts as an overflow seen already."""
+    net = nn.Dense(3, 1)
+    cell = nn.TrainOneStepWithLossScaleCell(nn.WithLossCell(net, nn.MSELoss()),
+                                            nn.SGD(net.trainable_params(), 0.1),
+                                            Tensor(numpy.float32(1.0)))
+    finite = (Tensor(numpy.ones(3, numpy.float32)),)
+    status = Tensor([0] * 8, minigrad.int32)
+    assert cell.get_overflow_status(status, finite) is False
+    assert cell.get_overflow_status(status, (Tensor(numpy.float32([numpy.inf])),)) is True
+    assert status.asnumpy().tolist() == [0] * 8  # the int32 stand-in is not written
+    assert cell.get_overflow_status(Tensor([0, 0, 0, 0, 0, 0, 0, 1], minigrad.int32), finite)
+    with pytest.raises((TypeError, ValueError)):
+        cell.get_overflow_status(Tensor([0] * 4, minigrad.int32), finite)

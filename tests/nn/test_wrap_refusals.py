@@ -1,10 +1,10 @@
 """The training cells refuse bad arguments before they bind or change anything: after the error,
 the network, the optimizer (THOR included: the train cells bind it to their loss) and an update
-cell are as they were, every attribute and every bit (``helpers.state.snapshot``)."""
+cell are as they were, every attribute and every bit (``helpers.state.reachable_state``)."""
 import numpy as np
 import pytest
 
-from helpers.state import snapshot
+from helpers.state import reachable_state
 from minigrad import Tensor, nn
 
 
@@ -21,10 +21,10 @@ def _parts(thor=False):
 
 def test_with_loss_cell_refuses_a_loss_class():
     net = nn.Dense(4, 3)
-    before = snapshot(net)
+    before = reachable_state(net)
     with pytest.raises(TypeError, match="loss_fn"):
         nn.WithLossCell(net, nn.MSELoss)
-    assert snapshot(net) == before
+    assert reachable_state(net) == before
 
 
 @pytest.mark.parametrize("thor", [False, True], ids=["momentum", "thor"])
@@ -36,20 +36,20 @@ def test_with_loss_cell_refuses_a_loss_class():
 ], ids=["sens-zero", "sens-str", "optimizer", "network"])
 def test_train_one_step_cell_refuses_before_binding(thor, kwargs, error, match):
     net_with_loss, opt = _parts(thor)
-    before = snapshot(net_with_loss, opt)
+    before = reachable_state(net_with_loss, opt)
     args = dict(network=net_with_loss, optimizer=opt) | kwargs
     with pytest.raises(error, match=match):
         nn.TrainOneStepCell(**args)
-    assert snapshot(net_with_loss, opt) == before
+    assert reachable_state(net_with_loss, opt) == before
 
 
 def test_train_one_step_cell_refuses_an_optimizer_of_another_network():
     net_with_loss, opt = _parts()
     _, other = _parts()
-    before = snapshot(net_with_loss, opt, other)
+    before = reachable_state(net_with_loss, opt, other)
     with pytest.raises(ValueError, match="built from the parameters of the network"):
         nn.TrainOneStepCell(net_with_loss, other)
-    assert snapshot(net_with_loss, opt, other) == before
+    assert reachable_state(net_with_loss, opt, other) == before
 
 
 @pytest.mark.parametrize("thor", [False, True], ids=["momentum", "thor"])
@@ -63,24 +63,24 @@ def test_train_one_step_cell_refuses_an_optimizer_of_another_network():
 def test_loss_scale_cell_refuses_before_binding(thor, kwargs, error, match):
     net_with_loss, opt = _parts(thor)
     update_cell = nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 1000)
-    before = snapshot(net_with_loss, opt, update_cell)
+    before = reachable_state(net_with_loss, opt, update_cell)
     args = dict(network=net_with_loss, optimizer=opt, scale_sense=update_cell) | kwargs
     with pytest.raises(error, match=match):
         nn.TrainOneStepWithLossScaleCell(**args)
-    assert snapshot(net_with_loss, opt, update_cell) == before
+    assert reachable_state(net_with_loss, opt, update_cell) == before
 
 
-def test_the_snapshot_sees_what_binding_a_thor_optimizer_changes():
+def test_the_reachable_state_shows_what_binding_a_thor_optimizer_changes():
     """The checks above can fail: an accepted THOR train cell hooks the loss and binds THOR."""
     net_with_loss, opt = _parts(thor=True)
-    before = snapshot(net_with_loss, opt)
+    before = reachable_state(net_with_loss, opt)
     nn.TrainOneStepWithLossScaleCell(net_with_loss, opt, Tensor(np.float32(1024.0)))
-    assert snapshot(net_with_loss, opt) != before
+    assert reachable_state(net_with_loss, opt) != before
 
 
 def test_convert_to_thor_net_refuses_a_grouped_conv_and_converts_nothing():
     net = nn.SequentialCell([nn.Dense(4, 4), nn.Conv2d(4, 4, 3, group=2)])
-    before = snapshot(net)
+    before = reachable_state(net)
     with pytest.raises(ValueError, match="group=2"):
         nn.ConvertNetUtils().convert_to_thor_net(net)
-    assert snapshot(net) == before
+    assert reachable_state(net) == before

@@ -2,15 +2,15 @@
 against the float64 checker (``check_double_backward``) in float64, float32 and float16.
 
 ``CASES`` holds one or more calls per op; ``test_every_op_has_a_second_derivative_case`` walks
-the Function classes of ``minigrad.ops`` and fails for one that no case reaches, unless it is in
-``NOT_YET`` (ops whose backward runs on arrays only), for which ``create_graph`` must raise an
-error naming the op. Inputs keep away from kinks and ties, as the first-order tests do.
+the Function classes of ``minigrad.ops`` and fails for one that no case reaches or whose
+backward runs on arrays only (``saves`` None). Inputs keep away from kinks and ties, as the
+first-order tests do.
 """
 import numpy
 import pytest
 
 import minigrad
-from minigrad import Tensor, autograd, ops
+from minigrad import Tensor, ops
 from minigrad.autograd.function import Function
 from minigrad.ops.shape import scatter
 from minigrad.testing import check_double_backward
@@ -31,6 +31,11 @@ def _distinct(shape, seed=0):
     """Values at least 2/n apart (no ties for max, min, maximum, minimum)."""
     n = int(numpy.prod(shape))
     return (numpy.random.RandomState(seed).permutation(n) - n / 2).reshape(shape) * (2.0 / n)
+
+
+def _running(x):
+    return ops.batch_norm(x, None, None, numpy.full(3, 0.2, numpy.float32),
+                          numpy.full(3, 1.5, numpy.float32), training=False) ** 2
 
 
 def _dropout(x):
@@ -99,15 +104,25 @@ CASES = {
                                                        _away((4,), 2)]),
     "dense_no_bias": (lambda x, w: ops.dense(x, w * w), [_away((2, 3)), _away((4, 3), 1)]),
     "dropout": (lambda x: _dropout(x) ** 2, [_away((3, 4))]),
+    "conv2d": (lambda x, w, b: ops.conv2d(x, w, b, stride=(2, 1), padding=(1, 0, 2, 1), groups=2),
+               [_away((2, 4, 5, 5)), _away((6, 2, 3, 3), 1), _away((6,), 2)]),
+    "conv2d_dilated_on_a_conv": (lambda x, w: ops.conv2d(ops.conv2d(x, w, padding=1), w,
+                                                          dilation=2),
+                                 [_away((1, 2, 6, 6)), _away((2, 2, 2, 2), 1)]),
+    "conv2d_1x1": (lambda x, w: ops.conv2d(x * x, w),
+                   [_away((2, 3, 2, 2)), _away((4, 3, 1, 1), 1)]),
+    "max_pool2d": (lambda x: ops.max_pool2d(x * x, 2), [_distinct((2, 2, 4, 4))]),
+    "max_pool2d_overlapping": (lambda x: ops.max_pool2d(x, 3, stride=1, padding=1) ** 2,
+                               [_distinct((1, 2, 4, 5))]),
+    "avg_pool2d": (lambda x: ops.avg_pool2d(x * x, 3, stride=2, padding=1,
+                                            count_include_pad=False), [_away((2, 2, 5, 5))]),
+    "batch_norm": (lambda x, g, b: ops.batch_norm(x, g, b, None, None, training=True),
+                   [_away((4, 3, 2, 2)), _away((3,), 1), _away((3,), 2)]),
+    "batch_norm_running": (_running, [_away((4, 3, 2, 2))]),
+    "layer_norm": (lambda x, g, b: ops.layer_norm(x, g, b, begin_norm_axis=1),
+                   [_away((3, 2, 4)), _away((4,), 1), _away((4,), 2)]),
 }
 
-# the ops whose backward runs on arrays only, for now: create_graph through them raises
-NOT_YET = {
-    "Conv2d": lambda x: ops.conv2d(x, Tensor(numpy.ones((1, 1, 2, 2)))),
-    "MaxPool2d": lambda x: ops.max_pool2d(x, 2),
-    "AvgPool2d": lambda x: ops.avg_pool2d(x, 2),
-    "Normalize": lambda x: ops.batch_norm(x, None, None, None, None, training=True),
-}
 GPU_ONLY = {"ToDevice"}  # moves between NumPy and CuPy (test_to_device_second_derivative)
 
 # (atol, rtol) of each dtype's check: the first derivative is computed in the dtype under test
@@ -153,20 +168,10 @@ def _op_classes():
 def test_every_op_has_a_second_derivative_case():
     reached = set().union(*(_classes_reached(fn, inputs) for fn, inputs in CASES.values()))
     classes = _op_classes()
-    missing = sorted(set(classes) - reached - set(NOT_YET) - GPU_ONLY)
+    missing = sorted(set(classes) - reached - GPU_ONLY)
     assert not missing, f"ops without a second-derivative case: {missing}"
-    for name, cls in classes.items():
-        assert (cls.saves is None) == (name in NOT_YET), name
-
-
-@pytest.mark.parametrize("name", sorted(NOT_YET))
-def test_create_graph_through_an_op_without_second_derivatives_names_it(name):
-    x = Tensor(_away((2, 1, 4, 4)), requires_grad=True)
-    y = NOT_YET[name](x).sum()
-    with pytest.raises(RuntimeError, match=f"second derivative not supported for {name}"):
-        autograd.grad(y, x, create_graph=True)
-    (g,) = autograd.grad(NOT_YET[name](x).sum(), x)  # the first derivative is unaffected
-    assert g.shape == x.shape and not g.requires_grad
+    arrays_only = sorted(name for name, cls in classes.items() if cls.saves is None)
+    assert not arrays_only, f"ops whose backward runs on arrays only: {arrays_only}"
 
 
 @pytest.mark.gpu

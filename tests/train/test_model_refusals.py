@@ -1,11 +1,11 @@
 """``Model`` and ``ConvertModelUtils.convert_to_thor_model`` refuse bad arguments before they
-build anything: after the error the network and the optimizer are as they were, every attribute
-and every bit (``helpers.state.snapshot``), though ``Model`` casts the network in place at AMP
-level O2 once it accepts."""
+build anything: after the error the network and the optimizer are as they were, every
+attribute and every bit (``helpers.state.reachable_state``), though ``Model`` casts the network
+in place at AMP level O2 once it accepts."""
 import numpy as np
 import pytest
 
-from helpers.state import snapshot
+from helpers.state import reachable_state
 from minigrad import Model, Tensor, nn
 from minigrad.train import Accuracy, ConvertModelUtils
 
@@ -28,27 +28,27 @@ def _parts():
         "metric"])
 def test_model_refuses_before_casting_the_network(kwargs, error, match):
     net, loss, opt = _parts()
-    before = snapshot(net, loss, opt)
+    before = reachable_state(net, loss, opt)
     args = dict(loss_fn=loss, optimizer=opt, amp_level="O2") | kwargs
     with pytest.raises(error, match=match):
         Model(net, **args)
-    assert snapshot(net, loss, opt) == before
+    assert reachable_state(net, loss, opt) == before
 
 
 def test_model_refuses_an_optimizer_of_another_network_before_casting():
     net, loss, opt = _parts()
     other, _, other_opt = _parts()
-    before = snapshot(net, opt, other, other_opt)
+    before = reachable_state(net, opt, other, other_opt)
     with pytest.raises(ValueError, match="built from the parameters of the network"):
         Model(net, loss, other_opt, amp_level="O2")
-    assert snapshot(net, opt, other, other_opt) == before
+    assert reachable_state(net, opt, other, other_opt) == before
 
 
 def test_an_accepted_model_casts_the_network_so_the_checks_can_fail():
     net, loss, opt = _parts()
-    before = snapshot(net, loss, opt)
+    before = reachable_state(net, loss, opt)
     Model(net, loss, opt, amp_level="O2")
-    assert snapshot(net, loss, opt) != before
+    assert reachable_state(net, loss, opt) != before
     assert net.cells()[0].weight.dtype == np.float16
 
 
@@ -56,8 +56,8 @@ def test_convert_to_thor_model_refuses_before_casting():
     net, loss, _ = _parts()
     thor = nn.thor(net, Tensor(np.float32(0.1)), Tensor(np.float32(0.03)), 0.9)
     model = Model(net, loss, thor)
-    before = snapshot(net, loss, thor)
+    before = reachable_state(net, loss, thor)
     with pytest.raises(ValueError, match="metrics"):
         ConvertModelUtils.convert_to_thor_model(model, net, None, thor, metrics={"acc"},
                                                 amp_level="O2")
-    assert snapshot(net, loss, thor) == before
+    assert reachable_state(net, loss, thor) == before

@@ -4,7 +4,7 @@ import warnings
 
 from minigrad import ops
 from minigrad.nn.cell import Cell, check_tensor
-from minigrad.nn.init import initializer
+from minigrad.nn.init import default_initializers, initializer
 from minigrad._checks import check_bool, check_float, check_positive_int
 from minigrad.nn.layers.activation import get_activation
 from minigrad.parameter import Parameter
@@ -14,9 +14,12 @@ class Dense(Cell):
     """Fully connected layer: y = activation(x Wᵀ + b).
 
     Args:
-        in_channels, out_channels: positive ints.
-        weight_init: initializer of ``weight``, shape (out_channels, in_channels). Default "normal".
-        bias_init: initializer of ``bias``, shape (out_channels,). Default "zeros".
+        in_channels: a positive int.
+        out_channels: a positive int.
+        weight_init: initializer of ``weight``, shape (out_channels, in_channels). Default None:
+            MindSpore 2.x's (and PyTorch's) ``HeUniform(negative_slope=√5)``, U(±1/√in_channels).
+        bias_init: initializer of ``bias``, shape (out_channels,). Default None: U(±1/√in_channels).
+            (MindSpore 1.x's defaults were "normal", σ = 0.01, and "zeros".)
         has_bias: default True.
         activation: None, a name ("relu", "tanh", ...) or a Cell applied to the output.
 
@@ -28,13 +31,15 @@ class Dense(Cell):
             shape) for an input whose last axis is not ``in_channels``.
     """
 
-    def __init__(self, in_channels, out_channels, weight_init="normal", bias_init="zeros",
+    def __init__(self, in_channels, out_channels, weight_init=None, bias_init=None,
                  has_bias=True, activation=None):
         super().__init__()
         self.in_channels = check_positive_int("in_channels", in_channels)
         self.out_channels = check_positive_int("out_channels", out_channels)
         self.has_bias = check_bool("has_bias", has_bias)
-        self.weight = Parameter(initializer(weight_init, (out_channels, in_channels)))
+        shape = (out_channels, in_channels)
+        weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
+        self.weight = Parameter(initializer(weight_init, shape))
         self.bias = Parameter(initializer(bias_init, (out_channels,))) if has_bias else None
         if isinstance(activation, str):
             activation = get_activation(activation)

@@ -1,7 +1,7 @@
 """Conv2d (NCHW) with MindSpore's pad modes."""
 from minigrad import ops
 from minigrad.nn.cell import Cell
-from minigrad.nn.init import initializer
+from minigrad.nn.init import default_initializers, initializer
 from minigrad._checks import check_bool, check_int_tuple, check_positive_int
 from minigrad.nn.layers.spatial_args import check_data_format, check_pad_mode_padding
 from minigrad.ops.conv import same_padding
@@ -15,15 +15,21 @@ class Conv2d(Cell):
     x_padded[n, c, h·s_h + i·d_h, w·s_w + j·d_w]
 
     Args:
-        in_channels, out_channels: positive ints, both divisible by ``group``.
-        kernel_size, stride, dilation: int or (height, width). Defaults stride 1, dilation 1.
+        in_channels: a positive int divisible by ``group``.
+        out_channels: a positive int divisible by ``group``.
+        kernel_size: int or (height, width).
+        stride: int or (height, width). Default 1.
+        dilation: int or (height, width). Default 1.
         pad_mode: "same" (default; output size ceil(H / stride), extra padding at the bottom/right),
             "valid" (no padding) or "pad" (explicit ``padding``).
         padding: int or (top, bottom, left, right); must be 0 unless pad_mode is "pad".
         group: number of channel groups (default 1).
         has_bias: default False.
-        weight_init: initializer of ``weight`` (out_channels, in_channels / group, kh, kw),
-            default "normal"; bias_init: of ``bias`` (out_channels,), default "zeros".
+        weight_init: initializer of ``weight`` (out_channels, in_channels / group, kh, kw).
+            Default None: MindSpore 2.x's (and PyTorch's) ``HeUniform(negative_slope=√5)``,
+            U(±1/√fan_in) with fan_in = in_channels / group · kh · kw.
+        bias_init: initializer of ``bias`` (out_channels,). Default None: U(±1/√fan_in).
+            (MindSpore 1.x's defaults were "normal", σ = 0.01, and "zeros".)
         data_format: "NCHW" (the default and the only layout minigrad computes).
 
     Raises:
@@ -33,7 +39,7 @@ class Conv2d(Cell):
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same", padding=0,
-                 dilation=1, group=1, has_bias=False, weight_init="normal", bias_init="zeros",
+                 dilation=1, group=1, has_bias=False, weight_init=None, bias_init=None,
                  data_format="NCHW"):
         super().__init__()
         self.in_channels = check_positive_int("in_channels", in_channels)
@@ -49,6 +55,7 @@ class Conv2d(Cell):
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must "
                              f"be divisible by group ({group})")
         shape = (out_channels, in_channels // group) + self.kernel_size
+        weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
         self.weight = Parameter(initializer(weight_init, shape))
         self.bias = Parameter(initializer(bias_init, (out_channels,))) if has_bias else None
 

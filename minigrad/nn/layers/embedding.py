@@ -13,7 +13,8 @@ class Embedding(Cell):
     """out[..., :] = embedding_table[ids[...], :]; ids of shape S give an output of shape S + (E,).
 
     Args:
-        vocab_size, embedding_size: positive ints (the table is (vocab_size, embedding_size)).
+        vocab_size: a positive int, the table's rows.
+        embedding_size: a positive int, the table's columns.
         use_one_hot: compute one_hot(ids) @ table (a matmul, whose input THOR can record)
             instead of a gather. Same result. Default False.
         embedding_table: initializer of the table, default "normal".

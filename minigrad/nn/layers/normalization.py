@@ -150,7 +150,8 @@ class LayerNorm(Cell):
         normalized_shape: shape of γ and β (a tuple/list, or an int for one axis).
         begin_norm_axis: first normalized axis (default -1).
         begin_params_axis: first axis that γ and β cover (default -1).
-        gamma_init, beta_init: default "ones", "zeros".
+        gamma_init: initializer of γ; default "ones".
+        beta_init: initializer of β; default "zeros".
         epsilon: default 1e-7 (MindSpore's default).
 
     Raises:

@@ -27,7 +27,8 @@ class MaxPool2d(_Pool2d):
     """Maximum over kernel_size windows of an (N, C, H, W) input.
 
     Args:
-        kernel_size, stride: int or (h, w); defaults 1 and 1 (MindSpore's).
+        kernel_size: int or (h, w); default 1 (MindSpore's).
+        stride: int or (h, w); default 1 (MindSpore's).
         pad_mode: "valid" (default; output (H - kh) // sh + 1) or "same" (output ceil(H / sh),
             padding with -inf, the extra row/column at the bottom/right).
         data_format: "NCHW" (the default and the only layout minigrad computes).

@@ -27,7 +27,8 @@ class CheckpointConfig:
         append_info: extra entries: the strings ``"epoch_num"`` / ``"step_num"`` and/or a dict of
             values, saved with ``save_checkpoint(append_dict=...)``.
         save_optimizer: also save the optimizer state (minigrad addition). Default True.
-        integrated_save, async_save: accepted for MindSpore compatibility (saving is synchronous).
+        integrated_save: accepted for MindSpore compatibility.
+        async_save: accepted for MindSpore compatibility (saving is synchronous).
 
     Raises:
         TypeError: for a count that is not an int, a time that is not a number, or a flag that

@@ -1,0 +1,3 @@
+from minigrad.bench.cli import main
+
+main()
