@@ -25,7 +25,7 @@ from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops import _rules
 from minigrad.ops._util import unbroadcast
-from minigrad.ops.arithmetic import as_tensor, cast, check_float_tensor
+from minigrad.ops.arithmetic import as_tensor, cast, float_tensor
 from minigrad.ops.linalg import matmul
 from minigrad.random import get_rng
 
@@ -209,10 +209,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             scores, ``dropout_p`` outside [0, 1) or a non-finite ``scale``.
     """
     owner = "scaled_dot_product_attention"
-    q, k, v = (as_tensor(t) for t in (query, key, value))
-    for name, t in (("query", q), ("key", k), ("value", v)):
-        check_float_tensor(t, f"{owner} {name}")
-    mask = None if attn_mask is None else as_tensor(attn_mask)
+    q, k, v = (float_tensor(t, owner, name) for name, t in (("query", query), ("key", key),
+                                                             ("value", value)))
+    mask = None if attn_mask is None else as_tensor(attn_mask, name="attn_mask")
     if mask is not None:
         check_relation("attn_mask.dtype", mask.dtype, mask.dtype == dtypes.bool_
                        or mask.dtype.kind == "f", "bool or a float dtype", error=TypeError,

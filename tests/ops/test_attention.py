@@ -224,7 +224,7 @@ def test_bad_arguments_name_what_was_expected():
         attention(q, k, v, Tensor(numpy.zeros((5, 5), numpy.float32)))
     with pytest.raises(TypeError, match="attn_mask.dtype must be bool or a float dtype"):
         attention(q, k, v, Tensor(numpy.zeros((5, 6), numpy.int32)))
-    with pytest.raises(TypeError, match="expects a float tensor"):
+    with pytest.raises(TypeError, match="query must be a float Tensor or array"):
         attention(Tensor(numpy.zeros((5, 4), numpy.int32)), k, v)
     with pytest.raises(ValueError, match=r"dropout_p must be a finite float in \[0.0, 1.0\)"):
         attention(q, k, v, dropout_p=1.0)
