@@ -20,6 +20,8 @@ from minigrad import Tensor, amp, nn
 
 torch = pytest.importorskip("torch")
 
+pytestmark = pytest.mark.usefixtures("one_blas_thread")  # whole training runs
+
 IN, HIDDEN, OUT = 16, 32, 8
 LR = 0.05
 
