@@ -17,9 +17,23 @@ One argument order, ``check_X(name, value, ...)``, and one rule:
 
 Each check returns the value as the plain Python object the caller stores (``int``, ``float``,
 ``bool``), so NumPy scalars do not leak into attributes.
+
+Three rules cover the arguments that are not single numbers:
+
+* a sequence of ints (a shape, axes, kernel sizes, split sections) is a tuple or a list of ints
+  (``check_int_tuple``; axes, counted from the end when negative, ``check_axes`` and
+  ``check_axis``); an int stands for a one-entry sequence where the caller allows it; a str, a
+  set, an array or a Tensor is not a sequence of ints;
+* a dtype (``check_dtype``) is a ``numpy.dtype``, a scalar type (``numpy.float16``, ``float``)
+  or a dtype's name (``"float16"``), never a value that has a dtype (``numpy.float32(3.0)``,
+  an array, a Tensor);
+* a path (``check_path``) is a non-empty str or an ``os.PathLike`` whose path is a str.
+
+A sequence of strs (column names) goes through ``check_str_tuple``.
 """
 import math
 import numbers
+import os
 
 import numpy
 
@@ -27,10 +41,21 @@ INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
 _BOOLS = (bool, numpy.bool_)
 
 
-def _fail(error, name, expected, value, owner, with_type):
+def describe(value):
+    """``value`` as a message shows it: its repr, cut to 80 characters; an array or a Tensor
+    whose repr is longer (or spans lines) by its type, shape and dtype."""
     shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
+    if len(shown) <= 80 and "\n" not in shown:
+        return shown
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    shown = " ".join(shown.split())
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _fail(error, name, expected, value, owner, with_type):
+    shown = describe(value)
     if with_type:
         shown += f" ({type(value).__name__})"
     prefix = f"{owner}: " if owner else ""
@@ -210,6 +235,46 @@ def check_relation(name, value, holds, expected, *, error=ValueError, owner=None
     _fail(error, name, expected, value, owner, error is TypeError)
 
 
+def check_operand(name, value, *, owner=None):
+    """A non-Tensor operand of an op as a NumPy array or scalar: a number or a bool (Python or
+    NumPy), or an array or nested list/tuple of them (the caller takes Tensors first).
+
+    Raises:
+        TypeError: for None, a str, a complex number, an object, or an array of them (NumPy
+            would turn None and ``"nan"`` into NaN, or keep an object array).
+        ValueError: for nested lists of unequal lengths, or an int that does not fit in int64.
+    """
+    expected = "a Tensor, a number or an array of numbers"
+    if isinstance(value, (str, bytes)) or value is None:
+        _fail(TypeError, name, expected, value, owner, True)
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        _fail(ValueError, name, expected + " (ints within int64)", value, owner, False)
+    try:
+        array = numpy.asarray(value)
+    except (ValueError, OverflowError):  # ragged nested lists, or an int beyond int64 inside
+        _fail(ValueError, name, expected + " (nested lists of equal lengths, ints within int64)",
+              value, owner, False)
+    if array.dtype.kind not in "biuf":
+        _fail(TypeError, name, expected, value, owner, True)
+    return array if isinstance(value, (list, tuple)) else value
+
+
+def check_broadcast(names, shapes, *, owner=None):
+    """The shape the operands ``names`` of ``shapes`` broadcast to (NumPy's rule).
+
+    Raises:
+        ValueError: naming the last operand and the shapes of the others, when they do not
+            broadcast together.
+    """
+    try:
+        return numpy.broadcast_shapes(*shapes)
+    except ValueError:
+        others = " and ".join(f"{n} of shape {s}" for n, s in zip(names[:-1], shapes[:-1]))
+        prefix = f"{owner}: " if owner else ""
+        raise ValueError(f"{prefix}{names[-1]} must have a shape that broadcasts with {others}, "
+                         f"got {names[-1]} of shape {shapes[-1]}") from None
+
+
 def check_callable(name, value, *, owner=None):
     """``value`` if it is callable, else TypeError."""
     if callable(value):
@@ -217,21 +282,32 @@ def check_callable(name, value, *, owner=None):
     _fail(TypeError, name, "callable", value, owner, True)
 
 
-def check_int_tuple(name, value, length=None, *, low=None, owner=None):
-    """``value`` (an int, or a tuple/list of ints) as a tuple of Python ints.
+def check_int_tuple(name, value, length=None, *, low=None, high=None, scalar=True,
+                    owner=None):
+    """``value`` (a tuple or list of ints, or one int) as a tuple of Python ints: the one rule
+    for a sequence of ints (a shape, kernel sizes, split sections).
 
-    An int gives ``length`` copies (``length`` None: a 1-tuple). A sequence must have ``length``
-    entries when ``length`` is given; each entry is checked as ``check_int(low=low)``, and the
-    message names the whole value.
+    An int (when ``scalar``) gives ``length`` copies (``length`` None: a 1-tuple). A sequence
+    must have ``length`` entries when ``length`` is given; each entry must be an int (not a bool)
+    in ``[low, high]`` (each bound optional) that fits in int64. The message names the whole
+    value.
 
     Raises:
-        TypeError: for a value that is neither an int nor a tuple/list of ints.
+        TypeError: for a value that is neither a tuple/list of ints nor (when ``scalar``) an int:
+            None, a str, a float, an array, a Tensor, a sequence holding a non-int.
         ValueError: for a wrong length, or an entry out of range.
     """
-    plural = {None: "ints", 1: "positive ints", 0: "non-negative ints"}.get(low, f"ints >= {low}")
-    shape = "a sequence" if length is None else f"a {length}-tuple"
-    words = f"{_int_words(low, None)} or {shape} of {plural}"
-    if is_int(value):
+    if low is None and high is None:
+        plural = "ints"
+    elif high is None:
+        plural = {1: "positive ints", 0: "non-negative ints"}.get(low, f"ints >= {low}")
+    else:
+        plural = f"ints in [{low}, {high}]" if low is not None else f"ints <= {high}"
+    shape = "a tuple or list" if length is None else f"a {length}-tuple or list"
+    words = f"{shape} of {plural}"
+    if scalar:
+        words = f"{_int_words(low, high)} or {words}"
+    if is_int(value) and scalar:
         items = (value,) * (length or 1)
     elif isinstance(value, (tuple, list)):
         items = tuple(value)
@@ -242,8 +318,119 @@ def check_int_tuple(name, value, length=None, *, low=None, owner=None):
     for item in items:
         if not is_int(item):
             _fail(TypeError, name, words, value, owner, True)
-        if low is not None and item < low:
+        if (low is not None and item < low) or (high is not None and item > high):
             _fail(ValueError, name, words, value, owner, False)
         if not INT64_MIN <= item <= INT64_MAX:
             _fail(ValueError, name, words + " that fit in int64", value, owner, False)
     return tuple(int(item) for item in items)
+
+
+def check_axes(name, value, ndim, *, owner=None):
+    """``value`` (an int or a tuple/list of ints) as a tuple of axes of a tensor of ``ndim``
+    dimensions, each counted from the end when negative and returned non-negative, in the order
+    given. None is not an axis here: the caller says what None means (all axes, none).
+
+    Raises:
+        TypeError: as ``check_int_tuple`` (a float, a bool, None, a str, an array).
+        ValueError: for an axis outside ``[-ndim, ndim - 1]`` (a 0-d tensor takes axis 0 or -1,
+            as NumPy's reductions do), or an axis given twice.
+    """
+    span = max(ndim, 1)
+    expected = (f"an int or a tuple/list of ints in [{-span}, {span - 1}] (the axes of a tensor "
+                f"of {ndim} dimensions)")
+    try:
+        axes = check_int_tuple(name, value, low=-span, high=span - 1, owner=owner)
+    except ValueError:
+        _fail(ValueError, name, expected, value, owner, False)
+    except TypeError:
+        _fail(TypeError, name, expected, value, owner, True)
+    axes = tuple(a % span for a in axes)
+    if len(set(axes)) != len(axes):
+        _fail(ValueError, name, f"{expected}, each once", value, owner, False)
+    return axes
+
+
+def check_axis(name, value, ndim, *, owner=None):
+    """``value`` as one non-negative axis of a tensor of ``ndim`` dimensions (negative counts
+    from the end, as ``check_axes``).
+
+    Raises:
+        TypeError: for a value that is not an int (a tuple, a float, None).
+        ValueError: for an axis outside ``[-ndim, ndim - 1]``.
+    """
+    span = max(ndim, 1)
+    expected = f"an int in [{-span}, {span - 1}] (an axis of a tensor of {ndim} dimensions)"
+    if not is_int(value):
+        _fail(TypeError, name, expected, value, owner, True)
+    if not -span <= value < span:
+        _fail(ValueError, name, expected, value, owner, False)
+    return int(value) % span
+
+
+def check_str_tuple(name, value, *, scalar=True, owner=None):
+    """``value`` (a tuple or list of non-empty strs, or one str when ``scalar``) as a tuple of
+    strs: column names.
+
+    Raises:
+        TypeError: for a value that is neither, or a sequence holding a non-str.
+        ValueError: for an empty str, or a name given twice.
+    """
+    words = ("a str or " if scalar else "") + "a tuple or list of non-empty strs"
+    if isinstance(value, str) and scalar:
+        items = (value,)
+    elif isinstance(value, (tuple, list)):
+        items = tuple(value)
+    else:
+        _fail(TypeError, name, words, value, owner, True)
+    if not all(isinstance(item, str) for item in items):
+        _fail(TypeError, name, words, value, owner, True)
+    if not all(items) or len(set(items)) != len(items):
+        _fail(ValueError, name, words + ", each once", value, owner, False)
+    return items
+
+
+def check_dtype(name, value, supported, *, allow_none=False, owner=None):
+    """``value`` as one of the ``numpy.dtype`` objects ``supported``: the one rule for a dtype.
+
+    A dtype is a ``numpy.dtype``, a scalar type (``numpy.float16``, Python's ``float``, ``int``,
+    ``bool``) or a dtype's name (``"float16"``). A value that merely has a dtype — a NumPy scalar
+    such as ``numpy.float32(3.0)``, an array, a Tensor — is not one (NumPy would take its
+    dtype). ``allow_none``: None passes through (the caller's default).
+
+    Raises:
+        TypeError: for a value that is not a dtype, a scalar type or a str (None unless allowed).
+        ValueError: for a str that names no dtype, or a dtype not in ``supported``.
+    """
+    words = f"one of {[str(d) for d in supported]}" + (" or None" if allow_none else "")
+    if value is None and allow_none:
+        return None
+    is_type = isinstance(value, type) and issubclass(value, (numpy.generic, bool, int, float))
+    if not (isinstance(value, (numpy.dtype, str)) or is_type):
+        _fail(TypeError, name, words + " (a dtype, a scalar type or a dtype's name)", value,
+              owner, True)
+    try:
+        dtype = numpy.dtype(value)
+    except TypeError:
+        _fail(ValueError, name, words, value, owner, False)
+    if dtype not in supported:
+        _fail(ValueError, name, words, value, owner, False)
+    return dtype
+
+
+def check_path(name, value, *, allow_none=False, owner=None):
+    """``value`` (a non-empty str, or an ``os.PathLike`` whose path is a str) as a str: the one
+    rule for a file or folder path. ``allow_none``: None passes through.
+
+    Raises:
+        TypeError: for anything else (None unless allowed, bytes, a number).
+        ValueError: for an empty path.
+    """
+    words = "a non-empty str or os.PathLike path" + (" or None" if allow_none else "")
+    if value is None and allow_none:
+        return None
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(path, str):
+        _fail(TypeError, name, words, value, owner, True)
+    if not path:
+        _fail(ValueError, name, words, value, owner, False)
+    return path

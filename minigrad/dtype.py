@@ -24,6 +24,8 @@ gradient of a tensor                        always that tensor's dtype
 """
 import numpy
 
+from minigrad._checks import check_dtype
+
 float16 = numpy.dtype("float16")
 float32 = numpy.dtype("float32")
 float64 = numpy.dtype("float64")
@@ -45,21 +47,18 @@ FP16_TINY = 2.0 ** -14  # smallest normal fp16
 FP16_SUBNORMAL_MIN = 2.0 ** -24
 
 
-def as_dtype(dtype, name="dtype"):
-    """Return the ``numpy.dtype`` for ``dtype`` (a dtype, a type or a name) or raise TypeError.
+def as_dtype(dtype, name="dtype", *, allow_none=False, owner=None):
+    """The ``numpy.dtype`` for ``dtype`` (a dtype, a scalar type or a dtype's name), one of
+    ``SUPPORTED`` (``_checks.check_dtype``'s rule).
 
-    ``None`` is refused (NumPy would read it as float64).
+    None is refused unless ``allow_none`` (NumPy would read it as float64), and so is a value
+    that has a dtype (``numpy.float32(3.0)``, an array, a Tensor).
+
+    Raises:
+        TypeError: for a value that is not a dtype, a scalar type or a str.
+        ValueError: for a name that is no dtype, or a dtype minigrad does not support.
     """
-    if dtype is None:
-        raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got None")
-    try:
-        result = numpy.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got "
-                        f"{dtype!r}") from None
-    if result not in SUPPORTED:
-        raise TypeError(f"{name} must be one of {[str(d) for d in SUPPORTED]}, got {result}")
-    return result
+    return check_dtype(name, dtype, SUPPORTED, allow_none=allow_none, owner=owner)
 
 
 def is_float(dtype):

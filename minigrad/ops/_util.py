@@ -3,11 +3,10 @@ and accurate sums over the outer axes of a batch. The sums take Tensors too (the
 under ``create_graph``)."""
 import math
 
-import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import is_int
+from minigrad._checks import check_axes
 from minigrad._fp16_host import convert
 from minigrad.tensor import Tensor
 
@@ -59,38 +58,12 @@ def sum_axes(a, axes):
 
 
 def normalize_axis(axis, ndim, name="axis"):
-    """``axis`` (None, int or sequence of ints) as a sorted tuple of non-negative ints.
+    """``axis`` (None: every axis; an int or a tuple/list of ints) as a sorted tuple of
+    non-negative axes of a tensor of ``ndim`` dimensions.
 
     Raises:
-        TypeError: naming ``name`` for an axis that is not an int or a sequence of ints.
-        ValueError: naming ``name`` for an axis out of range.
+        TypeError / ValueError: naming ``name``, as ``_checks.check_axes``.
     """
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (int, numpy.integer)):
-        axes = (axis,)
-    elif isinstance(axis, (tuple, list)):
-        axes = tuple(axis)
-    else:
-        axes = (None,)  # refused below
-    out = []
-    for a in axes:
-        if isinstance(a, bool) or not isinstance(a, (int, numpy.integer)):
-            # int(0.5) would silently reduce axis 0
-            raise TypeError(f"{name} must be an int or a tuple of ints, got {axis!r}")
-        if not -ndim <= a < max(ndim, 1):
-            raise ValueError(f"{name}={axis} is out of range for a tensor of {ndim} dimensions")
-        out.append(int(a) % max(ndim, 1))
-    return tuple(sorted(set(out)))
-
-
-def one_axis(axis, ndim, name="axis"):
-    """``axis`` (one int, negative counting from the end) as a non-negative int below ``ndim``.
-
-    Raises:
-        TypeError: naming ``name`` for an axis that is not an int (a list, a float, None).
-        ValueError: naming ``name`` for an axis out of range.
-    """
-    if not is_int(axis):
-        raise TypeError(f"{name} must be an int, got {axis!r} ({type(axis).__name__})")
-    return normalize_axis(axis, ndim, name)[0]
+    return tuple(sorted(check_axes(name, axis, ndim)))

@@ -14,9 +14,9 @@ from minigrad import backend
 from minigrad._checks import check_bool
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import OUTPUT, Function
+from minigrad._checks import check_axis
 from minigrad.ops._rules import exp, tanh, where
-from minigrad.ops._util import one_axis
-from minigrad.ops.arithmetic import as_tensor, check_float_tensor
+from minigrad.ops.arithmetic import float_tensor
 from minigrad.tensor import Tensor
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -154,8 +154,7 @@ def gelu(x, approximate=True):
     Raises:
         TypeError: for a non-float tensor.
     """
-    x = as_tensor(x)
-    check_float_tensor(x, "gelu")
+    x = float_tensor(x, "gelu")
     return GeLU.apply(x, approximate=check_bool("approximate", approximate))
 
 
@@ -165,9 +164,7 @@ def erf(x):
     Raises:
         TypeError: for a non-float tensor.
     """
-    x = as_tensor(x)
-    check_float_tensor(x, "erf")
-    return Erf.apply(x)
+    return Erf.apply(float_tensor(x, "erf"))
 
 
 def leaky_relu(x, alpha=0.2):
@@ -176,8 +173,7 @@ def leaky_relu(x, alpha=0.2):
     Raises:
         TypeError: for a non-float tensor, or an ``alpha`` that is not a real number.
     """
-    x = as_tensor(x)
-    check_float_tensor(x, "leaky_relu")
+    x = float_tensor(x, "leaky_relu")
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(f"leaky_relu alpha must be a float, got {alpha!r} ({type(alpha).__name__})")
     return LeakyReLU.apply(x, alpha=float(alpha))
@@ -230,11 +226,8 @@ class LogSoftmax(Function):
 
 def _along_axis(cls, name, formula):
     def op(x, axis=-1):
-        x = as_tensor(x)
-        check_float_tensor(x, name)
-        if not isinstance(axis, (int, numpy.integer)):
-            raise TypeError(f"{name} axis must be an int, got {axis!r}")
-        return cls.apply(x, axis=one_axis(axis, x.ndim))
+        x = float_tensor(x, name)
+        return cls.apply(x, axis=check_axis("axis", axis, x.ndim))
     op.__name__ = name
     op.__doc__ = (f"{formula} along ``axis`` (default -1).\n\n"
                   f"    The maximum is subtracted first (no overflow); fp16 is computed in fp32\n"

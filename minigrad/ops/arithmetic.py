@@ -12,6 +12,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
+from minigrad._checks import check_broadcast, check_operand, check_relation
 from minigrad._config import config
 from minigrad._fp16_host import MIN_SIZE, convert, widen
 from minigrad.tensor import Tensor, make
@@ -19,8 +20,8 @@ from minigrad.autograd.function import OUTPUT, Function
 from minigrad.ops._rules import log, where
 from minigrad.ops._util import unbroadcast
 
-_NUMBERS = (int, float, numpy.number, numpy.bool_)  # bool is an int
-_NOT_NUMERIC = numpy.dtype(object)
+# numbers that need no check beside a tensor (a Python int may not fit in int64)
+_PLAIN_NUMBERS = (float, numpy.floating, numpy.integer, numpy.bool_)
 
 
 def leaf(array):
@@ -28,41 +29,46 @@ def leaf(array):
     return make(array, None, 0)
 
 
-def as_tensor(value, like=None):
-    """``value`` as a Tensor; a non-tensor beside tensor ``like`` is weak (takes its dtype)."""
+def as_tensor(value, like=None, name="x"):
+    """``value`` (argument ``name``) as a Tensor; a non-tensor beside tensor ``like`` is weak
+    (takes its dtype).
+
+    Raises:
+        TypeError / ValueError: naming ``name``, for a value that is not a Tensor, a number or an
+            array of numbers (``_checks.check_operand``).
+    """
     if isinstance(value, Tensor):
         return value
     if like is None:
+        if not hasattr(value, "__cuda_array_interface__"):
+            check_operand(name, value)
         return Tensor(value)
     xp = backend.get_array_module(like.data)
-    if isinstance(value, (list, tuple)):
+    if not isinstance(value, _PLAIN_NUMBERS):
         # nested Python data is weak as a whole, like the array it makes: [0.5, 1.5] beside an
-        # int tensor is float (weak_dtype reads only a scalar's or an array's kind)
-        value = numpy.asarray(value)
-    if not isinstance(value, _NUMBERS) and getattr(value, "dtype", _NOT_NUMERIC).kind not in "biuf":
-        # None or "nan" would become NaN in asarray(value, dtype=float)
-        raise TypeError(f"an operand beside a Tensor must be a Tensor, a number or an array of "
-                        f"numbers, got {value!r:.60} ({type(value).__name__})")
+        # int tensor is float (weak_dtype reads only a scalar's or an array's kind); None or
+        # "nan" would become NaN in asarray(value, dtype=float)
+        value = check_operand(name, value)
     dtype = dtypes.weak_dtype(value, like.data.dtype)
     return leaf(xp.asarray(value, dtype=dtype))
 
 
-def binary_operands(a, b):
+def binary_operands(a, b, names=("a", "b")):
     """Coerce two operands to tensors of one dtype: weak scalars adopt, mixed floats promote.
 
     Raises:
         TypeError: when neither operand is a Tensor, or the other is not a number or an array
-            of numbers.
+            of numbers (naming it by ``names``).
         ValueError: naming both devices when two tensors live on different devices.
     """
     a_is, b_is = isinstance(a, Tensor), isinstance(b, Tensor)
     if not a_is:
         if not b_is:
-            raise TypeError(f"expected at least one Tensor operand, got {type(a).__name__} "
-                            f"and {type(b).__name__}")
-        a = as_tensor(a, b)
+            check_relation(names[0], a, False, f"a Tensor (at least one Tensor operand; "
+                                               f"{names[1]} is {b!r:.40})", error=TypeError)
+        a = as_tensor(a, b, names[0])
     elif not b_is:
-        b = as_tensor(b, a)
+        b = as_tensor(b, a, names[1])
     elif backend.cupy is not None and backend.device_of(a.data) != backend.device_of(b.data):
         raise ValueError(f"operands are on different devices: {a.device} (shape {a.shape}) and "
                          f"{b.device} (shape {b.shape}); move one with Tensor.to(device)")
@@ -95,10 +101,20 @@ def check_same_float_dtype(op, named):
                             f"amp.autocast)")
 
 
-def check_float_tensor(t, op):
+def float_tensor(value, op, name="x"):
+    """``value`` (argument ``name`` of ``op``) as a float Tensor (``as_tensor``).
+
+    Raises:
+        TypeError: naming ``op`` and ``name``, for a value that is not a number or an array, or
+            whose tensor is not float16, float32 or float64 (ints and bools: the ops that need
+            this are not defined on them, as in PyTorch).
+    """
+    t = as_tensor(value, name=name)
     if t.data.dtype.kind != "f":
-        raise TypeError(f"{op} expects a float tensor (float16/float32/float64), got "
-                        f"{t.data.dtype}")
+        check_relation(name, value, False, f"a float Tensor or array (float16, float32 or "
+                                           f"float64), not {t.data.dtype}", error=TypeError,
+                       owner=op)
+    return t
 
 
 def _arith(op, a, b):
@@ -121,7 +137,11 @@ class _Binary(Function):
 
     def forward(self, a, b):
         self.shapes = a.shape, b.shape
-        return self.compute(a, b)
+        try:
+            return self.compute(a, b)
+        except ValueError:
+            check_broadcast(("a", "b"), self.shapes)
+            raise
 
     def reduce(self, ga, gb):
         sa, sb = self.shapes
@@ -347,7 +367,11 @@ def _compare(name):
     def compare(a, b):
         a, b = binary_operands(a, b)
         xp = backend.get_array_module(a.data)
-        return leaf(getattr(xp, name)(a.data, b.data))
+        try:
+            return leaf(getattr(xp, name)(a.data, b.data))
+        except ValueError:
+            check_broadcast(("a", "b"), (a.shape, b.shape))
+            raise
     compare.__name__ = name
     compare.__doc__ = f"Elementwise ``{name}`` as a bool tensor (not differentiable)."
     return compare

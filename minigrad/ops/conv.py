@@ -39,7 +39,7 @@ from minigrad import backend
 from minigrad._checks import check_positive_int
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops.arithmetic import as_tensor, cast, check_float_tensor, check_same_float_dtype
+from minigrad.ops.arithmetic import cast, check_same_float_dtype, float_tensor
 from minigrad.ops._util import sum_axes
 from minigrad.ops.join import Concat, stack
 from minigrad.ops.linalg import add_bias_narrow
@@ -237,13 +237,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         TypeError: for non-float tensors, or two dtypes outside autocast (naming both).
     """
     check_same_float_dtype("conv2d", (("x", x), ("weight", weight), ("bias", bias)))
-    x, weight = as_tensor(x), as_tensor(weight)
-    tensors = [x, weight] + ([] if bias is None else [as_tensor(bias)])
-    for name, t in zip(("x", "weight", "bias"), tensors):
-        check_float_tensor(t, f"conv2d {name}")
-    if x.ndim != 4 or weight.ndim != 4:
-        raise ValueError(f"conv2d expects x of shape (N, C, H, W) and weight of shape "
-                         f"(O, C/groups, kh, kw), got x {x.shape} and weight {weight.shape}")
+    x, weight = float_tensor(x, "conv2d"), float_tensor(weight, "conv2d", "weight")
+    tensors = [x, weight] + ([] if bias is None else [float_tensor(bias, "conv2d", "bias")])
+    for name, t, axes in (("x", x, "(N, C, H, W)"), ("weight", weight, "(O, C/groups, kh, kw)")):
+        if t.ndim != 4:
+            raise ValueError(f"conv2d: {name} must have 4 dimensions {axes}, got {name} of shape "
+                             f"{t.shape}")
     groups = check_positive_int("groups", groups)
     o, cg = weight.shape[:2]
     if x.shape[1] != cg * groups or o % groups:

@@ -7,7 +7,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_int_tuple, check_number, is_int
+from minigrad._checks import check_float, check_int, check_int_tuple, check_number, is_int
 from minigrad._config import config
 from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
@@ -75,16 +75,28 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
     ``dtype`` defaults to int64 when all of start, stop and step are ints, else float32.
 
     Raises:
-        ValueError: if ``step`` is 0.
+        TypeError: for a start, stop or step that is not an int or a float (None, a bool, a str).
+        ValueError: if ``step`` is 0, or a value is NaN, infinite or an int beyond int64.
     """
+    for name, value in (("start", start), ("stop", stop), ("step", step)):
+        if value is not None or name != "stop":
+            _check_bound(name, value)
     if stop is None:
         start, stop = 0, start
     if step == 0:
-        raise ValueError("arange step must be non-zero, got 0")
+        raise ValueError("arange: step must be non-zero, got 0")
     if dtype is None:
         ints = all(isinstance(v, (int, numpy.integer)) for v in (start, stop, step))
         dtype = dtypes.int64 if ints else dtypes.float32
     return leaf(_module(device).arange(start, stop, step, dtype=dtypes.as_dtype(dtype)))
+
+
+def _check_bound(name, value):
+    """An int (within int64) or a finite float, kept as it is (ints keep arange's dtype int)."""
+    if is_int(value):
+        check_int(name, value, owner="arange")
+    else:
+        check_float(name, value, owner="arange")
 
 
 class Square(Function):

@@ -1,15 +1,14 @@
 """Inverted dropout, drawing its masks from ``minigrad.random`` (reproducible after
 ``set_seed``)."""
-import numbers
 
 import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool
+from minigrad._checks import check_bool, check_float
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops.arithmetic import as_tensor, check_float_tensor
+from minigrad.ops.arithmetic import float_tensor
 from minigrad.random import get_rng
 
 
@@ -49,13 +48,8 @@ def dropout(x, p=0.5, training=True):
         ValueError: if ``p`` is not in [0, 1).
         TypeError: for a non-float tensor, or a ``p`` that is not a real number.
     """
-    x = as_tensor(x)
-    check_float_tensor(x, "dropout")
-    if isinstance(p, bool) or not isinstance(p, numbers.Real):
-        raise TypeError(f"dropout probability p must be a float in [0, 1), got {p!r} "
-                        f"({type(p).__name__})")
-    if not 0 <= p < 1:
-        raise ValueError(f"dropout probability p must be in [0, 1), got {p!r}")
+    x = float_tensor(x, "dropout")
+    p = check_float("p", p, low=0.0, high=1.0, high_open=True, owner="dropout")
     training = check_bool("training", training)
     if not training or p == 0:
         return x

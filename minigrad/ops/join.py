@@ -9,7 +9,7 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad.autograd.function import Function
-from minigrad.ops._util import one_axis
+from minigrad._checks import check_axis
 from minigrad.ops.arithmetic import as_tensor, cast
 from minigrad.tensor import Tensor
 
@@ -83,7 +83,7 @@ def concat(tensors, axis=0):
     """
     tensors = _same_dtype(tensors, "concat")
     first = tensors[0]
-    ax = one_axis(axis, first.ndim)
+    ax = check_axis("axis", axis, first.ndim)
     for i, t in enumerate(tensors):
         if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape))
                                        if k != ax):
@@ -104,7 +104,7 @@ def stack(tensors, axis=0):
         if t.shape != first.shape:
             raise ValueError(f"stack needs tensors of one shape: tensor {i} has shape {t.shape}, "
                              f"tensor 0 has {first.shape}")
-    ax = one_axis(axis, first.ndim + 1)
+    ax = check_axis("axis", axis, first.ndim + 1)
     return Stack.apply(*tensors, axis=ax)
 
 
@@ -119,7 +119,7 @@ def split(x, sections_or_indices, axis=0):
         TypeError: if ``sections_or_indices`` is neither an int nor a list/tuple of ints.
     """
     x = as_tensor(x)
-    ax = one_axis(axis, x.ndim)
+    ax = check_axis("axis", axis, x.ndim)
     length = x.shape[ax]
     if isinstance(sections_or_indices, (int, numpy.integer)):
         n = int(sections_or_indices)

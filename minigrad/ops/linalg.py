@@ -18,6 +18,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
+from minigrad._checks import check_bool, check_broadcast
 from minigrad._fp16_host import convert, widen
 from minigrad.autograd.function import Function
 from minigrad import _fp16_host
@@ -142,18 +143,23 @@ def matmul(a, b, transpose_b=False):
     """
     check_same_float_dtype("matmul", (("a", a), ("b", b)))
     a, b = binary_operands(a, b)
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {a.shape} "
-                         f"and {b.shape}")
+    check_bool("transpose_b", transpose_b)
+    for name, t, least in (("a", a, 1), ("b", b, 2 if transpose_b else 1)):
+        if t.ndim < least:
+            raise ValueError(f"matmul: {name} must have at least {least} dimension(s), got {name} "
+                             f"of shape {t.shape}")
     ka = a.shape[-1]
-    if transpose_b and b.ndim < 2:
-        raise ValueError(f"matmul(transpose_b=True) needs b of at least 2 dimensions, got shape "
-                         f"{b.shape}")
     kb = b.shape[-1] if transpose_b else b.shape[-2] if b.ndim > 1 else b.shape[0]
     if ka != kb:
-        raise ValueError(f"matmul shape mismatch: {a.shape} @ "
-                         f"{b.shape}{'ᵀ' if transpose_b else ''} (inner dimensions {ka} != {kb})")
-    return MatMul.apply(a, b, transpose_b=transpose_b)
+        axis = "columns (transpose_b)" if transpose_b else "rows"
+        raise ValueError(f"matmul: b must have {ka} {axis} to multiply a of shape {a.shape}, "
+                         f"got b of shape {b.shape}")
+    try:
+        return MatMul.apply(a, b, transpose_b=transpose_b)
+    except ValueError:  # the batch axes
+        check_broadcast(("a's batch axes", "b's batch axes"), (a.shape[:-2], b.shape[:-2]),
+                        owner="matmul")
+        raise
 
 
 class Dense(Function):
@@ -213,14 +219,18 @@ def dense(x, weight, bias=None):
             different floating dtypes outside autocast.
     """
     check_same_float_dtype("dense", (("x", x), ("weight", weight), ("bias", bias)))
-    x, weight = binary_operands(x, weight)
-    if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"dense needs x (..., in) and weight (out, in), got shapes {x.shape} and "
-                         f"{weight.shape}")
+    x, weight = binary_operands(x, weight, ("x", "weight"))
+    if x.ndim == 0:
+        raise ValueError(f"dense: x must have at least 1 dimension (..., in), got x of shape "
+                         f"{x.shape}")
+    if weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"dense: weight must have shape (out, {x.shape[-1]}) for x of shape "
+                         f"{x.shape}, got weight of shape {weight.shape}")
     if bias is None:
         return Dense.apply(x, weight)
-    x, bias = binary_operands(x, bias)
+    x, bias = binary_operands(x, bias, ("x", "bias"))
     if bias.shape != (weight.shape[0],):
-        raise ValueError(f"dense needs a bias of shape ({weight.shape[0]},), got {bias.shape}")
+        raise ValueError(f"dense: bias must have shape ({weight.shape[0]},) for weight of shape "
+                         f"{weight.shape}, got bias of shape {bias.shape}")
     return Dense.apply(x, weight, bias)
 

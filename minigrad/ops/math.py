@@ -8,12 +8,13 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
+from minigrad._checks import check_broadcast, check_number
 from minigrad._fp16_host import convert
 from minigrad.autograd.function import OUTPUT, Function
 from minigrad import _fp16_host
 from minigrad.ops import _rules
 from minigrad.ops._util import unbroadcast
-from minigrad.ops.arithmetic import as_tensor, binary_operands, cast, check_float_tensor, div
+from minigrad.ops.arithmetic import as_tensor, binary_operands, cast, div, float_tensor
 from minigrad.tensor import Tensor
 
 
@@ -206,9 +207,7 @@ def reciprocal(x):
 
 def _float_unary(cls, doc):
     def op(x):
-        x = as_tensor(x)
-        check_float_tensor(x, op.__name__)
-        return cls.apply(x)
+        return cls.apply(float_tensor(x, op.__name__))
     op.__name__ = cls.__name__.lower()
     op.__doc__ = doc + "\n\n    Raises:\n        TypeError: for an integer or bool tensor."
     return op
@@ -234,13 +233,15 @@ def clip(x, min=None, max=None):
     bound of an integer tensor gives a float32 result (as NumPy and PyTorch promote).
 
     Raises:
+        TypeError: for a bound that is not a number (a str, a Tensor) or None.
         ValueError: if ``min`` and ``max`` are both None.
     """
     x = as_tensor(x)
     if min is None and max is None:
         raise ValueError("clip needs at least one of min and max, got both None")
-    for bound in (min, max):
+    for name, bound in (("min", min), ("max", max)):
         if bound is not None:
+            check_number(name, bound, owner="clip")
             # a no-op unless the policy widens x
             x = cast(x, dtypes.weak_dtype(bound, x.data.dtype))
     t = x.data.dtype.type
@@ -251,8 +252,13 @@ def where(condition, x, y):
     """``x`` where ``condition`` is true, else ``y`` (broadcasting all three).
 
     ``condition`` (a Tensor, array or nested list, read as bool) is moved to ``x``'s device.
+
+    Raises:
+        TypeError / ValueError: naming the argument, for an operand that is not a Tensor, a
+            number or an array of numbers, or shapes that do not broadcast together.
     """
-    x, y = binary_operands(x, y)
-    cond = condition.data if isinstance(condition, Tensor) else condition
+    x, y = binary_operands(x, y, ("x", "y"))
+    cond = as_tensor(condition, name="condition").data
     cond = backend.to_device(cond, backend.device_of(x.data)).astype(bool, copy=False)
+    check_broadcast(("x", "y", "condition"), (x.shape, y.shape, cond.shape), owner="where")
     return Where.apply(x, y, cond=cond)

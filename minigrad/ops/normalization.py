@@ -16,8 +16,9 @@ from minigrad._checks import check_bool, check_float
 from minigrad._fp16_host import store, widen
 from minigrad.tensor import Tensor
 from minigrad.autograd.function import Function
-from minigrad.ops._util import one_axis, sum_axes
-from minigrad.ops.arithmetic import as_tensor, check_float_tensor, leaf
+from minigrad._checks import check_axis
+from minigrad.ops._util import sum_axes
+from minigrad.ops.arithmetic import float_tensor, leaf
 
 
 def _moments(x, axes):
@@ -113,11 +114,10 @@ def _params(gamma, beta, shape, x, op):
     for name, value, fill in (("gamma", gamma, 1), ("beta", beta, 0)):
         if value is None:
             value = leaf(xp.full(shape, fill, dtypes.acc_dtype(x.dtype)))
-        value = as_tensor(value)
+        value = float_tensor(value, op, name)
         if value.shape != shape:
             raise ValueError(f"{op} {name} must have shape {shape} for x of shape {x.shape}, "
                              f"got {value.shape}")
-        check_float_tensor(value, f"{op} {name}")
         out.append(value)
     return out
 
@@ -152,8 +152,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
         TypeError: for non-float tensors, a ``training`` that is not a bool, or a ``momentum`` or
             ``eps`` that is not a number.
     """
-    x = as_tensor(x)
-    check_float_tensor(x, "batch_norm")
+    x = float_tensor(x, "batch_norm")
     # what the nn layers pass at every step (a bool, floats in range) needs no checker call
     if training is not True and training is not False:
         training = check_bool("training", training)
@@ -200,10 +199,9 @@ def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-
         ValueError: for an axis out of range or γ/β of the wrong shape.
         TypeError: for non-float tensors.
     """
-    x = as_tensor(x)
-    check_float_tensor(x, "layer_norm")
-    norm_axis = one_axis(begin_norm_axis, x.ndim, "begin_norm_axis")
-    params_axis = one_axis(begin_params_axis, x.ndim, "begin_params_axis")
+    x = float_tensor(x, "layer_norm")
+    norm_axis = check_axis("begin_norm_axis", begin_norm_axis, x.ndim)
+    params_axis = check_axis("begin_params_axis", begin_params_axis, x.ndim)
     axes = tuple(range(norm_axis, x.ndim))
     gamma, beta = _params(gamma, beta, x.shape[params_axis:], x, "layer_norm")
     param_shape = (1,) * params_axis + x.shape[params_axis:]

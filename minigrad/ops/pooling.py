@@ -27,7 +27,7 @@ from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.tensor import Tensor
 from minigrad.ops._rules import where
-from minigrad.ops.arithmetic import as_tensor, check_float_tensor
+from minigrad.ops.arithmetic import float_tensor
 from minigrad.ops.shape import scatter
 from minigrad.ops.windows import (crop, empty_image, is_channels_last, output_hw, pad, padding4,
                                   pair, window_slices)
@@ -151,10 +151,9 @@ class AvgPool2d(_Pool2d):
 
 
 def _pool_arguments(x, kernel_size, stride, padding, op):
-    x = as_tensor(x)
-    check_float_tensor(x, op)
+    x = float_tensor(x, op)
     if x.ndim != 4:
-        raise ValueError(f"{op} expects x of shape (N, C, H, W), got shape {x.shape}")
+        raise ValueError(f"{op}: x must have 4 dimensions (N, C, H, W), got x of shape {x.shape}")
     kernel = pair("kernel_size", kernel_size)
     stride = kernel if stride is None else pair("stride", stride)
     padding = padding4(padding)

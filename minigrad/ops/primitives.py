@@ -11,7 +11,16 @@ but they are different objects. ``ops.Exp`` (this module) is the primitive user 
 """
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool, check_in, check_int, check_positive_int, check_type
+from minigrad._checks import (
+    check_axis,
+    check_bool,
+    check_in,
+    check_int,
+    check_int_tuple,
+    check_positive_int,
+    check_relation,
+    check_type,
+)
 from minigrad.ops import (
     activation,
     arithmetic,
@@ -37,6 +46,7 @@ class Primitive:
 def _primitive(name, fn, doc):
     def __call__(self, *args):
         return fn(*args)
+    __call__.__wrapped__ = fn  # inspect.signature and help() show the op's own arguments
     return type(name, (Primitive,), {"__call__": __call__, "__doc__": doc})
 
 
@@ -74,12 +84,13 @@ ExpandDims = _primitive("ExpandDims", shape.expand_dims,
                         "Insert a size-1 axis: ``ExpandDims()(x, 0)``.")
 OnesLike = _primitive("OnesLike", creation.ones_like, "Ones shaped like x: ``OnesLike()(x)``.")
 ZerosLike = _primitive("ZerosLike", creation.zeros_like, "Zeros shaped like x: ``ZerosLike()(x)``.")
-Fill = _primitive("Fill", lambda dtype, shape_, value: creation.full(shape_, value, dtype),
-                  "Constant tensor: ``Fill()(mstype.float32, (2, 3), 1.5)``.")
-Ones = _primitive("Ones", lambda shape_, dtype=dtypes.float32: creation.ones(shape_, dtype),
-                  "Ones: ``Ones()((2, 3), mstype.float32)``.")
-Zeros = _primitive("Zeros", lambda shape_, dtype=dtypes.float32: creation.zeros(shape_, dtype),
-                   "Zeros: ``Zeros()((2, 3), mstype.float32)``.")
+Fill = _primitive("Fill", lambda dtype, shape_, value: creation.full(
+    shape_, value, dtypes.as_dtype(dtype)),
+    "Constant tensor: ``Fill()(mstype.float32, (2, 3), 1.5)``.")
+Ones = _primitive("Ones", lambda shape_, dtype=dtypes.float32: creation.ones(
+    shape_, dtypes.as_dtype(dtype)), "Ones: ``Ones()((2, 3), mstype.float32)``.")
+Zeros = _primitive("Zeros", lambda shape_, dtype=dtypes.float32: creation.zeros(
+    shape_, dtypes.as_dtype(dtype)), "Zeros: ``Zeros()((2, 3), mstype.float32)``.")
 Equal = _primitive("Equal", arithmetic.equal, "a == b as a bool tensor: ``Equal()(a, b)``.")
 NotEqual = _primitive("NotEqual", arithmetic.not_equal,
                       "a != b as a bool tensor: ``NotEqual()(a, b)``.")
@@ -89,13 +100,28 @@ LessEqual = _primitive("LessEqual", arithmetic.less_equal,
 Greater = _primitive("Greater", arithmetic.greater, "a > b as a bool tensor: ``Greater()(a, b)``.")
 GreaterEqual = _primitive("GreaterEqual", arithmetic.greater_equal,
                           "a >= b as a bool tensor: ``GreaterEqual()(a, b)``.")
-Flatten = _primitive("Flatten", lambda x: shape.reshape(x, (as_tensor(x).shape[0], -1)),
+Flatten = _primitive("Flatten", lambda x: _flatten(as_tensor(x)),
                      "Keep axis 0 and flatten the rest: ``Flatten()(x)`` is (N, -1).")
 Shape = _primitive("Shape", _shape_of, "The shape as a tuple: ``Shape()(x)``.")
 DType = _primitive("DType", lambda x: as_tensor(x).dtype, "The dtype: ``DType()(x)``.")
-Gather = _primitive("Gather", lambda params, indices, axis=0: shape.getitem(
-    params, (slice(None),) * (axis % as_tensor(params).ndim) + (indices,)),
+Gather = _primitive("Gather", lambda params, indices, axis=0: _gather(
+    as_tensor(params, name="params"), as_tensor(indices, name="indices"), axis),
     "Take ``indices`` along ``axis``: ``Gather()(params, indices, axis)``.")
+
+
+def _flatten(x):
+    if x.ndim == 0:
+        check_relation("x", x, False, "a Tensor of at least 1 dimension (N, ...)")
+    return shape.reshape(x, (x.shape[0], -1) if x.size else x.shape[:1] + (0,))
+
+
+def _gather(params, indices, axis):
+    axis = check_axis("axis", axis, params.ndim)
+    if params.ndim == 0 or indices.dtype.kind not in "iu":
+        check_relation("indices" if params.ndim else "params", indices if params.ndim else params,
+                       False, "an int Tensor" if params.ndim else "a Tensor of at least 1 "
+                       "dimension", error=TypeError if params.ndim else ValueError)
+    return shape.getitem(params, (slice(None),) * axis + (indices,))
 
 
 # ---- primitives with attributes ------------------------------------------------------------------
@@ -106,7 +132,7 @@ class MatMul(Primitive):
         self.transpose_b = check_bool("transpose_b", transpose_b)
 
     def __call__(self, a, b):
-        a, b = as_tensor(a), as_tensor(b)
+        a, b = as_tensor(a, name="a"), as_tensor(b, name="b")
         if self.transpose_a:
             a = shape.swapaxes(a, -1, -2)
         return linalg.matmul(a, b, transpose_b=self.transpose_b)
@@ -124,7 +150,10 @@ class Argmax(Primitive):
 
     def __call__(self, x):
         x = as_tensor(x)
-        return leaf(x.data.argmax(axis=self.axis).astype(self.output_type))
+        axis = check_axis("axis", self.axis, x.ndim, owner="Argmax")
+        if x.shape[axis] == 0 if x.ndim else False:
+            check_relation("x", x, False, f"a Tensor with elements along axis {self.axis}")
+        return leaf(x.data.argmax(axis=axis if x.ndim else None).astype(self.output_type))
 
 
 class OneHot(Primitive):
@@ -134,13 +163,23 @@ class OneHot(Primitive):
     The result takes the dtype of ``on_value`` (a float32 Tensor or a Python float).
     """
     def __init__(self, axis=-1):
-        self.axis = axis
+        self.axis = check_int("axis", axis, owner="OneHot")
 
     def __call__(self, indices, depth, on_value=1.0, off_value=0.0):
-        ids = as_tensor(indices).data
+        ids = as_tensor(indices, name="indices").data
+        if ids.dtype.kind not in "iu":
+            check_relation("indices", indices, False, "an int Tensor or array", error=TypeError,
+                           owner="OneHot")
+        depth = check_positive_int("depth", depth, owner="OneHot")
+        check_axis("axis", self.axis, ids.ndim + 1, owner="OneHot")
         # on/off given as Python numbers are made on the default device: bring them to ids'
-        on, off = (backend.to_device(as_tensor(v).data, backend.device_of(ids))
-                   for v in (on_value, off_value))
+        on, off = (backend.to_device(as_tensor(v, name=name).data, backend.device_of(ids))
+                   for name, v in (("on_value", on_value), ("off_value", off_value)))
+        for name, v, array in (("on_value", on_value, on), ("off_value", off_value, off)):
+            if array.size != 1:
+                check_relation(name, v, False, "a number or a one-element Tensor",
+                               owner="OneHot")
+        on, off = on.reshape(()), off.reshape(())
         xp = backend.get_array_module(ids)
         hot = xp.arange(depth) == ids[..., None]
         out = xp.where(hot, on, off.astype(on.dtype))
@@ -183,7 +222,8 @@ class _AlongAxis(Primitive):
     op = None
 
     def __init__(self, axis=-1):
-        self.axis = axis
+        # the axis's range waits for the input; its type is known now
+        self.axis = check_int("axis", axis, owner=type(self).__name__)
 
     def __call__(self, x):
         return type(self).op(x, self.axis)
@@ -201,10 +241,10 @@ class LogSoftmax(_AlongAxis):
 
 class Squeeze(_AlongAxis):
     """Remove size-1 axes (``axis=()``: all of them): ``Squeeze(axis)(x)``."""
-    op = staticmethod(lambda x, axis: shape.squeeze(x, None if axis == () else axis))
+    op = staticmethod(lambda x, axis: shape.squeeze(x, axis or None))
 
     def __init__(self, axis=()):
-        super().__init__(axis)
+        self.axis = check_int_tuple("axis", axis, owner="Squeeze")
 
 
 class Concat(_AlongAxis):
@@ -265,12 +305,13 @@ class Conv2D(Primitive):
         self.group = check_positive_int("group", group)
 
     def __call__(self, x, weight):
-        x, weight = as_tensor(x), as_tensor(weight)
+        x, weight = as_tensor(x), as_tensor(weight, name="weight")
         if weight.ndim != 4 or weight.shape[0] != self.out_channel or \
                 tuple(weight.shape[2:]) != self.kernel_size:
-            raise ValueError(f"Conv2D(out_channel={self.out_channel}, "
-                             f"kernel_size={self.kernel_size}) "
-                             f"got a weight of shape {weight.shape}")
+            raise ValueError(f"Conv2D: weight must have shape ({self.out_channel}, C/group, "
+                             f"{self.kernel_size[0]}, {self.kernel_size[1]}) (out_channel="
+                             f"{self.out_channel}, kernel_size={self.kernel_size}), got weight "
+                             f"of shape {weight.shape}")
         padding = _pad_mode_padding(self.pad_mode, self.pad, x.shape[2:], self.kernel_size,
                                     self.stride, self.dilation)
         return conv.conv2d(x, weight, None, self.stride, padding, self.dilation, self.group)

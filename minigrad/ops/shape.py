@@ -5,13 +5,16 @@ Every rule also runs on Tensors, for higher-order gradients (``saves``:
 ``minigrad.autograd.function``): the rules of these linear ops are each other's forwards
 (getitem's is scatter and scatter's is getitem; broadcast_to's is a sum).
 """
+import math
+
 import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops._util import normalize_axis, one_axis, unbroadcast
+from minigrad._checks import check_axis, check_int_tuple, check_relation
+from minigrad.ops._util import normalize_axis, unbroadcast
 from minigrad.ops.arithmetic import as_tensor
 from minigrad.tensor import Tensor, _unwrap_index
 
@@ -22,11 +25,7 @@ class Reshape(Function):
 
     def forward(self, x, shape):
         self.shape = x.shape
-        try:
-            return x.reshape(shape)
-        except ValueError:
-            raise ValueError(f"cannot reshape a tensor of shape {x.shape} "
-                             f"({x.size} elements) to {tuple(shape)}") from None
+        return x.reshape(shape)
 
     def backward(self, g):
         return g.reshape(self.shape)
@@ -111,23 +110,41 @@ def _may_repeat(index):
 
 
 def reshape(x, shape):
-    """``x`` with a new shape (one entry may be -1)."""
+    """``x`` with a new shape: an int or a tuple/list of ints, one of which may be -1 (the size
+    that keeps the number of elements).
+
+    Raises:
+        TypeError: for a shape that is not an int or a tuple/list of ints.
+        ValueError: for an entry below -1, two -1 entries, or a shape of another size.
+    """
     x = as_tensor(x)
-    shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
+    shape = check_int_tuple("shape", shape, low=-1)
+    if shape.count(-1) > 1 or not _reshapes(x.shape, shape):
+        check_relation("shape", shape, False, f"a shape of {x.size} elements (one entry may be "
+                                              f"-1), to reshape a tensor of shape {x.shape}")
     return Reshape.apply(x, shape=shape)
 
 
+def _reshapes(old, new):
+    known = math.prod(n for n in new if n != -1)
+    size = math.prod(old)
+    return known == size if -1 not in new else (known > 0 and size % known == 0) or size == 0
+
+
 def transpose(x, axes=None):
-    """Permute axes (``None``: reverse them)."""
+    """Permute axes (``None``: reverse them).
+
+    Raises:
+        TypeError / ValueError: for ``axes`` that are not a permutation of ``x``'s axes.
+    """
     x = as_tensor(x)
     if axes is not None:
-        given = tuple(axes)
+        check_int_tuple("axes", axes, scalar=False)
         n = x.ndim
-        if not all(isinstance(a, (int, numpy.integer)) and -n <= a < n for a in given) or \
-                sorted(int(a) % n for a in given) != list(range(n)):
-            raise ValueError(f"axes={given} is not a permutation of the {n} axes of a "
-                             f"tensor of shape {x.shape}")
-        axes = tuple(int(a) % n for a in given)
+        if sorted(a % n if -n <= a < n else n for a in axes) != list(range(n)):
+            check_relation("axes", axes, False, f"a permutation of the {n} axes of a tensor of "
+                                                f"shape {x.shape}")
+        axes = tuple(int(a) % n for a in axes)
     return Transpose.apply(x, axes=axes)
 
 
@@ -135,7 +152,7 @@ def swapaxes(x, axis1, axis2):
     """Exchange two axes."""
     x = as_tensor(x)
     axes = list(range(x.ndim))
-    a, b = one_axis(axis1, x.ndim), one_axis(axis2, x.ndim)
+    a, b = check_axis("axis1", axis1, x.ndim), check_axis("axis2", axis2, x.ndim)
     axes[a], axes[b] = axes[b], axes[a]
     return Transpose.apply(x, axes=tuple(axes))
 
@@ -143,7 +160,7 @@ def swapaxes(x, axis1, axis2):
 def expand_dims(x, axis):
     """Insert a size-1 axis at ``axis``."""
     x = as_tensor(x)
-    axis = one_axis(axis, x.ndim + 1)
+    axis = check_axis("axis", axis, x.ndim + 1)
     shape = list(x.shape)
     shape.insert(axis, 1)
     return Reshape.apply(x, shape=tuple(shape))
@@ -156,23 +173,30 @@ def squeeze(x, axis=None):
     if axes is not None:
         bad = [a for a in axes if x.shape[a] != 1]
         if bad:
-            raise ValueError(f"cannot squeeze axis {bad[0]} of size {x.shape[bad[0]]} "
-                             f"in a tensor of shape {x.shape}")
+            check_relation("axis", axis, False, f"axes of size 1 of a tensor of shape {x.shape} "
+                                                f"(axis {bad[0]} has size {x.shape[bad[0]]})")
     shape = tuple(n for i, n in enumerate(x.shape)
                   if not (n == 1 and (axes is None or i in axes)))
     return Reshape.apply(x, shape=shape)
 
 
 def broadcast_to(x, shape):
-    """``x`` broadcast to ``shape`` (NumPy rules)."""
+    """``x`` broadcast to ``shape`` (NumPy rules).
+
+    Raises:
+        TypeError: for a shape that is not a tuple/list of ints (or one int).
+        ValueError: for a shape ``x`` does not broadcast to.
+    """
     x = as_tensor(x)
+    shape = check_int_tuple("shape", shape, low=0)
     try:
-        reachable = numpy.broadcast_shapes(x.shape, tuple(shape)) == tuple(shape)
+        reachable = numpy.broadcast_shapes(x.shape, shape) == shape
     except ValueError:
         reachable = False
     if not reachable:
-        raise ValueError(f"cannot broadcast a tensor of shape {x.shape} to {tuple(shape)}")
-    return BroadcastTo.apply(x, shape=tuple(shape))
+        check_relation("shape", shape, False, f"a shape that a tensor of shape {x.shape} "
+                                              f"broadcasts to")
+    return BroadcastTo.apply(x, shape=shape)
 
 
 def getitem(x, index):

@@ -13,11 +13,10 @@ equivalent (``Tensor.__getattr__`` reads ``PYTORCH_ONLY``).
 """
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool
+from minigrad._checks import check_axis, check_bool
 from minigrad.autograd import backprop
 from minigrad.autograd.engine import run_backward
 from minigrad.ops import arithmetic, creation, linalg, math, reduction, shape
-from minigrad.ops._util import normalize_axis
 from minigrad.ops.arithmetic import leaf
 from minigrad.tensor import Tensor, seed_like
 
@@ -106,16 +105,15 @@ def _device_name(name):
 def _argext(name):
     def method(self, axis=None, keepdims=False):
         x = self.data
-        axes = normalize_axis(axis, x.ndim)
-        if axis is not None and len(axes) != 1:
-            raise TypeError(f"{name} axis must be an int or None, got {axis!r}")
+        if axis is not None:
+            axis = check_axis("axis", axis, x.ndim, owner=name)
         keepdims = check_bool("keepdims", keepdims)
         if x.size == 0:
             raise ValueError(f"{name} of an empty tensor of shape {x.shape}")
-        out = getattr(x, name)(axis=None if axis is None else axes[0])
+        out = getattr(x, name)(axis=axis)
         if keepdims:
             out = out.reshape([1] * x.ndim if axis is None else
-                              [1 if i == axes[0] else n for i, n in enumerate(x.shape)])
+                              [1 if i == axis else n for i, n in enumerate(x.shape)])
         return leaf(backend.get_array_module(x).asarray(out, dtype=dtypes.int32))
     method.__name__ = name
     method.__doc__ = (f"Indices of the {name[3:]}imum along ``axis`` (None: of the flattened "

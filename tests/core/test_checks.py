@@ -230,7 +230,120 @@ def test_check_int_tuple(a, b):
 def test_check_int_tuple_refuses(value, error):
     with pytest.raises(
         error,
-        match=r"^stride must be a positive int or a 2-tuple of positive "
+        match=r"^stride must be a positive int or a 2-tuple or list of positive "
         r"ints( that fit in int64)?, got ",
     ):
         c.check_int_tuple("stride", value, 2, low=1)
+
+
+def test_a_sequence_of_ints_is_a_tuple_or_a_list():
+    assert c.check_int_tuple("shape", [2, numpy.int64(3)], low=0) == (2, 3)
+    assert c.check_int_tuple("shape", 4, low=0) == (4,)
+    for value in ("23", {2, 3}, numpy.array([2, 3]), range(2), None, 2.0):
+        with pytest.raises(TypeError, match=r"^shape must be .*tuple or list of .*ints, got "):
+            c.check_int_tuple("shape", value, low=0)
+    with pytest.raises(TypeError, match=r"^shape must be a tuple or list of ints, got 2 \(int\)$"):
+        c.check_int_tuple("shape", 2, scalar=False)
+    with pytest.raises(ValueError, match=r"^sections must be .*ints in \[1, 4\], got \[2, 5\]$"):
+        c.check_int_tuple("sections", [2, 5], low=1, high=4)
+
+
+# ---- axes ---------------------------------------------------------------------------------------
+
+@given(st.integers(0, 4), st.data())
+def test_check_axes_counts_negative_axes_from_the_end(ndim, data):
+    span = max(ndim, 1)
+    axes = data.draw(st.lists(st.integers(-span, span - 1), max_size=span,
+                              unique_by=lambda a: a % span))
+    assert c.check_axes("axis", axes, ndim) == tuple(a % span for a in axes)
+    if axes:
+        assert c.check_axis("axis", axes[0], ndim) == axes[0] % span
+
+
+@pytest.mark.parametrize("value, error", [(2, ValueError), (-3, ValueError), ((0, 0), ValueError),
+                                          ((0, -2), ValueError), (0.0, TypeError),
+                                          (None, TypeError), ((0, True), TypeError)])
+def test_check_axes_refuses(value, error):
+    with pytest.raises(error, match=r"^axis must be an int or a tuple/list of ints in \[-2, 1\] "
+                                    r"\(the axes of a tensor of 2 dimensions\)"):
+        c.check_axes("axis", value, 2)
+
+
+def test_check_axis_takes_one_int():
+    with pytest.raises(TypeError, match=r"^axis must be an int in \[-2, 1\] \(an axis of a tensor "
+                                        r"of 2 dimensions\), got \(0,\) \(tuple\)$"):
+        c.check_axis("axis", (0,), 2)
+    with pytest.raises(ValueError, match=r"^softmax: axis must be an int in \[-1, 0\].*got 1$"):
+        c.check_axis("axis", 1, 0, owner="softmax")
+
+
+# ---- dtypes, paths, names, operands -------------------------------------------------------------
+
+SUPPORTED = (numpy.dtype("float16"), numpy.dtype("float32"))
+
+
+@pytest.mark.parametrize("value", [numpy.float16, "float16", numpy.dtype("float16"), "half"])
+def test_check_dtype_takes_dtypes_types_and_names(value):
+    assert c.check_dtype("dtype", value, SUPPORTED) == numpy.dtype("float16")
+
+
+@pytest.mark.parametrize("value", [numpy.float32(3.0), numpy.uint8(3), None, 16, True, object(),
+                                   numpy.ones(2, numpy.float16)])
+def test_a_value_that_has_a_dtype_is_not_a_dtype(value):
+    with pytest.raises(TypeError, match=r"^dtype must be one of \['float16', 'float32'\] \(a "
+                                        r"dtype, a scalar type or a dtype's name\), got "):
+        c.check_dtype("dtype", value, SUPPORTED)
+    assert c.check_dtype("dtype", None, SUPPORTED, allow_none=True) is None
+
+
+@pytest.mark.parametrize("value", ["float64", numpy.int8, "no such type", numpy.complex64])
+def test_a_dtype_outside_the_supported_ones_is_a_value_error(value):
+    with pytest.raises(ValueError, match=r"^dtype must be one of \['float16', 'float32'\], got "):
+        c.check_dtype("dtype", value, SUPPORTED)
+
+
+def test_check_path(tmp_path):
+    assert c.check_path("ckpt_file_name", tmp_path / "a.ckpt") == str(tmp_path / "a.ckpt")
+    assert c.check_path("directory", "d") == "d"
+    for value in (None, 0, b"a.ckpt", ["a"]):
+        with pytest.raises(TypeError, match=r"^ckpt_file_name must be a non-empty str or "
+                                            r"os.PathLike path, got "):
+            c.check_path("ckpt_file_name", value)
+    with pytest.raises(ValueError, match=r"^directory must be .*, got ''$"):
+        c.check_path("directory", "")
+    assert c.check_path("directory", None, allow_none=True) is None
+
+
+def test_check_str_tuple():
+    assert c.check_str_tuple("column_names", ["x", "y"]) == ("x", "y")
+    assert c.check_str_tuple("column_names", "x") == ("x",)
+    for value, error in ((None, TypeError), ((1,), TypeError), (("x", "x"), ValueError),
+                         (("",), ValueError)):
+        with pytest.raises(error, match=r"^column_names must be a str or a tuple or list of "):
+            c.check_str_tuple("column_names", value)
+
+
+@pytest.mark.parametrize("value", [2, 2.5, True, numpy.float16(1), [1, 2], ((1.0,), (2.0,)),
+                                   numpy.ones(3, numpy.int8)])
+def test_check_operand_takes_numbers_and_arrays_of_numbers(value):
+    c.check_operand("b", value)
+
+
+@pytest.mark.parametrize("value, error", [(None, TypeError), ("nan", TypeError), (1j, TypeError),
+                                          ([None], TypeError), ([[1], [1, 2]], ValueError),
+                                          (2 ** 63, ValueError), ([2 ** 70], TypeError)])
+def test_check_operand_refuses(value, error):
+    with pytest.raises(error, match=r"^b must be a Tensor, a number or an array of numbers"):
+        c.check_operand("b", value)
+
+
+def test_check_broadcast_names_the_operands():
+    assert c.check_broadcast(("a", "b"), ((2, 1), (3,))) == (2, 3)
+    with pytest.raises(ValueError, match=r"^where: y must have a shape that broadcasts with x of "
+                                         r"shape \(2, 3\), got y of shape \(4,\)$"):
+        c.check_broadcast(("x", "y"), ((2, 3), (4,)), owner="where")
+
+
+def test_arrays_are_described_by_shape_and_dtype():
+    assert c.describe(numpy.array(2.0)) == "array(2.)"
+    assert c.describe(numpy.zeros((20, 20))) == "ndarray of shape (20, 20) and dtype float64"

@@ -15,9 +15,9 @@ def test_argmax_and_argmin():
     numpy.testing.assert_array_equal(t.argmin(axis=0).asnumpy(), X.argmin(axis=0))
     assert t.argmax(axis=-1, keepdims=True).shape == (2, 1)
     assert t.argmax(keepdims=True).shape == (1, 1)
-    with pytest.raises(TypeError, match="argmax axis must be an int or None"):
+    with pytest.raises(TypeError, match=r"^argmax: axis must be an int in \[-2, 1\]"):
         t.argmax(axis=(0, 1))
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match=r"^argmax: axis must be an int in \[-2, 1\].*got 2$"):
         t.argmax(axis=2)
 
 
@@ -38,7 +38,7 @@ def test_to_takes_a_dtype_or_a_device_positionally():
     assert t.to("float16").dtype == minigrad.float16
     assert t.to("cpu").device == "CPU" and t.to("CPU", minigrad.float16).dtype == minigrad.float16
     assert t.to(dtype=minigrad.float64).dtype == minigrad.float64
-    with pytest.raises(TypeError, match="dtype must be one of"):
+    with pytest.raises(ValueError, match="dtype must be one of"):
         t.to("float128")
     with pytest.raises(TypeError, match="to\\(\\) takes a device and/or a dtype"):
         t.to("CPU", minigrad.float16, 1)

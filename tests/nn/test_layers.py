@@ -200,15 +200,15 @@ def test_conv2d_shapes_and_defaults():
         ),
         (
             dict(pad_mode="pad", padding=-1),
-            "padding must be a non-negative int or a 4-tuple of non-negative ints, got -1",
+            "padding must be a non-negative int or a 4-tuple or list of non-negative ints, got -1",
         ),
         (
             dict(kernel_size=0),
-            "kernel_size must be a positive int or a 2-tuple of positive ints, got 0",
+            "kernel_size must be a positive int or a 2-tuple or list of positive ints, got 0",
         ),
         (
             dict(stride=(1, 2, 3)),
-            r"stride must be a positive int or a 2-tuple of positive ints, got \(1, 2, 3\)",
+            r"stride must be a positive int or a 2-tuple or list of positive ints, got \(1, 2, 3\)",
         ),
         (dict(group=3), r"divisible by group \(3\)"),
     ],
@@ -371,7 +371,8 @@ def test_pooling_defaults_and_bad_arguments():
     with pytest.raises(ValueError, match="pad_mode must be one of .*'pad'"):
         nn.MaxPool2d(2, 2, pad_mode="pad")
     with pytest.raises(
-        ValueError, match="stride must be a positive int or a 2-tuple of positive ints, got 0"
+        ValueError, match="stride must be a positive int or a 2-tuple or list of positive"
+            " ints, got 0"
     ):
         nn.AvgPool2d(2, 0)
 

@@ -120,13 +120,13 @@ def test_softmax_is_a_distribution(rows, cols, scale, seed, axis):
 
 @pytest.mark.parametrize("fn", [ops.gelu, ops.softmax, ops.log_softmax, ops.leaky_relu])
 def test_reject_integer_tensors(fn):
-    with pytest.raises(TypeError, match="float tensor.*int64"):
+    with pytest.raises(TypeError, match="x must be a float Tensor.*not int64"):
         fn(minigrad.Tensor([1, 2]))
 
 
 def test_softmax_axis_errors():
     x = minigrad.Tensor(numpy.zeros((2, 3)))
-    with pytest.raises(ValueError, match="axis=2 is out of range"):
+    with pytest.raises(ValueError, match=r"axis must be an int in \[-2, 1\].*got 2$"):
         ops.softmax(x, axis=2)
     with pytest.raises(TypeError, match="axis must be an int"):
         ops.log_softmax(x, axis=(0, 1))

@@ -34,7 +34,7 @@ def test_fill_and_dtype():
     assert t.shape == (2, 3) and t.dtype == mstype.float16
     np.testing.assert_array_equal(t.asnumpy(), np.full((2, 3), 1.5, np.float16))
     assert ops.dtype(t) == mstype.float16 and ops.dtype(Tensor([1, 2])) == mstype.int64
-    with pytest.raises(TypeError, match="type"):
+    with pytest.raises(ValueError, match="type"):
         ops.fill("complex", (2,), 1.0)
 
 

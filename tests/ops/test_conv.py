@@ -194,7 +194,8 @@ def test_same_padding_keeps_ceil_size(size, kernel, stride, dilation, expected):
 def test_bad_arguments_name_the_problem():
     x = minigrad.Tensor(numpy.zeros((1, 4, 5, 5), numpy.float32))
     w = minigrad.Tensor(numpy.zeros((2, 4, 3, 3), numpy.float32))
-    with pytest.raises(ValueError, match=r"x of shape \(N, C, H, W\).*\(4, 5, 5\)"):
+    with pytest.raises(ValueError, match=r"x must have 4 dimensions \(N, C, H, W\), got x of"
+        r" shape \(4, 5, 5\)"):
         ops.conv2d(minigrad.Tensor(numpy.zeros((4, 5, 5), numpy.float32)), w)
     with pytest.raises(ValueError, match="x has 4 channels.*groups=2 needs 8"):
         ops.conv2d(x, w, groups=2)
@@ -206,7 +207,7 @@ def test_bad_arguments_name_the_problem():
         ops.conv2d(x, w, stride=0)
     with pytest.raises(ValueError, match="padding must be a non-negative int"):
         ops.conv2d(x, w, padding=(1, 2, 3))
-    with pytest.raises(TypeError, match="conv2d x expects a float tensor"):
+    with pytest.raises(TypeError, match="^conv2d: x must be a float Tensor"):
         ops.conv2d(minigrad.Tensor(numpy.zeros((1, 4, 5, 5), numpy.int32)), w)
 
 

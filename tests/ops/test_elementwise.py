@@ -117,7 +117,7 @@ def test_clip_needs_a_bound():
 
 @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "tanh", "sigmoid"])
 def test_transcendentals_reject_integer_tensors(name):
-    with pytest.raises(TypeError, match=f"{name} expects a float tensor.*int64"):
+    with pytest.raises(TypeError, match=f"^{name}: x must be a float Tensor.*not int64"):
         getattr(ops, name)(minigrad.Tensor([1, 2]))
 
 
@@ -308,7 +308,7 @@ def test_cast(src, dst, device):
 def test_cast_to_same_dtype_is_identity_and_bad_dtype_raises():
     x = minigrad.Tensor([1.0, 2.0])
     assert ops.cast(x, minigrad.float32) is x
-    with pytest.raises(TypeError, match="complex128"):
+    with pytest.raises(ValueError, match="complex128"):
         ops.cast(x, numpy.complex128)
 
 

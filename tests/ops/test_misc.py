@@ -50,7 +50,8 @@ def test_dropout_identity_and_errors():
     x = minigrad.Tensor(numpy.ones(3, numpy.float32))
     assert ops.dropout(x, 0.5, training=False) is x and ops.dropout(x, 0.0) is x
     for p in (1.0, -0.1):
-        with pytest.raises(ValueError, match=r"p must be in \[0, 1\), got"):
+        with pytest.raises(ValueError, match=r"^dropout: p must be a finite float in \[0.0,"
+            r" 1.0\), got"):
             ops.dropout(x, p)
 
 

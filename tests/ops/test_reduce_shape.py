@@ -63,7 +63,8 @@ def test_reduction_of_scalar_tensor(name):
 
 
 def test_reduction_axis_out_of_range():
-    with pytest.raises(ValueError, match=r"axis=3 is out of range for a tensor of 2 dimensions"):
+    with pytest.raises(ValueError, match=r"axis must be .*\[-2, 1\] \(the axes of a tensor of"
+        r" 2 dimensions\), got 3"):
         ops.sum(minigrad.Tensor(numpy.ones((2, 3))), axis=3)
 
 
@@ -155,16 +156,18 @@ def test_shape_op(name, dtype, device):
     [
         (
             lambda t: ops.reshape(t, (5, 5)),
-            r"cannot reshape a tensor of shape \(2, 3, 4\) \(24 elements\) to \(5, 5\)",
+            r"shape must be a shape of 24 elements .* tensor of shape \(2, 3, 4\), got \(5, 5\)",
         ),
-        (lambda t: ops.transpose(t, (0, 0, 1)), r"not a permutation"),
-        (lambda t: ops.squeeze(t, 1), r"cannot squeeze axis 1 of size 3"),
-        (lambda t: ops.expand_dims(t, 5), r"axis=5 is out of range"),
+        (lambda t: ops.transpose(t, (0, 0, 1)), r"axes must be a permutation .*got \(0, 0,"
+            r" 1\)"),
+        (lambda t: ops.squeeze(t, 1), r"axis must be axes of size 1 .*\(axis 1 has size 3\),"
+            r" got 1"),
+        (lambda t: ops.expand_dims(t, 5), r"axis must be an int in \[-4, 3\].*got 5"),
         (
             lambda t: ops.broadcast_to(t, (3, 3)),
-            r"cannot broadcast a tensor of shape \(2, 3, 4\) to \(3, 3\)",
+            r"shape must be a shape that a tensor of shape \(2, 3, 4\) broadcasts to, got \(3, 3\)",
         ),
-        (lambda t: ops.swapaxes(t, 0, 3), r"out of range"),
+        (lambda t: ops.swapaxes(t, 0, 3), r"axis2 must be an int in \[-3, 2\].*got 3"),
     ],
 )
 def test_shape_errors_name_the_shapes(call, message):
@@ -260,7 +263,8 @@ def test_matmul_float64_tight():
 
 def test_matmul_errors_name_both_shapes():
     a, b = minigrad.Tensor(numpy.zeros((3, 4))), minigrad.Tensor(numpy.zeros((5, 2)))
-    with pytest.raises(ValueError, match=r"\(3, 4\) @ \(5, 2\) \(inner dimensions 4 != 5\)"):
+    with pytest.raises(ValueError, match=r"^matmul: b must have 4 rows to multiply a of shape"
+        r" \(3, 4\), got b of shape \(5, 2\)"):
         ops.matmul(a, b)
     with pytest.raises(ValueError, match="at least 1 dimension"):
         ops.matmul(minigrad.Tensor(numpy.float64(2.0)), a)
@@ -281,9 +285,10 @@ def test_matmul_transpose_b(shapes, dtype):
 
 def test_matmul_transpose_b_errors():
     a = minigrad.Tensor(numpy.zeros((3, 4)))
-    with pytest.raises(ValueError, match=r"\(3, 4\) @ \(4, 5\)ᵀ \(inner dimensions 4 != 5\)"):
+    with pytest.raises(ValueError, match=r"b must have 4 columns \(transpose_b\) to multiply a "
+                       r"of shape \(3, 4\), got b of shape \(4, 5\)"):
         ops.matmul(a, minigrad.Tensor(numpy.zeros((4, 5))), transpose_b=True)
-    with pytest.raises(ValueError, match="transpose_b=True\\) needs b of at least 2 dimensions"):
+    with pytest.raises(ValueError, match="b must have at least 2 dimension"):
         ops.matmul(a, minigrad.Tensor(numpy.zeros(4)), transpose_b=True)
 
 
@@ -312,9 +317,11 @@ def test_dense_rejects_mismatched_shapes():
         minigrad.Tensor(numpy.ones((2, 4), numpy.float32)),
         minigrad.Tensor(numpy.ones((3, 5), numpy.float32)),
     )
-    with pytest.raises(ValueError, match=r"\(2, 4\) and \(3, 5\)"):
+    with pytest.raises(ValueError, match=r"weight must have shape \(out, 4\) for x of shape"
+        r" \(2, 4\), got weight of shape \(3, 5\)"):
         ops.dense(x, w)
-    with pytest.raises(ValueError, match=r"bias of shape \(3,\), got \(2,\)"):
+    with pytest.raises(ValueError, match=r"bias must have shape \(3,\) for weight of shape "
+                       r"\(3, 5\), got bias of shape \(2,\)"):
         ops.dense(
             minigrad.Tensor(numpy.ones((2, 5), numpy.float32)), w, numpy.ones(2, numpy.float32)
         )
@@ -333,9 +340,10 @@ def test_transpose_refuses_an_axis_out_of_range_naming_the_axes_given(axes):
     # NumPy: x.transpose((0, 2)) of a 2-D array is an AxisError; (0, 2) must not become (0, 0)
     # or, worse, (0, 3) become the valid (0, 1) and silently return x unchanged
     x = Tensor(numpy.zeros((2, 3)))
-    with pytest.raises(ValueError, match=r"axes=\(%d, %d\).*2 axes.*\(2, 3\)" % axes):
+    message = r"axes must be a permutation of the 2 axes of a tensor of shape \(2, 3\), got "
+    with pytest.raises(ValueError, match=message + r"\(%d, %d\)" % axes):
         ops.transpose(x, axes)
-    with pytest.raises(ValueError, match=r"axes=\(%d, %d\)" % axes):
+    with pytest.raises(ValueError, match=message + r"\(%d, %d\)" % axes):
         x.transpose(*axes)
 
 
@@ -356,7 +364,7 @@ def test_transpose_accepts_exactly_what_numpy_accepts(ndim, data):
     try:
         expected = x.transpose(axes)
     except ValueError:  # AxisError and 'repeated axis' are ValueErrors
-        with pytest.raises(ValueError, match="not a permutation"):
+        with pytest.raises(ValueError, match="must be a permutation"):
             ops.transpose(Tensor(x), axes)
         return
     t = Tensor(x, requires_grad=True)
