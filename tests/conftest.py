@@ -5,7 +5,8 @@ Use the ``device`` fixture, or ``@pytest.mark.parametrize("device", DEVICES)`` (
 import DEVICES``): GPU cases carry the ``gpu`` mark and are skipped, with the reason, without CuPy.
 ``@pytest.mark.requires_native`` skips a test, with the reason, where the native host kernels are
 not in use (``MINIGRAD_NATIVE=0``, or no compiler): a test that compares the native path with the
-NumPy path would compare the NumPy path with itself there.
+NumPy path would compare the NumPy path with itself there. ``one_blas_thread`` caps the BLAS
+pool for tests that train whole networks of small products.
 """
 import os
 
@@ -48,3 +49,18 @@ def _restore_config():
     yield
     vars(config).clear()
     vars(config).update(saved)
+
+
+@pytest.fixture
+def one_blas_thread():
+    """Run the test with one BLAS thread (``threadpoolctl``; as it is when that is missing): a
+    training run of small products (LeNet's convolutions, a digits MLP) gains nothing from a
+    second thread, and on a busy machine a thread waiting for a core makes the products tens of
+    times slower."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        yield
+        return
+    with threadpoolctl.threadpool_limits(limits=1):
+        yield

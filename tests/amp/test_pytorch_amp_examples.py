@@ -8,16 +8,19 @@ not ``torch.nn``: each port builds its model with minigrad's cells, spells the o
 MindSpore's way (``nn.SGD(params, learning_rate=...)``), and runs on "cpu" where the page says
 "cuda". Otherwise the loop is the page's, and the same loop runs in PyTorch 2.13 on the CPU
 (autocast to float16, ``GradScaler("cpu")``) from the same weights: the parameters and the
-scale trajectory must agree. The "Autocast and Custom Autograd Functions" examples are ported
-in ``test_custom_fwd.py``.
+scale trajectory must agree. The "Gradient penalty" example is ported in
+``test_gradient_penalty.py``, the "Autocast and Custom Autograd Functions" ones in
+``test_custom_fwd.py``.
 """
 import numpy as np
 import pytest
 
 import minigrad
-from minigrad import Tensor, amp, autograd, nn
+from minigrad import Tensor, amp, nn
 
 torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.usefixtures("one_blas_thread")  # whole training runs
 
 IN, HIDDEN, OUT = 16, 32, 8
 LR = 0.05
@@ -66,6 +69,23 @@ def autocast_cpu(enabled=True):
     return torch.autocast(device_type="cpu", dtype=torch.float16, enabled=enabled)
 
 
+def torch_step(twin, t_opt, t_scaler, input, target, enabled=True, max_norm=None):
+    """The page's loop body in PyTorch: zero_grad, an autocast forward, a scaled backward,
+    (unscale_ and clip_grad_norm_ to ``max_norm``,) step, update. Returns the loss and the
+    clipped gradients' norm (None without clipping)."""
+    t_opt.zero_grad()
+    with autocast_cpu(enabled):
+        t_loss = torch.nn.functional.mse_loss(twin(torch.tensor(input)), torch.tensor(target))
+    t_scaler.scale(t_loss).backward()
+    total = None
+    if max_norm is not None:
+        t_scaler.unscale_(t_opt)
+        total = torch.nn.utils.clip_grad_norm_(twin.parameters(), max_norm)
+    t_scaler.step(t_opt)
+    t_scaler.update()
+    return t_loss, total
+
+
 # ---- the notes page --------------------------------------------------------------------------
 def test_typical_mixed_precision_training():
     minigrad.set_seed(0)
@@ -87,13 +107,7 @@ def test_typical_mixed_precision_training():
             scaler.step(optimizer)
             scaler.update()
 
-            t_opt.zero_grad()
-            with autocast_cpu():
-                t_loss = torch.nn.functional.mse_loss(twin(torch.tensor(input)),
-                                                      torch.tensor(target))
-            t_scaler.scale(t_loss).backward()
-            t_scaler.step(t_opt)
-            t_scaler.update()
+            t_loss, _ = torch_step(twin, t_opt, t_scaler, input, target)
             assert output.dtype == minigrad.float16 and loss.dtype == minigrad.float32
             assert scaler.get_scale() == t_scaler.get_scale()
             np.testing.assert_allclose(float(loss.asnumpy()), t_loss.item(), rtol=2e-3)
@@ -126,14 +140,7 @@ def test_gradient_clipping_on_unscaled_gradients():
         scaler.step(optimizer)
         scaler.update()
 
-        t_opt.zero_grad()
-        with autocast_cpu():
-            t_loss = torch.nn.functional.mse_loss(twin(torch.tensor(input)), torch.tensor(target))
-        t_scaler.scale(t_loss).backward()
-        t_scaler.unscale_(t_opt)
-        t_total = torch.nn.utils.clip_grad_norm_(twin.parameters(), max_norm)
-        t_scaler.step(t_opt)
-        t_scaler.update()
+        _, t_total = torch_step(twin, t_opt, t_scaler, input, target, max_norm=max_norm)
         np.testing.assert_allclose(float(total.asnumpy()), t_total.item(), rtol=2e-3)
     assert_same(model, twin)
 
@@ -170,64 +177,6 @@ def test_gradient_accumulation():
             t_scaler.update()
             t_opt.zero_grad()
     assert_same(model, twin)
-
-
-def test_gradient_penalty_with_scaled_out_of_place_gradients():
-    """The notes' L2 gradient penalty: ``autograd.grad(scaler.scale(loss), params,
-    create_graph=True)``, unscaled out of place, the norm added to the loss (double backward)."""
-    minigrad.set_seed(3)
-    model = make_model(num_layers=2)
-    optimizer = nn.SGD(model.trainable_params(), learning_rate=LR)
-    twin = torch_twin(model)
-    t_opt = torch.optim.SGD(twin.parameters(), lr=LR)
-    scaler, t_scaler = amp.GradScaler("cpu"), torch.amp.GradScaler("cpu")
-    for input, target in data(num_batches=3, seed=3):
-        optimizer.zero_grad()
-        with amp.autocast(device_type="cpu", dtype=minigrad.float16):
-            output = model(Tensor(input))
-            loss = nn.MSELoss()(output, Tensor(target))
-
-        # Scales the loss for autograd.grad's backward pass, producing scaled_grad_params
-        scaled_grad_params = autograd.grad(outputs=scaler.scale(loss),
-                                           inputs=model.trainable_params(), create_graph=True)
-
-        # Creates unscaled grad_params before computing the penalty. scaled_grad_params are
-        # not owned by any optimizer, so ordinary division is used instead of scaler.unscale_:
-        inv_scale = 1. / scaler.get_scale()
-        grad_params = [p * inv_scale for p in scaled_grad_params]
-
-        # Computes the penalty term and adds it to the loss
-        with amp.autocast(device_type="cpu", dtype=minigrad.float16):
-            grad_norm = 0
-            for grad in grad_params:
-                grad_norm += grad.pow(2).sum()
-            grad_norm = grad_norm.sqrt()
-            loss = loss + grad_norm
-
-        # Applies scaling to the backward call as usual.
-        # Accumulates leaf gradients that are correctly scaled.
-        scaler.scale(loss).backward()
-
-        # may unscale_ here if desired (e.g., to allow clipping unscaled gradients)
-
-        # step() and update() proceed as usual.
-        scaler.step(optimizer)
-        scaler.update()
-
-        t_opt.zero_grad()
-        with autocast_cpu():
-            t_loss = torch.nn.functional.mse_loss(twin(torch.tensor(input)), torch.tensor(target))
-        t_grads = torch.autograd.grad(t_scaler.scale(t_loss), twin.parameters(),
-                                      create_graph=True)
-        t_grads = [p * (1. / t_scaler.get_scale()) for p in t_grads]
-        with autocast_cpu():
-            t_norm = sum(g.pow(2).sum() for g in t_grads).sqrt()
-            t_loss = t_loss + t_norm
-        t_scaler.scale(t_loss).backward()
-        t_scaler.step(t_opt)
-        t_scaler.update()
-        np.testing.assert_allclose(float(grad_norm.asnumpy()), t_norm.item(), rtol=5e-3)
-    assert_same(model, twin, rtol=5e-3, atol=5e-4)
 
 
 def test_multiple_models_losses_and_optimizers():
@@ -372,13 +321,7 @@ def test_recipe_all_together_with_the_use_amp_switch(use_amp):
             scaler.update()
             opt.zero_grad()  # set_to_none=True here can modestly improve performance
 
-            with autocast_cpu(enabled=use_amp):
-                t_loss = torch.nn.functional.mse_loss(twin(torch.tensor(input)),
-                                                      torch.tensor(target))
-            t_scaler.scale(t_loss).backward()
-            t_scaler.step(t_opt)
-            t_scaler.update()
-            t_opt.zero_grad()
+            torch_step(twin, t_opt, t_scaler, input, target, enabled=use_amp)
     assert scaler.get_scale() == t_scaler.get_scale()
     assert_same(net, twin, *((2e-3, 2e-4) if use_amp else (1e-5, 1e-6)))
 
@@ -403,14 +346,7 @@ def test_recipe_inspecting_and_modifying_gradients():
         scaler.update()
         opt.zero_grad()
 
-        with autocast_cpu():
-            t_loss = torch.nn.functional.mse_loss(twin(torch.tensor(input)), torch.tensor(target))
-        t_scaler.scale(t_loss).backward()
-        t_scaler.unscale_(t_opt)
-        torch.nn.utils.clip_grad_norm_(twin.parameters(), max_norm=0.1)
-        t_scaler.step(t_opt)
-        t_scaler.update()
-        t_opt.zero_grad()
+        torch_step(twin, t_opt, t_scaler, input, target, max_norm=0.1)
     assert_same(net, twin)
 
 

@@ -17,6 +17,8 @@ from minigrad.autograd import value_and_grad
 from minigrad.dataset import NumpySlicesDataset, load_digits
 from minigrad.train import Accuracy
 
+pytestmark = pytest.mark.usefixtures("one_blas_thread")  # whole training runs
+
 
 @pytest.fixture
 def policy():
