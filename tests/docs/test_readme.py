@@ -47,6 +47,9 @@ def test_examples_print_what_their_comments_say(capsys):
     unscaled, scaled = (eval(line) for line in _printed("gradient_exponents", capsys))
     assert set(unscaled) == set(scaled) == {"flushed", "subnormal", "normal", "overflow"}
     assert unscaled["normal"] == 0 and scaled["normal"] > 0.9   # 1e-7 is below fp16's normals
+    assert _printed("(hv,) = grad(", capsys) == ["[ 6. 12.  0.]", "True (3, 3)"]
+    assert _printed("class Softplus", capsys) == [
+        "[0.2689 0.5    0.8808]", "[0.1966 0.25   0.105 ]", "float32"]
 
 
 def test_readme_layout_names_existing_files_and_every_public_module():

@@ -76,10 +76,11 @@ EXPECTED = {
              "bit-identical weights True"),
             "growth factor        scale_factor                   multiplier"]),
     "07": (["gradient_exponents.png"], ["chosen scale S = 2**", "fc output", "conv1.weight"]),
-    "08": (["thor_vs_momentum.png"],
+    "08": (["thor_vs_momentum.png", "thor_curvature_vs_hessian.png"],
            ["THOR's step reports", "step 1: refresh 3/3 layers", "step 2: reuse",
             "THOR: refresh steps [1, 11, 21, 31, 41, 51]", "THOR, trace rule: refresh steps [1, ",
-            "layer refreshes"]),
+            "layer refreshes", "curvature products against the Hessian H v",
+            "negative curvature found: True; every Fisher-type form >= 0: True"]),
     "09": (["attention_logit_range.png", "attention_mask_trap.png", "softmax_fp16_vs_fp32.png",
             "attention_overflow_steps.png"],
            ["fp16(-1e9) = -inf",
@@ -167,6 +168,39 @@ def test_lesson_7_underflow_shares_equal_a_direct_numpy_count(ran):
     assert output["1"]["flushed"] > 0.05
     assert output[str(report["scale"])]["flushed"] < output["1"]["flushed"] / 2
     assert all(s[str(report["scale"])]["overflow"] == 0 for s in report["shares"].values())
+
+
+def test_lesson_8_curvature_claims_hold(ran):
+    """What lesson 8's prose says about THOR's curvature against the Hessian, in numbers (its
+    JSON, averaged over random unit directions v; "ratio" is vᵀMv / vᵀHv)."""
+    if not hasattr(minigrad.nn, "thor"):
+        pytest.skip(NO_THOR)
+    process, out = ran("08")
+    assert process.returncode == 0, process.stderr[-3000:]
+    report = json.loads((out / "curvature_vs_hessian.json").read_text(encoding="utf-8"))
+    cases = report["cases"]
+    at_fit, far = cases["linear regression, at the fit"], cases["linear regression, far from it"]
+    initial, trained = cases["ReLU MLP, at initialization"], cases["ReLU MLP, trained"]
+    # linear regression with squared loss: autograd's H v is the closed form, and H = GN
+    assert report["closed_form"] < 1e-10
+    for case in (at_fit, far):
+        assert case["GN"]["relative_error"] < 1e-10 and case["GN"]["cosine"] > 1 - 1e-10
+    # at the fit THOR's A ⊗ G is close to H, in direction and scale
+    assert at_fit["A⊗G"]["cosine"] > 0.98 and at_fit["A⊗G"]["relative_error"] < 0.25
+    assert 0.8 < at_fit["A⊗G"]["ratio"] < 1.25
+    assert at_fit["A⊗G"]["cosine"] > at_fit["F"]["cosine"]
+    # far from it the empirical curvature is many times too large
+    assert far["A⊗G"]["ratio"] > 4 and far["F"]["ratio"] > 4
+    assert far["A⊗G"]["relative_error"] > 3
+    # the ReLU MLP: at initialization the residual term separates GN from H, and THOR is
+    # further off still; trained, GN agrees with H while the empirical Fisher sees a fraction
+    assert initial["GN"]["cosine"] < 0.9 and initial["A⊗G"]["cosine"] < 0.7
+    assert trained["GN"]["cosine"] > 0.999
+    assert trained["A⊗G"]["ratio"] < 0.3 and trained["F"]["ratio"] < 0.3
+    assert trained["A⊗G"]["relative_error"] > 0.5
+    # a direction of negative curvature, which no Fisher-type matrix can show
+    assert report["negative_direction"]["H"] < -0.1 * report["lambda_max"]
+    assert all(report["min_forms"][name] >= 0 for name in ("GN", "F", "A⊗G"))
 
 
 def test_default_output_folder_is_a_new_temporary_one(tmp_path):
