@@ -200,8 +200,9 @@ common.save(fig, args.out, "thor_vs_momentum.png")
 # - The **empirical Fisher** F = (1/N) Σₙ gₙ gₙᵀ uses the per-sample gradients gₙ on the
 #   *true* labels. It equals the true Fisher only when the true labels scatter around the
 #   model's outputs exactly as the model's own distribution says they should.
-# - THOR (like K-FAC) stores F for each layer as two small factors. A Dense layer's sample
-#   gradient is gₙ = δₙ aₙᵀ, the outer product of the output gradient δₙ and the input aₙ. So
+# - THOR (with its default `fisher="empirical"`, as MindSpore's) stores F for each layer as
+#   two small factors, K-FAC's approximation. A Dense layer's sample gradient is gₙ = δₙ aₙᵀ,
+#   the outer product of the output gradient δₙ and the input aₙ. So its block of
 #   F = (1/N) Σ (a aᵀ) ⊗ (δ δᵀ), which THOR replaces by A ⊗ G with A = (1/N) Σ a aᵀ and
 #   G = (1/N) Σ δ δᵀ. It also drops every block between two layers. Applying A ⊗ G to a
 #   direction V (shaped like the weight) costs two small products: G · V · A.
