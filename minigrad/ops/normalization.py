@@ -161,10 +161,10 @@ class Normalize(Function):
         return store(total.reshape(shape), dtype)
 
 
-def _private_centred(x, mean):
+def _private_centred(x, mean, wide=None):
     """x - μ, widened, in a new array that the caller may write (in x's memory order when
-    widening copies x: the subtraction then runs in place)."""
-    wide = widen(x)
+    widening copies x: the subtraction then runs in place). ``wide``: widen(x), if at hand."""
+    wide = widen(x) if wide is None else wide
     if wide is x:
         return x - mean
     wide -= mean
@@ -174,8 +174,9 @@ def _private_centred(x, mean):
 def _batch_moments(x, axes, count):
     """(μ, σ² biased, x - μ in a new writable array) over ``axes``, two-pass, in the
     accumulation dtype; σ² from ``dot_axes``, without an array of squares."""
-    mean = sum_axes(widen(x), axes) / count
-    centred = _private_centred(x, mean)
+    wide = widen(x)
+    mean = sum_axes(wide, axes) / count
+    centred = _private_centred(x, mean, wide)
     return mean, dot_axes(centred, centred, axes) / count, centred
 
 
