@@ -60,11 +60,12 @@ class _Pool2d(Function):
             out[...] = 0
         return out
 
-    def scatter(self, xp, contribution):
+    def scatter(self, xp, contribution, write=None):
         """dx: ``contribution(k)``, the gradient reaching tap k, put back where tap k read the
         padded input. Its dtype: the input's for disjoint windows, else the accumulation dtype
         (the shares are summed there and rounded once). ``xp`` None: the contributions are
-        Tensors (a create_graph rule)."""
+        Tensors (a create_graph rule). ``write(slot, k)``, if given, writes tap k's share of
+        disjoint windows straight into its slot of dx (no temporary)."""
         h, w = self.x_shape[2:]
         top, bottom, left, right = self.padding
         padded_hw = (h + top + bottom, w + left + right)
@@ -76,7 +77,10 @@ class _Pool2d(Function):
         if self.disjoint:
             dx = self.image(xp, padded_hw, self.x_dtype, zero=not self.tiles)
             for k, (rows, cols) in enumerate(self.taps):
-                dx[:, :, rows, cols] = contribution(k)
+                if write is None:
+                    dx[:, :, rows, cols] = contribution(k)
+                else:
+                    write(dx[:, :, rows, cols], k)
             return crop(dx, self.padding, (h, w))
         dx = self.image(xp, padded_hw, dtypes.acc_dtype(self.x_dtype), zero=True)
         for k, (rows, cols) in enumerate(self.taps):
@@ -93,6 +97,12 @@ class MaxPool2d(_Pool2d):
     Ties: the first maximum in row-major window order receives the whole gradient. An element
     that is the maximum of several overlapping windows gets the sum of their g, in fp32 for
     fp16, rounded once.
+
+    The argmax is kept as each window's tap index (uint8 up to 255 taps). Taps are visited in
+    order and only a strictly greater value moves it, so the running index is the maximum of
+    ``k · (tap k beat the running maximum)``: integer arithmetic, no masked writes. The
+    gradient reaching tap k is g's bit patterns times ``argmax == k`` (g or +0, exactly what a
+    select gives, without its branches).
     """
     def forward(self, x, kernel, stride, padding):
         xp = backend.get_array_module(x)
@@ -100,20 +110,32 @@ class MaxPool2d(_Pool2d):
         (rows, cols), *others = self.taps
         out = self.image(xp, self.out_hw, padded.dtype)
         out[...] = padded[:, :, rows, cols]
-        self.argmax = self.image(xp, self.out_hw, numpy.min_scalar_type(len(self.taps)),
-                                 zero=True)
+        index = numpy.min_scalar_type(len(self.taps))
+        self.argmax = self.image(xp, self.out_hw, index, zero=True)
         for k, (rows, cols) in enumerate(others, 1):
             candidate = padded[:, :, rows, cols]
             better = candidate > out   # strict: an earlier tap keeps ties
             xp.maximum(out, candidate, out=out)
-            xp.copyto(self.argmax, self.argmax.dtype.type(k), where=better)
+            xp.maximum(self.argmax, better * index.type(k), out=self.argmax)
         return store(out, x.dtype)
 
     def backward(self, g):
-        xp = None if isinstance(g, Tensor) else backend.get_array_module(g)
+        if isinstance(g, Tensor):
+            zero = g.dtype.type(0)
+            return self.scatter(None, lambda k: where(self.argmax == k, g, zero))
+        xp = backend.get_array_module(g)
         g = g if self.disjoint else widen(g)  # disjoint: each g is copied once, not summed
-        zero = g.dtype.type(0)
-        return self.scatter(xp, lambda k: where(self.argmax == k, g, zero))
+        return self.scatter(xp, lambda k: _kept(g, self.argmax == k),
+                            write=lambda slot, k: _kept(g, self.argmax == k, out=slot))
+
+
+def _kept(g, mask, out=None):
+    """The array ``g`` where ``mask``, else +0 (into ``out`` if given): g's bit patterns times
+    the mask, exact for every value (inf and NaN included)."""
+    bits = numpy.dtype(f"i{g.dtype.itemsize}")
+    xp = backend.get_array_module(g)
+    kept = xp.multiply(g.view(bits), mask, out=None if out is None else out.view(bits))
+    return kept.view(g.dtype)
 
 
 class AvgPool2d(_Pool2d):
