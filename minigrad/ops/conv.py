@@ -168,8 +168,8 @@ class Conv2d(Function):
         gb = None
         if len(needs) > 2 and needs[2]:
             gb = store(sum_axes(g, (0, 2, 3)).reshape(o), gy.dtype)
-        g = _pixel_rows(g)
-        blocks = [g[:, k * og:(k + 1) * og] for k in range(len(self.cols))]
+        rows = _pixel_rows(g)
+        blocks = [rows[:, k * og:(k + 1) * og] for k in range(len(self.cols))]
         gx = gw = None
         if needs[1]:
             kh, kw = self.geometry[3]
@@ -177,8 +177,50 @@ class Conv2d(Function):
             gw = gw.reshape(o, kh, kw, self.x_shape[1] // len(self.cols)).transpose(0, 3, 1, 2)
             gw = store(gw if isinstance(gw, Tensor) else xp.ascontiguousarray(gw), self.w_dtype)
         if needs[0]:
-            gx = self._col2im(_products(blocks, self.w_rows))
+            if self._correlates(g):
+                gx = self._correlation_gradient(g)
+            else:
+                gx = self._col2im(_products(blocks, self.w_rows))
         return gx, gw, gb
+
+    def _correlates(self, g):
+        """Whether dx is computed as a correlation of g (``_correlation_gradient``): an array
+        gradient, stride 1, a kernel larger than 1x1, padding within the dilated kernel's
+        reach, and no more output than input channels (g's patch matrix then is no larger than
+        the patch gradients col2im would add up)."""
+        stride, padding, dilation, kernel = self.geometry
+        reach = [d * (k - 1) for d, k in zip(dilation, kernel) for _ in range(2)]
+        return (not isinstance(g, Tensor) and stride == (1, 1) and kernel != (1, 1)
+                and all(p <= r for p, r in zip(padding, reach))
+                and g.shape[1] <= self.x_shape[1])
+
+    def _correlation_gradient(self, g):
+        """dx of a stride-1 convolution as one more convolution, with no col2im:
+
+        dx[n, c, y, x] = Σ_{o, i, j} g_pad[n, o, y + d_h·i, x + d_w·j] · W[o, c, kh-1-i, kw-1-j]
+
+        (g_pad: g zero-padded by d·(k-1) minus the forward padding on each side), so dx is the
+        patch matrix of g (N·H·W, kh·kw·O/G per group) times the flipped weight as a
+        (kh·kw·O/G, C/G) matrix, stored channels-last. Each sum runs over the same products
+        as col2im's sums of ``g @ W``, in the BLAS's order and the products' dtype (fp32 for
+        fp16), rounded once."""
+        n, c, h, width = self.x_shape
+        stride, padding, dilation, kernel = self.geometry
+        groups = len(self.cols)
+        (kh, kw), (dh, dw) = kernel, dilation
+        top, bottom, left, right = padding
+        reversed_padding = (dh * (kh - 1) - top, dh * (kh - 1) - bottom,
+                            dw * (kw - 1) - left, dw * (kw - 1) - right)
+        cols = _patch_matrices(g, (stride, reversed_padding, dilation, kernel), (h, width),
+                               groups)
+        og, cg = g.shape[1] // groups, c // groups
+        # each group's weight rows (O/G, (i, j, c)), taps reversed, as ((i, j, o), c)
+        flipped = [w.reshape(og, kh, kw, cg)[:, ::-1, ::-1].transpose(1, 2, 0, 3)
+                   .reshape(kh * kw * og, cg) for w in self.w_rows]
+        dx = _join(_products(cols, flipped), axis=1).reshape(n, h, width, c)
+        if dx.dtype != self.x_dtype:
+            dx = store(dx, self.x_dtype)
+        return dx.transpose(0, 3, 1, 2)
 
     def _col2im(self, dcols):
         """dx from each group's (N·Ho·Wo, kh·kw·Cg) patch gradients: every patch entry added

@@ -14,6 +14,8 @@ from helpers import GPU_KINDS, gpu_of
 from helpers.fp16 import F16, F32, assert_bits, ulps
 from helpers.layouts import is_channels_last, layouts
 from minigrad import Tensor, backend, ops
+from minigrad.ops.conv import Conv2d
+from minigrad.testing import check_backward
 
 
 def run(x, w, b, g, **kwargs):
@@ -148,3 +150,40 @@ def test_fp16_channels_last_input_is_widened_and_rounded_as_nchw():
     assert_bits(out, want_out.astype(F16))
     for got, want in zip(grads, want_grads):
         assert_bits(got, want.astype(F16))
+
+
+@given(spec=geometry)
+def test_stride_1_input_gradient_by_correlation_agrees_with_col2im(spec):
+    # dx as a convolution of g with the flipped kernel: the same sums as col2im's, added in
+    # another order (so within the dtype's rounding, and the same rounding rule for fp16)
+    spec = dict(spec, stride=(1, 1), og=min(spec["og"], spec["cg"]))
+    x, w, b, g, kwargs = case(spec)
+    taken = []
+    correlates = Conv2d._correlates
+
+    def recorded(self, gy):
+        taken.append(correlates(self, gy))
+        return taken[-1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Conv2d, "_correlates", recorded)
+        fast = {name: run(x, w, b, view, **kwargs)[1][0] for name, view in layouts(g).items()}
+    (top, bottom, left, right), (kh, kw) = spec["padding"], spec["kernel"]
+    (dh, dw) = spec["dilation"]
+    assert all(taken) == ((kh, kw) != (1, 1) and max(top, bottom) <= dh * (kh - 1)
+                          and max(left, right) <= dw * (kw - 1))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Conv2d, "_correlates", lambda self, gy: False)
+        _, (want, _, _) = run(x, w, b, g, **kwargs)
+    for got in fast.values():
+        assert got.dtype == want.dtype and (is_channels_last(got) or not all(taken))
+        assert_close(got, want, x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [F16, F32])
+@pytest.mark.parametrize("kwargs", [dict(padding=(2, 0, 1, 2), dilation=(1, 2), groups=2),
+                                    dict(padding=1), dict(padding=0)])
+def test_input_gradient_by_correlation_passes_the_float64_check(dtype, kwargs):
+    rng = numpy.random.default_rng(4)
+    x = rng.standard_normal((2, 4, 6, 7)).astype(dtype)
+    w = (rng.standard_normal((4, 4 // kwargs.get("groups", 1), 3, 3)) / 3).astype(dtype)
+    check_backward(lambda t, u: ops.conv2d(t, u, **kwargs), [Tensor(x), Tensor(w)])
