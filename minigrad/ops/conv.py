@@ -13,10 +13,13 @@ rounded in one pass, Dense's epilogue).
 
 Backward: ``g`` is the output gradient as an (N·Ho·Wo, O) matrix (a view of a channels-last
 gradient; otherwise an (O, N·Ho·Wo) copy, which moves runs of Ho·Wo values, read transposed);
-``dW = gᵀ @ cols``, ``db = Σ_rows g`` (``_util.sum_axes``: BLAS speed, pairwise accuracy),
-``dcols = g @ W``, and ``dx`` is ``dcols`` added back where each window read the padded input
-(col2im: one strided add per kernel tap; none for a 1x1, stride-1, unpadded convolution, whose
-``dcols`` is ``dx``), stored channels-last.
+``dW = gᵀ @ cols``, ``db = Σ_rows g`` (``_util.sum_axes``: BLAS speed, pairwise accuracy).
+dx, stored channels-last, takes one of two routes. At stride 1 (kernel larger than 1x1, padding
+within the dilated kernel, O <= C) it is one more convolution, of g with the flipped kernel: g's
+patch matrix times the flipped weight, no scatter at all. Otherwise ``g @ W_tap`` is computed for
+every kernel tap at once into a tap-major (kh·kw, N·Ho·Wo, C) array, and col2im adds each tap's
+dense block back where that tap read the padded input (one add per tap, over runs of Wo·C values
+at stride 1; none for a 1x1, stride-1, unpadded convolution, whose one block is ``dx``).
 
 fp16 follows the matmul rule (``dtype.acc_dtype``): the input is widened to fp32 once, before
 the im2col copy (cheaper than widening the kh·kw times larger patch matrix); the products and
@@ -179,8 +182,12 @@ class Conv2d(Function):
         if needs[0]:
             if self._correlates(g):
                 gx = self._correlation_gradient(g)
+            elif isinstance(g, Tensor):
+                gx = self._col2im_tensor(_products(blocks, self.w_rows))
             else:
-                gx = self._col2im(_products(blocks, self.w_rows))
+                taps = self.geometry[3][0] * self.geometry[3][1]
+                gx = self._col2im(_products(blocks, [w.reshape(og, taps, -1).transpose(1, 0, 2)
+                                                     for w in self.w_rows]))
         return gx, gw, gb
 
     def _correlates(self, g):
@@ -223,41 +230,47 @@ class Conv2d(Function):
         return dx.transpose(0, 3, 1, 2)
 
     def _col2im(self, dcols):
-        """dx from each group's (N·Ho·Wo, kh·kw·Cg) patch gradients: every patch entry added
-        back where its window read the padded input, in the products' dtype, rounded once
-        (Tensors: by recorded scatters and adds)."""
+        """dx from each group's tap-major patch gradients (kh·kw, N·Ho·Wo, Cg), ``g @ W_tap``
+        for every tap: each tap's (N, Ho, Wo, Cg) block, dense, added where the tap read the
+        padded input (runs of Wo·Cg values for stride 1), in the products' dtype, rounded
+        once."""
         xp = backend.get_array_module(dcols[0])
         n, c, h, width = self.x_shape
         stride, padding, dilation, kernel = self.geometry
-        if isinstance(dcols[0], Tensor):
-            ho, wo = self.out_hw
-            cg = c // len(dcols)
-            top, bottom, left, right = padding
-            shape, dx = (n, h + top + bottom, width + left + right, c), 0
-            for k, d in enumerate(dcols):
-                d = d.reshape(n, ho, wo, *kernel, cg)
-                for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
-                    index = (slice(None), rows, cols, slice(k * cg, (k + 1) * cg))
-                    dx = dx + scatter(d[:, :, :, i, j], shape, index)
-            dx = dx[:, top:top + h, left:left + width]
-            return store(dx, self.x_dtype).transpose(0, 3, 1, 2)
         if kernel == (1, 1) and stride == (1, 1) and not any(padding):
-            dx = _join(dcols, axis=1).reshape(n, h, width, c)  # one patch per pixel: no sums
+            dx = _join([d[0] for d in dcols], axis=1).reshape(n, h, width, c)  # no sums
         else:
             ho, wo = self.out_hw
             cg = c // len(dcols)
             top, bottom, left, right = padding
             dx = xp.zeros((n, h + top + bottom, width + left + right, c), dcols[0].dtype)
             for k, d in enumerate(dcols):
-                d = d.reshape(n, ho, wo, *kernel, cg)
+                d = d.reshape(*kernel, n, ho, wo, cg)
                 group = dx[..., k * cg:(k + 1) * cg]
                 for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
-                    group[:, rows, cols] += d[:, :, :, i, j]
+                    group[:, rows, cols] += d[i, j]
             dx = dx[:, top:top + h, left:left + width]
         if dx.dtype != self.x_dtype:  # fp16: one fast rounding of a dense copy (not of a view)
             dx = store(xp.ascontiguousarray(dx), self.x_dtype)
         return dx.transpose(0, 3, 1, 2)
 
+    def _col2im_tensor(self, dcols):
+        """dx from each group's (N·Ho·Wo, kh·kw·Cg) patch gradients as Tensors: each tap's
+        patch gradients put back by a recorded scatter, summed by recorded adds, rounded
+        once."""
+        n, c, h, width = self.x_shape
+        stride, padding, dilation, kernel = self.geometry
+        ho, wo = self.out_hw
+        cg = c // len(dcols)
+        top, bottom, left, right = padding
+        shape, dx = (n, h + top + bottom, width + left + right, c), 0
+        for k, d in enumerate(dcols):
+            d = d.reshape(n, ho, wo, *kernel, cg)
+            for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
+                index = (slice(None), rows, cols, slice(k * cg, (k + 1) * cg))
+                dx = dx + scatter(d[:, :, :, i, j], shape, index)
+        dx = dx[:, top:top + h, left:left + width]
+        return store(dx, self.x_dtype).transpose(0, 3, 1, 2)
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), plus bias (O,).

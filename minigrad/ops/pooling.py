@@ -27,6 +27,7 @@ from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.tensor import Tensor
 from minigrad.ops._rules import where
+from minigrad.ops._util import select_bits
 from minigrad.ops.arithmetic import float_tensor
 from minigrad.ops.shape import scatter
 from minigrad.ops.windows import (crop, empty_image, is_channels_last, output_hw, pad, padding4,
@@ -125,17 +126,8 @@ class MaxPool2d(_Pool2d):
             return self.scatter(None, lambda k: where(self.argmax == k, g, zero))
         xp = backend.get_array_module(g)
         g = g if self.disjoint else widen(g)  # disjoint: each g is copied once, not summed
-        return self.scatter(xp, lambda k: _kept(g, self.argmax == k),
-                            write=lambda slot, k: _kept(g, self.argmax == k, out=slot))
-
-
-def _kept(g, mask, out=None):
-    """The array ``g`` where ``mask``, else +0 (into ``out`` if given): g's bit patterns times
-    the mask, exact for every value (inf and NaN included)."""
-    bits = numpy.dtype(f"i{g.dtype.itemsize}")
-    xp = backend.get_array_module(g)
-    kept = xp.multiply(g.view(bits), mask, out=None if out is None else out.view(bits))
-    return kept.view(g.dtype)
+        return self.scatter(xp, lambda k: select_bits(g, self.argmax == k),
+                            write=lambda slot, k: select_bits(g, self.argmax == k, out=slot))
 
 
 class AvgPool2d(_Pool2d):

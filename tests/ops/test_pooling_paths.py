@@ -164,17 +164,3 @@ def test_max_pool_argmax_index_is_the_first_maximum_for_any_geometry(spec):
                     padding=spec["padding"])
         want = first_maximum_reference(x, g, spec["kernel"], spec["stride"], spec["padding"])
         assert_bits(gx, want.astype(spec["dtype"]))
-
-
-@pytest.mark.parametrize("dtype", [F16, F32, numpy.float64])
-def test_kept_gives_a_selects_bits(dtype):
-    # g's bit patterns times the mask: g itself or +0, for -0, infinities, NaN and subnormals
-    g = numpy.array([1.5, -2.0, -0.0, numpy.inf, -numpy.inf, numpy.nan, -numpy.nan,
-                     float(numpy.finfo(dtype).smallest_subnormal), -3.25], dtype)
-    mask = numpy.array([True, False, True, False, True, False, True, False, False])
-    want = numpy.where(mask, g, g.dtype.type(0))
-    assert_bits(pooling._kept(g, mask), want)
-    assert_bits(pooling._kept(g[::-1], mask[::-1]), want[::-1])  # a strided view
-    out = numpy.full(g.shape, 7, dtype)
-    pooling._kept(g, mask, out=out)
-    assert_bits(out, want)
