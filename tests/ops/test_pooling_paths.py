@@ -164,3 +164,14 @@ def test_max_pool_argmax_index_is_the_first_maximum_for_any_geometry(spec):
                     padding=spec["padding"])
         want = first_maximum_reference(x, g, spec["kernel"], spec["stride"], spec["padding"])
         assert_bits(gx, want.astype(spec["dtype"]))
+
+
+@given(spec=disjoint)
+def test_every_gradient_layout_gives_the_same_bits(spec):
+    # g is read in the input's layout (copied there when it comes in another): no bit changes
+    x, g, kwargs = case(spec)
+    for view in layouts(x).values():
+        results = [run(OPS[spec["op"]], view, g_view, **kwargs)[1]
+                   for g_view in layouts(g).values()]
+        for gx in results[1:]:
+            assert_bits(gx, results[0])
