@@ -48,7 +48,8 @@ from minigrad.ops.join import Concat, stack
 from minigrad.ops.linalg import add_bias_narrow
 from minigrad.ops.shape import scatter
 from minigrad.tensor import Tensor
-from minigrad.ops.windows import output_hw, pad, padding4, pair, same_padding, window_slices
+from minigrad.ops.windows import (inside_window_slices, output_hw, pad, padding4, pair,
+                                  same_padding, window_slices)
 
 __all__ = ["Conv2d", "conv2d", "im2col", "same_padding"]
 
@@ -232,8 +233,9 @@ class Conv2d(Function):
     def _col2im(self, dcols):
         """dx from each group's tap-major patch gradients (kh·kw, N·Ho·Wo, Cg), ``g @ W_tap``
         for every tap: each tap's (N, Ho, Wo, Cg) block, dense, added where the tap read the
-        padded input (runs of Wo·Cg values for stride 1), in the products' dtype, rounded
-        once."""
+        input (runs of Wo·Cg values for stride 1; what it read in the padding is dropped, so dx
+        is a dense (N, H, W, C) array, not the inside of a padded one), in the products' dtype,
+        rounded once."""
         xp = backend.get_array_module(dcols[0])
         n, c, h, width = self.x_shape
         stride, padding, dilation, kernel = self.geometry
@@ -242,16 +244,16 @@ class Conv2d(Function):
         else:
             ho, wo = self.out_hw
             cg = c // len(dcols)
-            top, bottom, left, right = padding
-            dx = xp.zeros((n, h + top + bottom, width + left + right, c), dcols[0].dtype)
+            dx = xp.zeros((n, h, width, c), dcols[0].dtype)
+            taps = list(inside_window_slices(kernel, stride, dilation, padding, (h, width),
+                                             self.out_hw))
             for k, d in enumerate(dcols):
                 d = d.reshape(*kernel, n, ho, wo, cg)
                 group = dx[..., k * cg:(k + 1) * cg]
-                for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
-                    group[:, rows, cols] += d[i, j]
-            dx = dx[:, top:top + h, left:left + width]
-        if dx.dtype != self.x_dtype:  # fp16: one fast rounding of a dense copy (not of a view)
-            dx = store(xp.ascontiguousarray(dx), self.x_dtype)
+                for i, j, rows, cols, out_rows, out_cols in taps:
+                    group[:, rows, cols] += d[i, j, :, out_rows, out_cols]
+        if dx.dtype != self.x_dtype:  # fp16: one fast rounding
+            dx = store(dx, self.x_dtype)
         return dx.transpose(0, 3, 1, 2)
 
     def _col2im_tensor(self, dcols):

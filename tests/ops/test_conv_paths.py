@@ -14,6 +14,7 @@ from helpers import GPU_KINDS, gpu_of
 from helpers.fp16 import F16, F32, assert_bits, ulps
 from helpers.layouts import is_channels_last, layouts
 from minigrad import Tensor, backend, ops
+from minigrad.ops import windows
 from minigrad.ops.conv import Conv2d
 from minigrad.testing import check_backward
 
@@ -187,3 +188,28 @@ def test_input_gradient_by_correlation_passes_the_float64_check(dtype, kwargs):
     x = rng.standard_normal((2, 4, 6, 7)).astype(dtype)
     w = (rng.standard_normal((4, 4 // kwargs.get("groups", 1), 3, 3)) / 3).astype(dtype)
     check_backward(lambda t, u: ops.conv2d(t, u, **kwargs), [Tensor(x), Tensor(w)])
+
+
+@given(spec=geometry)
+def test_col2im_gives_the_padded_sums_bits_as_a_dense_array(spec):
+    # col2im adds each tap's block inside the input only: every element gets the same adds in
+    # the same order as in a zero-padded buffer whose inside is then cut out
+    x, w, b, g, kwargs = case(spec)
+    out = ops.conv2d(Tensor(x, requires_grad=True), Tensor(w), **kwargs)
+    ctx = out._ctx
+    (kh, kw), (ho, wo) = spec["kernel"], out.shape[2:]
+    (top, bottom, left, right), groups = spec["padding"], spec["groups"]
+    n, c, h, width = x.shape
+    rng = numpy.random.default_rng(spec["seed"] + 1)
+    dcols = [rng.standard_normal((kh * kw, n * ho * wo, c // groups)).astype(F32)
+             for _ in range(groups)]
+    padded = numpy.zeros((n, h + top + bottom, width + left + right, c), F32)
+    for k, d in enumerate(dcols):
+        d = d.reshape(kh, kw, n, ho, wo, -1)
+        for i, j, rows, cols in windows.window_slices(spec["kernel"], spec["stride"],
+                                                      spec["dilation"], (ho, wo)):
+            padded[:, rows, cols, k * (c // groups):(k + 1) * (c // groups)] += d[i, j]
+    want = padded[:, top:top + h, left:left + width].transpose(0, 3, 1, 2)
+    got = ctx._col2im(dcols)  # fp16: the fp32 sums rounded once
+    assert is_channels_last(got)
+    assert_bits(got, want.astype(x.dtype))
