@@ -1,8 +1,9 @@
 """Helpers shared by the ops: axis arguments, gradient un-broadcasting with fp32 sums for fp16,
-and accurate sums over the outer axes of a batch. The sums take Tensors too (the gradient rules
-under ``create_graph``)."""
+accurate sums over the outer axes of a batch, and a select by bit patterns. The sums take
+Tensors too (the gradient rules under ``create_graph``)."""
 import math
 
+import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
@@ -112,3 +113,13 @@ def normalize_axis(axis, ndim, name="axis"):
     if axis is None:
         return tuple(range(ndim))
     return tuple(sorted(check_axes(name, axis, ndim)))
+
+
+def select_bits(g, mask, out=None):
+    """The array ``g`` where ``mask``, else +0 (into ``out`` if given): ``where(mask, g, 0)``
+    bit for bit (inf and NaN kept where selected, never a -0), computed as g's bit patterns
+    times the mask, an integer product that runs several times faster than a select."""
+    bits = numpy.dtype(f"i{g.dtype.itemsize}")
+    xp = backend.get_array_module(g)
+    kept = xp.multiply(g.view(bits), mask, out=None if out is None else out.view(bits))
+    return kept.view(g.dtype)
