@@ -1,9 +1,10 @@
 """Writers killed with SIGKILL at random points leave no temporary file behind the next save.
 
 Each kill forks a writer (a ``save_checkpoint`` loop, or ``Model.train`` with ``ModelCheckpoint``
-rotation), kills it at a random moment and waits until it is dead; half the dead writers are left
-unreaped (zombies, as a parent that has not called ``wait`` yet leaves them) until the end. Then
-one more save goes into the folder and no ``.tmp`` file may be left.
+rotation) and kills it, at a random moment or as soon as one of its saves is under way, then waits
+until it is dead; half the dead writers are left unreaped (zombies, as a parent that has not
+called ``wait`` yet leaves them) until the end. Then one more save goes into the folder and no
+``.tmp`` file may be left.
 
 The default run kills ``_KILLS`` = 30 writers of each kind (about a second each);
 ``MINIGRAD_CHECKPOINT_KILLS=300`` (or more) runs the long version.
@@ -43,14 +44,21 @@ def _train_with_rotation(directory):
 
 
 def _fork(work, directory):
+    """Start ``work(directory)`` in a child; return its pid once it runs."""
+    read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never return into pytest
         code = 0
         try:
+            os.close(read_end)
+            os.write(write_end, b"r")
             work(directory)
         except BaseException:
             code = 1
         os._exit(code)
+    os.close(write_end)
+    os.read(read_end, 1)
+    os.close(read_end)
     return pid
 
 
@@ -58,14 +66,26 @@ def _temp_files(directory):
     return sorted(name for name in os.listdir(directory) if name.endswith(".tmp"))
 
 
+def _wait_for_a_write(directory, pid, timeout=5.0):
+    """Return as soon as ``pid`` has a temp file in ``directory`` (a save under way)."""
+    mark, deadline = f".{pid}.", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(mark in name for name in _temp_files(directory)):
+            return
+
+
 def _kill_writers(directory, work, kills, seed, max_delay):
-    """Fork ``kills`` writers one after another, SIGKILL each at a random moment, return
-    (how many kills left a temp file, the unreaped dead writers)."""
+    """Fork ``kills`` writers one after another and SIGKILL each: half at a random moment, half
+    as soon as a save of theirs is under way. Return (how many kills left a temp file, the
+    unreaped dead writers)."""
     rng = random.Random(seed)
     left_temp, zombies = 0, []
     for _ in range(kills):
         pid = _fork(work, directory)
-        time.sleep(rng.uniform(0.0, max_delay))
+        if rng.random() < 0.5:
+            time.sleep(rng.uniform(0.0, max_delay))
+        else:
+            _wait_for_a_write(directory, pid)
         os.kill(pid, signal.SIGKILL)
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, still unreaped
         if rng.random() < 0.5:
