@@ -15,7 +15,8 @@ Keras's way is taken too, as ``fit`` does it: a network built under a dtype poli
 scale (``mixed_precision.set_global_policy("mixed_float16")``: a ``DynamicLossScale()``), or an
 optimizer given as a ``mixed_precision.LossScaleOptimizer``, trains in a
 ``TrainOneStepWithLossScaleCell`` whose update cell shares that loss scale (the policy already
-set the compute dtypes, so the network is not cast).
+set the compute dtypes, so the network is not cast), and a skipped step counts in the optimizer's
+``global_step`` as in Keras's ``iterations``.
 """
 import warnings
 
@@ -23,6 +24,7 @@ from minigrad import dtype as dtypes, ops
 from minigrad._checks import check_bool, check_in, check_int, check_positive_int
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
+from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
 from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
 from minigrad.train.metrics import Loss, get_metrics
 
@@ -314,7 +316,19 @@ def _keras_train_network(network, loss_fn, optimizer, scale):
     else:
         update = nn.FixedLossScaleUpdateCell(float(core.scale), core=core)
     net = network if loss_fn is None else nn.WithLossCell(network, loss_fn)
-    return nn.TrainOneStepWithLossScaleCell(net, optimizer, update).set_train()
+    return _KerasTrainStep(net, optimizer, update).set_train()
+
+
+class _KerasTrainStep(TrainOneStepWithLossScaleCell):
+    """The loss-scaled step of Keras's ``fit``: as with Keras's ``LossScaleOptimizer``, a skipped
+    step advances the optimizer's step count too (Keras's ``iterations``, the ``global_step`` that
+    the learning-rate schedule and Adam's bias correction read)."""
+
+    def construct(self, *inputs):
+        outputs = super().construct(*inputs)
+        if self.last_report is not None and self.last_report.skipped:
+            self.optimizer.global_step += 1
+        return outputs
 
 
 def _batch_size(labels):

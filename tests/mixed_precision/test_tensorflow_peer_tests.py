@@ -109,3 +109,21 @@ def test_a_skipped_step_moves_adams_bias_correction_as_in_keras():
     m, v = (1 - b1) * g, (1 - b2) * g * g
     lr_t = 0.1 * math.sqrt(1 - b2 ** 2) / (1 - b1 ** 2)
     assert var.asnumpy()[0] == pytest.approx(1.0 - lr_t * m / (math.sqrt(v) + eps), rel=1e-6)
+
+
+def test_fit_counts_a_skipped_step_in_iterations_as_keras():
+    """Keras's ``fit`` goes through ``LossScaleOptimizer.apply_gradients``, so a skipped step
+    counts in ``iterations`` there too: ``Model.train`` with a LossScaleOptimizer as well."""
+    from minigrad.dataset import NumpySlicesDataset
+    from minigrad.train import Model
+    net = nn.Dense(2, 1)
+    lso = LossScaleOptimizer(nn.SGD(net.trainable_params(), 0.01), dynamic=True,
+                             initial_scale=8.0)
+    x = numpy.ones((4, 2), numpy.float32)
+    x[2] = numpy.inf  # the third batch of one overflows
+    data = NumpySlicesDataset((x, numpy.zeros((4, 1), numpy.float32)), shuffle=False).batch(1)
+    model = Model(net, nn.MSELoss(), lso)
+    model.train(1, data)
+    report = model.train_network.last_report
+    assert report is not None and float(lso.loss_scale()) == 4.0  # one skip, one backoff
+    assert lso.iterations == 4
