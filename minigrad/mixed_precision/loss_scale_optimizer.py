@@ -15,10 +15,11 @@ the wrapper's own, as Keras has it.
 
 One difference from TF: with a ``FixedLossScale`` TF applies non-finite gradients; here
 ``apply_gradients`` skips them for every loss scale, so a non-finite step never reaches the
-parameters or the optimizer state. As Keras's, ``iterations`` (the inner optimizer's
-``global_step``) counts every ``apply_gradients`` call, the skipped ones included: Keras adds one
-when it skips, so the learning-rate schedule and Adam's bias correction see the same step number
-on both sides (TF's ``testIterationsIncremented``).
+parameters or the optimizer state. As Keras's, ``iterations`` counts every ``apply_gradients``
+call, the skipped ones included (TF's ``testIterationsIncremented``); the inner optimizer's
+``global_step``, which learning-rate schedules and Adam's bias correction read, counts the
+applied updates only, as in the MindSpore and PyTorch faces (Keras's schedules read
+``iterations``), so the three faces train to the same bits.
 
 In data-parallel mode the overflow flag is all-reduced where it is decided, and
 ``apply_gradients`` all-reduces the gradients before it decides (``nn.DistributedGradReducer``),
@@ -92,8 +93,9 @@ class LossScaleOptimizer:
             read it as TF 2.4's ``loss_scale`` Tensor is read.
         dynamic_counter: clean steps since the scale last changed (None for a fixed scale).
         dynamic, initial_scale, dynamic_growth_steps: as TF 2.4's properties.
-        iterations: Keras's step count, the inner optimizer's ``global_step``: one more for
-            every ``apply_gradients`` (``minimize``) call, applied or skipped; settable.
+        iterations: Keras's step count: one more for every ``apply_gradients`` (``minimize``)
+            call, applied or skipped (the inner optimizer's ``global_step`` plus the steps this
+            wrapper skipped); setting it sets ``global_step`` and forgets the skips.
 
     Raises:
         TypeError: ``optimizer`` is not an optimizer; ``loss_scale`` together with a TF 2.4
@@ -133,6 +135,7 @@ class LossScaleOptimizer:
             scale = get("dynamic" if loss_scale is _DEFAULT_SCALE else loss_scale)
         self.inner_optimizer = optimizer
         self.loss_scale = scale
+        self._skipped = 0  # steps skipped through this wrapper: iterations counts them
         self._loss = None
         self._checked = None   # (ids of the unscaled arrays, overflow) from get_unscaled_gradients
         self._reducer = (DistributedGradReducer(optimizer.parameters)
@@ -164,14 +167,20 @@ class LossScaleOptimizer:
 
     @property
     def iterations(self):
-        """Keras's ``iterations``: the inner optimizer's ``global_step``, which
-        ``apply_gradients`` advances on a skipped step too (as Keras's ``LossScaleOptimizer``)."""
-        return self.inner_optimizer.global_step
+        """Keras's ``iterations``: the steps applied (the inner optimizer's ``global_step``)
+        plus the steps skipped through this wrapper, as Keras's ``LossScaleOptimizer`` counts a
+        skipped step too."""
+        return self.inner_optimizer.global_step + self._skipped
 
     @iterations.setter
     def iterations(self, value):
         value = check_int("iterations", value, low=0, owner="LossScaleOptimizer")
-        self.inner_optimizer.global_step = value
+        self.inner_optimizer.global_step, self._skipped = value, 0
+
+    def count_skipped_step(self):
+        """Count a step skipped outside ``apply_gradients`` (``Model.train``'s loss-scaled
+        step, as Keras's ``fit``) in ``iterations``."""
+        self._skipped += 1
 
     parameters = property(lambda self: self.inner_optimizer.parameters)
     last_report = property(lambda self: self.loss_scale.last_report)
@@ -306,7 +315,7 @@ class LossScaleOptimizer:
             running_stats.commit()
         else:  # the forward passes' BatchNorm statistics go with the skipped step
             running_stats.rollback()
-            self.inner_optimizer.global_step += 1  # Keras counts the skipped step (iterations)
+            self._skipped += 1  # Keras counts the skipped step in iterations
         return apply
 
     def _ordered(self, items):

@@ -64,9 +64,7 @@ class Optimizer:
 
     Attributes:
         parameters (tuple): the parameters, in update order.
-        global_step (int): the number of updates applied (wrapped in TF's
-            ``mixed_precision.LossScaleOptimizer``, the skipped steps too, as Keras's
-            ``iterations``).
+        global_step (int): the number of updates applied.
         last_step_fused (bool): whether the last update ran as one native call (the fused host
             step of ``optim.slots``) rather than the NumPy path; False before the first.
         learning_rate: the learning-rate object (a 0-d ``Parameter`` for a fixed rate, which
