@@ -14,9 +14,12 @@ and they differ only in the adjustment rule's constants. ``ScaleCore`` holds tha
   ``max(float32(S / backoff_divisor), floor)`` for the faces whose peer divides (TF's
   ``DynamicLossScale``, MindSpore's ``amp.DynamicLossScaler``: for a factor that is not a power
   of two the two roundings differ by an ulp);
-* clean step: ``counter += 1``; once ``counter >= growth_interval``:
+* clean step: ``counter += 1``; once ``counter >= growth_interval`` (``== growth_interval``
+  with ``exact_interval``, PyTorch's test):
   ``S = min(float32(S * growth_factor), cap)`` unless that product is inf (the scale never grows
-  to inf), and ``counter = 0``;
+  to inf), and ``counter = 0``. The two tests differ only when the interval is lowered below the
+  counter: ``>=`` grows at the next clean step, ``==`` waits for the next overflow to reset the
+  counter;
 * ``growth_interval=None``: a fixed scale that no step changes.
 
 The peers as parameters of this core (checked step by step in tests/amp/test_loss_scale_rules.py):
@@ -49,6 +52,7 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 
 from minigrad._checks import (
+    check_bool,
     check_float,
     check_non_negative_int,
     check_positive,
@@ -104,6 +108,9 @@ class ScaleCore:
             steps in a row, naming the cause (opt-in guard; None disables it).
         backoff_divisor: if set (> 1), the backoff divides by it in float32 instead of
             multiplying by ``backoff_factor`` (which becomes ``1 / backoff_divisor``).
+        exact_interval: grow when the counter equals ``growth_interval`` (PyTorch's
+            ``successful == growth_interval``) rather than when it reaches or passes it
+            (MindSpore's ``scale_window <= cur_iter - last_overflow_iter``). Default False.
         owner: the class or function named in error messages.
         names: the face's own spelling of the arguments in error messages, e.g.
             ``{"scale": "init_scale"}`` for GradScaler (default: the names above).
@@ -114,7 +121,7 @@ class ScaleCore:
 
     def __init__(self, scale, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  floor=None, cap=None, hysteresis=1, max_consecutive_skips=None, owner="ScaleCore",
-                 names=None, backoff_divisor=None):
+                 names=None, backoff_divisor=None, exact_interval=False):
         names = names or {}
 
         def name(key):  # the face's spelling of argument ``key``
@@ -134,6 +141,7 @@ class ScaleCore:
             growth_interval = check_positive_int(name("growth_interval"), growth_interval,
                                                  owner=owner)
         self.growth_interval = growth_interval
+        self.exact_interval = check_bool("exact_interval", exact_interval, owner=owner)
         self.floor = None if floor is None else check_positive("floor", floor, owner=owner)
         self.cap = None if cap is None else check_positive("cap", cap, owner=owner)
         if self.floor is not None and self.cap is not None:
@@ -176,7 +184,8 @@ class ScaleCore:
         else:
             self.tolerance = self.hysteresis
             self.counter += 1
-            if self.counter >= self.growth_interval:
+            if (self.counter == self.growth_interval if self.exact_interval
+                    else self.counter >= self.growth_interval):
                 self.counter = 0
                 with numpy.errstate(over="ignore"):
                     new = numpy.float32(self.scale * numpy.float32(self.growth_factor))

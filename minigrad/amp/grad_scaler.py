@@ -13,12 +13,12 @@
         print(scaler.last_report)     # skipped or not, why, scale before/after, inf/NaN names
 
 Per optimizer the calls follow PyTorch's protocol (READY -> UNSCALED -> STEPPED, reset by
-``update``) with PyTorch's errors. The update rule is PyTorch's (growth only if the grown
-scale is finite), with two deliberate differences: growth fires when the clean-step counter
-*reaches or passes* ``growth_interval`` (PyTorch tests ``==``, so lowering the interval below
-the counter with ``set_growth_interval`` stops growth until the next overflow); and without a
-``floor=`` the scale backs off to float32's smallest normal value at least (PyTorch's reaches
-0, where unscaling divides by zero), still skipping every overflowing step as PyTorch does.
+``update``) with PyTorch's errors. The update rule is PyTorch's: growth only if the grown
+scale is finite, and only when the clean-step counter *equals* ``growth_interval``, so lowering
+the interval below the counter with ``set_growth_interval`` stops growth until the next overflow
+resets the counter, as in PyTorch. One deliberate difference: without a ``floor=`` the scale
+backs off to float32's smallest normal value at least (PyTorch's reaches 0, where unscaling
+divides by zero), still skipping every overflowing step as PyTorch does.
 
 Gradients of fp16 parameters are unscaled into float32 gradients (PyTorch refuses them with
 "Attempting to unscale FP16 gradients."): the optimizer's fp32 master weights take them as is.
@@ -130,7 +130,7 @@ class GradScaler:
         self.core = ScaleCore(given["init_scale"], given["growth_factor"], given["backoff_factor"],
                               growth_interval, floor=floor, cap=cap, hysteresis=hysteresis,
                               max_consecutive_skips=max_consecutive_skips, owner="GradScaler",
-                              names={"scale": "init_scale"})
+                              names={"scale": "init_scale"}, exact_interval=True)
         self.track_underflow = track_underflow
         self.last_report = None
         self._per_optimizer = {}
