@@ -6,6 +6,7 @@ clipped, share flushed to zero, SQNR); the recipes choose the scales. FP8 here i
 teaching feature: the GEMMs run in float32 on the dequantized values, so it is never faster than
 float32 on a CPU.
 """
+from minigrad.fp8.autocast import fp8_autocast, get_fp8_recipe, update_scales
 from minigrad.fp8.formats import E4M3, E5M2, Fp8Format, decode, encode
 from minigrad.fp8.quantize import Quantized, QuantStats, dequantize, quantize
 from minigrad.fp8.recipes import (
@@ -19,6 +20,7 @@ from minigrad.fp8.recipes import (
     TensorwiseScaling,
 )
 
-__all__ = ["E4M3", "E5M2", "Fp8Format", "decode", "encode", "Quantized", "QuantStats",
-           "dequantize", "quantize", "RECIPES", "CurrentScaling", "DelayedScaling",
-           "MXFP8BlockScaling", "Recipe", "RowwiseScaling", "ScalingState", "TensorwiseScaling"]
+__all__ = ["fp8_autocast", "get_fp8_recipe", "update_scales", "E4M3", "E5M2", "Fp8Format",
+           "decode", "encode", "Quantized", "QuantStats", "dequantize", "quantize", "RECIPES",
+           "CurrentScaling", "DelayedScaling", "MXFP8BlockScaling", "Recipe", "RowwiseScaling",
+           "ScalingState", "TensorwiseScaling"]
