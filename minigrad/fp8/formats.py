@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy
 
-from minigrad import backend
+from minigrad import backend, dtype
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,23 @@ def as_format(fmt, name="fmt", owner=None):
 
 
 def encode(x, fmt, saturate=True):
-    """The FP8 bytes (``uint8``, x's shape) nearest to ``x`` (a float array), ties to even.
+    """The FP8 bytes (``uint8``, x's shape) nearest to ``x`` (a float array), ties to even;
+    ``saturate`` as in the module docstring. ml_dtypes' cast on NumPy where it is installed,
+    else ``encode_arith``."""
+    fmt = as_format(fmt)
+    xp = backend.get_array_module(x)
+    if xp is numpy and dtype.FP8:
+        x = numpy.asarray(x)
+        if x.dtype not in (numpy.float16, numpy.float32, numpy.float64):
+            x = x.astype(numpy.float32)
+        if saturate:
+            x = numpy.clip(x, -fmt.max, fmt.max)  # NaN stays NaN
+        return x.astype(getattr(dtype, fmt.name)).view(numpy.uint8)
+    return encode_arith(x, fmt, saturate)
+
+
+def encode_arith(x, fmt, saturate=True):
+    """``encode`` in array arithmetic (NumPy or CuPy).
 
     The rounding is exact: with ``x = f · 2^E`` (``frexp``) the FP8 spacing in x's binade is
     ``q = 2^(max(E - 1, 1 - bias) - man_bits)`` and ``rint(|x| / q) · q`` rounds to nearest even
