@@ -19,6 +19,7 @@ from minigrad.fp8.recipes import DelayedScaling, Recipe
 
 _ACTIVE = []    # the recipes of the open contexts, innermost last (None: disabled)
 _PENDING = {}   # id(state) -> (recipe, state): cast since the last update
+_STEP = {}      # id(state) -> state: cast since the last step report (take_step_stats)
 
 
 def get_fp8_recipe():
@@ -27,8 +28,21 @@ def get_fp8_recipe():
 
 
 def mark_cast(recipe, state):
-    """Remember that ``state`` was cast under ``recipe``, for the next ``update_scales``."""
+    """Remember that ``state`` was cast under ``recipe``, for the next ``update_scales`` and
+    the next step report."""
     _PENDING[id(state)] = (recipe, state)
+    _STEP[id(state)] = state
+
+
+def take_step_stats():
+    """``{name: stats}`` of the FP8 tensors cast since the last call (the step report's FP8
+    part; None when none was): each tensor's last ``QuantStats.row()`` with its running
+    ``saturated`` count."""
+    if not _STEP:
+        return None
+    states = list(_STEP.values())
+    _STEP.clear()
+    return {state.name: {**state.last.row(), "saturated": state.saturated} for state in states}
 
 
 def update_scales():

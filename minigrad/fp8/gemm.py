@@ -54,12 +54,15 @@ class Fp8GradCast(Function):
         return dequantize(q).astype(g.dtype, copy=False)
 
 
-def states_of(cell, recipe):
+def states_of(cell, recipe, weight):
     """The ``ScalingState`` of each of the cell's FP8 tensors ("input", "weight",
-    "grad_output") under ``recipe``: kept on the cell, new when the recipe changes."""
+    "grad_output") under ``recipe``: kept on the cell, new when the recipe changes, named after
+    the weight's parameter path (``fc1.weight`` gives ``fc1.input``, ...)."""
     held = cell.__dict__.get("_fp8_states")
     if held is None or held[0] is not recipe:
-        held = (recipe, {name: recipe.new_state() for name in TENSORS})
+        name = getattr(weight, "name", None)
+        prefix = name.rsplit(".", 1)[0] if name and "." in name else type(cell).__name__
+        held = (recipe, {t: recipe.new_state(f"{prefix}.{t}") for t in TENSORS})
         cell.__dict__["_fp8_states"] = held
     return held[1]
 
@@ -67,7 +70,7 @@ def states_of(cell, recipe):
 def dense(cell, x, weight, bias, recipe):
     """``cell``'s Dense map ``x Wᵀ + b`` with the GEMM in FP8 under ``recipe`` (module
     docstring)."""
-    states = states_of(cell, recipe)
+    states = states_of(cell, recipe, weight)
     y = ops.dense(Fp8Cast.apply(x, recipe=recipe, state=states["input"]),
                   Fp8Cast.apply(weight, recipe=recipe, state=states["weight"]))
     y = Fp8GradCast.apply(y, recipe=recipe, state=states["grad_output"])
@@ -85,7 +88,7 @@ def conv2d(cell, x, weight, bias, recipe, **conv_args):
     if recipe.blocked:
         raise ValueError(f"fp8_autocast: Conv2d supports the per-tensor recipes "
                          f"({', '.join(PER_TENSOR_NAMES)}), got {type(recipe).__name__}")
-    states = states_of(cell, recipe)
+    states = states_of(cell, recipe, weight)
     y = ops.conv2d(Fp8Cast.apply(x, recipe=recipe, state=states["input"]),
                    Fp8Cast.apply(weight, recipe=recipe, state=states["weight"]), **conv_args)
     y = Fp8GradCast.apply(y, recipe=recipe, state=states["grad_output"])

@@ -36,10 +36,14 @@ class ScalingState:
     """The scaling state of one named tensor: ``scale`` (float, 1.0 to start, as Transformer
     Engine), ``fmt`` (the format of its last cast), ``history`` (delayed scaling's amax window,
     newest in slot 0), ``pending`` (an amax was recorded since the last update), ``last`` (the
-    ``QuantStats`` of the last cast) and ``trace`` (one ``(amax, scale)`` pair per cast, for
-    the plots)."""
+    ``QuantStats`` of the last cast), ``trace`` (one ``(amax, scale)`` pair per cast, for
+    the plots), ``saturated`` (how many values all its casts clipped: a counter that only grows,
+    like the float status's sticky flag; set it to 0 to restart) and ``name`` (the tensor's
+    name in step reports, set by the layer that owns it)."""
 
-    def __init__(self, history_len=1):
+    def __init__(self, history_len=1, name=None):
+        self.name = name
+        self.saturated = 0
         self.scale = 1.0
         self.fmt = None  # the format of its last cast
         self.history = numpy.zeros(history_len, dtype=numpy.float32)
@@ -47,8 +51,9 @@ class ScalingState:
         self.last = None
         self.trace = []
 
-    def record(self, stats):
+    def record(self, stats, size):
         self.last = stats
+        self.saturated += round(stats.clipped * size)
         scale = stats.scale if not isinstance(stats.scale, tuple) else stats.scale[0]
         self.trace.append((stats.amax, scale))
 
@@ -75,8 +80,8 @@ class Recipe:
         """The FP8 format of ``role`` ("forward" or "backward")."""
         return E5M2 if role == "backward" and self.fp8_format == "HYBRID" else E4M3
 
-    def new_state(self):
-        return ScalingState()
+    def new_state(self, name=None):
+        return ScalingState(name=name)
 
     def quantize(self, x, state, role="forward"):
         """``(Quantized, QuantStats)`` of array ``x`` under this recipe and ``state`` (the
@@ -85,7 +90,7 @@ class Recipe:
         fmt = self.fmt(role)
         state.fmt = fmt
         q, stats = quantize(x, fmt, self.scale_for(x, state, fmt), saturate=True)
-        state.record(stats)
+        state.record(stats, x.size)
         return q, stats
 
     def update(self, state):
@@ -125,8 +130,8 @@ class DelayedScaling(Recipe):
         self.amax_compute_algo = check_in("amax_compute_algo", amax_compute_algo,
                                           ("max", "most_recent"), owner="DelayedScaling")
 
-    def new_state(self):
-        return ScalingState(self.amax_history_len)
+    def new_state(self, name=None):
+        return ScalingState(self.amax_history_len, name)
 
     def scale_for(self, x, state, fmt):
         amax = _amax(x)

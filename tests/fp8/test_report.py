@@ -79,3 +79,35 @@ def test_without_matplotlib_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r"minigrad\[plots\]"):
         plots.plot_history(net)
+
+
+def test_the_step_report_lists_the_fp8_tensors_that_clipped():
+    from minigrad.amp import DynamicLossScaleManager
+    from minigrad.nn import Momentum, SoftmaxCrossEntropyWithLogits, TrainOneStepWithLossScaleCell
+    from minigrad.nn import WithLossCell
+
+    minigrad.set_seed(0)
+    dense = nn.Dense(8, 4)
+
+    class FP8Dense(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.dense = dense
+
+        def construct(self, x):
+            with fp8.fp8_autocast(fp8_recipe=fp8.DelayedScaling(amax_history_len=2)):
+                return self.dense(x)
+
+    net = FP8Dense()
+    loss = WithLossCell(net, SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+    opt = Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
+    manager = DynamicLossScaleManager(init_loss_scale=1.0)
+    step = TrainOneStepWithLossScaleCell(loss, opt, manager.get_update_cell())
+    x = Tensor(numpy.full((2, 8), 1000.0, dtype=numpy.float32))  # beyond 448 at scale 1
+    fp8.autocast.take_step_stats()  # forget the casts of the tests before (no report took them)
+    step(x, Tensor(numpy.array([0, 1], dtype=numpy.int32)))
+    report = step.last_report
+    assert set(report.fp8) == {"dense.input", "dense.weight", "dense.grad_output"}
+    assert report.fp8["dense.input"]["clipped"] == 1.0
+    assert report.fp8["dense.input"]["saturated"] == 16
+    assert "FP8 clipped in [dense.input 100 %" in str(report)
