@@ -54,23 +54,27 @@ class Fp8GradCast(Function):
         return dequantize(q).astype(g.dtype, copy=False)
 
 
-def states_of(cell, recipe, weight):
-    """The ``ScalingState`` of each of the cell's FP8 tensors ("input", "weight",
-    "grad_output") under ``recipe``: kept on the cell, new when the recipe changes, named after
-    the weight's parameter path (``fc1.weight`` gives ``fc1.input``, ...)."""
+def states_of(cell, recipe, weight, name=None):
+    """The ``ScalingState`` of each FP8 tensor ("input", "weight", "grad_output") of the GEMM
+    of ``cell`` with ``weight`` under ``recipe``: kept on the cell (one group per weight, so a
+    cell with several GEMMs keeps several), new when the recipe changes, and named after the
+    weight's parameter path (or ``name``, for a weight that is a slice of a parameter):
+    ``fc1.weight`` gives ``fc1.input``, ``attn.q_proj_weight`` ``attn.q_proj.input``."""
     held = cell.__dict__.get("_fp8_states")
     if held is None or held[0] is not recipe:
-        name = getattr(weight, "name", None)
-        prefix = name.rsplit(".", 1)[0] if name and "." in name else type(cell).__name__
-        held = (recipe, {t: recipe.new_state(f"{prefix}.{t}") for t in TENSORS})
-        cell.__dict__["_fp8_states"] = held
-    return held[1]
+        held = cell.__dict__["_fp8_states"] = (recipe, {})
+    name = name or getattr(weight, "name", None) or type(cell).__name__
+    prefix = (name[:-len("weight")] if name.endswith("weight") else name).rstrip("._")
+    group = held[1].get(prefix)
+    if group is None:
+        group = held[1][prefix] = {t: recipe.new_state(f"{prefix}.{t}") for t in TENSORS}
+    return group
 
 
-def dense(cell, x, weight, bias, recipe):
+def dense(cell, x, weight, bias, recipe, name=None):
     """``cell``'s Dense map ``x Wᵀ + b`` with the GEMM in FP8 under ``recipe`` (module
-    docstring)."""
-    states = states_of(cell, recipe, weight)
+    docstring); ``name`` names the weight where it is not a named parameter (``states_of``)."""
+    states = states_of(cell, recipe, weight, name)
     y = ops.dense(Fp8Cast.apply(x, recipe=recipe, state=states["input"]),
                   Fp8Cast.apply(weight, recipe=recipe, state=states["weight"]))
     y = Fp8GradCast.apply(y, recipe=recipe, state=states["grad_output"])

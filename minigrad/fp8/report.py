@@ -2,7 +2,7 @@
 and format on saved tensors, and the plot of scale and amax over a run.
 
 ``tensor_report(net)`` reads the ``ScalingState`` each FP8 layer keeps (``fp8_autocast``) and
-gives one row per tensor, named ``<cell path>.input`` / ``.weight`` / ``.grad_output``, with the
+gives one row per tensor, named ``<layer>.input`` / ``.weight`` / ``.grad_output``, with the
 last cast's amax, scale, share clipped to ±max, share flushed to zero and SQNR (dB).
 """
 import math
@@ -18,13 +18,14 @@ COLUMNS = ("tensor", "recipe", "format", "amax", "scale_min", "scale_max", "clip
 
 def fp8_states(net):
     """``[(name, ScalingState)]`` of every FP8 tensor of the cells under ``net`` (those that
-    ran under ``fp8_autocast``), in the network's order."""
+    ran under ``fp8_autocast``), in the network's order; the names follow the weights'
+    parameter paths (``fc1.input``, ``fc1.weight``, ``fc1.grad_output``)."""
     found = []
-    for path, cell in net.cells_and_names():
+    for _, cell in net.cells_and_names():
         held = cell.__dict__.get("_fp8_states")
         if held is not None:
-            found.extend((f"{path}.{name}" if path else name, state)
-                         for name, state in held[1].items())
+            found.extend((state.name, state) for group in held[1].values()
+                         for state in group.values())
     return found
 
 

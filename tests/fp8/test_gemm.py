@@ -85,7 +85,7 @@ def test_delayed_scaling_updates_forward_scales_on_exit_and_backward_ones_next_s
     recipe = fp8.DelayedScaling(amax_history_len=4)
     with fp8.fp8_autocast(fp8_recipe=recipe):
         y = layer(x)
-    states = layer._fp8_states[1]
+    states = {name.rsplit(".", 1)[1]: state for name, state in fp8.fp8_states(layer)}
     amax = float(numpy.abs(x.numpy()).max())
     assert states["input"].scale == pytest.approx(448 / amax, rel=1e-6)
     y.sum().backward()  # after the context: the gradient's amax waits for the next step
@@ -127,3 +127,21 @@ def test_fp8_autocast_checks_its_arguments():
         fp8.fp8_autocast(enabled=1)
     with pytest.raises(TypeError, match="fp8_recipe"):
         fp8.fp8_autocast(fp8_recipe="delayed")
+
+
+@pytest.mark.parametrize("kdim", [None, 6])
+def test_multihead_attention_projections_run_in_fp8(kdim):
+    minigrad.set_seed(0)
+    attn = nn.MultiheadAttention(8, 2, kdim=kdim, vdim=kdim, batch_first=True)
+    q = Tensor(RNG.standard_normal((2, 3, 8)).astype(numpy.float32), requires_grad=True)
+    kv = Tensor(RNG.standard_normal((2, 4, kdim or 8)).astype(numpy.float32))
+    want = attn(q, kv, kv)[0].numpy()
+    with fp8.fp8_autocast(fp8_recipe=fp8.CurrentScaling()):
+        out = attn(q, kv, kv)[0]
+    out.sum().backward()
+    assert numpy.linalg.norm(out.numpy() - want) < 0.1 * numpy.linalg.norm(want)  # FP8's error
+    names = {name.rsplit(".", 1)[0] for name, _ in fp8.fp8_states(attn)}
+    projections = {"q_proj", "k_proj", "v_proj"} if kdim else {
+        "in_proj_q", "in_proj_k", "in_proj_v"}
+    assert {n.rsplit(".", 1)[-1] for n in names} == projections | {"out_proj"}
+    assert q.grad is not None and q.grad.shape == q.shape
