@@ -9,6 +9,7 @@ float32 on a CPU.
 from minigrad.fp8.autocast import fp8_autocast, get_fp8_recipe, update_scales
 from minigrad.fp8.formats import E4M3, E5M2, Fp8Format, decode, encode
 from minigrad.fp8.quantize import Quantized, QuantStats, dequantize, quantize
+from minigrad.fp8 import plots, saturation
 from minigrad.fp8.report import format_report, fp8_states, tensor_report, what_if
 from minigrad.fp8.recipes import (
     RECIPES,
@@ -21,8 +22,8 @@ from minigrad.fp8.recipes import (
     TensorwiseScaling,
 )
 
-__all__ = ["fp8_autocast", "get_fp8_recipe", "update_scales", "E4M3", "E5M2", "Fp8Format",
-           "decode", "encode", "Quantized", "QuantStats", "dequantize", "quantize", "RECIPES",
-           "CurrentScaling", "DelayedScaling", "MXFP8BlockScaling", "Recipe", "RowwiseScaling",
-           "ScalingState", "TensorwiseScaling", "format_report", "fp8_states", "tensor_report",
-           "what_if"]
+__all__ = ["plots", "saturation", "fp8_autocast", "get_fp8_recipe", "update_scales", "E4M3",
+           "E5M2", "Fp8Format", "decode", "encode", "Quantized", "QuantStats", "dequantize",
+           "quantize", "RECIPES", "CurrentScaling", "DelayedScaling", "MXFP8BlockScaling",
+           "Recipe", "RowwiseScaling", "ScalingState", "TensorwiseScaling", "format_report",
+           "fp8_states", "tensor_report", "what_if"]
