@@ -60,6 +60,7 @@ from minigrad._checks import (
     check_relation,
     check_type,
 )
+from minigrad.fp8.autocast import take_step_stats
 
 # the smallest scale a backoff leaves: float32's smallest normal value, whose inverse (8.5e37)
 # is still finite in float32, so unscaling by it never divides by zero or multiplies by inf
@@ -276,6 +277,10 @@ class StepReport:
         inf_params / nan_params: names of the parameters whose gradient held inf / NaN.
         underflow: ``underflow_stats`` of the scaled gradients (``{name: {"zero": share,
             "subnormal": share, "max_abs": value}}``) when requested, else None.
+        fp8: the FP8 tensors cast in the step under ``fp8_autocast`` (``{name: {"amax",
+            "scale_min", "scale_max", "clipped", "flushed", "sqnr_db", "saturated"}}``, from
+            ``minigrad.fp8.autocast.take_step_stats``), else None; the text lists those that
+            clipped values.
     """
     step: int
     skipped: bool
@@ -285,6 +290,7 @@ class StepReport:
     inf_params: tuple = ()
     nan_params: tuple = ()
     underflow: object = None
+    fp8: object = None
 
     def __str__(self):
         head = f"step {self.step}: " + (f"skipped ({self.reason})" if self.skipped else "applied")
@@ -294,6 +300,10 @@ class StepReport:
             text += f", inf in {list(self.inf_params)}"
         if self.nan_params:
             text += f", NaN in {list(self.nan_params)}"
+        clipped = [f"{name} {100 * row['clipped']:.3g} %" for name, row in (self.fp8 or {}).items()
+                   if row["clipped"] > 0]
+        if clipped:
+            text += f", FP8 clipped in [{', '.join(clipped)}]"
         return text
 
 
@@ -340,7 +350,7 @@ def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=N
     before = float(scale_before)
     report = StepReport(core.steps + 1, bool(overflow), reason, before,
                         before if after is scale_before else float(after),
-                        inf_names or (), nan_names or (), underflow)
+                        inf_names or (), nan_names or (), underflow, take_step_stats())
     if owner is not None:
         owner.last_report = report
     core.record(report)
