@@ -299,7 +299,8 @@ def from_dlpack(obj):
     xp = backend.cupy if device_type == 2 else numpy  # 2 is kDLCUDA
     if xp is None:
         raise RuntimeError("a CUDA DLPack tensor needs CuPy and a GPU")
-    return Tensor(xp.from_dlpack(obj))
+    array = xp.from_dlpack(obj)
+    return Tensor(array, device=backend.device_of(array))
 
 
 def _python_numbers(data):

@@ -52,7 +52,7 @@ def all_finite(inputs, status=None):
     overflow = float_status.check(arrays)
     if status is not None:
         float_status.check_overflow(status, *arrays)
-    return Tensor(numpy.array(not overflow))
+    return Tensor(numpy.array(not overflow), device="CPU")  # read already: on the host
 
 
 def _array(t, name):

@@ -262,7 +262,7 @@ class CrossEntropyLoss(LossBase):
             if eps:
                 labels = labels * (1.0 - eps) + eps / c
             if w is not None:
-                labels = labels * Tensor(w)
+                labels = labels * Tensor(w, device=labels.device)
             return self.get_loss(-ops.sum(log_probs * labels, -1))
         return self._loss_of_ids(log_probs, labels, w, c, owner)
 
@@ -281,7 +281,7 @@ class CrossEntropyLoss(LossBase):
         targets = picked * (1.0 - self.label_smoothing)
         if self.label_smoothing:
             targets += kept[..., None] * weights * (self.label_smoothing / c)
-        losses = -ops.sum(log_probs * Tensor(targets), -1)
+        losses = -ops.sum(log_probs * Tensor(targets, device=log_probs.device), -1)
         if self.reduction != "mean":
             return self.get_loss(losses)
         return ops.sum(losses) / float((weights[safe] * kept).sum())

@@ -89,4 +89,4 @@ def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
     factor = clip_norm / max(norm, clip_norm) if not math.isnan(norm) else math.nan
     out = [a.copy() for a in arrays]
     scale_in_place(out, factor)
-    return tuple(Tensor(a) for a in out)
+    return tuple(Tensor(a, device=backend.device_of(a)) for a in out)
