@@ -294,11 +294,26 @@ def _unwrap_index(index):
 
 
 def from_dlpack(obj):
-    """A tensor sharing memory with any DLPack-capable array (NumPy, CuPy, PyTorch, ...)."""
+    """A tensor sharing memory with any DLPack-capable array (NumPy, CuPy, PyTorch, ...), on the
+    device the array is on whatever the context's device (no copy): a host array gives a CPU
+    tensor (through ``numpy.from_dlpack``), a CUDA array a GPU tensor (``cupy.from_dlpack``).
+    The way back is the array library's own ``from_dlpack`` of the tensor (``Tensor.__dlpack__``),
+    e.g. ``torch.from_dlpack(t)`` or ``cupy.from_dlpack(t)``. Also ``Tensor.from_dlpack``.
+
+    Raises:
+        TypeError: ``obj`` does not speak DLPack (no ``__dlpack_device__``).
+        RuntimeError: a CUDA array without CuPy and a GPU; what the array library raises for
+            what it cannot export (PyTorch: a BufferError for a tensor that requires grad, a
+            RuntimeError for bfloat16).
+    """
+    if not hasattr(obj, "__dlpack_device__"):
+        raise TypeError(f"from_dlpack: 'obj' must be an array with DLPack support "
+                        f"(__dlpack__ and __dlpack_device__), got {type(obj).__name__}")
     device_type = obj.__dlpack_device__()[0]
     xp = backend.cupy if device_type == 2 else numpy  # 2 is kDLCUDA
     if xp is None:
-        raise RuntimeError("a CUDA DLPack tensor needs CuPy and a GPU")
+        raise RuntimeError(f"from_dlpack: a CUDA array needs CuPy and a GPU "
+                           f"({backend.CUPY_IMPORT_ERROR})")
     array = xp.from_dlpack(obj)
     return Tensor(array, device=backend.device_of(array))
 
@@ -317,3 +332,5 @@ def _python_numbers(data):
                         f"got {type(data).__name__} {data!r:.60}")
     return array
 
+
+Tensor.from_dlpack = staticmethod(from_dlpack)
