@@ -92,7 +92,7 @@ class Tensor:
         """``element in t``: whether any element equals it (NumPy and PyTorch:
         ``(t == element).any()``)."""
         other = element.data if isinstance(element, Tensor) else element
-        return bool((self.data == other).any())
+        return bool(backend.read_scalar((self.data == other).any()))  # a GPU tensor: one read
 
     def dim(self):
         return self.data.ndim
@@ -107,7 +107,8 @@ class Tensor:
         return backend.read_scalar(self.data)
 
     def tolist(self):
-        return self.data.tolist()
+        """The values as nested Python lists (a GPU tensor is read to the host, explicitly)."""
+        return backend.as_numpy(self.data).tolist()
 
     def __array__(self, dtype=None, copy=None):
         """NumPy's conversion protocol: ``numpy.array(t)`` copies (``copy=True``),
@@ -152,7 +153,12 @@ class Tensor:
         return int(self.data.item())
 
     def __bool__(self):
-        return bool(self.data)
+        """The truth of a one-element tensor (on the GPU an explicit read of the device, which
+        waits for it); NumPy's (and CuPy's) ValueError for more elements."""
+        if self.data.size != 1:
+            raise ValueError(f"The truth value of a Tensor of shape {self.shape} is ambiguous "
+                             f"(one element is needed): use t.any() or t.all()")
+        return bool(backend.read_scalar(self.data))
 
     def __repr__(self):
         body = numpy.array2string(self.asnumpy(), precision=4, separator=", ", threshold=20)
