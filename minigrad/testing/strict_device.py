@@ -227,6 +227,12 @@ class StrictArray:
     def __reduce__(self):
         _refuse("pickling x")
 
+    def __copy__(self):  # CuPy copies on the device: no read
+        return self._wrap(self._a.copy())
+
+    def __deepcopy__(self, memo):
+        return self._wrap(self._a.copy())
+
     # ---- containers ------------------------------------------------------------------------------
     def __len__(self):
         return len(self._a)

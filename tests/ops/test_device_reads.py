@@ -54,3 +54,22 @@ def test_embedding_on_the_cpu_checks_at_once():
     table = nn.Embedding(5, 3)
     with pytest.raises(IndexError, match="embedding id -1 is out of range"):
         table(Tensor(numpy.array([-1, 2], numpy.int32)))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, numpy.inf])
+def test_the_global_norm_of_device_arrays_is_one_read(reads, norm_type):
+    from minigrad.ops.global_norm import global_norm
+    arrays = [numpy.full(3, 2.0, numpy.float32), numpy.full(4, -1.0, numpy.float16),
+              numpy.zeros(0, numpy.float32)]
+    on_device = [backend.cupy.asarray(a) for a in arrays]
+    assert global_norm(on_device, norm_type) == pytest.approx(global_norm(arrays, norm_type))
+    clipped = ops.clip_by_global_norm([Tensor(a) for a in arrays[:2]], 1.0)
+    assert reads.count == 2 and all(t.device == "GPU" for t in clipped)
+
+
+def test_a_device_tensor_deep_copies_on_the_device(reads):
+    import copy
+    t = Tensor(numpy.arange(3, dtype=numpy.float32))
+    c = copy.deepcopy(t)
+    assert reads.count == 0 and c.device == "GPU" and c.data is not t.data
+    numpy.testing.assert_array_equal(c.asnumpy(), [0.0, 1.0, 2.0])
