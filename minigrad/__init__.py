@@ -91,7 +91,9 @@ _FROM = {
 
 
 def __getattr__(name):
-    if name in _FROM:
+    if name in dtype.LOWP_NAMES:  # bfloat16 and the FP8 formats: an ImportError without ml_dtypes
+        value = getattr(dtype, name)
+    elif name in _FROM:
         value = getattr(importlib.import_module(_FROM[name]), name)
     elif name in _SUBPACKAGES:
         try:
@@ -108,4 +110,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_SUBPACKAGES) | set(_FROM))
+    return sorted(set(globals()) | set(_SUBPACKAGES) | set(_FROM) | set(dtype.LOWP_NAMES))

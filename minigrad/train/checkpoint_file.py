@@ -30,6 +30,7 @@ import zipfile
 
 import numpy
 
+from minigrad import dtype as dtypes
 from minigrad.tensor import Tensor
 
 FORMAT = "minigrad-checkpoint"
@@ -111,6 +112,43 @@ def _process_exists(pid):
     return True
 
 
+# ---- dtypes the .npy format cannot name --------------------------------------------------------
+# The .npy header records bfloat16 and the FP8 formats as raw bytes ("|V2", "<f1"), which do not
+# read back as those dtypes. Such an array is stored as its bits (an unsigned int of its width),
+# and the manifest names its dtype ("bfloat16"); reading views the bits as that dtype again, so
+# the round trip is bit-exact.
+def dtype_text(dtype):
+    """The manifest's name for ``dtype``: its ``dtype.str`` (``"<f4"``), or its name for the
+    ml_dtypes formats (``"bfloat16"``, ``"float8_e4m3fn"``, ``"float8_e5m2"``)."""
+    return dtype.name if dtype.name in dtypes.LOWP_NAMES else dtype.str
+
+
+def storable(array):
+    """``array`` as the archive holds it: the bits of an ml_dtypes array, others as they are."""
+    if array.dtype.name in dtypes.LOWP_NAMES:
+        return array.view(f"u{array.dtype.itemsize}")
+    return array
+
+
+def _stored_dtype(text):
+    """The dtype of the archive's array for the manifest's dtype ``text``."""
+    if text in dtypes.LOWP_NAMES:
+        return numpy.dtype({"bfloat16": "u2"}.get(text, "u1"))
+    return numpy.dtype(text)
+
+
+def restore(arrays, manifest):
+    """Replace the stored bits of every ml_dtypes array in ``arrays`` by a view in its dtype.
+
+    Raises:
+        ImportError: for a checkpoint holding bfloat16 or FP8 arrays when ml_dtypes is missing.
+    """
+    for key, spec in manifest["arrays"].items():
+        if spec["dtype"] in dtypes.LOWP_NAMES:
+            arrays[key] = arrays[key].view(dtypes.as_dtype(spec["dtype"], "checkpoint dtype"))
+    return arrays
+
+
 # ---- reading ------------------------------------------------------------------------------------
 class CorruptCheckpoint(Exception):
     """A problem found while reading; ``read`` turns it into a ValueError naming the file."""
@@ -140,7 +178,7 @@ def read(path):
         problem = _array_mismatch(manifest, arrays)
     if problem is not None:
         raise ValueError(f"checkpoint file {path!r} {problem}") from None
-    return manifest, arrays
+    return manifest, restore(arrays, manifest)
 
 
 def _read_array(archive, key):
@@ -209,6 +247,8 @@ def _field(manifest, name, kind):
 
 
 def _is_plain_dtype(text):
+    if text in dtypes.LOWP_NAMES:
+        return True
     try:
         return numpy.dtype(text).kind in "biufc"
     except (TypeError, ValueError):
@@ -249,9 +289,10 @@ def _check_tree(root, specs):
 def _array_mismatch(manifest, arrays):
     for key, spec in manifest["arrays"].items():
         array = arrays[key]
-        if list(array.shape) != spec["shape"] or array.dtype != numpy.dtype(spec["dtype"]):
+        stored = _stored_dtype(spec["dtype"])
+        if list(array.shape) != spec["shape"] or array.dtype != stored:
             return (f"is corrupt: array {key} has shape {array.shape} and dtype {array.dtype}, "
-                    f"the manifest says {tuple(spec['shape'])} and {numpy.dtype(spec['dtype'])}")
+                    f"the manifest says {tuple(spec['shape'])} and {stored}")
     return None
 
 
