@@ -370,8 +370,10 @@ def underflow_stats(names, scaled_grads):
         that flushed, and true zeros such as dead ReLU units), ``s`` values in fp16's subnormal
         range ``(0, 2**-14)`` that keep only a few bits, ``m`` the largest magnitude (headroom
         to fp16's 65504 tells how much higher the scale could go).
+
+    On the GPU every count comes back in one read of the device (``backend.read_scalars``).
     """
-    stats = {}
+    kept, values = [], []
     for name, g in zip(names, scaled_grads):
         if g is None or g.size == 0:
             continue
@@ -379,8 +381,8 @@ def underflow_stats(names, scaled_grads):
         with numpy.errstate(over="ignore"):  # beyond 65504 is inf in fp16: what max_abs reports
             mag = xp.abs(
                 g.astype(numpy.float16) if g.dtype != dtypes.float16 else g).astype(numpy.float32)
-        n = float(g.size)
-        zero = float((mag == 0).sum()) / n
-        sub = float(((mag > 0) & (mag < dtypes.FP16_TINY)).sum()) / n
-        stats[name] = {"zero": zero, "subnormal": sub, "max_abs": float(mag.max())}
-    return stats
+        kept.append((name, float(g.size)))
+        values += [(mag == 0).sum(), ((mag > 0) & (mag < dtypes.FP16_TINY)).sum(), mag.max()]
+    host = backend.read_scalars(values)
+    return {name: {"zero": host[3 * k] / n, "subnormal": host[3 * k + 1] / n,
+                   "max_abs": host[3 * k + 2]} for k, (name, n) in enumerate(kept)}

@@ -30,7 +30,7 @@ with the same gradients and scale.
 """
 import enum
 
-from minigrad import communication
+from minigrad import backend, communication
 from minigrad.amp import float_status
 from minigrad.amp.autocast import check_device
 from minigrad._checks import (check_bool, check_float, check_non_negative_int, check_positive_int,
@@ -198,7 +198,7 @@ class GradScaler:
         overflow = status.overflow()
         for p, g, a in zip(params, scaled, arrays):
             if a is not g:  # an fp16 gradient, unscaled into a new fp32 array
-                p.grad = Tensor(a)
+                p.grad = Tensor(a, device=backend.device_of(a))
         state = self._per_optimizer[id(optimizer)] = {
             "stage": _UNSCALED, "checked": bool(params), "found_inf": overflow, "params": params,
             "arrays": arrays}

@@ -27,7 +27,7 @@ so every rank applies or skips the same step and reports the same parameters.
 """
 import numpy
 
-from minigrad import communication
+from minigrad import backend, communication
 from minigrad import dtype as dtypes
 from minigrad._checks import (check_callable, check_float, check_int, check_non_negative,
                               check_type)
@@ -280,7 +280,7 @@ class LossScaleOptimizer:
                   for g in grads]
         arrays, overflow = float_status.unscale_and_check(arrays, self.loss_scale.core.scale)
         self._checked = ([id(a) for a in arrays if a is not None], overflow)
-        return [None if a is None else Tensor(a) for a in arrays]
+        return [None if a is None else Tensor(a, device=backend.device_of(a)) for a in arrays]
 
     def apply_gradients(self, grads_and_vars):
         """Update the loss scale and apply the (unscaled) gradients unless one is inf/NaN.

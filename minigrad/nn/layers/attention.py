@@ -55,7 +55,8 @@ def _additive(mask, name, owner):
     check_tensor(owner, name, mask)
     if mask.dtype == dtypes.bool_:
         xp = backend.get_array_module(mask.data)
-        return Tensor(xp.where(mask.data, numpy.float32(-numpy.inf), numpy.float32(0)))
+        return Tensor(xp.where(mask.data, numpy.float32(-numpy.inf), numpy.float32(0)),
+                      device=mask.device)
     check_relation(f"{name}.dtype", mask.dtype, mask.dtype.kind == "f", "bool or a float dtype",
                    error=TypeError, owner=owner)
     return mask
@@ -67,7 +68,7 @@ def _pad_key(mask):
     if mask is None:
         return None
     xp = backend.get_array_module(mask.data)
-    zero = Tensor(xp.zeros(mask.shape[:-1] + (1,), mask.dtype))
+    zero = Tensor(xp.zeros(mask.shape[:-1] + (1,), mask.dtype), device=mask.device)
     return ops.concat([mask, zero], axis=-1)
 
 
