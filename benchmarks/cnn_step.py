@@ -150,10 +150,10 @@ def minigrad_phases(step, cell, steps):
 
     gemms = []
 
-    def record(lefts, rights):
+    def record(lefts, rights, *outs):
         gemms.extend((a.shape, _order(a), b.shape, _order(b), a.dtype.str)
                      for a, b in zip(lefts, rights))
-        return products(lefts, rights)
+        return products(lefts, rights, *outs)
     products = conv._products
     targets = [(conv, "_products", "conv GEMMs")]
     for kind, classes in (("conv", [conv.Conv2d]), ("pooling", [pooling.MaxPool2d,

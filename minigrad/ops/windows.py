@@ -20,6 +20,7 @@ C order, as NumPy's does).
 import math
 
 from minigrad import backend
+from minigrad.ops import _scratch
 from minigrad._checks import check_int_tuple
 
 
@@ -110,18 +111,21 @@ def is_channels_last(x):
     return x.transpose(0, 2, 3, 1).flags.c_contiguous
 
 
-def empty_image(xp, shape, dtype, channels_last):
-    """An uninitialised (N, C, H, W) array of ``dtype``, stored channels-last or NCHW."""
+def empty_image(xp, shape, dtype, channels_last, scratch=False):
+    """An uninitialised (N, C, H, W) array of ``dtype``, stored channels-last or NCHW; with
+    ``scratch``, from the pool of reusable temporaries (``ops._scratch``)."""
+    empty = _scratch.empty if scratch else (lambda xp, shape, dtype: xp.empty(shape, dtype))
     if not channels_last:
-        return xp.empty(shape, dtype)
+        return empty(xp, shape, dtype)
     n, c, h, w = shape
-    return xp.empty((n, h, w, c), dtype).transpose(0, 3, 1, 2)
+    return empty(xp, (n, h, w, c), dtype).transpose(0, 3, 1, 2)
 
 
-def pad(x, padding, fill, channels_last, dtype=None):
+def pad(x, padding, fill, channels_last, dtype=None, scratch=False):
     """``x`` (N, C, H, W) with ``padding`` (top, bottom, left, right) rows and columns of
     ``fill`` around each image, as a new array of ``dtype`` (default x's) stored channels-last or
-    NCHW; ``x`` itself when there is nothing to add, change or reorder."""
+    NCHW (with ``scratch``, a pooled temporary: ``empty_image``); ``x`` itself when there is
+    nothing to add, change or reorder."""
     dtype = x.dtype if dtype is None else dtype
     if not any(padding) and x.dtype == dtype and (
             is_channels_last(x) if channels_last else x.flags.c_contiguous):
@@ -129,7 +133,7 @@ def pad(x, padding, fill, channels_last, dtype=None):
     n, c, h, w = x.shape
     top, bottom, left, right = padding
     out = empty_image(backend.get_array_module(x), (n, c, h + top + bottom, w + left + right),
-                      dtype, channels_last)
+                      dtype, channels_last, scratch)
     # the border, then the inside: every element written once
     out[:, :, :top] = fill
     out[:, :, top + h:] = fill
