@@ -17,7 +17,7 @@ import itertools
 import numpy
 
 from minigrad import dtype as dtypes
-from minigrad._checks import check_positive_int
+from minigrad._checks import check_positive_int, check_relation, check_str_tuple, check_type
 from minigrad.dataset.pipeline import Dataset
 from minigrad.dataset.sampling import IndexedSource
 
@@ -49,7 +49,8 @@ class GeneratorDataset(Dataset):
     Raises:
         TypeError: a source of none of the three kinds; ``column_names`` not a str or a list of
             str; ``schema`` given.
-        ValueError: ``column_types`` of another length than ``column_names``; ``shuffle=True``,
+        ValueError: ``column_names`` empty, with an empty name or a name twice; ``column_types``
+            of another length than ``column_names``; ``shuffle=True``,
             a ``sampler`` or shards with a source that is not random accessible (and
             ``IndexedSource``'s checks). While iterating, ValueError for a row with another
             number of values than columns.
@@ -76,14 +77,15 @@ class GeneratorDataset(Dataset):
         if column_names is None:
             raise TypeError("GeneratorDataset: 'column_names' is required (a name or a list of "
                             "names, one per value of a row)")
-        names = [column_names] if isinstance(column_names, str) else column_names
-        if not isinstance(names, (list, tuple)) or not names or not all(
-                isinstance(n, str) for n in names) or len(set(names)) != len(names):
-            raise TypeError(f"GeneratorDataset: 'column_names' must be a str or a list of "
-                            f"distinct str, got {column_names!r}")
+        names = check_str_tuple("column_names", column_names, owner="GeneratorDataset")
+        check_relation("column_names", column_names, bool(names), "at least one name",
+                       owner="GeneratorDataset")
         types = None
         if column_types is not None:
-            types = [dtypes.as_dtype(t, "column_types") for t in column_types]
+            check_type("column_types", column_types, (tuple, list),
+                       expected="a tuple or list of dtypes", owner="GeneratorDataset")
+            types = [dtypes.as_dtype(t, "column_types", owner="GeneratorDataset")
+                     for t in column_types]
             if len(types) != len(names):
                 raise ValueError(f"GeneratorDataset: {len(types)} column_types for "
                                  f"{len(names)} column_names {list(names)}")

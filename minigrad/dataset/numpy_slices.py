@@ -3,6 +3,7 @@ import itertools
 
 import numpy
 
+from minigrad._checks import check_str_tuple
 from minigrad.dataset.sampling import IndexedSource
 from minigrad.tensor import Tensor
 
@@ -14,8 +15,8 @@ class NumpySlicesDataset(IndexedSource):
         data: one array (one column); a tuple of arrays (one column each); a dict ``{column
             name: array}``; or a list, which is one column, ``numpy.array(data)``, as in MindSpore
             (a list of equal-shape arrays stacks into one). Tensors are copied to the host.
-        column_names: names of the columns; default the dict keys, else ``column_0``,
-            ``column_1``...
+        column_names: names of the columns (a str, or a tuple or list of distinct non-empty
+            strs); default the dict keys, else ``column_0``, ``column_1``...
         num_samples: rows per pass (see ``IndexedSource``).
         num_parallel_workers: accepted for MindSpore compatibility; ignored.
         shuffle: shuffle each pass (see ``IndexedSource``: True by default unless a sampler is
@@ -28,14 +29,15 @@ class NumpySlicesDataset(IndexedSource):
     Raises:
         ValueError: columns of different lengths, a list whose entries do not stack, a wrong
             number of column names, an empty dataset (and ``IndexedSource``'s checks).
-        TypeError: as ``IndexedSource``.
+        TypeError: ``column_names`` that are not strs, and as ``IndexedSource``.
     """
 
     def __init__(self, data, column_names=None, num_samples=None, num_parallel_workers=None,
                  shuffle=None, sampler=None, num_shards=None, shard_id=None):
         names, columns = _columns(data)
         if column_names is not None:
-            column_names = [column_names] if isinstance(column_names, str) else list(column_names)
+            column_names = list(check_str_tuple("column_names", column_names,
+                                                owner="NumpySlicesDataset"))
             if len(column_names) != len(columns):
                 raise ValueError(f"column_names has {len(column_names)} names {column_names} but "
                                  f"data has {len(columns)} columns")

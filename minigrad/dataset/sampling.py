@@ -22,8 +22,9 @@ class IndexedSource(Dataset):
         num_samples: use only the first ``num_samples`` rows of the (sampled) order.
         shuffle: shuffle the rows each epoch. ``None`` means True unless a sampler is given —
             MindSpore's rule.
-        sampler: an iterable of row indices (e.g. a list) that fixes the order; not with
-            ``shuffle=True``.
+        sampler: the row indices that fix the order: a tuple, list or range of ints, or a 1-d
+            int array, each in ``[-length, length - 1]`` (negative counts from the end); not
+            with ``shuffle=True``.
         num_shards: the number of shards (see ``shard_id``).
         shard_id: read only shard ``shard_id`` of ``num_shards``: the rows at
             positions ``shard_id, shard_id + num_shards, ...`` of each pass's order, the order
@@ -39,7 +40,8 @@ class IndexedSource(Dataset):
         ValueError: no rows, both ``shuffle=True`` and a sampler, sampler indices outside the
             rows, only one of ``num_shards`` / ``shard_id``, ``num_shards`` < 1, or a
             ``shard_id`` outside ``[0, num_shards - 1]``.
-        TypeError: a ``shuffle`` that is neither a bool nor None; a ``num_samples``,
+        TypeError: a ``shuffle`` that is neither a bool nor None; a ``sampler`` that is not a
+            sequence of ints; a ``num_samples``,
             ``num_shards`` or ``shard_id`` that is not an int.
     """
 
@@ -53,11 +55,7 @@ class IndexedSource(Dataset):
         if shuffle and sampler is not None:
             raise ValueError(f"{owner}: give either shuffle=True or a sampler, not both")
         self.length = length
-        self.sampler = None if sampler is None else numpy.asarray(list(sampler), dtype=numpy.int64)
-        if self.sampler is not None and self.sampler.size and (
-                self.sampler.min() < -length or self.sampler.max() >= length):
-            raise ValueError(f"{owner}: sampler indices must lie in [0, {length}), got "
-                             f"[{self.sampler.min()}, {self.sampler.max()}]")
+        self.sampler = None if sampler is None else _sampler(sampler, length, owner)
         self.shuffled = sampler is None if shuffle is None else shuffle
         self.num_samples = check_positive_int("num_samples", num_samples, allow_none=True,
                                               owner=owner)
@@ -113,3 +111,14 @@ def _shards(num_shards, shard_id):
                          f"{num_shards!r} and shard_id={shard_id!r}")
     num_shards = _checks.check_positive_int("num_shards", num_shards)
     return num_shards, _checks.check_int("shard_id", shard_id, low=0, high=num_shards - 1)
+
+
+def _sampler(sampler, length, owner):
+    """``sampler`` as an int64 index array: the sequence-of-ints rule (``check_int_tuple``), with
+    a range and a 1-d int array (``numpy.arange(n)[::-1]``) taken as the sequences they are."""
+    if isinstance(sampler, range) or (isinstance(sampler, numpy.ndarray) and sampler.ndim == 1
+                                      and sampler.dtype.kind in "iu"):
+        sampler = list(sampler) if isinstance(sampler, range) else sampler.tolist()
+    indices = _checks.check_int_tuple("sampler", sampler, low=-length, high=length - 1,
+                                      scalar=False, owner=owner)
+    return numpy.asarray(indices, dtype=numpy.int64)

@@ -123,8 +123,9 @@ class DynamicLossScale(LossScale):
 
     ``increment_period`` goes through ``int()`` as TF's ``DynamicLossScale`` does (TF's own
     tests pass ``2.0``), for whole numbers only: TF would truncate ``2.5`` to 2 without a word,
-    minigrad refuses it. ``get_config()`` holds TF's three keys, plus each
-    extra that is not at its default (so that ``from_config`` rebuilds the same loss scale).
+    minigrad refuses it, and a float above 2**53 (a float that large holds no exact whole
+    number). ``get_config()`` holds TF's three keys, plus each extra that is not at its default
+    (so that ``from_config`` rebuilds the same loss scale).
 
     Raises:
         TypeError: an argument that is not a number (``increment_period``: not a real number).
@@ -173,6 +174,9 @@ def _as_period(value):
                    "an int", error=TypeError, owner=owner)
     check_relation("increment_period", value, math.isfinite(value) and value == int(value),
                    "a whole number", owner=owner)
+    # a float above 2**53 holds no exact whole number: 4.6e16 is not a step count anyone wrote
+    check_relation("increment_period", value, isinstance(value, numbers.Integral)
+                   or abs(value) <= 2 ** 53, "an int, or a whole float <= 2**53", owner=owner)
     return int(value)
 
 

@@ -58,6 +58,30 @@ def sum_axes(a, axes):
     return sums.astype(a.dtype).reshape([1 if i in axes else n for i, n in enumerate(a.shape)])
 
 
+def dot_axes(a, b, axes):
+    """Σ of ``a``·``b`` over ``axes`` (sorted; keepdims), in a's dtype, with the error of
+    ``sum_axes`` and, where it can, without the product array: batch norm's Σ g·(x - μ) and
+    Σ (x - μ)².
+
+    When both are laid out alike with the summed axes outermost in memory (a channels-last
+    batch), one ``einsum`` adds the products over the first summed axis (N) without storing
+    them, and the partial sums left are added in float64, as ``sum_axes`` does. Otherwise the
+    products are formed and summed by ``sum_axes``.
+    """
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return (a * b).sum(axis=axes, keepdims=True)
+    kept = tuple(i for i in range(a.ndim) if i not in axes)
+    order = axes + kept
+    rows_a, rows_b = a.transpose(order), b.transpose(order)
+    if not (rows_a.flags.c_contiguous and rows_b.flags.c_contiguous) or a.size == 0:
+        return sum_axes(a * b, axes)
+    first = a.shape[axes[0]]
+    xp = backend.get_array_module(a)
+    partial = xp.einsum("nk,nk->k", rows_a.reshape(first, -1), rows_b.reshape(first, -1))
+    sums = partial.reshape(-1, math.prod(a.shape[i] for i in kept)).sum(axis=0, dtype="float64")
+    return sums.astype(a.dtype).reshape([1 if i in axes else n for i, n in enumerate(a.shape)])
+
+
 def normalize_axis(axis, ndim, name="axis"):
     """``axis`` (None: every axis; an int or a tuple/list of ints) as a sorted tuple of
     non-negative axes of a tensor of ``ndim`` dimensions.

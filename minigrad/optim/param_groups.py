@@ -1,5 +1,7 @@
 """An optimizer's ``parameters`` argument: Parameters, or MindSpore's group dicts (``params``,
 ``lr``, ``weight_decay``, ``grad_centralization``, ``order_params``), checked and flattened."""
+import numpy
+
 from minigrad._checks import check_bool, check_non_negative, check_relation, check_type
 from minigrad.optim.lr_schedule import LearningRate
 from minigrad.parameter import Parameter
@@ -79,7 +81,9 @@ def _parse_groups(items, default_lr, default_wd, owner):
 def _as_list(value, name, owner, expected="an iterable of Parameters"):
     check_relation(name, value, value is not None, expected,
                    owner=owner)  # None: a ValueError, as MindSpore raises
-    iterable = not isinstance(value, (Tensor, dict, str)) and hasattr(value, "__iter__")
+    # an array (a 0-d one cannot even be iterated), a Tensor, a dict or a str holds no Parameters
+    iterable = (not isinstance(value, (Tensor, numpy.ndarray, dict, str, bytes))
+                and hasattr(value, "__iter__"))
     check_relation(name, value, iterable, expected, error=TypeError, owner=owner)
     items = list(value)
     check_relation(name, items, bool(items), "non-empty", owner=owner)

@@ -15,12 +15,12 @@ run continues on the same scale trajectory. Loading into the backbone alone leav
 warning lists them).
 """
 import json
-import os
 import warnings
 
 import numpy
 
 from minigrad import backend
+from minigrad._checks import check_path
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 from minigrad.train import checkpoint_file
@@ -53,14 +53,15 @@ def save_checkpoint(save_obj, ckpt_file_name, append_dict=None, optimizer=None):
         The path written.
 
     Raises:
-        TypeError: for an unsupported ``save_obj``, a name that is not a str, an ``append_dict``
+        TypeError: for a ``ckpt_file_name`` that is not a str or ``os.PathLike`` path, an
+            unsupported ``save_obj``, a name that is not a str, an ``append_dict``
             that is not a dict, or an unsupported ``append_dict`` value.
         ValueError: for duplicate names.
     """
     if append_dict is not None and not isinstance(append_dict, dict):
         raise TypeError(f"append_dict must be a dict {{name: value}} or None, got "
                         f"{type(append_dict).__name__} {append_dict!r}")
-    path = _with_suffix(os.fspath(ckpt_file_name))
+    path = _with_suffix(check_path("ckpt_file_name", ckpt_file_name, owner="save_checkpoint"))
     archive = _Archive()
     for name, value in _named_values(save_obj):
         archive.add("parameters", "param", name, value)
@@ -177,7 +178,8 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
             state of another optimizer class; or (from ``load_param_into_net``) if the network
             does not match. Nothing is loaded then: the network is checked first, the optimizer
             restored next, the parameters assigned last.
-        TypeError: if ``net`` is not a Cell or ``filter_prefix`` is not a str or a list of str.
+        TypeError: if ``ckpt_file_name`` is not a str or ``os.PathLike`` path, ``net`` is not a
+            Cell or ``filter_prefix`` is not a str or a list of str.
     """
     prefixes = [filter_prefix] if isinstance(filter_prefix, str) else filter_prefix
     if prefixes is None:
@@ -186,7 +188,7 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
         raise TypeError(f"filter_prefix must be a str or a list of str, got {filter_prefix!r}")
     if net is not None:
         _check_cell(net)
-    path = os.fspath(ckpt_file_name)
+    path = check_path("ckpt_file_name", ckpt_file_name, owner="load_checkpoint")
     manifest, arrays = checkpoint_file.read(path)
     params = CheckpointParams()
     for name, key in manifest["parameters"] + manifest["append"]:

@@ -92,7 +92,7 @@ def test_an_iterable_and_a_single_column():
     (dict(sampler=[0, 1]), ValueError, "a sampler needs a random-accessible source"),
     (dict(num_shards=2, shard_id=0), ValueError, "num_shards needs a random-accessible"),
     (dict(column_names=None), TypeError, "column_names' is required"),
-    (dict(column_names=["a", "a"]), TypeError, "distinct"),
+    (dict(column_names=["a", "a"]), ValueError, "each once"),
     (dict(column_types=[minigrad.float32]), ValueError, "1 column_types for 2 column_names"),
     (dict(schema="schema.json"), TypeError, "schema"),
 ])

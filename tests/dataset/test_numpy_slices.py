@@ -66,12 +66,32 @@ def test_dict_tuple_array_and_list_inputs():
         (dict(data=(numpy.zeros(3),), column_names=["a", "b"]), "column_names"),
         (dict(data=numpy.zeros((0, 2))), "no rows"),
         (dict(data=numpy.zeros(3), shuffle=True, sampler=[0, 1]), "sampler"),
-        (dict(data=numpy.zeros(3), sampler=[0, 5]), "sampler indices"),
+        (dict(data=numpy.zeros(3), sampler=[0, 5]), "sampler must be a tuple or list of ints in"),
     ],
 )
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         NumpySlicesDataset(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(column_names=3),
+     "column_names must be a str or a tuple or list of non-empty strs, got 3"),
+    (dict(column_names=[1]), "column_names must be a str or a tuple or list"),
+    (dict(sampler=3), "sampler must be a tuple or list of ints in [-3, 2], got 3 (int)"),
+    (dict(sampler="a"), "sampler must be a tuple or list of ints in [-3, 2], got 'a' (str)"),
+    (dict(sampler=[0.5]), "sampler must be a tuple or list of ints in [-3, 2], got [0.5]"),
+])
+def test_column_names_and_sampler_of_the_wrong_kind_are_type_errors(kwargs, words):
+    with pytest.raises(TypeError) as info:
+        NumpySlicesDataset(numpy.zeros(3), **kwargs)
+    assert words in str(info.value)
+
+
+def test_a_sampler_may_be_a_range_or_an_int_array():
+    for sampler in (range(2, -1, -1), numpy.array([2, 1, 0])):
+        rows = [int(r[0]) for r in NumpySlicesDataset(numpy.arange(3), sampler=sampler)]
+        assert rows == [2, 1, 0]
 
 
 def test_bad_batch_shuffle_map_arguments():

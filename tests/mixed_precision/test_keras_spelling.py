@@ -22,6 +22,10 @@ def test_increment_period_goes_through_int_as_tf():
         DynamicLossScale(increment_period=float("inf"))
     with pytest.raises(TypeError, match="increment_period"):
         DynamicLossScale(increment_period="2")
+    with pytest.raises(ValueError, match=r"increment_period must be an int, or a whole float "
+                                         r"<= 2\*\*53, got 4.6e\+16"):
+        DynamicLossScale(increment_period=4.6e16)
+    assert DynamicLossScale(increment_period=2 ** 60).increment_period == 2 ** 60
 
 
 def test_a_loss_scale_optimizer_cannot_wrap_another_as_tf():

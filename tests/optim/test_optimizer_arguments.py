@@ -143,6 +143,11 @@ G = "['params', 'lr', 'weight_decay', 'grad_centralization', 'order_params']"
             ["grad_centralization"],
         ),
         (
+            lambda ps: SGD(numpy.array(1.0), 0.1),
+            TypeError,
+            ["SGD: parameters must be an iterable of Parameters or group dicts, got array(1.)"],
+        ),
+        (
             lambda ps: Optimizer(0.1, ps, decay_filter="beta"),
             TypeError,
             ["Optimizer: decay_filter must be callable, got 'beta' (str)"],

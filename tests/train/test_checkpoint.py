@@ -334,3 +334,17 @@ def test_one_checkpoint_entry_never_loads_into_two_parameters():
 def test_load_checkpoint_of_a_directory_says_it_is_a_directory(tmp_path):
     with pytest.raises((ValueError, IsADirectoryError), match="(?i)directory|folder"):
         minigrad.load_checkpoint(str(tmp_path))
+
+
+@pytest.mark.parametrize("path, error, words", [
+    (None, TypeError, "must be a non-empty str or os.PathLike path, got None (NoneType)"),
+    (0, TypeError, "must be a non-empty str or os.PathLike path, got 0 (int)"),
+    ("", ValueError, "must be a non-empty str or os.PathLike path, got ''"),
+])
+def test_a_path_that_is_not_a_path_names_ckpt_file_name(path, error, words):
+    net = nn.Dense(2, 1)
+    for call, owner in ((lambda: save_checkpoint(net, path), "save_checkpoint"),
+                        (lambda: load_checkpoint(path), "load_checkpoint")):
+        with pytest.raises(error) as info:
+            call()
+        assert str(info.value).startswith(f"{owner}: ckpt_file_name {words}")
