@@ -31,6 +31,8 @@ def pair(name, value):
         TypeError: naming ``name`` for a value that is not an int or a tuple/list of ints.
         ValueError: naming ``name`` for a wrong length or an entry < 1.
     """
+    if _ints_at_least(value, 2, 1):  # already what the checker returns (each op call checks)
+        return value
     if isinstance(value, (tuple, list)) and len(value) == 4:
         return check_int_tuple(name, value, 4, low=1)[2:]
     return check_int_tuple(name, value, 2, low=1)
@@ -43,10 +45,19 @@ def padding4(padding, name="padding"):
         TypeError: for a value that is not an int or a tuple/list of ints.
         ValueError: for a wrong length or a negative entry.
     """
+    if _ints_at_least(padding, 4, 0):
+        return padding
     if isinstance(padding, (tuple, list)) and len(padding) == 2:
         ph, pw = check_int_tuple(name, padding, 2, low=0)
         return ph, ph, pw, pw
     return check_int_tuple(name, padding, 4, low=0)
+
+
+def _ints_at_least(value, length, low):
+    """Whether ``value`` is a tuple of ``length`` Python ints, each >= ``low``: an argument
+    that needs no conversion, answered without the checker's general (slower) path."""
+    return (type(value) is tuple and len(value) == length
+            and all(type(v) is int and v >= low for v in value))
 
 
 def same_padding(in_hw, kernel, stride=1, dilation=1):
