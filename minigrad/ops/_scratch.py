@@ -1,18 +1,21 @@
 """Reusable host arrays for the large temporaries of the image ops (padded copies, patch
 matrices, patch gradients).
 
-A fresh NumPy array of tens of megabytes costs more than the copy that fills it: the allocator
-maps new pages and the kernel zero-fills each one on its first touch, every step again, since
-glibc returns such blocks to the system when they are freed. ``empty`` keeps the arrays it hands
-out and hands one out again once nothing refers to it any more: every view of a pooled array
-keeps the pooled base array alive, so ``sys.getrefcount`` of the base says whether a view (a
-saved patch matrix, a result still held) is alive. An array in use is never handed out twice;
-where every pooled array of the size is in use, ``empty`` gives a fresh one, as without the pool.
+A fresh NumPy array of tens of megabytes costs more than the copy that fills it: glibc maps
+every block of 32 MiB or more (its largest mmap threshold) afresh and returns it to the system
+when it is freed, so the kernel zero-fills each page again on its first touch, every step.
+(Smaller blocks come from glibc's heap, which reuses freed memory: those are left alone.)
+``empty`` keeps the large arrays it hands out and hands one out again once nothing refers to it
+any more: every view of a pooled array keeps the pooled base array alive, so
+``sys.getrefcount`` of the base says whether a view (a saved patch matrix, a result still
+held) is alive. An array in use is never handed out twice; where every pooled array of the
+size is in use, ``empty`` gives a fresh one, as without the pool.
 
-The pool keeps what it has handed out until the process ends (at most ``PER_SIZE`` arrays of
-each size): memory a step needed at its peak stays reserved for the next step, as in PyTorch's
-caching allocators. Only NumPy arrays of ``MIN_BYTES`` or more are pooled; CuPy has its own
-memory pool.
+A step's peak is not raised (a pooled array is reused, never added to what is alive), but the
+pool keeps what it has handed out until ``clear`` (at most ``PER_SIZE`` arrays of each size):
+the memory a step needed stays reserved for the next step, as in PyTorch's caching
+allocators. Only NumPy arrays of ``MIN_BYTES`` or more are pooled; CuPy has its own memory
+pool.
 """
 import math
 import sys
@@ -20,7 +23,7 @@ import threading
 
 import numpy
 
-MIN_BYTES = 1 << 20
+MIN_BYTES = 32 << 20
 PER_SIZE = 8
 
 _lock = threading.Lock()

@@ -2,15 +2,24 @@
 nothing refers to it, and a conv's saved patch matrices survive other convs of the same
 shape."""
 import numpy
+import pytest
 
 from minigrad import Tensor, ops
 from minigrad.ops import _scratch
 
-BIG = (_scratch.MIN_BYTES // 4 + 256,)  # float32 elements: above the pooling threshold
+BIG = (1 << 15,)  # float32 elements: above the threshold the tests set
+
+
+@pytest.fixture(autouse=True)
+def small_threshold(monkeypatch):
+    """Pool from 64 KiB up (small arrays keep the tests light), with an empty pool."""
+    monkeypatch.setattr(_scratch, "MIN_BYTES", 1 << 16)
+    _scratch.clear()
+    yield
+    _scratch.clear()
 
 
 def test_an_array_in_use_is_never_handed_out_again():
-    _scratch.clear()
     a = _scratch.empty(numpy, BIG, numpy.float32)
     view = a[10:20]
     del a
@@ -24,11 +33,9 @@ def test_an_array_in_use_is_never_handed_out_again():
     del c
     d = _scratch.empty(numpy, (2, BIG[0] // 2), numpy.float32)
     assert d.__array_interface__["data"][0] == address
-    _scratch.clear()
 
 
 def test_small_arrays_and_full_pools_give_fresh_arrays():
-    _scratch.clear()
     small = _scratch.empty(numpy, (4, 4), numpy.float64)
     assert small.shape == (4, 4) and not _scratch._pool
     held = [_scratch.empty(numpy, BIG, numpy.float32) for _ in range(_scratch.PER_SIZE + 2)]
@@ -36,7 +43,6 @@ def test_small_arrays_and_full_pools_give_fresh_arrays():
     for i, a in enumerate(held):
         for b in held[i + 1:]:
             assert not numpy.shares_memory(a, b)
-    _scratch.clear()
 
 
 def test_saved_patch_matrices_survive_later_convolutions():
