@@ -121,16 +121,15 @@ def _patch_matrices(x, geometry, out_hw, groups):
     # explicit sizes: an empty batch infers none
     shape = (n * ho * wo, kernel[0] * kernel[1] * cg)
     parts = [windows[..., k * cg:(k + 1) * cg] for k in range(groups)]
-    if not isinstance(x, numpy.ndarray):  # a Tensor, or CuPy (its own memory pool)
+    one_per_pixel = kernel == (1, 1) and stride == (1, 1) and not any(padding)
+    if one_per_pixel or not isinstance(x, numpy.ndarray):
+        # a view for 1x1, stride 1, unpadded (each row one pixel's channels); a Tensor; CuPy
         return [part.reshape(shape) for part in parts]
     matrices = []
-    for part in parts:
-        try:  # a 1x1, stride-1 window of a dense channels-last x: x itself, no copy
-            matrices.append(part.reshape(shape, copy=False))
-        except ValueError:  # a copy, into a pooled temporary
-            cols = _scratch.empty(numpy, part.shape, part.dtype)
-            cols[...] = part
-            matrices.append(cols.reshape(shape))
+    for part in parts:  # a copy, into a pooled temporary when it is large
+        cols = _scratch.empty(numpy, part.shape, part.dtype)
+        cols[...] = part
+        matrices.append(cols.reshape(shape))
     return matrices
 
 
@@ -264,8 +263,8 @@ class Conv2d(Function):
             ho, wo = self.out_hw
             cg = c // len(dcols)
             dx = xp.zeros((n, h, width, c), dcols[0].dtype)
-            taps = list(inside_window_slices(kernel, stride, dilation, padding, (h, width),
-                                             self.out_hw))
+            taps = inside_window_slices(kernel, stride, dilation, padding, (h, width),
+                                        self.out_hw)
             for k, d in enumerate(dcols):
                 d = d.reshape(*kernel, n, ho, wo, cg)
                 group = dx[..., k * cg:(k + 1) * cg]

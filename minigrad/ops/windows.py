@@ -17,6 +17,7 @@ transposed on the way). Elementwise ops, BatchNorm and pooling keep their input'
 conv net computes channels-last from its first convolution to its flattening (``reshape`` gives
 C order, as NumPy's does).
 """
+import functools
 import math
 
 from minigrad import backend
@@ -85,20 +86,22 @@ def output_hw(in_hw, kernel, stride, padding, dilation):
     return out
 
 
+@functools.lru_cache(maxsize=512)
 def window_slices(kernel, stride, dilation, out_hw):
-    """Yield (i, j, rows, cols): the slices of the padded input seen by kernel tap (i, j)."""
+    """(i, j, rows, cols) for each kernel tap: the slices of the padded input seen by tap (i, j)
+    (a tuple, cached per geometry: a training step asks for the same few every time)."""
     (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
-    for i in range(kh):
-        for j in range(kw):
-            yield (i, j, slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
-                   slice(j * dw, j * dw + sw * (wo - 1) + 1, sw))
+    return tuple((i, j, slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
+                  slice(j * dw, j * dw + sw * (wo - 1) + 1, sw))
+                 for i in range(kh) for j in range(kw))
 
 
+@functools.lru_cache(maxsize=512)
 def inside_window_slices(kernel, stride, dilation, padding, in_hw, out_hw):
-    """Yield (i, j, rows, cols, out_rows, out_cols) for each kernel tap (i, j) that reads some
-    input element: the slices of the unpadded input that tap reads (``rows``, ``cols``) and
-    the output positions reading them (``out_rows``, ``out_cols``); what the tap reads in the
-    padding is left out."""
+    """(i, j, rows, cols, out_rows, out_cols) for each kernel tap (i, j) that reads some input
+    element: the slices of the unpadded input that tap reads (``rows``, ``cols``) and the
+    output positions reading them (``out_rows``, ``out_cols``); what the tap reads in the
+    padding is left out. A tuple, cached per geometry."""
     per_axis = []
     for k, s, d, before, n_in, n_out in zip(kernel, stride, dilation, padding[::2], in_hw,
                                             out_hw):
@@ -112,9 +115,8 @@ def inside_window_slices(kernel, stride, dilation, padding, in_hw, out_hw):
                 taps.append((i, slice(start, start + s * (last - first - 1) + 1, s),
                              slice(first, last)))
         per_axis.append(taps)
-    for i, rows, out_rows in per_axis[0]:
-        for j, cols, out_cols in per_axis[1]:
-            yield i, j, rows, cols, out_rows, out_cols
+    return tuple((i, j, rows, cols, out_rows, out_cols) for i, rows, out_rows in per_axis[0]
+                 for j, cols, out_cols in per_axis[1])
 
 
 def is_channels_last(x):
