@@ -157,8 +157,8 @@ def _pixel_rows(gy):
 class Conv2d(Function):
     """out[n, o] = Σ_{c, i, j} W[o, c, i, j] · x_pad[n, c, s·h + d·i, s·w + d·j] + b[o].
 
-    dW = gᵀ @ cols,  dx = col2im(g @ W),  db = Σ_{n, h, w} g  (the module docstring has the
-    layout of each array).
+    dW = gᵀ @ cols,  dx = col2im(g @ W) (at stride 1: patches(g) @ flipped W),
+    db = Σ_{n, h, w} g  (the module docstring has the layout of each array).
     """
     autocast = "low"
     saves = {"cols": lambda node: _patch_matrices(widen(node.inputs[0]), node.geometry,
@@ -291,6 +291,7 @@ class Conv2d(Function):
                 dx = dx + scatter(d[:, :, :, i, j], shape, index)
         dx = dx[:, top:top + h, left:left + width]
         return store(dx, self.x_dtype).transpose(0, 3, 1, 2)
+
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), plus bias (O,).
