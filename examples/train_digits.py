@@ -3,6 +3,7 @@
     python examples/train_digits.py                      # both models, fp32, a few seconds each
     python examples/train_digits.py --model cnn --epochs 20
     python examples/train_digits.py --amp-level O2       # fp16 with dynamic loss scaling
+    python examples/train_digits.py --amp-level O2 --dtype bfloat16   # bf16, no loss scaling
     python examples/train_digits.py --mnist DIR          # MNIST's IDX files (plain or .gz)
     python examples/train_digits.py --cifar10 DIR --model cnn   # CIFAR-10's binary batches
 
@@ -10,7 +11,9 @@ By default the data are scikit-learn's digits (1797 images of 8x8 pixels, shippe
 scikit-learn: ``pip install minigrad[datasets]``). ``--mnist`` reads ``dataset.MnistDataset``
 from a folder of MNIST's four files; ``--cifar10`` reads ``dataset.Cifar10Dataset`` from a folder
 of its binary batches and trains with random crops and flips. The progress bar uses tqdm when it
-is installed (``pip install minigrad[progress]``).
+is installed (``pip install minigrad[progress]``). ``--dtype bfloat16`` (the ``minigrad[lowp]``
+extra) runs the amp level in bfloat16 instead of float16: no loss scaling by default, as bf16 has
+float32's exponent range.
 """
 import argparse
 import time
@@ -94,9 +97,11 @@ def load(mnist=None, cifar10=None, batch_size=32, seed=0, flatten=False):
 
 
 def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True, verbose=True,
-        mnist=None, cifar10=None):
+        mnist=None, cifar10=None, dtype="float16", loss_scale_manager=None):
     """Train model ``name`` ("mlp" or "cnn") on the digits, or on MNIST / CIFAR-10 read from the
-    folder given as ``mnist`` / ``cifar10``, and return its test accuracy."""
+    folder given as ``mnist`` / ``cifar10``, and return its test accuracy. ``dtype``: the amp
+    level's low-precision dtype ("float16" or "bfloat16"); ``loss_scale_manager``: overrides the
+    level's default."""
     cls, lr, weight_decay = MODELS[name]
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)
                                or epochs < 1):
@@ -113,7 +118,8 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     schedule = cosine_decay_lr(0.0, lr, steps * epochs, steps, epochs)  # one value per step
     optimizer = Momentum(net.trainable_params(), schedule, momentum=0.9, weight_decay=weight_decay)
     model = minigrad.Model(net, loss_fn, optimizer,
-                           metrics={"accuracy": Accuracy(), "loss": Loss()}, amp_level=amp_level)
+                           metrics={"accuracy": Accuracy(), "loss": Loss()}, amp_level=amp_level,
+                           dtype=dtype, loss_scale_manager=loss_scale_manager)
     scale_monitor = LossScaleMonitor()  # records nothing when the level has no loss scaling
     callbacks = [ProgressBar() if progress else LossMonitor(per_print_times=0), scale_monitor]
     start = time.perf_counter()
@@ -122,13 +128,14 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     result = model.eval(test_ds)
     if verbose:
         where = "" if data == "digits" else f" on {data}"
-        print(f"{name} ({amp_level}){where}: test accuracy {result['accuracy']:.4f}, test loss "
+        level = amp_level if amp_level == "O0" or dtype == "float16" else f"{amp_level}, {dtype}"
+        print(f"{name} ({level}){where}: test accuracy {result['accuracy']:.4f}, test loss "
               f"{result['loss']:.4f}, {tested} test images, trained in {seconds:.1f} s",
               flush=True)
         if scale_monitor.scales:
             print(f"  loss scale {scale_monitor.scales[0]:.0f} -> {scale_monitor.scales[-1]:.0f}; "
                   f"{sum(scale_monitor.overflows)} of {len(scale_monitor.overflows)} steps skipped "
-                  f"on fp16 gradient overflow", flush=True)
+                  f"on {'fp16' if dtype == 'float16' else 'bf16'} gradient overflow", flush=True)
     return result["accuracy"]
 
 
@@ -151,6 +158,8 @@ def main(argv=None):
                              "CIFAR-10")
     parser.add_argument("--amp-level", default="O0", choices=["O0", "O1", "O2", "O3"],
                         help="O2: fp16 network with dynamic loss scaling")
+    parser.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"],
+                        help="the amp level's low-precision dtype (bfloat16: no loss scaling)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", type=str.upper, choices=["CPU", "GPU"], default="CPU",
@@ -164,7 +173,8 @@ def main(argv=None):
     minigrad.set_context(device_target=args.device)
     names = ["mlp", "cnn"] if args.model == "both" else [args.model]
     return {name: run(name, args.epochs, args.amp_level, args.batch_size, args.seed,
-                      progress=not args.no_progress, mnist=args.mnist, cifar10=args.cifar10)
+                      progress=not args.no_progress, mnist=args.mnist, cifar10=args.cifar10,
+                      dtype=args.dtype)
             for name in names}
 
 

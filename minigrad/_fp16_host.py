@@ -40,11 +40,13 @@ warnings. Only host arrays that qualify ever load the host library.
 import numpy
 
 from minigrad import _native
+from minigrad import dtype as dtypes
 from minigrad.backend import data_address
 
 _F16 = numpy.dtype(numpy.float16)
 _F32 = numpy.dtype(numpy.float32)
 _PAIRS = frozenset([(_F16, _F32), (_F32, _F16)])
+_NARROW = frozenset((*dtypes.LOW_PRECISION, *dtypes.FP8))  # the dtypes widen() makes float32
 # Below this many elements ``astype`` is as fast: the native call costs about 1 µs in Python, and
 # 1024 instead of 4096 gained nothing inside the O2 training step (its 1280-element casts).
 MIN_SIZE = 4096
@@ -98,10 +100,11 @@ def convert(x, dtype, out=None):
 
 
 def widen(x):
-    """``x`` in the dtype its ops compute in, through ``convert``: float16 as float32, other
-    dtypes as they are (``minigrad.dtype.acc_dtype``'s rule, spelled out here because every op
-    calls it): NumPy has no fp16 BLAS, and fp16 intermediates overflow."""
-    return convert(x, _F32) if x.dtype == _F16 else x
+    """``x`` in the dtype its ops compute in, through ``convert``: the low-precision floats
+    (float16, bfloat16) and the FP8 formats as float32, other dtypes as they are
+    (``minigrad.dtype.acc_dtype``'s rule): NumPy has no fp16 or bf16 BLAS (ml_dtypes' bf16
+    ``dot`` is a scalar loop), fp16 intermediates overflow and bf16 sums lose their small terms."""
+    return convert(x, _F32) if x.dtype in _NARROW else x
 
 
 def store(y, dtype):

@@ -19,8 +19,8 @@ from minigrad.tensor import Tensor
 
 
 def _via_f32(fn, x):
-    if x.dtype == dtypes.float16:
-        return convert(fn(convert(x, dtypes.float32)), dtypes.float16)
+    if dtypes.is_low_precision(x.dtype):
+        return convert(fn(convert(x, dtypes.float32)), x.dtype)
     return fn(x)
 
 
@@ -165,7 +165,8 @@ class Clip(Function):
             self.inside &= x >= lo
         if hi is not None:
             self.inside &= x <= hi
-        return xp.clip(x, lo, hi)
+        # in x's dtype: NumPy 2 promotes a bfloat16 array with float bounds to float32
+        return xp.clip(x, lo, hi).astype(x.dtype, copy=False)
 
     def backward(self, g):
         return g * self.inside

@@ -54,8 +54,8 @@ def _additive(mask, name, owner):
     if mask.dtype == dtypes.bool_:
         xp = backend.get_array_module(mask.data)
         return Tensor(xp.where(mask.data, numpy.float32(-numpy.inf), numpy.float32(0)))
-    check_relation(f"{name}.dtype", mask.dtype, mask.dtype.kind == "f", "bool or a float dtype",
-                   error=TypeError, owner=owner)
+    check_relation(f"{name}.dtype", mask.dtype, dtypes.is_float(mask.dtype),
+                   "bool or a float dtype", error=TypeError, owner=owner)
     return mask
 
 
