@@ -30,6 +30,11 @@ and the attention layers)                   fp32, result fp16; a mask value belo
                                             -inf) gives weight 0, a row with no key left zeros
 losses                                      computed and returned in fp32
 gradient of a tensor                        always that tensor's dtype
+bf16: every fp16 row above                  the same, with bfloat16 in place of float16
+bf16 tensor (op) fp16 tensor                fp32 (neither holds the other)
+FP8 tensor in an op that computes           TypeError naming the op and the dtype (cast,
+                                            reshape, transpose, index, concat, stack and split
+                                            move FP8 values as they are)
 ==========================================  ==================================================
 """
 import numpy
