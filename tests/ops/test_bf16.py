@@ -172,3 +172,19 @@ def test_fp8_tensors_refuse_computing_ops_and_allow_storage_ops(name):
         assert out.dtype == numpy.dtype(name)
     back = t.astype(F32)
     assert back.dtype == F32 and float(back.asnumpy()[1, 1]) == 448.0
+
+
+def test_relu_on_bit_patterns_is_numpys_maximum():
+    """bf16 ReLU runs on the int16 bit patterns: the bits of numpy.maximum(x, 0) (+0 for
+    negatives and -0, NaNs of either sign kept), and the gradient passes where x > 0."""
+    bits = numpy.arange(0, 1 << 16, dtype=numpy.uint32).astype(numpy.uint16)
+    x = bits.view(BF16)
+    t = Tensor(x, requires_grad=True)
+    out = ops.relu(t)
+    want = numpy.where(numpy.isnan(x) | (x > 0), x, numpy.zeros_like(x))
+    assert out.dtype == BF16
+    numpy.testing.assert_array_equal(out.data.view(numpy.uint16), want.view(numpy.uint16))
+    g = numpy.ones(x.shape, BF16)
+    out.backward(Tensor(g))
+    assert t.grad.dtype == BF16
+    numpy.testing.assert_array_equal(f64(t.grad), (x > 0).astype(numpy.float64))
