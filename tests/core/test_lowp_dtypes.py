@@ -97,6 +97,11 @@ def test_e4m3fn_overflow_is_nan_as_ml_dtypes_casts():
     assert numpy.isnan(out.data.astype(numpy.float32)).all()
 
 
+def test_bfloat16_method():
+    t = Tensor([1.0, 2.5]).bfloat16()  # MindSpore 2.x's and PyTorch's Tensor.bfloat16()
+    assert t.dtype == mstype.bfloat16 and t.float().dtype == mstype.float32
+
+
 def test_tensor_constructor_takes_the_names():
     t = Tensor([1.0, 2.0, 3.0], dtype="bfloat16")
     assert t.dtype == mstype.bfloat16
@@ -164,7 +169,9 @@ from minigrad import dtype as mstype
 assert mstype.FP8 == () and mstype.FLOATS == (mstype.float16, mstype.float32, mstype.float64)
 for use in (lambda: minigrad.bfloat16, lambda: mstype.float8_e5m2,
             lambda: minigrad.Tensor([1.0], dtype="bfloat16"),
-            lambda: minigrad.Tensor([1.0]).astype("float8_e4m3fn")):
+            lambda: minigrad.Tensor([1.0]).astype("float8_e4m3fn"),
+            lambda: minigrad.Tensor([1.0]).bfloat16(),
+            lambda: minigrad.mixed_precision.Policy("mixed_bfloat16")):
     try:
         use()
     except ImportError as error:
