@@ -13,10 +13,10 @@ call costs more than it saves; other dtypes; non-contiguous views; CuPy arrays) 
 ``astype``, as does everything when the host library is missing (no compiler,
 ``MINIGRAD_NATIVE=0``) or has no vector conversion (a CPU without F16C).
 
-bfloat16 (and the FP8 formats) convert through ml_dtypes' ``astype``, with no native twin: it is
-several times slower than the native fp16 conversion, but the conversions are a small share of a
-bf16 training step on the host, where ml_dtypes' elementwise loops cost more (a profile of the
-digits MLP at O2: under a tenth of the step in ``astype``).
+bfloat16 (and the FP8 formats) convert through ml_dtypes' ``astype``, with no native twin: it
+converts one element at a time, about ten times slower than the native fp16 conversion, and takes
+about a tenth of a bf16 training step of the digits MLP at O2 (a profile), the rest being the
+step's other work.
 
 ``convert`` and the ReLU passes also take a dense array in another axis order than C or F, such
 as a channels-last image batch (``dense``), and give their result that order.
