@@ -348,7 +348,7 @@ class Cell(CellTree):
         network with fp32 master weights in the optimizer).
 
         Raises:
-            TypeError: if ``dtype`` is not float16, float32 or float64.
+            TypeError: if ``dtype`` is not float16, bfloat16, float32 or float64.
         """
         dtype = _float_dtype(dtype, "to_float")
         for _, cell in self.cells_and_names():
@@ -362,7 +362,8 @@ class Cell(CellTree):
         float32. Gradients already stored in ``.grad`` are dropped.
 
         Raises:
-            TypeError: if ``dtype`` is not float16, float32 or float64 (nothing is cast then).
+            TypeError: if ``dtype`` is not float16, bfloat16, float32 or float64 (nothing is cast
+                then).
         """
         dtype = _float_dtype(dtype, "cast_parameters")
         for _, cell in self.cells_and_names():

@@ -188,3 +188,19 @@ def test_relu_on_bit_patterns_is_numpys_maximum():
     out.backward(Tensor(g))
     assert t.grad.dtype == BF16
     numpy.testing.assert_array_equal(f64(t.grad), (x > 0).astype(numpy.float64))
+
+
+def test_attention_in_bf16():
+    q, k, v = (rand((2, 3, 4), 40 + i, -1, 1) for i in range(3))
+    out = ops.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), is_causal=True)
+    assert out.dtype == BF16
+    s = f64(q) @ f64(k).swapaxes(-1, -2) / 2.0  # scaled by 1/sqrt(4)
+    s = numpy.where(numpy.triu(numpy.ones((3, 3), bool), 1), -numpy.inf, s)
+    w = numpy.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    assert_rounded_once(out, w @ f64(v), w @ numpy.abs(f64(v)))
+    check_backward(lambda a, b, c: ops.scaled_dot_product_attention(a, b, c, is_causal=True),
+                   [q, k, v], dtype=BF16)
+    layer = nn.MultiheadAttention(4, 2)
+    layer.to_float(BF16)
+    assert layer(Tensor(q), Tensor(k), Tensor(v))[0].dtype == BF16

@@ -34,8 +34,9 @@ def generate_square_subsequent_mask(size, dtype=dtypes.float32):
     """
     size = check_positive_int("size", size, owner="generate_square_subsequent_mask")
     dtype = dtypes.as_dtype(dtype)
-    check_relation("dtype", dtype, dtype in dtypes.FLOATS, "float16, float32 or float64",
-                   error=TypeError, owner="generate_square_subsequent_mask")
+    check_relation("dtype", dtype, dtype in dtypes.FLOATS,
+                   "float16, bfloat16, float32 or float64", error=TypeError,
+                   owner="generate_square_subsequent_mask")
     return Tensor(_causal(size, size).astype(dtype))
 
 
