@@ -97,11 +97,10 @@ def load(mnist=None, cifar10=None, batch_size=32, seed=0, flatten=False):
 
 
 def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True, verbose=True,
-        mnist=None, cifar10=None, dtype="float16", loss_scale_manager=None):
+        mnist=None, cifar10=None, dtype="float16"):
     """Train model ``name`` ("mlp" or "cnn") on the digits, or on MNIST / CIFAR-10 read from the
     folder given as ``mnist`` / ``cifar10``, and return its test accuracy. ``dtype``: the amp
-    level's low-precision dtype ("float16" or "bfloat16"); ``loss_scale_manager``: overrides the
-    level's default."""
+    level's low-precision dtype, "float16" or "bfloat16" (no loss scaling by default)."""
     cls, lr, weight_decay = MODELS[name]
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)
                                or epochs < 1):
@@ -119,7 +118,7 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     optimizer = Momentum(net.trainable_params(), schedule, momentum=0.9, weight_decay=weight_decay)
     model = minigrad.Model(net, loss_fn, optimizer,
                            metrics={"accuracy": Accuracy(), "loss": Loss()}, amp_level=amp_level,
-                           dtype=dtype, loss_scale_manager=loss_scale_manager)
+                           dtype=dtype)
     scale_monitor = LossScaleMonitor()  # records nothing when the level has no loss scaling
     callbacks = [ProgressBar() if progress else LossMonitor(per_print_times=0), scale_monitor]
     start = time.perf_counter()
