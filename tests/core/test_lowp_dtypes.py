@@ -6,6 +6,8 @@ import sys
 
 import numpy
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -80,6 +82,21 @@ def test_cast_is_bit_exact_against_ml_dtypes(name, ml, source):
         back = got.astype(minigrad.float32)
     assert back.dtype == mstype.float32
     numpy.testing.assert_array_equal(back.data, expected.astype(numpy.float32))
+
+
+@given(st.lists(st.integers(0, 2 ** 32 - 1), min_size=1, max_size=64))
+def test_cast_of_any_float32_bits_is_ml_dtypes_cast(patterns):
+    """Every float32 bit pattern (NaNs with payloads, infs, subnormals, values between two
+    representable ones) casts to each format as ml_dtypes casts it, and back."""
+    values = numpy.array(patterns, numpy.uint32).view(numpy.float32)
+    for name, ml in LOWP:
+        width = f"u{numpy.dtype(ml).itemsize}"
+        with numpy.errstate(all="ignore"):
+            got, want = Tensor(values).astype(name), values.astype(ml)
+            back = got.astype(minigrad.float32)
+        numpy.testing.assert_array_equal(got.data.view(width), want.view(width))
+        numpy.testing.assert_array_equal(back.data.view(numpy.uint32),
+                                         want.astype(numpy.float32).view(numpy.uint32))
 
 
 def test_cast_round_trip_and_gradient():
