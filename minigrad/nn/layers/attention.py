@@ -49,14 +49,14 @@ def _causal(length, source):
 def _additive(mask, name, owner):
     """``mask`` (a bool or float Tensor, or None) as an additive float Tensor: a bool True (the
     key is masked) becomes -inf, False 0; a float mask is returned as it is."""
-    if mask is None:
-        return None
+    if mask is None or isinstance(mask, Tensor) and dtypes.is_float(mask.dtype):
+        return mask  # (dtype.is_float: ml_dtypes gives bfloat16 the NumPy kind "V")
     check_tensor(owner, name, mask)
     if mask.dtype == dtypes.bool_:
         xp = backend.get_array_module(mask.data)
         return Tensor(xp.where(mask.data, numpy.float32(-numpy.inf), numpy.float32(0)))
-    check_relation(f"{name}.dtype", mask.dtype, dtypes.is_float(mask.dtype),
-                   "bool or a float dtype", error=TypeError, owner=owner)
+    check_relation(f"{name}.dtype", mask.dtype, mask.dtype.kind == "f", "bool or a float dtype",
+                   error=TypeError, owner=owner)
     return mask
 
 
