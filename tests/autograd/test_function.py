@@ -199,6 +199,21 @@ def test_a_private_gradient_sum_is_added_in_place(monkeypatch):
     numpy.testing.assert_allclose(x.grad.data, numpy.where(x.data > 0, 8.0, 6.0))
 
 
+def test_fp16_gradient_sums_give_numpys_fp16_bits():
+    """Two fp16 gradients of one tensor (large enough for the fast conversions) add in fp32 and
+    round once: NumPy's fp16 sum, bit for bit, ties and subnormals included."""
+    rng = numpy.random.default_rng(5)
+    x = minigrad.Tensor(rng.standard_normal((64, 96)).astype(numpy.float16), requires_grad=True)
+    seed = (rng.standard_normal(x.shape) * rng.choice([1e-6, 1.0, 300.0], x.shape))
+    seed = seed.astype(numpy.float16)
+    h = x * 1.0
+    (ops.relu(h) + h * 3.0).backward(minigrad.Tensor(seed))
+    relu_grad = numpy.where(x.data > 0, seed, numpy.float16(0))  # +0 where x <= 0
+    want = relu_grad + seed * numpy.float16(3.0)  # NumPy's fp16 product and sum
+    assert x.grad.dtype == numpy.float16
+    numpy.testing.assert_array_equal(x.grad.data.view(numpy.int16), want.view(numpy.int16))
+
+
 def test_a_gradient_someone_else_sees_is_never_written(monkeypatch):
     in_place = _sums(monkeypatch)
     x = _leaf(numpy.ones((2, 3)))
