@@ -16,6 +16,7 @@ from minigrad.tensor import Tensor
 
 class Concat(Function):
     """out = [x₀, x₁, ...] joined along axis;  dxᵢ = the slice of g that xᵢ filled."""
+    storage = True
     saves = {}
 
     def forward(self, *arrays, axis):
@@ -29,6 +30,7 @@ class Concat(Function):
 
 class Stack(Function):
     """out = [x₀, x₁, ...] stacked along a new axis;  dxᵢ = g taken at index i of that axis."""
+    storage = True
     saves = {}
 
     def forward(self, *arrays, axis):
@@ -45,6 +47,7 @@ class Stack(Function):
 class Split(Function):
     """out = the pieces of x along axis;  dx = the piece gradients joined (zeros for unused
     pieces)."""
+    storage = True
     saves = {}
 
     def forward(self, x, bounds, axis):
