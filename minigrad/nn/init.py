@@ -198,7 +198,8 @@ def initializer(init, shape, dtype=dtypes.float32):
         # a copy: a new Parameter must not share memory with the tensor it was initialised from
         return Tensor(init.data.copy() if isinstance(init, Tensor) else init.copy(), dtype=dtype)
     if isinstance(init, str):
-        init = _BY_NAME[check_in("init", init.lower().replace("_", ""), sorted(_BY_NAME))]()
+        init = _BY_NAME[check_in("init", init, sorted(_BY_NAME),
+                                 fold=lambda text: text.lower().replace("_", ""))]()
     elif isinstance(init, numbers.Real) and not isinstance(init, (bool, numpy.bool_)):
         init = Constant(float(init))  # Python and NumPy numbers alike (MindSpore: numbers.Number)
     elif not isinstance(init, Initializer):
