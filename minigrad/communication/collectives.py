@@ -30,7 +30,7 @@ def _check_op(op, caller):
 
 def _check_array(array, caller):
     if not hasattr(array, "dtype") or not hasattr(array, "shape"):
-        raise TypeError(f"{caller}: expected a NumPy or CuPy array, got {type(array).__name__}")
+        _checks.check_type("array", array, (), expected="a NumPy or CuPy array", owner=caller)
 
 
 def _mpi_op(group, op):

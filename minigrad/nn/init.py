@@ -13,7 +13,14 @@ import numbers
 import numpy
 
 from minigrad import dtype as dtypes
-from minigrad._checks import check_float, check_in, check_int_tuple, check_non_negative
+from minigrad._checks import (
+    check_float,
+    check_in,
+    check_int_tuple,
+    check_non_negative,
+    check_type,
+    describe,
+)
 from minigrad._config import config
 from minigrad.random import get_rng
 from minigrad.tensor import Tensor
@@ -189,20 +196,29 @@ def initializer(init, shape, dtype=dtypes.float32):
         TypeError: for any other kind of ``init``, or a dimension that is not an int (a float
             is refused, never truncated).
     """
+    return init_tensor("init", init, shape, dtype)
+
+
+def init_tensor(name, init, shape, dtype=dtypes.float32):
+    """``initializer(init, shape, dtype)`` with messages naming the argument ``name`` that
+    gave ``init`` (a layer's ``weight_init``, ``gamma_init``...)."""
     # a float dimension is refused, never truncated (int(2.5) would be 2)
     shape = check_int_tuple("shape", shape, low=0)
     dtype = dtypes.as_dtype(dtype)
     if isinstance(init, (Tensor, numpy.ndarray)):
         if tuple(init.shape) != shape:
-            raise ValueError(f"init of shape {tuple(init.shape)} does not match shape {shape}")
+            shown = describe(init)
+            if " of shape " not in shown:
+                shown += f" of shape {tuple(init.shape)}"
+            raise ValueError(f"{name} must have shape {shape}, got {shown}")
         # a copy: a new Parameter must not share memory with the tensor it was initialised from
         return Tensor(init.data.copy() if isinstance(init, Tensor) else init.copy(), dtype=dtype)
     if isinstance(init, str):
-        init = _BY_NAME[check_in("init", init, sorted(_BY_NAME),
+        init = _BY_NAME[check_in(name, init, sorted(_BY_NAME),
                                  fold=lambda text: text.lower().replace("_", ""))]()
     elif isinstance(init, numbers.Real) and not isinstance(init, (bool, numpy.bool_)):
         init = Constant(float(init))  # Python and NumPy numbers alike (MindSpore: numbers.Number)
     elif not isinstance(init, Initializer):
-        raise TypeError(f"init must be an Initializer, a name, a number or a Tensor, "
-                        f"got {type(init).__name__}")
+        check_type(name, init, Initializer,
+                   expected="an Initializer, a name, a number or a Tensor")
     return Tensor(init(numpy.empty(shape, numpy.float64)), dtype=dtype, device=config.device_target)

@@ -61,15 +61,16 @@ def same_padding(in_hw, kernel, stride=1, dilation=1):
     return tuple(pads)
 
 
-def output_hw(in_hw, kernel, stride, padding, dilation):
-    """Output (height, width) of a window op; ValueError when the padded input is too small."""
+def output_hw(in_hw, kernel, stride, padding, dilation, name="kernel"):
+    """Output (height, width) of a window op; ValueError, naming the kernel's argument ``name``,
+    when the padded input is too small."""
     (h, w), (kh, kw), (sh, sw), (dh, dw) = in_hw, kernel, stride, dilation
     top, bottom, left, right = padding
     out = ((h + top + bottom - dh * (kh - 1) - 1) // sh + 1,
            (w + left + right - dw * (kw - 1) - 1) // sw + 1)
     if min(out) < 1:
-        raise ValueError(f"input of height x width {h}x{w} with padding {padding} is smaller than "
-                         f"the kernel {kh}x{kw} with dilation {(dh, dw)}")
+        raise ValueError(f"{name} {kh}x{kw} with dilation {(dh, dw)} must fit the input of "
+                         f"height x width {h}x{w} with padding {padding}")
     return out
 
 

@@ -8,6 +8,7 @@ receive ``(logits, labels)``.
 import numpy
 
 from minigrad.backend import as_numpy
+from minigrad._checks import check_type
 
 
 class Metric:
@@ -231,5 +232,5 @@ def get_metrics(metrics):
         return dict(metrics)
     if isinstance(metrics, (set, list, tuple)):
         return {name: get_metric_fn(name) for name in metrics}
-    raise TypeError(f"metrics must be a dict of Metrics or a set of names, got "
-                    f"{type(metrics).__name__}")
+    check_type("metrics", metrics, (dict, set, list, tuple),
+               expected="a dict of Metrics or a set of names")

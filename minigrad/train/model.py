@@ -25,6 +25,7 @@ from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
 from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
 from minigrad.train.metrics import Loss, get_metrics
+from minigrad._checks import check_type
 
 AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
 _AMP_KWARGS = ("loss_scale_manager", "keep_batchnorm_fp32", "boost_config_dict", "acc_level")
@@ -95,7 +96,7 @@ class Model:
                  eval_indexes=None, amp_level="O0", boost_level="O0", loss_scale_manager=None,
                  **kwargs):
         if not isinstance(network, Cell):
-            raise TypeError(f"Model: 'network' must be a Cell, got {type(network).__name__}")
+            check_type("network", network, Cell, owner="Model")
         for key in kwargs:
             if key not in _AMP_KWARGS:
                 raise ValueError(f"Model: unsupported argument {key!r}; expected one of "

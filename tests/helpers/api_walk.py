@@ -94,8 +94,11 @@ def kind(value):
 _SAME = {
     "int": {"int", "np_int"},
     "negative": {"negative", "np_int"},
-    "float": {"float", "int", "np_int", "np_float"},
+    # a float setting takes any finite real (1e30 included) unless its range says otherwise
+    "float": {"float", "int", "np_int", "np_float", "huge", "huge_float"},
     "negative_float": {"negative_float", "negative"},
+    "list": {"list", "tuple"},  # the sequence rule: a tuple or a list
+    "tuple": {"list", "tuple"},
     "bool": {"bool", "np_bool"},
     "tensor": {"tensor"},
     "none": {"none"},
@@ -122,8 +125,9 @@ def shown(message, value):
     """Whether ``message`` shows ``value`` (as ``_checks.describe`` writes it, its repr, or as a
     tuple for a list)."""
     forms = {describe(value), repr(value), str(value)}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):  # the whole, or the entry the message is about
         forms.add(repr(tuple(value)))
+        forms.update(f"got {describe(item)}" for item in value)
     if isinstance(value, float) and math.isfinite(value) and value == int(value):
         forms.add(repr(int(value)))
     return any(form in message for form in forms)

@@ -4,7 +4,7 @@ import warnings
 
 from minigrad import ops
 from minigrad.nn.cell import Cell, check_tensor
-from minigrad.nn.init import default_initializers, initializer
+from minigrad.nn.init import default_initializers, init_tensor
 from minigrad._checks import check_bool, check_float, check_positive_int
 from minigrad.nn.layers.activation import get_activation
 from minigrad.parameter import Parameter
@@ -39,8 +39,9 @@ class Dense(Cell):
         self.has_bias = check_bool("has_bias", has_bias)
         shape = (out_channels, in_channels)
         weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
-        self.weight = Parameter(initializer(weight_init, shape))
-        self.bias = Parameter(initializer(bias_init, (out_channels,))) if has_bias else None
+        self.weight = Parameter(init_tensor("weight_init", weight_init, shape))
+        self.bias = (Parameter(init_tensor("bias_init", bias_init, (out_channels,)))
+                     if has_bias else None)
         if isinstance(activation, str):
             activation = get_activation(activation)
         elif activation is not None and not isinstance(activation, Cell):
