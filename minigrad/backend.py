@@ -126,15 +126,45 @@ def read_scalar(value):
         return value
     if not _deferred or device_of(value) != "GPU":
         return value.item()
-    xp = get_array_module(value)
+    host = _read_with_checks(value.reshape(1).astype(numpy.float64))
+    return host[:1].astype(value.dtype).item()  # exact: float64 holds every value of ``value``
+
+
+def read_scalars(values):
+    """Several one-element arrays (and Python numbers) as Python floats, the device's read in
+    one transfer: a step that needs n device values waits for the device once, not n times.
+
+    The values go through float64 (exact for every float32, float16, bool and int32 value).
+    Like ``read_scalar`` the transfer brings back the queued ``defer_check`` checks and raises
+    the first that failed.
+    """
+    values = list(values)
+    device = [k for k, v in enumerate(values) if hasattr(v, "item") and device_of(v) == "GPU"]
+    on_device = set(device)
+    out = [None if k in on_device else float(v.item() if hasattr(v, "item") else v)
+           for k, v in enumerate(values)]
+    if device:
+        xp = get_array_module(values[device[0]])
+        host = _read_with_checks(xp.concatenate([values[k].reshape(1).astype(numpy.float64)
+                                                 for k in device]))
+        for k, value in zip(device, host[:len(device)].tolist()):
+            out[k] = value
+    return out
+
+
+def _read_with_checks(vector):
+    """The host copy of a float64 device ``vector``, read in one transfer with the queued
+    checks (raising the first that failed; the queue is cleared)."""
     checks = list(_deferred.values())
     _deferred.clear()
-    host = as_numpy(xp.concatenate([value.reshape(1).astype(numpy.float64)]
-                                   + [values for values, _ in checks]))
-    start = 1
+    if not checks:
+        return as_numpy(vector)
+    xp = get_array_module(vector)
+    host = as_numpy(xp.concatenate([vector] + [values for values, _ in checks]))
+    start = vector.size
     for values, error in checks:
         part = host[start:start + values.size]
         start += values.size
         if part[0]:
             raise error(part)
-    return host[:1].astype(value.dtype).item()  # exact: float64 holds every value of ``value``
+    return host

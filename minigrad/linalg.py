@@ -76,7 +76,8 @@ def batched_inv_spd(x):
     return Tensor(inv) if isinstance(x, Tensor) else inv
 
 
-def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10.0):
+def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10.0, *,
+                   first=None):
     """Invert a stack of damped SPD blocks, recovering the blocks whose Cholesky fails.
 
     The ladder, per failing block: (1) add ``growth``, ``growth²``, ... (``retries`` times)
@@ -94,6 +95,9 @@ def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10
             of several layers can so be inverted in one call.
         retries: step (1)'s number of tries.
         growth: step (1)'s damping factor per try.
+        first: what ``inverses([blocks])`` gave for ``blocks`` when it was already called
+            (several stacks' inverses and checks in one read of the device); None: computed
+            here.
 
     Returns:
         ``(inverses, steps)``: the inverses (``blocks``' dtype, all finite) and a dict with the
@@ -105,7 +109,7 @@ def inv_spd_ladder(blocks, damping, previous=None, name="", retries=3, growth=10
     """
     blocks = _check_stack(blocks, "blocks")
     steps = {"damped": [], "float64": [], "previous": []}
-    result = _inverse(blocks)
+    result = _inverse(blocks) if first is None else first
     if not isinstance(result, NotPositiveDefiniteError):
         return result, steps
     xp = backend.get_array_module(blocks)
@@ -177,33 +181,87 @@ def _check_stack(x, name):
 
 def _inverse(stack):
     """Inverses of a (b, n, n) stack, or a NotPositiveDefiniteError naming the failing ones."""
-    xp = backend.get_array_module(stack)
-    if stack.shape[0] == 0 or stack.shape[-1] == 0:
-        return stack.copy()
-    if xp is numpy and bool(numpy.isfinite(stack).all()):
+    return inverses([stack])[0]
+
+
+def inverses(stacks):
+    """``_inverse`` of each (b, n, n) stack of ``stacks``; on the GPU every stack is factorised
+    and inverted first and all their checks come back in one read of the device."""
+    results = [None] * len(stacks)
+    device = []
+    for k, stack in enumerate(stacks):
+        if stack.shape[0] == 0 or stack.shape[-1] == 0:
+            results[k] = stack.copy()
+        elif backend.get_array_module(stack) is numpy:
+            results[k] = _host_inverse(stack)
+        else:
+            device.append(k)
+    if device:
+        done = [_device_inverse(stacks[k]) for k in device]
+        xp = backend.get_array_module(stacks[device[0]])
+        flags = backend.as_numpy(xp.concatenate([f for _, f in done], axis=1)).astype(bool)
+        start = 0
+        for k, (inv, f) in zip(device, done):
+            count = f.shape[1]
+            results[k] = _checked(stacks[k], inv, flags[:, start:start + count])
+            start += count
+    return results
+
+
+def _host_inverse(stack):
+    """``_inverse`` of a NumPy stack: the blocked Cholesky inverse, else find the failures."""
+    if bool(numpy.isfinite(stack).all()):
         tri = _cholesky_inverse(stack)
         if tri is not None:
             inv = numpy.matmul(tri.transpose(0, 2, 1), tri)
             if bool(numpy.isfinite(inv).all()):
                 return inv
-    chol = _cholesky(stack)  # CuPy; on NumPy: find the matrices that fail
-    if chol is None:
-        diag_ok = xp.zeros(stack.shape[0], bool)
-    else:
-        diag = xp.diagonal(chol, axis1=-2, axis2=-1)
-        diag_ok = xp.isfinite(chol).all(axis=(-2, -1)) & (diag > 0).all(axis=-1)
-    if not read_scalar(diag_ok.all()):
-        if chol is None:  # NumPy raised for the whole stack: find the failing matrices
-            diag_ok = numpy.array([_cholesky(stack[i:i + 1]) is not None
-                                   for i in range(stack.shape[0])])
-        bad = numpy.flatnonzero(~backend.as_numpy(diag_ok))
+    chol = _cholesky(stack)
+    if chol is None:  # NumPy raised for the whole stack: find the failing matrices
+        factored = numpy.array([_cholesky(stack[i:i + 1]) is not None
+                                for i in range(stack.shape[0])])
+        return _checked(stack, None, numpy.stack([factored, factored]))
+    diag = numpy.diagonal(chol, axis1=-2, axis2=-1)
+    factored = numpy.isfinite(chol).all(axis=(-2, -1)) & (diag > 0).all(axis=-1)
+    inv = None
+    if factored.all():
+        tri = _tri_inverse(chol)
+        inv = numpy.matmul(tri.transpose(0, 2, 1), tri)
+    finite = factored if inv is None else numpy.isfinite(inv).all(axis=(-2, -1))
+    return _checked(stack, inv, numpy.stack([factored, finite]))
+
+
+def _device_inverse(stack):
+    """The unchecked inverses of a CuPy stack and, per matrix, whether its Cholesky factor
+    exists and its inverse is finite (a (2, b) device array; nothing is read). CuPy's batched
+    Cholesky does not raise for a matrix that is not positive definite: its factor holds a
+    non-positive or NaN pivot, which the flags catch."""
+    xp = backend.get_array_module(stack)
+    try:
+        chol = xp.linalg.cholesky(stack)
+    except numpy.linalg.LinAlgError:  # an array type that raises as NumPy does
+        factored = numpy.array([_cholesky(stack[i:i + 1]) is not None
+                                for i in range(stack.shape[0])])
+        flags = xp.asarray(numpy.stack([factored, factored]))
+        return None, flags
+    diag = xp.diagonal(chol, axis1=-2, axis2=-1)
+    factored = xp.isfinite(chol).all(axis=(-2, -1)) & (diag > 0).all(axis=-1)
+    tri = _tri_inverse(chol)
+    inv = xp.matmul(xp.swapaxes(tri, -1, -2), tri)
+    return inv, xp.stack([factored, xp.isfinite(inv).all(axis=(-2, -1))])
+
+
+def _checked(stack, inv, flags):
+    """``inv``, or the NotPositiveDefiniteError that the host ``flags`` (factored, finite: two
+    rows of one bool per matrix) call for."""
+    factored, finite = flags[0], flags[1]
+    if not factored.all():
+        bad = numpy.flatnonzero(~factored)
         return NotPositiveDefiniteError(
             f"batched_inv_spd: {bad.size} of {stack.shape[0]} matrices are not positive definite "
             f"(or not finite) in {stack.dtype}: indices {bad[:8].tolist()}", bad)
-    tri = _tri_inverse(chol)
-    inv = xp.matmul(xp.swapaxes(tri, -1, -2), tri)
-    if not read_scalar(xp.isfinite(inv).all()):
-        bad = numpy.flatnonzero(~backend.as_numpy(xp.isfinite(inv).all(axis=(-2, -1))))
+    if not finite.all():
+        bad = numpy.flatnonzero(~finite)
         return NotPositiveDefiniteError(
             f"batched_inv_spd: the inverses of {bad.size} matrices overflow {stack.dtype}: "
             f"indices {bad[:8].tolist()}", bad)

@@ -27,8 +27,11 @@ class Tensor:
         dtype: one of the ``minigrad.dtype`` names; default: the array's own dtype, or float32 for
             Python floats, int64 for Python ints.
         requires_grad: record ops on this tensor so that ``backward`` fills ``.grad``.
-        device: ``"CPU"`` or ``"GPU"``; default: where ``data`` already is when it is an array
-            (NumPy: CPU, CuPy: GPU), else ``set_context(device_target=...)`` (CPU by default).
+        device: ``"CPU"`` or ``"GPU"``; default: the device of ``data`` when it is a Tensor or
+            a CuPy array, else (host data: a NumPy array or scalar, Python numbers) the
+            context's ``set_context(device_target=...)`` (CPU by default), so that under a GPU
+            context ``Tensor(numpy_array)`` is copied to the GPU as PyTorch's default device
+            does, and a training step never mixes host and device arrays.
 
     Raises:
         TypeError: for an unsupported dtype, or data that is not numbers (a str, None, a dict).
@@ -39,6 +42,7 @@ class Tensor:
 
     def __init__(self, data, dtype=None, requires_grad=False, device=None):
         if isinstance(data, Tensor):
+            device = data.device if device is None else device
             data = data.data
         python_data = not hasattr(data, "dtype")
         if python_data:
@@ -47,8 +51,9 @@ class Tensor:
             dtype = dtypes.as_dtype(dtype)
         elif python_data:
             dtype = dtypes.default_dtype(data)
-        if device is None:
-            device = config.device_target if python_data else backend.device_of(data)
+        if device is None:  # host data follows the context; a device array stays there
+            on_device = not python_data and backend.device_of(data) == "GPU"
+            device = "GPU" if on_device else config.device_target
         array = backend.to_device(data, device)
         if dtype is not None and array.dtype != dtype:
             array = array.astype(dtype)

@@ -13,10 +13,13 @@ rounded in one pass, Dense's epilogue).
 
 Backward: ``g`` is the output gradient as an (N·Ho·Wo, O) matrix (a view of a channels-last
 gradient; otherwise an (O, N·Ho·Wo) copy, which moves runs of Ho·Wo values, read transposed);
-``dW = gᵀ @ cols``, ``db = Σ_rows g`` (``_util.sum_axes``: BLAS speed, pairwise accuracy),
-``dcols = g @ W``, and ``dx`` is ``dcols`` added back where each window read the padded input
-(col2im: one strided add per kernel tap; none for a 1x1, stride-1, unpadded convolution, whose
-``dcols`` is ``dx``), stored channels-last.
+``dW = gᵀ @ cols``, ``db = Σ_rows g`` (``_util.sum_axes``: BLAS speed, pairwise accuracy).
+dx, stored channels-last, takes one of two routes. At stride 1 (kernel larger than 1x1, padding
+within the dilated kernel, O <= C) it is one more convolution, of g with the flipped kernel: g's
+patch matrix times the flipped weight, no scatter at all. Otherwise ``g @ W_tap`` is computed for
+every kernel tap at once into a tap-major (kh·kw, N·Ho·Wo, C) array, and col2im adds each tap's
+dense block back where that tap read the padded input (one add per tap, over runs of Wo·C values
+at stride 1; none for a 1x1, stride-1, unpadded convolution, whose one block is ``dx``).
 
 fp16 follows the matmul rule (``dtype.acc_dtype``): the input is widened to fp32 once, before
 the im2col copy (cheaper than widening the kh·kw times larger patch matrix); the products and
@@ -45,7 +48,8 @@ from minigrad.ops.join import Concat, stack
 from minigrad.ops.linalg import add_bias_narrow
 from minigrad.ops.shape import scatter
 from minigrad.tensor import Tensor
-from minigrad.ops.windows import output_hw, pad, padding4, pair, same_padding, window_slices
+from minigrad.ops.windows import (inside_window_slices, output_hw, pad, padding4, pair,
+                                  same_padding, window_slices)
 
 __all__ = ["Conv2d", "conv2d", "im2col", "same_padding"]
 
@@ -168,8 +172,8 @@ class Conv2d(Function):
         gb = None
         if len(needs) > 2 and needs[2]:
             gb = store(sum_axes(g, (0, 2, 3)).reshape(o), gy.dtype)
-        g = _pixel_rows(g)
-        blocks = [g[:, k * og:(k + 1) * og] for k in range(len(self.cols))]
+        rows = _pixel_rows(g)
+        blocks = [rows[:, k * og:(k + 1) * og] for k in range(len(self.cols))]
         gx = gw = None
         if needs[1]:
             kh, kw = self.geometry[3]
@@ -177,45 +181,98 @@ class Conv2d(Function):
             gw = gw.reshape(o, kh, kw, self.x_shape[1] // len(self.cols)).transpose(0, 3, 1, 2)
             gw = store(gw if isinstance(gw, Tensor) else xp.ascontiguousarray(gw), self.w_dtype)
         if needs[0]:
-            gx = self._col2im(_products(blocks, self.w_rows))
+            if self._correlates(g):
+                gx = self._correlation_gradient(g)
+            elif isinstance(g, Tensor):
+                gx = self._col2im_tensor(_products(blocks, self.w_rows))
+            else:
+                taps = self.geometry[3][0] * self.geometry[3][1]
+                gx = self._col2im(_products(blocks, [w.reshape(og, taps, -1).transpose(1, 0, 2)
+                                                     for w in self.w_rows]))
         return gx, gw, gb
 
+    def _correlates(self, g):
+        """Whether dx is computed as a correlation of g (``_correlation_gradient``): an array
+        gradient, stride 1, a kernel larger than 1x1, padding within the dilated kernel's
+        reach, and no more output than input channels (g's patch matrix then is no larger than
+        the patch gradients col2im would add up)."""
+        stride, padding, dilation, kernel = self.geometry
+        reach = [d * (k - 1) for d, k in zip(dilation, kernel) for _ in range(2)]
+        return (not isinstance(g, Tensor) and stride == (1, 1) and kernel != (1, 1)
+                and all(p <= r for p, r in zip(padding, reach))
+                and g.shape[1] <= self.x_shape[1])
+
+    def _correlation_gradient(self, g):
+        """dx of a stride-1 convolution as one more convolution, with no col2im:
+
+        dx[n, c, y, x] = Σ_{o, i, j} g_pad[n, o, y + d_h·i, x + d_w·j] · W[o, c, kh-1-i, kw-1-j]
+
+        (g_pad: g zero-padded by d·(k-1) minus the forward padding on each side), so dx is the
+        patch matrix of g (N·H·W, kh·kw·O/G per group) times the flipped weight as a
+        (kh·kw·O/G, C/G) matrix, stored channels-last. Each sum runs over the same products
+        as col2im's sums of ``g @ W``, in the BLAS's order and the products' dtype (fp32 for
+        fp16), rounded once."""
+        n, c, h, width = self.x_shape
+        stride, padding, dilation, kernel = self.geometry
+        groups = len(self.cols)
+        (kh, kw), (dh, dw) = kernel, dilation
+        top, bottom, left, right = padding
+        reversed_padding = (dh * (kh - 1) - top, dh * (kh - 1) - bottom,
+                            dw * (kw - 1) - left, dw * (kw - 1) - right)
+        cols = _patch_matrices(g, (stride, reversed_padding, dilation, kernel), (h, width),
+                               groups)
+        og, cg = g.shape[1] // groups, c // groups
+        # each group's weight rows (O/G, (i, j, c)), taps reversed, as ((i, j, o), c)
+        flipped = [w.reshape(og, kh, kw, cg)[:, ::-1, ::-1].transpose(1, 2, 0, 3)
+                   .reshape(kh * kw * og, cg) for w in self.w_rows]
+        dx = _join(_products(cols, flipped), axis=1).reshape(n, h, width, c)
+        if dx.dtype != self.x_dtype:
+            dx = store(dx, self.x_dtype)
+        return dx.transpose(0, 3, 1, 2)
+
     def _col2im(self, dcols):
-        """dx from each group's (N·Ho·Wo, kh·kw·Cg) patch gradients: every patch entry added
-        back where its window read the padded input, in the products' dtype, rounded once
-        (Tensors: by recorded scatters and adds)."""
+        """dx from each group's tap-major patch gradients (kh·kw, N·Ho·Wo, Cg), ``g @ W_tap``
+        for every tap: each tap's (N, Ho, Wo, Cg) block, dense, added where the tap read the
+        input (runs of Wo·Cg values for stride 1; what it read in the padding is dropped, so dx
+        is a dense (N, H, W, C) array, not the inside of a padded one), in the products' dtype,
+        rounded once."""
         xp = backend.get_array_module(dcols[0])
         n, c, h, width = self.x_shape
         stride, padding, dilation, kernel = self.geometry
-        if isinstance(dcols[0], Tensor):
-            ho, wo = self.out_hw
-            cg = c // len(dcols)
-            top, bottom, left, right = padding
-            shape, dx = (n, h + top + bottom, width + left + right, c), 0
-            for k, d in enumerate(dcols):
-                d = d.reshape(n, ho, wo, *kernel, cg)
-                for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
-                    index = (slice(None), rows, cols, slice(k * cg, (k + 1) * cg))
-                    dx = dx + scatter(d[:, :, :, i, j], shape, index)
-            dx = dx[:, top:top + h, left:left + width]
-            return store(dx, self.x_dtype).transpose(0, 3, 1, 2)
         if kernel == (1, 1) and stride == (1, 1) and not any(padding):
-            dx = _join(dcols, axis=1).reshape(n, h, width, c)  # one patch per pixel: no sums
+            dx = _join([d[0] for d in dcols], axis=1).reshape(n, h, width, c)  # no sums
         else:
             ho, wo = self.out_hw
             cg = c // len(dcols)
-            top, bottom, left, right = padding
-            dx = xp.zeros((n, h + top + bottom, width + left + right, c), dcols[0].dtype)
+            dx = xp.zeros((n, h, width, c), dcols[0].dtype)
+            taps = list(inside_window_slices(kernel, stride, dilation, padding, (h, width),
+                                             self.out_hw))
             for k, d in enumerate(dcols):
-                d = d.reshape(n, ho, wo, *kernel, cg)
+                d = d.reshape(*kernel, n, ho, wo, cg)
                 group = dx[..., k * cg:(k + 1) * cg]
-                for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
-                    group[:, rows, cols] += d[:, :, :, i, j]
-            dx = dx[:, top:top + h, left:left + width]
-        if dx.dtype != self.x_dtype:  # fp16: one fast rounding of a dense copy (not of a view)
-            dx = store(xp.ascontiguousarray(dx), self.x_dtype)
+                for i, j, rows, cols, out_rows, out_cols in taps:
+                    group[:, rows, cols] += d[i, j, :, out_rows, out_cols]
+        if dx.dtype != self.x_dtype:  # fp16: one fast rounding
+            dx = store(dx, self.x_dtype)
         return dx.transpose(0, 3, 1, 2)
 
+    def _col2im_tensor(self, dcols):
+        """dx from each group's (N·Ho·Wo, kh·kw·Cg) patch gradients as Tensors: each tap's
+        patch gradients put back by a recorded scatter, summed by recorded adds, rounded
+        once."""
+        n, c, h, width = self.x_shape
+        stride, padding, dilation, kernel = self.geometry
+        ho, wo = self.out_hw
+        cg = c // len(dcols)
+        top, bottom, left, right = padding
+        shape, dx = (n, h + top + bottom, width + left + right, c), 0
+        for k, d in enumerate(dcols):
+            d = d.reshape(n, ho, wo, *kernel, cg)
+            for i, j, rows, cols in window_slices(kernel, stride, dilation, self.out_hw):
+                index = (slice(None), rows, cols, slice(k * cg, (k + 1) * cg))
+                dx = dx + scatter(d[:, :, :, i, j], shape, index)
+        dx = dx[:, top:top + h, left:left + width]
+        return store(dx, self.x_dtype).transpose(0, 3, 1, 2)
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), plus bias (O,).

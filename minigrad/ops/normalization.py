@@ -17,7 +17,7 @@ from minigrad._fp16_host import store, widen
 from minigrad.tensor import Tensor
 from minigrad.autograd.function import Function
 from minigrad._checks import check_axis
-from minigrad.ops._util import sum_axes
+from minigrad.ops._util import dot_axes, sum_axes
 from minigrad.ops.arithmetic import float_tensor, leaf
 
 
@@ -52,55 +52,131 @@ class Normalize(Function):
     dx = r·h (fixed running statistics). Both run as dx = a·h - b·(x - μ) - c with per-group
     a = r, b = r³·Σ h·(x - μ) / M, c = r·Σ h / M (M values per group). Batch norm's γ is one
     value per group, so it joins a, b and c, h is g, and the two sums are dβ and dγ / r.
+
+    Batch norm on arrays (``per_group``) keeps only x (which the graph holds anyway) and the
+    per-channel μ and r: forward computes x - μ into the buffer that becomes the output, and
+    backward computes x - μ again into the buffer that becomes dx, as
+    dx = a·((g - Σg / M) - (r²·Σ g·(x - μ) / M)·(x - μ)), a = γ·r, each step in place. The
+    sums Σ (x - μ)² and Σ g·(x - μ) need no product array (``_util.dot_axes``). Layer norm, and
+    the rule on Tensors, keep x - μ from the forward pass.
     """
     autocast = "fp32"
     saves = {"centred": _centred, "rstd": _rstd,
              "gamma": lambda node: widen(node.inputs[1]).reshape(node.param_shape)}
 
-    def forward(self, x, gamma, beta, axes, param_shape, eps, stats, through_stats):
-        mean, var, centred = stats
+    def forward(self, x, gamma, beta, axes, param_shape, eps, stats, through_stats,
+                running=None):
         xp = backend.get_array_module(x)
         self.axes, self.through_stats = axes, through_stats
-        self.mean, self.eps, self.param_shape = mean, eps, param_shape
+        self.eps, self.param_shape = eps, param_shape
         self.count = math.prod(x.shape[a] for a in axes)
-        self.rstd = 1 / xp.sqrt(var + eps)
-        self.centred = widen(x) - mean if centred is None else centred
         self.gamma = widen(gamma).reshape(param_shape)
         self.param_axes = tuple(i for i, n in enumerate(param_shape) if n == 1)
         self.x_dtype = x.dtype
         self.params = (gamma.shape, gamma.dtype), (beta.shape, beta.dtype)
+        beta = widen(beta).reshape(param_shape)
+        if stats is None or len(stats) == 2:  # batch norm: x - μ is not kept (class docstring)
+            self.x, self.centred = x, None
+            if stats is None:
+                self.mean, var, out = _batch_moments(x, axes, self.count)
+                if running is not None:
+                    _update_running(running, self.mean, var, self.count)
+            else:
+                self.mean, var = stats
+                out = _private_centred(x, self.mean)
+            self.rstd = 1 / xp.sqrt(var + eps)
+            out *= self.rstd * self.gamma
+            out += beta
+            return store(out, x.dtype)
+        self.mean, var, centred = stats
+        self.rstd = 1 / xp.sqrt(var + eps)
+        self.centred = widen(x) - self.mean if centred is None else centred
         out = self.centred * (self.rstd * self.gamma)
-        out += widen(beta).reshape(param_shape)
+        out += beta
         return store(out, x.dtype)
 
     def backward(self, g):
+        if self.centred is None and not isinstance(g, Tensor):
+            return self._batch_backward(widen(g))
+        return self._general_backward(g)
+
+    def _general_backward(self, g):
+        """The rule for every case, on arrays or on Tensors (``_batch_backward``'s reference)."""
         g = widen(g)  # fp16 O3 steps: the fast conversion, both ways (a NumPy cast is ~5x slower)
         needs, axes = self.needs_grad, self.axes
         per_group = self.param_axes == axes  # batch norm: γ and β hold one value per group
+        centred = self.centred
+        if centred is None:  # batch norm's arrays through the general rule
+            centred = widen(self.x) - self.mean
         h = g if per_group else g * self.gamma
         dx_sums = needs[0] and self.through_stats
         sum_h = sum_axes(h, axes) if dx_sums or per_group and needs[2] else None
-        sum_hc = sum_axes(h * self.centred, axes) if dx_sums or per_group and needs[1] else None
+        sum_hc = sum_axes(h * centred, axes) if dx_sums or per_group and needs[1] else None
         gx = ggamma = gbeta = None
         if needs[0]:
             a = self.rstd * self.gamma if per_group else self.rstd
             gx = h * a
             if self.through_stats:
-                gx -= self.centred * (a * self.rstd * self.rstd * sum_hc / self.count)
+                gx -= centred * (a * self.rstd * self.rstd * sum_hc / self.count)
                 gx -= a * sum_h / self.count
             gx = store(gx, self.x_dtype)
         if needs[1]:
             ggamma = (self.rstd * sum_hc if per_group else
-                      (g * self.centred * self.rstd).sum(axis=self.param_axes, keepdims=True))
+                      (g * centred * self.rstd).sum(axis=self.param_axes, keepdims=True))
             ggamma = self._param_grad(ggamma, self.params[0])
         if needs[2]:
             gbeta = sum_h if per_group else g.sum(axis=self.param_axes, keepdims=True)
             gbeta = self._param_grad(gbeta, self.params[1])
         return gx, ggamma, gbeta
 
+    def _batch_backward(self, g):
+        """Batch norm's rule on arrays (class docstring), ``g`` widened (not written)."""
+        needs, axes, count = self.needs_grad, self.axes, self.count
+        gx = ggamma = gbeta = None
+        dx_sums = needs[0] and self.through_stats
+        sum_h = sum_axes(g, axes) if dx_sums or needs[2] else None
+        centred = None
+        if dx_sums or needs[1]:
+            centred = _private_centred(self.x, self.mean)
+            sum_hc = dot_axes(g, centred, axes)
+        if needs[1]:
+            ggamma = self._param_grad(self.rstd * sum_hc, self.params[0])
+        if needs[2]:
+            gbeta = self._param_grad(sum_h, self.params[1])
+        if needs[0]:
+            a = self.rstd * self.gamma
+            if self.through_stats:
+                gx = centred  # becomes dx, in place
+                gx *= -(self.rstd * self.rstd * sum_hc / count)
+                gx += g
+                gx -= sum_h / count
+                gx *= a
+            else:
+                gx = g * a
+            gx = store(gx, self.x_dtype)
+        return gx, ggamma, gbeta
+
     def _param_grad(self, total, like):
         shape, dtype = like
         return store(total.reshape(shape), dtype)
+
+
+def _private_centred(x, mean):
+    """x - μ, widened, in a new array that the caller may write (in x's memory order when
+    widening copies x: the subtraction then runs in place)."""
+    wide = widen(x)
+    if wide is x:
+        return x - mean
+    wide -= mean
+    return wide
+
+
+def _batch_moments(x, axes, count):
+    """(μ, σ² biased, x - μ in a new writable array) over ``axes``, two-pass, in the
+    accumulation dtype; σ² from ``dot_axes``, without an array of squares."""
+    mean = sum_axes(widen(x), axes) / count
+    centred = _private_centred(x, mean)
+    return mean, dot_axes(centred, centred, axes) / count, centred
 
 
 def _array(stat):
@@ -122,15 +198,27 @@ def _params(gamma, beta, shape, x, op):
     return out
 
 
-def _update_running(running, batch_stat, momentum, name):
-    """running = (1 - momentum)·running + momentum·batch_stat, in place."""
-    if running is None:
-        return
-    array = _array(running)
-    if array.shape != batch_stat.shape:
-        raise ValueError(f"batch_norm {name} must have shape {batch_stat.shape}, got {array.shape}")
-    array *= 1 - momentum
-    array += (momentum * batch_stat).astype(array.dtype, copy=False)
+def _check_running(running, c):
+    """Raise ValueError unless each running statistic (an array, a Tensor or None) has shape
+    (c,): before either is written, so that a bad one leaves both as they were."""
+    for name, stat in zip(("running_mean", "running_var"), running):
+        if stat is not None and _array(stat).shape != (c,):
+            raise ValueError(f"batch_norm {name} must have shape ({c},), got "
+                             f"{_array(stat).shape}")
+
+
+def _update_running(running, mean, var, count):
+    """running = (1 - momentum)·running + momentum·batch_stat, in place, for the mean and the
+    unbiased variance var·count/(count - 1); ``running`` is (running_mean, running_var,
+    momentum), either statistic None to skip it."""
+    running_mean, running_var, momentum = running
+    c = mean.size
+    for stat, batch_stat in ((running_mean, mean.reshape(c)),
+                             (running_var, var.reshape(c) * (count / (count - 1)))):
+        if stat is not None:
+            array = _array(stat)
+            array *= 1 - momentum
+            array += (momentum * batch_stat).astype(array.dtype, copy=False)
 
 
 def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1, eps=1e-5):
@@ -167,26 +255,24 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
     param_shape = (1, c) + (1,) * (x.ndim - 2)
     gamma, beta = _params(gamma, beta, (c,), x, "batch_norm")
     if training:
-        count = x.size // c
-        if count < 2:
+        if x.size // c < 2:
             raise ValueError(f"batch_norm in training needs more than one value per channel, "
                              f"got x of shape {x.shape}")
-        mean, var, centred = _moments(x.data, axes)
-        _update_running(running_mean, mean.reshape(c), momentum, "running_mean")
-        _update_running(running_var, var.reshape(c) * (count / (count - 1)), momentum,
-                        "running_var")
-    else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm in evaluation (training=False) needs running_mean and "
-                             "running_var, got None")
-        acc = dtypes.acc_dtype(x.dtype)
-        mean, var = (_array(s).astype(acc, copy=False) for s in (running_mean, running_var))
-        if mean.shape != (c,) or var.shape != (c,):
-            raise ValueError(f"batch_norm running_mean/running_var must have shape ({c},), got "
-                             f"{mean.shape} and {var.shape}")
-        mean, var, centred = mean.reshape(param_shape), var.reshape(param_shape), None
+        _check_running((running_mean, running_var), c)
+        return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=eps,
+                               stats=None, through_stats=True,
+                               running=(running_mean, running_var, momentum))
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm in evaluation (training=False) needs running_mean and "
+                         "running_var, got None")
+    acc = dtypes.acc_dtype(x.dtype)
+    mean, var = (_array(s).astype(acc, copy=False) for s in (running_mean, running_var))
+    if mean.shape != (c,) or var.shape != (c,):
+        raise ValueError(f"batch_norm running_mean/running_var must have shape ({c},), got "
+                         f"{mean.shape} and {var.shape}")
     return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=eps,
-                           stats=(mean, var, centred), through_stats=training)
+                           stats=(mean.reshape(param_shape), var.reshape(param_shape)),
+                           through_stats=False)
 
 
 def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-5):

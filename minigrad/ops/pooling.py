@@ -27,6 +27,7 @@ from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.tensor import Tensor
 from minigrad.ops._rules import where
+from minigrad.ops._util import select_bits
 from minigrad.ops.arithmetic import float_tensor
 from minigrad.ops.shape import scatter
 from minigrad.ops.windows import (crop, empty_image, is_channels_last, output_hw, pad, padding4,
@@ -60,11 +61,24 @@ class _Pool2d(Function):
             out[...] = 0
         return out
 
-    def scatter(self, xp, contribution):
+    def in_layout(self, xp, g):
+        """The output gradient ``g`` stored in the input's layout (a copy if it is not): every
+        tap reads g once, and reads in the layout dx is written in run several times faster
+        than a transposing read (the gradient of a Flatten after a channels-last pooling comes
+        NCHW)."""
+        if len(self.taps) == 1 or (is_channels_last(g) if self.channels_last
+                                   else g.flags.c_contiguous):
+            return g
+        out = self.image(xp, g.shape[2:], g.dtype)
+        out[...] = g
+        return out
+
+    def scatter(self, xp, contribution, write=None):
         """dx: ``contribution(k)``, the gradient reaching tap k, put back where tap k read the
         padded input. Its dtype: the input's for disjoint windows, else the accumulation dtype
         (the shares are summed there and rounded once). ``xp`` None: the contributions are
-        Tensors (a create_graph rule)."""
+        Tensors (a create_graph rule). ``write(slot, k)``, if given, writes tap k's share of
+        disjoint windows straight into its slot of dx (no temporary)."""
         h, w = self.x_shape[2:]
         top, bottom, left, right = self.padding
         padded_hw = (h + top + bottom, w + left + right)
@@ -76,7 +90,10 @@ class _Pool2d(Function):
         if self.disjoint:
             dx = self.image(xp, padded_hw, self.x_dtype, zero=not self.tiles)
             for k, (rows, cols) in enumerate(self.taps):
-                dx[:, :, rows, cols] = contribution(k)
+                if write is None:
+                    dx[:, :, rows, cols] = contribution(k)
+                else:
+                    write(dx[:, :, rows, cols], k)
             return crop(dx, self.padding, (h, w))
         dx = self.image(xp, padded_hw, dtypes.acc_dtype(self.x_dtype), zero=True)
         for k, (rows, cols) in enumerate(self.taps):
@@ -93,6 +110,12 @@ class MaxPool2d(_Pool2d):
     Ties: the first maximum in row-major window order receives the whole gradient. An element
     that is the maximum of several overlapping windows gets the sum of their g, in fp32 for
     fp16, rounded once.
+
+    The argmax is kept as each window's tap index (uint8 up to 255 taps). Taps are visited in
+    order and only a strictly greater value moves it, so the running index is the maximum of
+    ``k · (tap k beat the running maximum)``: integer arithmetic, no masked writes. The
+    gradient reaching tap k is g's bit patterns times ``argmax == k`` (g or +0, exactly what a
+    select gives, without its branches).
     """
     def forward(self, x, kernel, stride, padding):
         xp = backend.get_array_module(x)
@@ -100,20 +123,24 @@ class MaxPool2d(_Pool2d):
         (rows, cols), *others = self.taps
         out = self.image(xp, self.out_hw, padded.dtype)
         out[...] = padded[:, :, rows, cols]
-        self.argmax = self.image(xp, self.out_hw, numpy.min_scalar_type(len(self.taps)),
-                                 zero=True)
+        index = numpy.min_scalar_type(len(self.taps))
+        self.argmax = self.image(xp, self.out_hw, index, zero=True)
         for k, (rows, cols) in enumerate(others, 1):
             candidate = padded[:, :, rows, cols]
             better = candidate > out   # strict: an earlier tap keeps ties
             xp.maximum(out, candidate, out=out)
-            xp.copyto(self.argmax, self.argmax.dtype.type(k), where=better)
+            xp.maximum(self.argmax, better * index.type(k), out=self.argmax)
         return store(out, x.dtype)
 
     def backward(self, g):
-        xp = None if isinstance(g, Tensor) else backend.get_array_module(g)
+        if isinstance(g, Tensor):
+            zero = g.dtype.type(0)
+            return self.scatter(None, lambda k: where(self.argmax == k, g, zero))
+        xp = backend.get_array_module(g)
+        g = self.in_layout(xp, g)
         g = g if self.disjoint else widen(g)  # disjoint: each g is copied once, not summed
-        zero = g.dtype.type(0)
-        return self.scatter(xp, lambda k: where(self.argmax == k, g, zero))
+        return self.scatter(xp, lambda k: select_bits(g, self.argmax == k),
+                            write=lambda slot, k: select_bits(g, self.argmax == k, out=slot))
 
 
 class AvgPool2d(_Pool2d):
@@ -143,10 +170,12 @@ class AvgPool2d(_Pool2d):
         return xp.asarray(numpy.outer(*inside), dtype=dtype)
 
     def backward(self, g):
+        xp = None if isinstance(g, Tensor) else backend.get_array_module(g)
+        if xp is not None:
+            g = self.in_layout(xp, g)
         share = widen(g) / self.count   # fp32 for fp16: not rounded yet
         if self.disjoint:  # each share lands on its elements alone: round it once, here
             share = store(share, g.dtype)
-        xp = None if isinstance(g, Tensor) else backend.get_array_module(g)
         return self.scatter(xp, lambda k: share)
 
 

@@ -83,6 +83,29 @@ def window_slices(kernel, stride, dilation, out_hw):
                    slice(j * dw, j * dw + sw * (wo - 1) + 1, sw))
 
 
+def inside_window_slices(kernel, stride, dilation, padding, in_hw, out_hw):
+    """Yield (i, j, rows, cols, out_rows, out_cols) for each kernel tap (i, j) that reads some
+    input element: the slices of the unpadded input that tap reads (``rows``, ``cols``) and
+    the output positions reading them (``out_rows``, ``out_cols``); what the tap reads in the
+    padding is left out."""
+    per_axis = []
+    for k, s, d, before, n_in, n_out in zip(kernel, stride, dilation, padding[::2], in_hw,
+                                            out_hw):
+        taps = []
+        for i in range(k):
+            offset = d * i - before  # input position of output 0
+            first = max(0, -(offset // s))  # the first output reading inside the input
+            last = min(n_out, (n_in - 1 - offset) // s + 1)
+            if first < last:
+                start = s * first + offset
+                taps.append((i, slice(start, start + s * (last - first - 1) + 1, s),
+                             slice(first, last)))
+        per_axis.append(taps)
+    for i, rows, out_rows in per_axis[0]:
+        for j, cols, out_cols in per_axis[1]:
+            yield i, j, rows, cols, out_rows, out_cols
+
+
 def is_channels_last(x):
     """Whether the (N, C, H, W) array ``x`` is stored channels-last (module docstring)."""
     return x.transpose(0, 2, 3, 1).flags.c_contiguous

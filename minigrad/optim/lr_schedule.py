@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 import numpy
 
+from minigrad import backend
 from minigrad._checks import (
     check_bool,
     check_float,
@@ -315,12 +316,23 @@ class LearningRate:
 
 
 class FixedLR:
+    """A fixed rate: a 0-d float32 ``Parameter`` on the context's device, as every parameter.
+
+    The step reads it as a Python float, kept on the host and read from the device again only
+    when the Parameter's ``version`` changed (``set_data``, ``load_state_dict``): a step on the
+    GPU reads nothing for its rate.
+    """
+
     def __init__(self, value, name):
         self.learning_rate = Parameter(numpy.array(value, numpy.float32), name=name,
                                        requires_grad=False)
+        self._value, self._version = float(numpy.float32(value)), self.learning_rate.version
 
-    def __call__(self, step):
-        return float(self.learning_rate.data)
+    def __call__(self, step=None):
+        rate = self.learning_rate
+        if rate.version != self._version:
+            self._value, self._version = float(backend.read_scalar(rate.data)), rate.version
+        return self._value
 
 
 class ListLR:

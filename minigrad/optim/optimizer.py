@@ -123,8 +123,6 @@ class Optimizer:
         self._lr_index = tuple(self._lr_sources.index(lr) for lr in lrs)
         self.is_group_lr = len(self._lr_sources) > 1 or self._lr_sources[0] is not default_lr
         self.dynamic_lr = any(not isinstance(lr, FixedLR) for lr in self._lr_sources)
-        # all rates fixed: each step reads their Parameters (set_data may change them)
-        self._rate_parameters = None if self.dynamic_lr else self._fixed_rates()
         self.learning_rate = (tuple(lr.learning_rate for lr in lrs) if self.is_group_lr
                               else default_lr.learning_rate)
 
@@ -334,8 +332,6 @@ class Optimizer:
 
     def _rates(self):
         """The learning rate of each of ``_lr_sources`` at ``global_step``."""
-        if self._rate_parameters is not None:  # FixedLR's value, without a call per rate
-            return [float(rate.data) for rate in self._rate_parameters]
         return [lr(self.global_step) for lr in self._lr_sources]
 
     def get_lr_parameter(self, param):

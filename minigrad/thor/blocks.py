@@ -32,8 +32,9 @@ import time
 import numpy
 
 from minigrad import backend
-from minigrad.backend import read_scalar
+from minigrad.backend import read_scalars
 from minigrad.linalg import inv_spd_ladder
+from minigrad.linalg import inverses as first_inverses
 
 KINDS = ("dense", "conv", "embedding")
 
@@ -83,12 +84,24 @@ class CurvatureBlock:
         g = (g_rows.T @ g_rows) * numpy.float32(self.g_weight(pending, scale, mean))
         return a, g
 
-    def traces_from(self, pending, scale, mean=True):
-        """``(tr A, tr G)`` of one recorded batch (from any record mode), or None."""
+    @staticmethod
+    def recorded_traces(pending):
+        """The unread traces ``(Σ aᵀa, Σ dᵀd)`` of one record (device scalars on the GPU), or
+        None; ``traces_from`` scales them once read (``backend.read_scalars``, several layers'
+        in one transfer)."""
         if pending is None or pending.get("g_trace") is None:
             return None
-        return (float(read_scalar(pending["a_trace"])) / max(pending["rows"], 1),
-                float(read_scalar(pending["g_trace"])) * self.g_weight(pending, scale, mean))
+        return pending["a_trace"], pending["g_trace"]
+
+    def traces_from(self, pending, scale, mean=True, values=None):
+        """``(tr A, tr G)`` of one recorded batch (from any record mode), or None; ``values``:
+        the record's ``recorded_traces`` already read (else they are read here)."""
+        if pending is None or pending.get("g_trace") is None:
+            return None
+        a_trace, g_trace = values if values is not None else \
+            read_scalars(self.recorded_traces(pending))
+        return (a_trace / max(pending["rows"], 1),
+                g_trace * self.g_weight(pending, scale, mean))
 
     @staticmethod
     def g_weight(pending, scale, mean):
@@ -108,19 +121,27 @@ class CurvatureBlock:
                     max(sqrt_lambda * traces[1] / self.g_dim, floor))
         return max(sqrt_lambda, floor), max(sqrt_lambda, floor)
 
-    def set_factors(self, a, g, decay):
-        """Store new factors, as a running average ``decay · old + (1 - decay) · new`` when
-        ``decay`` is given and factors exist."""
+    def averaged(self, a, g, decay):
+        """The factors that storing ``(a, g)`` gives: the running average ``decay · old +
+        (1 - decay) · new`` when ``decay`` is given and factors exist, else ``(a, g)``."""
         if decay is None or self.A is None:
-            self.A, self.G = a, g
-        else:
-            self.A = decay * self.A + (1.0 - decay) * a
-            self.G = decay * self.G + (1.0 - decay) * g
+            return a, g
+        return decay * self.A + (1.0 - decay) * a, decay * self.G + (1.0 - decay) * g
+
+    def set_factors(self, a, g, decay):
+        """Store new factors (``averaged``)."""
+        self.A, self.G = self.averaged(a, g, decay)
+
+    def trace_values(self, factors=None):
+        """The unread ``(tr A, tr G)`` of ``factors`` (default: the stored ones; an Embedding's
+        A is its diagonal), as device scalars on the GPU."""
+        a, g = (self.A, self.G) if factors is None else factors
+        xp = backend.get_array_module(g)
+        return (a.sum() if self.kind == "embedding" else xp.trace(a)), xp.trace(g)
 
     def factor_traces(self):
-        xp = backend.get_array_module(self.G)
-        trace_a = self.A.sum() if self.kind == "embedding" else xp.trace(self.A)
-        return float(read_scalar(trace_a)), float(read_scalar(xp.trace(self.G)))
+        """``(tr A, tr G)`` of the stored factors, read as Python floats (one transfer)."""
+        return tuple(read_scalars(self.trace_values()))
 
     # ---- inverses -------------------------------------------------------------------------------
     def damped_stacks(self, damping):
@@ -215,9 +236,15 @@ def invert_together(jobs):
         for label, stack, d, prev in stacks:
             groups.setdefault(stack.shape[1:], []).append((block, label, stack, d, prev))
     out = {block: ({}, {}, 0.0) for block, _, _ in jobs}
+    stacks = []
     for items in groups.values():
         xp = backend.get_array_module(items[0][2])
-        stack = xp.concatenate([it[2] for it in items]) if len(items) > 1 else items[0][2]
+        stacks.append(xp.concatenate([it[2] for it in items]) if len(items) > 1 else items[0][2])
+    start = time.perf_counter()
+    firsts = first_inverses(stacks)  # on the GPU: every group's checks in one read
+    first_seconds = (time.perf_counter() - start) / max(sum(s.shape[0] for s in stacks), 1)
+    for items, stack, first in zip(groups.values(), stacks, firsts):
+        xp = backend.get_array_module(stack)
         damping = numpy.concatenate([numpy.full(it[2].shape[0], it[3]) for it in items])
         nan = numpy.float32("nan")
         previous = xp.concatenate([it[4] if it[4] is not None else xp.full_like(it[2], nan)
@@ -225,8 +252,8 @@ def invert_together(jobs):
         names = [f"{it[0].name} (factor {it[1]}) block {k}" for it in items
                  for k in range(it[2].shape[0])]
         start = time.perf_counter()
-        inverse, steps = inv_spd_ladder(stack, damping, previous, names)
-        seconds = (time.perf_counter() - start) / stack.shape[0]
+        inverse, steps = inv_spd_ladder(stack, damping, previous, names, first=first)
+        seconds = (time.perf_counter() - start) / stack.shape[0] + first_seconds
         offset = 0
         for block, label, part, _, _ in items:
             count = part.shape[0]

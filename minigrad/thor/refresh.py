@@ -17,7 +17,7 @@ import time
 import numpy
 
 from minigrad import backend, communication
-from minigrad.backend import read_scalar
+from minigrad.backend import read_scalars
 from minigrad.thor.blocks import invert_together
 from minigrad.thor.report import LayerReport
 
@@ -61,20 +61,22 @@ def refresh(opt, step, seeds, lam, report):
         reduced = opt.reduce_factors(list(zip(factors, traces)))
         factors, traces = [r[0] for r in reduced], [r[1] for r in reduced]
     to_invert = []
-    for block, new, current, want in zip(blocks, factors, traces, wanted):
+    candidates, checks = _check_factors(blocks, factors, opt.factor_decay)
+    for block, new, current, want, candidate, (finite, stored_traces) in zip(
+            blocks, factors, traces, wanted, candidates, checks):
         entry = report.layers[block.name]
         if current is not None:
             entry.trace_a, entry.trace_g = current
         formed = time.perf_counter() if new is not None else None
-        recorded = _store_factors(block, new, opt.factor_decay, entry)
+        recorded = _store_factors(block, candidate, finite, entry)
         if trace_rule:
             refreshing = want and recorded
             block.due = want and new is None  # mc: served by the next step's sampled pass
         else:
             refreshing = entry.action != "kept" and rule.decide(block, step, recorded) == "refresh"
         if refreshing:
-            damping = block.dampings(block.factor_traces(), math.sqrt(lam), opt.relative_damping,
-                                     opt.damping_floor)
+            damping = block.dampings(stored_traces[recorded], math.sqrt(lam),
+                                     opt.relative_damping, opt.damping_floor)
             to_invert.append((block, damping, block.damped_stacks(damping), current))
             entry.action, (entry.damping_a, entry.damping_g) = "refresh", damping
         if formed is not None:
@@ -88,7 +90,7 @@ def refresh(opt, step, seeds, lam, report):
 
 def _take_records(blocks, seed, mean, report):
     """Each layer's record of the step (consumed) and its traces; a report entry per layer."""
-    pendings, traces = [], []
+    pendings, recorded = [], []
     for block in blocks:
         pending = block.layer.thor_pending
         if pending is not None:  # (a Cell attribute write costs: only when there is a record)
@@ -97,7 +99,11 @@ def _take_records(blocks, seed, mean, report):
         report.layers[block.name] = LayerReport(
             block.name, "frozen" if block.frozen else "reuse",
             damping_a=block.damping_used[0], damping_g=block.damping_used[1])
-        traces.append(block.traces_from(pending, seed, mean))
+        recorded.append(block.recorded_traces(pending))
+    values = iter(read_scalars([v for pair in recorded if pair is not None for v in pair]))
+    traces = [None if pair is None else
+              block.traces_from(pending, seed, mean, (next(values), next(values)))
+              for block, pending, pair in zip(blocks, pendings, recorded)]
     return pendings, traces
 
 
@@ -134,15 +140,41 @@ def _trace_decision(rule, block, traces, entry):
     return decision == "refresh"
 
 
-def _store_factors(block, factors, decay, entry):
-    """Store ``factors`` in ``block`` when given and finite (True); mark "kept" when not finite."""
-    if factors is None:
+def _check_factors(blocks, factors, decay):
+    """For each block: the factors that storing its new ``factors`` gives (``averaged``; None
+    without new factors), whether the new factors are finite, and ``(tr A, tr G)`` of the
+    factors it holds after the step, ``[if not stored, if stored]``; every value read from the
+    device in one transfer (a refresh step would otherwise wait for it per layer and value)."""
+    candidates, pending = [], []
+    for block, new in zip(blocks, factors):
+        candidate = None if new is None else block.averaged(new[0], new[1], decay)
+        candidates.append(candidate)
+        xp = backend.get_array_module(new[1] if new is not None else block.G)
+        finite = None if new is None else xp.isfinite(new[0]).all() & xp.isfinite(new[1]).all()
+        kept = None if block.A is None else block.trace_values()
+        stored = None if candidate is None else block.trace_values(candidate)
+        pending.append((finite, kept, stored))
+    values = iter(read_scalars([v for entry in pending for part in entry if part is not None
+                                for v in (part if isinstance(part, tuple) else (part,))]))
+
+    def take(part, n):
+        return None if part is None else tuple(next(values) for _ in range(n))
+    checks = []
+    for finite, kept, stored in pending:
+        finite = take(finite, 1)
+        checks.append((finite is not None and bool(finite[0]), (take(kept, 2), take(stored, 2))))
+    return candidates, checks
+
+
+def _store_factors(block, candidate, finite, entry):
+    """Store ``candidate`` (``_check_factors``) in ``block`` when given and finite (True); mark
+    "kept" when not finite."""
+    if candidate is None:
         return False
-    xp = backend.get_array_module(factors[1])
-    if not read_scalar(xp.isfinite(factors[0]).all() & xp.isfinite(factors[1]).all()):
+    if not finite:
         entry.action = "kept"
         return False
-    block.set_factors(factors[0], factors[1], decay)
+    block.A, block.G = candidate
     entry.action = "record"
     return True
 

@@ -231,7 +231,8 @@ def test_context_sets_the_default_device(device):
     minigrad.set_context(device_target=device)
     t = minigrad.Tensor([1.0, 2.0])
     assert t.device == device
-    assert minigrad.Tensor(numpy.ones(2)).device == "CPU"  # an existing array stays where it is
+    assert minigrad.Tensor(numpy.ones(2)).device == device  # host data follows the context
+    assert minigrad.Tensor(minigrad.Tensor(numpy.ones(2), device="CPU")).device == "CPU"
 
 
 def test_ops_and_backward_stay_on_device(device):

@@ -14,6 +14,9 @@ from helpers import GPU_KINDS, gpu_of
 from helpers.fp16 import F16, F32, assert_bits, ulps
 from helpers.layouts import is_channels_last, layouts
 from minigrad import Tensor, backend, ops
+from minigrad.ops import windows
+from minigrad.ops.conv import Conv2d
+from minigrad.testing import check_backward
 
 
 def run(x, w, b, g, **kwargs):
@@ -148,3 +151,65 @@ def test_fp16_channels_last_input_is_widened_and_rounded_as_nchw():
     assert_bits(out, want_out.astype(F16))
     for got, want in zip(grads, want_grads):
         assert_bits(got, want.astype(F16))
+
+
+@given(spec=geometry)
+def test_stride_1_input_gradient_by_correlation_agrees_with_col2im(spec):
+    # dx as a convolution of g with the flipped kernel: the same sums as col2im's, added in
+    # another order (so within the dtype's rounding, and the same rounding rule for fp16)
+    spec = dict(spec, stride=(1, 1), og=min(spec["og"], spec["cg"]))
+    x, w, b, g, kwargs = case(spec)
+    taken = []
+    correlates = Conv2d._correlates
+
+    def recorded(self, gy):
+        taken.append(correlates(self, gy))
+        return taken[-1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Conv2d, "_correlates", recorded)
+        fast = {name: run(x, w, b, view, **kwargs)[1][0] for name, view in layouts(g).items()}
+    (top, bottom, left, right), (kh, kw) = spec["padding"], spec["kernel"]
+    (dh, dw) = spec["dilation"]
+    assert all(taken) == ((kh, kw) != (1, 1) and max(top, bottom) <= dh * (kh - 1)
+                          and max(left, right) <= dw * (kw - 1))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Conv2d, "_correlates", lambda self, gy: False)
+        _, (want, _, _) = run(x, w, b, g, **kwargs)
+    for got in fast.values():
+        assert got.dtype == want.dtype and (is_channels_last(got) or not all(taken))
+        assert_close(got, want, x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [F16, F32])
+@pytest.mark.parametrize("kwargs", [dict(padding=(2, 0, 1, 2), dilation=(1, 2), groups=2),
+                                    dict(padding=1), dict(padding=0)])
+def test_input_gradient_by_correlation_passes_the_float64_check(dtype, kwargs):
+    rng = numpy.random.default_rng(4)
+    x = rng.standard_normal((2, 4, 6, 7)).astype(dtype)
+    w = (rng.standard_normal((4, 4 // kwargs.get("groups", 1), 3, 3)) / 3).astype(dtype)
+    check_backward(lambda t, u: ops.conv2d(t, u, **kwargs), [Tensor(x), Tensor(w)])
+
+
+@given(spec=geometry)
+def test_col2im_gives_the_padded_sums_bits_as_a_dense_array(spec):
+    # col2im adds each tap's block inside the input only: every element gets the same adds in
+    # the same order as in a zero-padded buffer whose inside is then cut out
+    x, w, b, g, kwargs = case(spec)
+    out = ops.conv2d(Tensor(x, requires_grad=True), Tensor(w), **kwargs)
+    ctx = out._ctx
+    (kh, kw), (ho, wo) = spec["kernel"], out.shape[2:]
+    (top, bottom, left, right), groups = spec["padding"], spec["groups"]
+    n, c, h, width = x.shape
+    rng = numpy.random.default_rng(spec["seed"] + 1)
+    dcols = [rng.standard_normal((kh * kw, n * ho * wo, c // groups)).astype(F32)
+             for _ in range(groups)]
+    padded = numpy.zeros((n, h + top + bottom, width + left + right, c), F32)
+    for k, d in enumerate(dcols):
+        d = d.reshape(kh, kw, n, ho, wo, -1)
+        for i, j, rows, cols in windows.window_slices(spec["kernel"], spec["stride"],
+                                                      spec["dilation"], (ho, wo)):
+            padded[:, rows, cols, k * (c // groups):(k + 1) * (c // groups)] += d[i, j]
+    want = padded[:, top:top + h, left:left + width].transpose(0, 3, 1, 2)
+    got = ctx._col2im(dcols)  # fp16: the fp32 sums rounded once
+    assert is_channels_last(got)
+    assert_bits(got, want.astype(x.dtype))

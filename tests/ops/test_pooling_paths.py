@@ -122,3 +122,56 @@ def test_forced_general_path_runs_and_gives_the_definition():
     out, gx = out.data, t.grad.data
     assert_bits(out, numpy.array([[[[5, 7], [13, 15]]]], F32))
     assert_bits(gx, (x % 2 == 1) * (x // 4 % 2 == 1) * numpy.float32(1))
+
+
+def first_maximum_reference(x, g, kernel, stride, padding):
+    """max_pool2d's gradient by its definition, window by window in float64: each window's g
+    goes whole to its first maximum (row-major) and the shares are summed."""
+    (kh, kw), (sh, sw), (top, bottom, left, right) = kernel, stride, padding
+    xp = numpy.pad(x.astype(numpy.float64), ((0, 0), (0, 0), (top, bottom), (left, right)),
+                   constant_values=-numpy.inf)
+    dx = numpy.zeros(xp.shape)
+    for i in range(g.shape[2]):
+        for j in range(g.shape[3]):
+            window = xp[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].reshape(*x.shape[:2], -1)
+            first = window.argmax(axis=-1)  # NumPy's argmax: the first maximum
+            for n, c in numpy.ndindex(*x.shape[:2]):
+                r, s = divmod(first[n, c], kw)
+                dx[n, c, i * sh + r, j * sw + s] += g[n, c, i, j]
+    return dx[:, :, top:top + x.shape[2], left:left + x.shape[3]]
+
+
+@given(spec=st.fixed_dictionaries({
+    "kernel": st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    "stride": st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    "padding": st.tuples(*[st.integers(0, 2)] * 4),
+    "hw": st.tuples(st.integers(1, 8), st.integers(1, 8)),
+    "dtype": st.sampled_from([F16, F32]), "seed": st.integers(0, 2**31)}))
+def test_max_pool_argmax_index_is_the_first_maximum_for_any_geometry(spec):
+    # overlapping and disjoint windows, ties of zeros and of other values, inf
+    (kh, kw), (top, bottom, left, right) = spec["kernel"], spec["padding"]
+    h, w = spec["hw"]
+    assume(max(top, bottom) < kh and max(left, right) < kw)
+    assume(h + top + bottom >= kh and w + left + right >= kw)
+    rng = numpy.random.default_rng(spec["seed"])
+    x = numpy.maximum(numpy.round(rng.standard_normal((2, 3, h, w)) * 2), 0)
+    x.flat[::5] = numpy.inf
+    x = x.astype(spec["dtype"])
+    out = ops.max_pool2d(Tensor(x), spec["kernel"], spec["stride"], spec["padding"])
+    g = rng.integers(1, 9, out.shape).astype(spec["dtype"])  # exact sums in fp16 too
+    for view in layouts(x).values():
+        _, gx = run(ops.max_pool2d, view, g, kernel_size=spec["kernel"], stride=spec["stride"],
+                    padding=spec["padding"])
+        want = first_maximum_reference(x, g, spec["kernel"], spec["stride"], spec["padding"])
+        assert_bits(gx, want.astype(spec["dtype"]))
+
+
+@given(spec=disjoint)
+def test_every_gradient_layout_gives_the_same_bits(spec):
+    # g is read in the input's layout (copied there when it comes in another): no bit changes
+    x, g, kwargs = case(spec)
+    for view in layouts(x).values():
+        results = [run(OPS[spec["op"]], view, g_view, **kwargs)[1]
+                   for g_view in layouts(g).values()]
+        for gx in results[1:]:
+            assert_bits(gx, results[0])

@@ -39,3 +39,31 @@ def test_empty_image_and_channels_last_of_size_one_axes():
     assert b.flags.c_contiguous and not windows.is_channels_last(b)
     # one channel: NCHW and channels-last are the same memory order
     assert windows.is_channels_last(numpy.zeros((2, 1, 4, 5)))
+
+
+@pytest.mark.parametrize("kernel,stride,dilation", [
+    ((1, 3), (1, 2), (1, 1)), ((3, 2), (3, 1), (2, 3)), ((2, 3), (2, 2), (1, 2)),
+    ((3, 3), (1, 1), (1, 1))])
+@pytest.mark.parametrize("padding", [(0, 0, 0, 0), (1, 0, 0, 2), (2, 1, 3, 0), (3, 3, 1, 2)])
+@pytest.mark.parametrize("in_hw", [(1, 1), (2, 5), (7, 4)])
+def test_inside_window_slices_pair_each_tap_with_what_it_reads_inside(kernel, stride, dilation,
+                                                                     padding, in_hw):
+    # by definition: tap (i, j) of output (oy, ox) reads the padded input at
+    # (s·oy + d·i, s·ox + d·j), i.e. input (y, x) less the padding before, when that is inside
+    (kh, kw), (s0, s1), (d0, d1), (top, bottom, left, right), (h, w) = (
+        kernel, stride, dilation, padding, in_hw)
+    if h + top + bottom < d0 * (kh - 1) + 1 or w + left + right < d1 * (kw - 1) + 1:
+        return
+    ho, wo = windows.output_hw(in_hw, kernel, stride, padding, dilation)
+    want = {(i, j, y, x, oy, ox) for i in range(kh) for j in range(kw)
+            for oy in range(ho) for ox in range(wo)
+            for y, x in [(s0 * oy + d0 * i - top, s1 * ox + d1 * j - left)]
+            if 0 <= y < h and 0 <= x < w}
+    got = set()
+    for i, j, rows, cols, out_rows, out_cols in windows.inside_window_slices(
+            kernel, stride, dilation, padding, in_hw, (ho, wo)):
+        ys, xs = range(h)[rows], range(w)[cols]
+        oys, oxs = range(ho)[out_rows], range(wo)[out_cols]
+        assert len(ys) == len(oys) > 0 and len(xs) == len(oxs) > 0
+        got |= {(i, j, y, x, oy, ox) for y, oy in zip(ys, oys) for x, ox in zip(xs, oxs)}
+    assert got == want
