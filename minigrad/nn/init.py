@@ -62,10 +62,15 @@ class Initializer:
 
 
 class Constant(Initializer):
-    """Every element equals ``value``."""
+    """Every element equals ``value``.
+
+    Raises:
+        TypeError: for a ``value`` that is not a real number.
+        ValueError: for NaN or an infinity (an initial weight must be finite).
+    """
 
     def __init__(self, value):
-        self.value = value
+        self.value = check_float("value", value, owner="Constant")
 
     def sample(self, shape):
         return numpy.full(shape, self.value, numpy.float64)

@@ -20,7 +20,7 @@ C order, as NumPy's does).
 import math
 
 from minigrad import backend
-from minigrad._checks import check_int_tuple
+from minigrad._checks import check_int_tuple, check_relation
 
 
 def pair(name, value):
@@ -31,7 +31,10 @@ def pair(name, value):
         ValueError: naming ``name`` for a wrong length or an entry < 1.
     """
     if isinstance(value, (tuple, list)) and len(value) == 4:
-        return check_int_tuple(name, value, 4, low=1)[2:]
+        items = check_int_tuple(name, value, 4, low=1)
+        check_relation(name, value, items[:2] == (1, 1),
+                       "an int, a pair or MindSpore's 4-tuple (1, 1, h, w)")
+        return items[2:]
     return check_int_tuple(name, value, 2, low=1)
 
 
@@ -69,7 +72,7 @@ def output_hw(in_hw, kernel, stride, padding, dilation, name="kernel"):
     out = ((h + top + bottom - dh * (kh - 1) - 1) // sh + 1,
            (w + left + right - dw * (kw - 1) - 1) // sw + 1)
     if min(out) < 1:
-        raise ValueError(f"{name} {kh}x{kw} with dilation {(dh, dw)} must fit the input of "
+        raise ValueError(f"{name} {(kh, kw)} with dilation {(dh, dw)} must fit the input of "
                          f"height x width {h}x{w} with padding {padding}")
     return out
 
