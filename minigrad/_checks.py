@@ -413,11 +413,18 @@ def check_dtype(name, value, supported, *, allow_none=False, owner=None):
               owner, True)
     try:
         dtype = numpy.dtype(value)
-    except TypeError:
+    except (TypeError, ValueError):  # NumPy's parser raises either for a str it cannot read
+        _fail(ValueError, name, words, value, owner, False)
+    if isinstance(value, str) and value != dtype.name and value not in _DTYPE_ALIASES:
+        # NumPy reads odd strs as dtypes ("n", "\x00", "f4"); a dtype's name is its name
         _fail(ValueError, name, words, value, owner, False)
     if dtype not in supported:
         _fail(ValueError, name, words, value, owner, False)
     return dtype
+
+
+# the spellings of a dtype other than its name that NumPy, PyTorch and MindSpore users write
+_DTYPE_ALIASES = ("half", "float", "double", "int", "bool_")
 
 
 def check_path(name, value, *, allow_none=False, owner=None):

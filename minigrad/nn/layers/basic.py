@@ -5,7 +5,7 @@ import warnings
 from minigrad import ops
 from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import default_initializers, init_tensor
-from minigrad._checks import check_bool, check_float, check_positive_int
+from minigrad._checks import check_bool, check_float, check_positive_int, check_relation
 from minigrad.nn.layers.activation import get_activation
 from minigrad.parameter import Parameter
 
@@ -102,6 +102,9 @@ class Dropout(Cell):
         keep_prob, p, positional = _dropout_arguments(args, keep_prob, p)
         if keep_prob is not None:
             keep_prob = check_float("keep_prob", keep_prob, low=0.0, high=1.0, low_open=True)
+            # a keep_prob below float64's spacing at 1 would make p = 1 - keep_prob exactly 1
+            check_relation("keep_prob", keep_prob, 1.0 - keep_prob < 1.0,
+                           "in (0, 1] and at least 2**-53 (so that p = 1 - keep_prob < 1)")
             hint = ""
             if positional and keep_prob < 0.5:
                 hint = (f" Dropout({keep_prob:g}) keeps {keep_prob:.0%} of the elements and drops "
