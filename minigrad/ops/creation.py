@@ -86,7 +86,8 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
         start, stop = 0, start
     if step == 0:
         raise ValueError("arange: step must be non-zero, got 0")
-    if (float(stop) - float(start)) / float(step) >= 2.0 ** 62:  # more elements than any array
+    # NumPy sizes the range as (stop - start) / step before it finds it empty or too long
+    if abs((float(stop) - float(start)) / float(step)) >= 2.0 ** 62:
         raise ValueError(f"arange: start, stop and step must give fewer than 2**62 elements, got "
                          f"start={start!r}, stop={stop!r}, step={step!r}")
     if dtype is None:

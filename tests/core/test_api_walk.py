@@ -15,7 +15,7 @@ default) and not in ``NOT_WALKED`` fails ``test_every_public_callable_has_a_base
 what to add, so new API is walked from the day it is exported.
 
 The walk makes 160 times the hypothesis profile's ``max_examples`` calls (``ci``, the suite's:
-4,000; ``HYPOTHESIS_PROFILE=wide``: 400,000); ``MINIGRAD_API_WALK_ALL=1`` adds the exhaustive
+4,000; ``HYPOTHESIS_PROFILE=wide``: 160,000); ``MINIGRAD_API_WALK_ALL=1`` adds the exhaustive
 pass of every fixed value through every argument. With ``-s`` the walk prints how
 many calls it made and how many distinct messages it saw.
 """
@@ -74,6 +74,13 @@ ACCEPTED = {
                      "testing.numerical_grad"),
                     {"inputs": (OPERAND, _DATA), "grad_outputs": (OPERAND | {"none"}, _DATA),
                      "grad_grad_inputs": (OPERAND | {"none"}, _DATA)}),
+    **dict.fromkeys(("optim.Optimizer", "optim.SGD", "optim.Momentum", "optim.Adam",
+                     "optim.AdamWeightDecay", "optim.RMSProp"),
+                    {"learning_rate": (frozenset({"array0d", "array", "tensor", "list", "tuple"}),
+                                       "MindSpore's learning rates: a float, a 0-d or 1-D Tensor "
+                                       "or array, or an Iterable of one rate per step")}),
+    **dict.fromkeys(("communication.all_gather_object", "communication.broadcast_object"),
+                    {"obj": (frozenset(walk.KINDS), "any picklable value")}),
     "ops.reshape": {"shape": ({"negative"}, "-1 stands for the size reshape infers")},
     "ops.full": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value: any number")},
     "ops.full_like": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
@@ -109,7 +116,8 @@ _NAME = (frozenset({"str", "str_number"}), "a name or a file name: any non-empty
 ACCEPTED_BY_ARGUMENT = {
     **dict.fromkeys(("kernel_size", "stride", "strides", "dilation", "padding", "pad", "kernel",
                      "in_hw", "shape", "normalized_shape"), _SIZES),
-    **dict.fromkeys(("axis", "axis1", "axis2", "begin_norm_axis", "begin_params_axis"), _AXES),
+    **dict.fromkeys(("axis", "axes", "axis1", "axis2", "begin_norm_axis", "begin_params_axis"),
+                    _AXES),
     **dict.fromkeys(("num_samples", "data_size", "max_consecutive_skips", "num_threads", "kdim",
                      "vdim", "degree", "bucket_bytes", "factor_frequency", "inverse_frequency",
                      "k", "seed", "fisher_seed"), _COUNT),

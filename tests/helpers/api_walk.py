@@ -89,6 +89,11 @@ def kind(value):
     return "object"
 
 
+KINDS = ("none", "np_bool", "bool", "np_int", "np_float", "np_nonfinite", "huge", "int",
+         "negative", "nan", "inf", "huge_float", "float", "negative_float", "str_empty",
+         "str_number", "str", "tensor", "array0d", "array", "list", "tuple", "object")
+
+
 # the kinds an int, a float, a bool stand for (NumPy scalars count as the Python kind they hold:
 # minigrad._checks' rule)
 _SAME = {
