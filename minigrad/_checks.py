@@ -411,13 +411,12 @@ def check_dtype(name, value, supported, *, allow_none=False, owner=None):
     if not (isinstance(value, (numpy.dtype, str)) or is_type):
         _fail(TypeError, name, words + " (a dtype, a scalar type or a dtype's name)", value,
               owner, True)
-    try:
-        dtype = numpy.dtype(value)
-    except (TypeError, ValueError):  # NumPy's parser raises either for a str it cannot read
+    if isinstance(value, str) and value not in _DTYPE_ALIASES and value not in {
+            numpy.dtype(d).name for d in supported}:
+        # a dtype's name is its name: NumPy's parser reads odd strs as dtypes ("n", "\x00",
+        # "f4") and raises a ValueError, or a SyntaxError ("0 00"), for others
         _fail(ValueError, name, words, value, owner, False)
-    if isinstance(value, str) and value != dtype.name and value not in _DTYPE_ALIASES:
-        # NumPy reads odd strs as dtypes ("n", "\x00", "f4"); a dtype's name is its name
-        _fail(ValueError, name, words, value, owner, False)
+    dtype = numpy.dtype(value)
     if dtype not in supported:
         _fail(ValueError, name, words, value, owner, False)
     return dtype

@@ -60,6 +60,11 @@ NOT_WALKED = {
                                 "the subclass); tests/dataset/test_generator.py checks them",
 }
 
+# Arguments whose valid values size what the call allocates: a value of magnitude above
+# ``_SMALL`` is not tried there (arange(0, 1e10) is valid and would fill 80 GB)
+SIZES_MEMORY = {("ops.arange", "start"), ("ops.arange", "stop"), ("ops.arange", "step")}
+_SMALL = 1e6
+
 # The test helpers whose verdict on valid input is an AssertionError (values that differ)
 VERDICTS = {"testing.assert_forward", "testing.check_backward", "testing.check_double_backward"}
 
@@ -81,6 +86,8 @@ ACCEPTED = {
                                        "or array, or an Iterable of one rate per step")}),
     **dict.fromkeys(("communication.all_gather_object", "communication.broadcast_object"),
                     {"obj": (frozenset(walk.KINDS), "any picklable value")}),
+    "Model": {"eval_indexes": (frozenset({"list", "tuple"}),
+                               "[loss, predictions, labels]: positions in eval_network's outputs")},
     "ops.reshape": {"shape": ({"negative"}, "-1 stands for the size reshape infers")},
     "ops.full": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value: any number")},
     "ops.full_like": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
@@ -249,6 +256,9 @@ def outcome(name, argument, value):
     default = defaults.get(argument)
     base = kwargs.get(argument, default)
     kwargs[argument] = value
+    if ((name, argument) in SIZES_MEMORY and walk.is_number(value)
+            and not abs(float(value)) <= _SMALL and math.isfinite(float(value))):
+        return None
     Tally.calls += 1
     call = f"{name}({argument}={walk.describe(value)})"
     try:

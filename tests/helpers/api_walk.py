@@ -110,6 +110,12 @@ _SAME = {
 }
 
 
+def is_number(value):
+    """Whether ``value`` is a real number (Python or NumPy), not a bool."""
+    return isinstance(value, (int, float, numpy.integer, numpy.floating)) and not isinstance(
+        value, (bool, numpy.bool_))
+
+
 def baseline_kinds(value):
     """The kinds a valid baseline value vouches for: its own kind and those that stand for it
     (an int for a float, a NumPy scalar for the Python number)."""
