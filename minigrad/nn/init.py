@@ -218,12 +218,20 @@ def init_tensor(name, init, shape, dtype=dtypes.float32):
             raise ValueError(f"{name} must have shape {shape}, got {shown}")
         # a copy: a new Parameter must not share memory with the tensor it was initialised from
         return Tensor(init.data.copy() if isinstance(init, Tensor) else init.copy(), dtype=dtype)
-    if isinstance(init, str):
-        init = _BY_NAME[check_in(name, init, sorted(_BY_NAME),
-                                 fold=lambda text: text.lower().replace("_", ""))]()
-    elif isinstance(init, numbers.Real) and not isinstance(init, (bool, numpy.bool_)):
-        init = Constant(float(init))  # Python and NumPy numbers alike (MindSpore: numbers.Number)
-    elif not isinstance(init, Initializer):
-        check_type(name, init, Initializer,
-                   expected="an Initializer, a name, a number or a Tensor")
+    init = check_init(name, init)
     return Tensor(init(numpy.empty(shape, numpy.float64)), dtype=dtype, device=config.device_target)
+
+
+def check_init(name, init):
+    """``init`` (an Initializer, an initializer's name or a finite number; a Tensor or an array
+    passes as it is) checked under the argument ``name``, before any shape is known: a layer
+    checks the initializer of a bias it does not make too."""
+    if isinstance(init, (Tensor, numpy.ndarray, Initializer)):
+        return init
+    if isinstance(init, str):
+        return _BY_NAME[check_in(name, init, sorted(_BY_NAME),
+                                 fold=lambda text: text.lower().replace("_", ""))]()
+    if isinstance(init, numbers.Real) and not isinstance(init, (bool, numpy.bool_)):
+        # Python and NumPy numbers alike (MindSpore: numbers.Number)
+        return Constant(check_float(name, init))
+    check_type(name, init, Initializer, expected="an Initializer, a name, a number or a Tensor")

@@ -60,10 +60,20 @@ NOT_WALKED = {
                                 "the subclass); tests/dataset/test_generator.py checks them",
 }
 
-# Arguments whose valid values size what the call allocates: a value of magnitude above
-# ``_SMALL`` is not tried there (arange(0, 1e10) is valid and would fill 80 GB)
+# Arguments whose valid values size what the call allocates: a finite value of magnitude above
+# ``_SMALL`` (or, for a step, below ``1 / _SMALL``) is not tried there (arange(0, 1e10) and
+# arange(0, 4, 1e-10) are valid and would fill 80 GB or more)
 SIZES_MEMORY = {("ops.arange", "start"), ("ops.arange", "stop"), ("ops.arange", "step")}
 _SMALL = 1e6
+
+
+def _allocates_too_much(name, argument, value):
+    if (name, argument) not in SIZES_MEMORY or not walk.is_number(value):
+        return False
+    size = abs(float(value))
+    if not math.isfinite(size):
+        return False
+    return size > _SMALL or (argument == "step" and 0 < size < 1 / _SMALL)
 
 # The test helpers whose verdict on valid input is an AssertionError (values that differ)
 VERDICTS = {"testing.assert_forward", "testing.check_backward", "testing.check_double_backward"}
@@ -88,6 +98,8 @@ ACCEPTED = {
                     {"obj": (frozenset(walk.KINDS), "any picklable value")}),
     "Model": {"eval_indexes": (frozenset({"list", "tuple"}),
                                "[loss, predictions, labels]: positions in eval_network's outputs")},
+    "nn.initializer": {"init": (ANY_REAL | {"huge", "huge_float"},
+                                "a number initialises every element to it (nn.Constant)")},
     "ops.reshape": {"shape": ({"negative"}, "-1 stands for the size reshape infers")},
     "ops.full": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value: any number")},
     "ops.full_like": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
@@ -256,8 +268,7 @@ def outcome(name, argument, value):
     default = defaults.get(argument)
     base = kwargs.get(argument, default)
     kwargs[argument] = value
-    if ((name, argument) in SIZES_MEMORY and walk.is_number(value)
-            and not abs(float(value)) <= _SMALL and math.isfinite(float(value))):
+    if _allocates_too_much(name, argument, value):
         return None
     Tally.calls += 1
     call = f"{name}({argument}={walk.describe(value)})"

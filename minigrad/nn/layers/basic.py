@@ -4,7 +4,7 @@ import warnings
 
 from minigrad import ops
 from minigrad.nn.cell import Cell, check_tensor
-from minigrad.nn.init import default_initializers, init_tensor
+from minigrad.nn.init import check_init, default_initializers, init_tensor
 from minigrad._checks import check_bool, check_float, check_positive_int, check_relation
 from minigrad.nn.layers.activation import get_activation
 from minigrad.parameter import Parameter
@@ -40,6 +40,7 @@ class Dense(Cell):
         shape = (out_channels, in_channels)
         weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
         self.weight = Parameter(init_tensor("weight_init", weight_init, shape))
+        check_init("bias_init", bias_init)  # checked even when there is no bias to make
         self.bias = (Parameter(init_tensor("bias_init", bias_init, (out_channels,)))
                      if has_bias else None)
         if isinstance(activation, str):

@@ -1,7 +1,7 @@
 """Conv2d (NCHW) with MindSpore's pad modes."""
 from minigrad import ops
 from minigrad.nn.cell import Cell
-from minigrad.nn.init import default_initializers, init_tensor
+from minigrad.nn.init import check_init, default_initializers, init_tensor
 from minigrad._checks import check_bool, check_int_tuple, check_positive_int
 from minigrad.nn.layers.spatial_args import check_data_format, check_pad_mode_padding
 from minigrad.ops.conv import same_padding
@@ -57,6 +57,7 @@ class Conv2d(Cell):
         shape = (out_channels, in_channels // group) + self.kernel_size
         weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
         self.weight = Parameter(init_tensor("weight_init", weight_init, shape))
+        check_init("bias_init", bias_init)  # checked even when there is no bias to make
         self.bias = (Parameter(init_tensor("bias_init", bias_init, (out_channels,)))
                      if has_bias else None)
 
