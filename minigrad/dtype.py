@@ -3,6 +3,13 @@
 ``from minigrad import dtype as mstype`` gives the MindSpore-style names. Dtypes are plain
 ``numpy.dtype`` objects, so ``tensor.dtype == mstype.float16`` and ``numpy.float16`` both work.
 
+``bfloat16``, ``float8_e4m3fn`` and ``float8_e5m2`` are the dtypes of the optional package
+``ml_dtypes`` (``pip install 'minigrad[lowp]'``); without it these names raise an ImportError
+that says so. bfloat16 computes like float16 (``is_low_precision``: fp32 accumulation, one
+rounding); the FP8 formats are storage and GEMM-input formats only (``is_fp8``; arithmetic on them
+raises a TypeError, cast first). A plain cast to float8_e4m3fn does not saturate: a value beyond
+±448 becomes NaN (e4m3fn has no inf), as in ml_dtypes and PyTorch.
+
 The policy, in one table (tested in ``tests/core/test_dtype_policy.py``):
 
 ==========================================  ==================================================
@@ -29,6 +36,15 @@ import numpy
 
 from minigrad._checks import check_dtype
 
+try:  # the optional extra ``minigrad[lowp]``: bfloat16 and the FP8 formats as NumPy dtypes
+    import ml_dtypes as _ml_dtypes
+except ImportError:
+    _ml_dtypes = None
+
+LOWP_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+LOWP_HINT = ("needs the optional package ml_dtypes (pip install 'minigrad[lowp]', or "
+             "pip install ml_dtypes)")
+
 float16 = numpy.dtype("float16")
 float32 = numpy.dtype("float32")
 float64 = numpy.dtype("float64")
@@ -42,12 +58,32 @@ float_ = float32
 half = float16
 double = float64
 
-SUPPORTED = (float16, float32, float64, int8, int32, int64, uint8, bool_)
-FLOATS = (float16, float32, float64)
+if _ml_dtypes is not None:
+    bfloat16 = numpy.dtype(_ml_dtypes.bfloat16)
+    float8_e4m3fn = numpy.dtype(_ml_dtypes.float8_e4m3fn)
+    float8_e5m2 = numpy.dtype(_ml_dtypes.float8_e5m2)
+    _BF16 = (bfloat16,)
+    FP8 = (float8_e4m3fn, float8_e5m2)
+else:
+    _BF16 = FP8 = ()
+
+# FLOATS: the float dtypes ops compute in; LOW_PRECISION: those among them that accumulate in
+# float32 and round once (the fp16 compute rule); FP8: storage and GEMM-input formats only
+FLOATS = (float16, float32, float64, *_BF16)
+LOW_PRECISION = (float16, *_BF16)
+SUPPORTED = (*FLOATS, *FP8, int8, int32, int64, uint8, bool_)
 
 FP16_MAX = 65504.0
 FP16_TINY = 2.0 ** -14  # smallest normal fp16
 FP16_SUBNORMAL_MIN = 2.0 ** -24
+
+
+def __getattr__(name):
+    """``bfloat16``, ``float8_e4m3fn`` and ``float8_e5m2`` without ml_dtypes: an ImportError
+    saying how to install it (never a silent stand-in dtype)."""
+    if name in LOWP_NAMES:
+        raise ImportError(f"minigrad.{name} {LOWP_HINT}")
+    raise AttributeError(f"module 'minigrad.dtype' has no attribute {name!r}")
 
 
 def as_dtype(dtype, name="dtype", *, allow_none=False, owner=None):
@@ -60,18 +96,65 @@ def as_dtype(dtype, name="dtype", *, allow_none=False, owner=None):
     Raises:
         TypeError: for a value that is not a dtype, a scalar type or a str.
         ValueError: for a name that is no dtype, or a dtype minigrad does not support.
+        ImportError: for ``"bfloat16"``, ``"float8_e4m3fn"`` or ``"float8_e5m2"`` when ml_dtypes
+            is not installed.
     """
+    if _ml_dtypes is None and isinstance(dtype, str) and dtype in LOWP_NAMES:
+        raise ImportError(f"{owner + ': ' if owner else ''}{name}={dtype!r} {LOWP_HINT}")
     return check_dtype(name, dtype, SUPPORTED, allow_none=allow_none, owner=owner)
 
 
 def is_float(dtype):
-    """Whether a ``numpy.dtype`` (not a scalar type such as ``numpy.float16``) is a float dtype."""
-    return dtype.kind == "f"
+    """Whether a ``numpy.dtype`` (not a scalar type such as ``numpy.float16``) is a float dtype
+    that ops compute in: float16, bfloat16, float32, float64 (``FLOATS``). The FP8 formats are
+    not (``is_fp8``); NumPy's ``dtype.kind`` cannot tell, since ml_dtypes gives bfloat16 the kind
+    ``"V"`` and float8_e5m2 the kind ``"f"``."""
+    return dtype in FLOATS
+
+
+def is_fp8(dtype):
+    """Whether ``dtype`` is one of the FP8 storage formats (float8_e4m3fn, float8_e5m2)."""
+    return dtype in FP8
+
+
+def is_low_precision(dtype):
+    """Whether ``dtype`` is a low-precision float that follows the fp16 compute rule (float16,
+    bfloat16): matmuls, convolutions, reductions, softmax, norms and losses run in float32 and
+    round once to ``dtype``."""
+    return dtype in LOW_PRECISION
 
 
 def acc_dtype(dtype):
-    """Accumulation dtype for reductions and fragile ops: float32 for float16, else ``dtype``."""
-    return float32 if dtype == float16 else dtype
+    """Accumulation dtype for reductions and fragile ops: float32 for the low-precision floats
+    (float16, bfloat16) and the FP8 formats, else ``dtype``."""
+    return float32 if dtype in LOW_PRECISION or dtype in FP8 else dtype
+
+
+def finfo(dtype):
+    """Machine limits of a float dtype (``max``, ``tiny``, ``eps``, ``smallest_subnormal``, ...):
+    ``ml_dtypes.finfo`` for bfloat16 and the FP8 formats, ``numpy.finfo`` for the others.
+
+    Raises:
+        TypeError / ValueError: as ``as_dtype``, or for a dtype that is not a float.
+    """
+    dtype = as_dtype(dtype)
+    if dtype in FP8 or dtype in _BF16:
+        return _ml_dtypes.finfo(dtype)
+    if not is_float(dtype):
+        raise ValueError(f"finfo: dtype must be a float dtype, got {dtype}")
+    return numpy.finfo(dtype)
+
+
+def check_compute(dtype, op):
+    """Refuse arithmetic on an FP8 tensor: FP8 is a storage and GEMM-input format (cast it to a
+    float dtype first, with ``astype``).
+
+    Raises:
+        TypeError: naming ``op`` and ``dtype`` when ``dtype`` is an FP8 format.
+    """
+    if dtype in FP8:
+        raise TypeError(f"{op} does not compute on {dtype} tensors: FP8 is a storage and GEMM-"
+                        f"input format; cast to float32 or bfloat16 first (t.astype(...))")
 
 
 def default_dtype(value):

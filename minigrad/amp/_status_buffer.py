@@ -41,7 +41,7 @@ def alloc_status(like=None):
             with data.device:  # the same GPU as ``like``
                 return _tensor.Tensor(backend.cupy.zeros(STATUS_SHAPE, dtype=numpy.float32))
     xp = backend.cupy if device == "GPU" else numpy
-    return _tensor.Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32))
+    return _tensor.Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32), device=device)
 
 
 def clear_status(status):

@@ -194,7 +194,10 @@ class Dataset:
 
         ``device`` (``"CPU"`` or ``"GPU"``; default: ``set_context(device_target=...)``) is where
         the Tensors are made. On the GPU each column is copied into a pinned host buffer (two
-        per column, used in turn) and from there to the device without waiting for the copy.
+        per column, used in turn) and from there to the device without waiting for the copy
+        (and without reading the device). On the CPU there is nothing to stage: the rows are
+        host Tensors, and pinned buffers are never made; with ``output_numpy=True`` the rows
+        are NumPy arrays on every device.
 
         Raises:
             ValueError / RuntimeError: for a ``device`` ``backend.check_device`` refuses.

@@ -93,6 +93,20 @@ class _UpdateCell(Cell):
         pass
 
 
+def _overflow_status(status):
+    """``status`` as a ``float_status.OverflowStatus``: itself; a float32 buffer of shape (8,)
+    wrapped (checks set it); or, for MindSpore 2.x's int32 ``Tensor([0] * 8, mstype.int32)``, a
+    fresh status, flagged when an entry is non-zero (an overflow seen already)."""
+    if isinstance(status, float_status.OverflowStatus):
+        return status
+    if isinstance(status, Tensor) and status.dtype == numpy.int32 and status.shape == (8,):
+        buffer = float_status.alloc_status(status)
+        if bool(backend.as_numpy(status.data).any()):
+            buffer.data[0] = 1.0
+        status = buffer
+    return float_status.OverflowStatus.wrap(status)
+
+
 class DynamicLossScaleUpdateCell(_UpdateCell):
     """Dynamic loss scale update: ``cell(loss_scale_parameter, overflow)`` changes the scale in
     place.
@@ -300,7 +314,10 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                 and takes([None if g is None else g.data for g in grads]))
 
     def _unscale(self, status, grads, scale):
-        arrays = status.unscale_and_check([g.data for g in grads], scale)
+        # a subclass's start_overflow_check may return a plain buffer or MindSpore 2.x's int32
+        # status; get_overflow_status is then handed that same object (a subclass's own
+        # get_overflow_status reads it) and checks the unscaled gradients again
+        arrays = _overflow_status(status).unscale_and_check([g.data for g in grads], scale)
         return tuple(g if a is g.data else make(a, None, 0) for g, a in zip(grads, arrays))
 
     def set_sense_scale(self, sens):
@@ -359,13 +376,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                 checks).
         """
         outputs = compute_output if isinstance(compute_output, (tuple, list)) else (compute_output,)
-        if isinstance(status, Tensor) and status.dtype == numpy.int32 and status.shape == (8,):
-            buffer = float_status.alloc_status(status)
-            if bool(backend.as_numpy(status.data).any()):
-                buffer.data[0] = 1.0
-            status = buffer
-        if not isinstance(status, float_status.OverflowStatus):
-            status = float_status.OverflowStatus.wrap(status)
+        status = _overflow_status(status)
         status.check([None if g is None else g.data for g in outputs])
         return status.overflow()
 

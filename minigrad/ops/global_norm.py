@@ -18,9 +18,9 @@ def global_norm(arrays, norm_type=2.0):
     """The ``norm_type``-norm of all values of ``arrays`` together, as a Python float.
 
     ``norm_type`` inf: the largest magnitude; p > 0: ``(sum |x|^p) ** (1/p)``. Empty arrays
-    and an empty list give 0.0.
+    and an empty list give 0.0. On the GPU the arrays' norms come back in one read of the device.
     """
-    per_array = []
+    parts = []
     with numpy.errstate(over="ignore", invalid="ignore"):
         for x in arrays:
             if x.size == 0:
@@ -28,11 +28,15 @@ def global_norm(arrays, norm_type=2.0):
             xp = backend.get_array_module(x)
             v = xp.abs(widen(x).reshape(-1))
             if norm_type == math.inf:
-                per_array.append(float(v.max()))
+                parts.append(v.max())
             elif norm_type == 2.0:
-                per_array.append(float(xp.sqrt(xp.dot(v, v))))
+                parts.append(xp.sqrt(xp.dot(v, v)))
             else:
-                per_array.append(float(xp.sum(v ** norm_type)) ** (1.0 / norm_type))
+                parts.append(xp.sum(v ** norm_type))
+    per_array = backend.read_scalars(parts)
+    if norm_type not in (math.inf, 2.0):
+        with numpy.errstate(over="ignore", invalid="ignore"):
+            per_array = [n ** (1.0 / norm_type) for n in per_array]
     if not per_array:
         return 0.0
     if norm_type == math.inf:
@@ -89,4 +93,4 @@ def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
     factor = clip_norm / max(norm, clip_norm) if not math.isnan(norm) else math.nan
     out = [a.copy() for a in arrays]
     scale_in_place(out, factor)
-    return tuple(Tensor(a) for a in out)
+    return tuple(Tensor(a, device=backend.device_of(a)) for a in out)

@@ -237,7 +237,8 @@ class Optimizer:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad = Tensor(backend.get_array_module(p.data).zeros_like(p.grad.data))
+                p.grad = Tensor(backend.get_array_module(p.data).zeros_like(p.grad.data),
+                                device=p.grad.device)
 
     # ---- the per-parameter pipeline --------------------------------------------------------------
     def _apply_one(self, i, grad, lr):

@@ -20,6 +20,7 @@ import warnings
 import numpy
 
 from minigrad import backend
+from minigrad import dtype as dtypes
 from minigrad._checks import check_path, check_type
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -27,7 +28,6 @@ from minigrad.train import checkpoint_file
 from minigrad.train.checkpoint_file import FORMAT, MANIFEST, VERSION
 
 _SUFFIX = ".ckpt"
-_FP16_MAX = float(numpy.finfo(numpy.float16).max)
 
 
 class CheckpointMismatchWarning(UserWarning):
@@ -96,8 +96,9 @@ class _Archive:
         key = f"{prefix}_{self._counts.setdefault(prefix, 0)}"
         self._counts[prefix] += 1
         array = numpy.asarray(backend.as_numpy(value), order="C")
-        self._arrays[key] = array
-        self.manifest["arrays"][key] = {"shape": list(array.shape), "dtype": array.dtype.str}
+        self._arrays[key] = checkpoint_file.storable(array)
+        self.manifest["arrays"][key] = {"shape": list(array.shape),
+                                        "dtype": checkpoint_file.dtype_text(array.dtype)}
         return key
 
     def add(self, field, prefix, name, value):
@@ -194,7 +195,7 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
     for name, key in manifest["parameters"] + manifest["append"]:
         if not any(name.startswith(p) for p in prefixes):
             array = arrays[key]
-            params[name] = Parameter(array, name=name, requires_grad=array.dtype.kind == "f")
+            params[name] = Parameter(array, name=name, requires_grad=dtypes.is_float(array.dtype))
     if optimizer is not None:
         _check_optimizer_state(path, manifest, optimizer)
     if net is not None:
@@ -323,17 +324,18 @@ def _mismatch(name, array, param, strict_load):
     if tuple(array.shape) != tuple(param.shape):
         return (f"{name!r}: checkpoint shape {tuple(array.shape)} != network shape "
                 f"{tuple(param.shape)}")
-    if array.dtype != param.dtype and (strict_load or array.dtype.kind != "f"
-                                       or param.dtype.kind != "f"):
+    if array.dtype != param.dtype and (strict_load or not dtypes.is_float(array.dtype)
+                                       or not dtypes.is_float(param.dtype)):
         return f"{name!r}: checkpoint dtype {array.dtype} != network dtype {param.dtype}"
-    if param.dtype == numpy.float16 and array.dtype.itemsize > 2:
+    if dtypes.is_low_precision(param.dtype) and array.dtype.itemsize > 2:
         finite = numpy.isfinite(array)
         with numpy.errstate(over="ignore"):
-            too_big = finite & numpy.isinf(array.astype(numpy.float16))
+            too_big = finite & numpy.isinf(array.astype(param.dtype))
         if too_big.any():
             return (f"{name!r}: {int(too_big.sum())} {array.dtype} values (largest magnitude "
-                    f"{float(numpy.abs(array[finite]).max()):g}) exceed float16's largest "
-                    f"finite value {_FP16_MAX:g}; loading would make them inf")
+                    f"{float(numpy.abs(array[finite]).max()):g}) exceed {param.dtype}'s largest "
+                    f"finite value {float(dtypes.finfo(param.dtype).max):g}; loading would "
+                    f"make them inf")
     return None
 
 

@@ -16,7 +16,7 @@ Writes are atomic: the archive goes to a temporary file in the target's director
 ``os.replace``'d onto the target, and the directory is fsync'ed. A crash at any moment leaves
 either the old file or the new one, never a mixture. A writer killed mid-save leaves its
 temporary file behind; the next save into the directory removes the temporary files whose
-writer process (the pid in the name) no longer exists.
+writer process (the pid in the name) is gone (exited, or a zombie not yet reaped).
 
 Reading checks the whole file (zip CRCs, the manifest's structure, every array's shape and
 dtype) and closes it before it returns or raises; every problem is a ``ValueError`` naming the
@@ -30,6 +30,7 @@ import zipfile
 
 import numpy
 
+from minigrad import dtype as dtypes
 from minigrad.tensor import Tensor
 
 FORMAT = "minigrad-checkpoint"
@@ -76,7 +77,10 @@ def remove_stale_temp_files(directory):
     """Delete the temporary files of saves into ``directory`` whose writer process is gone.
 
     A file is stale when the pid in its name (``.<name>.<pid>.<hex>.tmp``) is not a running
-    process. Files of live processes (this one included: another thread may be saving) are kept.
+    process: no process has that pid, or the process is a zombie (it exited or was killed and its
+    parent has not reaped it yet). Files of live processes (this one included: another thread may
+    be saving) are kept. ``save_checkpoint``, and so ``ModelCheckpoint``, calls this before each
+    write.
 
     Returns:
         The paths removed.
@@ -88,10 +92,12 @@ def remove_stale_temp_files(directory):
         return removed
     for name in names:
         match = _TEMP_NAME.match(name)
-        if match is None or _process_exists(int(match.group(1))):
+        if match is None:
             continue
         path = os.path.join(directory, name)
         try:
+            if _writer_alive(int(match.group(1))):
+                continue
             os.unlink(path)
         except FileNotFoundError:  # another saver removed it first
             continue
@@ -99,7 +105,12 @@ def remove_stale_temp_files(directory):
     return removed
 
 
-def _process_exists(pid):
+def _writer_alive(pid):
+    """Whether process ``pid`` may still be writing a temp file.
+
+    ``kill(pid, 0)`` says whether the pid is taken; where ``/proc`` exists (Linux) a zombie (a
+    process that has exited and not been reaped by its parent yet) counts as dead.
+    """
     if pid == os.getpid():
         return True
     try:
@@ -108,7 +119,56 @@ def _process_exists(pid):
         return False
     except (PermissionError, OverflowError, ValueError):
         return True  # another user's process (or a pid this OS cannot test): keep its file
-    return True
+    return _proc_state(pid) not in ("Z", "X")
+
+
+def _proc_state(pid):
+    """The state letter of ``pid`` in ``/proc/<pid>/stat`` (``R``, ``S``, ``Z``...), or None where
+    it cannot be read (no ``/proc``, or the process has just gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ')'
+    return fields[0] if fields else None
+
+
+# ---- dtypes the .npy format cannot name --------------------------------------------------------
+# The .npy header records bfloat16 and the FP8 formats as raw bytes ("|V2", "<f1"), which do not
+# read back as those dtypes. Such an array is stored as its bits (an unsigned int of its width),
+# and the manifest names its dtype ("bfloat16"); reading views the bits as that dtype again, so
+# the round trip is bit-exact.
+def dtype_text(dtype):
+    """The manifest's name for ``dtype``: its ``dtype.str`` (``"<f4"``), or its name for the
+    ml_dtypes formats (``"bfloat16"``, ``"float8_e4m3fn"``, ``"float8_e5m2"``)."""
+    return dtype.name if dtype.name in dtypes.LOWP_NAMES else dtype.str
+
+
+def storable(array):
+    """``array`` as the archive holds it: the bits of an ml_dtypes array, others as they are."""
+    if array.dtype.name in dtypes.LOWP_NAMES:
+        return array.view(f"u{array.dtype.itemsize}")
+    return array
+
+
+def _stored_dtype(text):
+    """The dtype of the archive's array for the manifest's dtype ``text``."""
+    if text in dtypes.LOWP_NAMES:
+        return numpy.dtype({"bfloat16": "u2"}.get(text, "u1"))
+    return numpy.dtype(text)
+
+
+def restore(arrays, manifest):
+    """Replace the stored bits of every ml_dtypes array in ``arrays`` by a view in its dtype.
+
+    Raises:
+        ImportError: for a checkpoint holding bfloat16 or FP8 arrays when ml_dtypes is missing.
+    """
+    for key, spec in manifest["arrays"].items():
+        if spec["dtype"] in dtypes.LOWP_NAMES:
+            arrays[key] = arrays[key].view(dtypes.as_dtype(spec["dtype"], "checkpoint dtype"))
+    return arrays
 
 
 # ---- reading ------------------------------------------------------------------------------------
@@ -140,7 +200,7 @@ def read(path):
         problem = _array_mismatch(manifest, arrays)
     if problem is not None:
         raise ValueError(f"checkpoint file {path!r} {problem}") from None
-    return manifest, arrays
+    return manifest, restore(arrays, manifest)
 
 
 def _read_array(archive, key):
@@ -209,6 +269,8 @@ def _field(manifest, name, kind):
 
 
 def _is_plain_dtype(text):
+    if text in dtypes.LOWP_NAMES:
+        return True
     try:
         return numpy.dtype(text).kind in "biufc"
     except (TypeError, ValueError):
@@ -249,9 +311,10 @@ def _check_tree(root, specs):
 def _array_mismatch(manifest, arrays):
     for key, spec in manifest["arrays"].items():
         array = arrays[key]
-        if list(array.shape) != spec["shape"] or array.dtype != numpy.dtype(spec["dtype"]):
+        stored = _stored_dtype(spec["dtype"])
+        if list(array.shape) != spec["shape"] or array.dtype != stored:
             return (f"is corrupt: array {key} has shape {array.shape} and dtype {array.dtype}, "
-                    f"the manifest says {tuple(spec['shape'])} and {numpy.dtype(spec['dtype'])}")
+                    f"the manifest says {tuple(spec['shape'])} and {stored}")
     return None
 
 

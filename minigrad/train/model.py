@@ -15,7 +15,8 @@ Keras's way is taken too, as ``fit`` does it: a network built under a dtype poli
 scale (``mixed_precision.set_global_policy("mixed_float16")``: a ``DynamicLossScale()``), or an
 optimizer given as a ``mixed_precision.LossScaleOptimizer``, trains in a
 ``TrainOneStepWithLossScaleCell`` whose update cell shares that loss scale (the policy already
-set the compute dtypes, so the network is not cast).
+set the compute dtypes, so the network is not cast); a skipped step counts in the
+``LossScaleOptimizer``'s ``iterations``, as in Keras.
 """
 import warnings
 
@@ -31,6 +32,7 @@ from minigrad._checks import (
 )
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
+from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
 from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
 from minigrad.train.metrics import Loss, get_metrics
 
@@ -326,8 +328,9 @@ def _keras_train_network(network, loss_fn, optimizer, scale):
     Keras loss scale's core (the TF rule: a dynamic scale backs off by its multiplier, floor 1)."""
     from minigrad import nn
     from minigrad.mixed_precision import DynamicLossScale, LossScaleOptimizer
-    if isinstance(optimizer, LossScaleOptimizer):
-        optimizer = optimizer.inner_optimizer
+    wrapper = optimizer if isinstance(optimizer, LossScaleOptimizer) else None
+    if wrapper is not None:
+        optimizer = wrapper.inner_optimizer
     core = scale.core
     if isinstance(scale, DynamicLossScale):
         update = nn.DynamicLossScaleUpdateCell(float(core.scale), scale.multiplier,
@@ -335,7 +338,24 @@ def _keras_train_network(network, loss_fn, optimizer, scale):
     else:
         update = nn.FixedLossScaleUpdateCell(float(core.scale), core=core)
     net = network if loss_fn is None else nn.WithLossCell(network, loss_fn)
-    return nn.TrainOneStepWithLossScaleCell(net, optimizer, update).set_train()
+    if wrapper is None:
+        return TrainOneStepWithLossScaleCell(net, optimizer, update).set_train()
+    return _KerasTrainStep(net, optimizer, update, wrapper).set_train()
+
+
+class _KerasTrainStep(TrainOneStepWithLossScaleCell):
+    """The loss-scaled step of Keras's ``fit`` with a ``LossScaleOptimizer``: a skipped step
+    counts in its ``iterations``, as Keras's does."""
+
+    def __init__(self, network, optimizer, scale_sense, loss_scale_optimizer):
+        super().__init__(network, optimizer, scale_sense)
+        self._count_skipped = loss_scale_optimizer.count_skipped_step
+
+    def construct(self, *inputs):
+        outputs = super().construct(*inputs)
+        if self.last_report is not None and self.last_report.skipped:
+            self._count_skipped()
+        return outputs
 
 
 def _batch_size(labels):

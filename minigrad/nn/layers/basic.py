@@ -3,6 +3,8 @@ import math
 import warnings
 
 from minigrad import ops
+from minigrad.fp8 import gemm as fp8_gemm
+from minigrad.fp8.autocast import get_fp8_recipe
 from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import check_init, default_initializers, init_tensor
 from minigrad._checks import check_bool, check_float, check_positive_int, check_relation
@@ -55,7 +57,9 @@ class Dense(Cell):
         if x.shape[-1] != self.in_channels:
             raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape "
                              f"{x.shape}")
-        y = ops.dense(x, self.weight, self.bias)
+        recipe = get_fp8_recipe()  # inside fp8_autocast: the GEMM in FP8
+        y = (ops.dense(x, self.weight, self.bias) if recipe is None
+             else fp8_gemm.dense(self, x, self.weight, self.bias, recipe))
         if self.activation is not None:
             y = self.activation(y)
         return y

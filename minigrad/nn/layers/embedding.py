@@ -53,7 +53,7 @@ class Embedding(Cell):
         xp = backend.get_array_module(ids.data)
         one_hot = (ids.data[..., None] == xp.arange(self.vocab_size))
         one_hot = one_hot.astype(self.embedding_table.dtype)
-        return ops.matmul(Tensor(one_hot), self.embedding_table)
+        return ops.matmul(Tensor(one_hot, device=ids.device), self.embedding_table)
 
     def extend_repr(self):
         return (f"vocab_size={self.vocab_size}, embedding_size={self.embedding_size}, "
