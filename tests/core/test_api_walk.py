@@ -147,6 +147,8 @@ ACCEPTED_BY_ARGUMENT = {
                      "allow_unused", "cache_enabled", "shared", "dynamic", "reverse", "sparse"),
                     _FLAG),
     **dict.fromkeys(("name", "prefix", "directory"), _NAME),
+    **dict.fromkeys(("dtype", "output_type", "cast_model_type", "type"),
+                    (frozenset({"str"}), "a dtype's name ('half', 'float16'...: check_dtype)")),
     **dict.fromkeys(("weight_init", "bias_init"),
                     (ANY_REAL | {"none", "huge", "huge_float"},
                      "a constant initial value (nn.Constant), or None: Dense's and Conv2d's "
@@ -169,6 +171,7 @@ FIXED_VALUES = [
 # values like those hypothesis draws (small ints, floats, short strs, lists of small ints), for
 # the exhaustive pass
 DRAWN_LIKE = [1, 2, 5, 64, -1, -2, 0.0, 1.0, 0.25, 2.0, 1e-3, 1e10, -1.0, "a", "A", "0", " ",
+              "half",
               [0], [1, 2], [-1], [6, 6, 6, 6], [0, -3]]
 
 
