@@ -4,6 +4,7 @@
     python examples/train_digits.py --model cnn --epochs 20
     python examples/train_digits.py --amp-level O2       # fp16 with dynamic loss scaling
     python examples/train_digits.py --fp8 delayed        # Dense/Conv2d GEMMs in FP8 (HYBRID)
+    python examples/train_digits.py --amp-level O2 --dtype bfloat16   # bf16, no loss scaling
     python examples/train_digits.py --mnist DIR          # MNIST's IDX files (plain or .gz)
     python examples/train_digits.py --cifar10 DIR --model cnn   # CIFAR-10's binary batches
 
@@ -15,6 +16,8 @@ is installed (``pip install minigrad[progress]``). ``--fp8 delayed|current|tenso
 network's Dense and Conv2d GEMMs in FP8 under Transformer Engine's delayed or current scaling or
 torchao's tensorwise scaling (E4M3 forward, E5M2 gradients) and prints each FP8 tensor's last
 amax, scale, clipped and flushed shares and SQNR; on a CPU this is slower than fp32, never faster.
+``--dtype bfloat16`` (the ``minigrad[lowp]`` extra) runs the amp level in bfloat16 instead of
+float16: no loss scaling by default, as bf16 has float32's exponent range.
 """
 import argparse
 import time
@@ -115,10 +118,11 @@ def load(mnist=None, cifar10=None, batch_size=32, seed=0, flatten=False):
 
 
 def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True, verbose=True,
-        mnist=None, cifar10=None, fp8_recipe=None):
+        mnist=None, cifar10=None, fp8_recipe=None, dtype="float16"):
     """Train model ``name`` ("mlp" or "cnn") on the digits, or on MNIST / CIFAR-10 read from the
     folder given as ``mnist`` / ``cifar10``, and return its test accuracy. ``fp8_recipe``: None,
-    or "delayed", "current" or "tensorwise" (``FP8_RECIPES``) for FP8 GEMMs."""
+    or "delayed", "current" or "tensorwise" (``FP8_RECIPES``) for FP8 GEMMs. ``dtype``: the amp
+    level's low-precision dtype, "float16" or "bfloat16" (no loss scaling by default)."""
     cls, lr, weight_decay = MODELS[name]
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)
                                or epochs < 1):
@@ -137,7 +141,8 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     schedule = cosine_decay_lr(0.0, lr, steps * epochs, steps, epochs)  # one value per step
     optimizer = Momentum(net.trainable_params(), schedule, momentum=0.9, weight_decay=weight_decay)
     model = minigrad.Model(net, loss_fn, optimizer,
-                           metrics={"accuracy": Accuracy(), "loss": Loss()}, amp_level=amp_level)
+                           metrics={"accuracy": Accuracy(), "loss": Loss()}, amp_level=amp_level,
+                           dtype=dtype)
     scale_monitor = LossScaleMonitor()  # records nothing when the level has no loss scaling
     callbacks = [ProgressBar() if progress else LossMonitor(per_print_times=0), scale_monitor]
     start = time.perf_counter()
@@ -146,14 +151,15 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     result = model.eval(test_ds)
     if verbose:
         where = "" if data == "digits" else f" on {data}"
-        precision = amp_level if fp8_recipe is None else f"{amp_level}, FP8 {fp8_recipe}"
+        level = amp_level if amp_level == "O0" or dtype == "float16" else f"{amp_level}, {dtype}"
+        precision = level if fp8_recipe is None else f"{level}, FP8 {fp8_recipe}"
         print(f"{name} ({precision}){where}: test accuracy {result['accuracy']:.4f}, test loss "
               f"{result['loss']:.4f}, {tested} test images, trained in {seconds:.1f} s",
               flush=True)
         if scale_monitor.scales:
             print(f"  loss scale {scale_monitor.scales[0]:.0f} -> {scale_monitor.scales[-1]:.0f}; "
                   f"{sum(scale_monitor.overflows)} of {len(scale_monitor.overflows)} steps skipped "
-                  f"on fp16 gradient overflow", flush=True)
+                  f"on {'fp16' if dtype == 'float16' else 'bf16'} gradient overflow", flush=True)
         if fp8_recipe is not None:
             print(fp8.format_report(fp8.tensor_report(net)), flush=True)
     return result["accuracy"]
@@ -180,6 +186,8 @@ def main(argv=None):
                         help="O2: fp16 network with dynamic loss scaling")
     parser.add_argument("--fp8", choices=sorted(FP8_RECIPES), default=None,
                         help="Dense/Conv2d GEMMs in FP8 (HYBRID) under this scaling recipe")
+    parser.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"],
+                        help="the amp level's low-precision dtype (bfloat16: no loss scaling)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", type=str.upper, choices=["CPU", "GPU"], default="CPU",
@@ -194,7 +202,7 @@ def main(argv=None):
     names = ["mlp", "cnn"] if args.model == "both" else [args.model]
     return {name: run(name, args.epochs, args.amp_level, args.batch_size, args.seed,
                       progress=not args.no_progress, mnist=args.mnist, cifar10=args.cifar10,
-                      fp8_recipe=args.fp8)
+                      fp8_recipe=args.fp8, dtype=args.dtype)
             for name in names}
 
 

@@ -30,6 +30,11 @@ and the attention layers)                   fp32, result fp16; a mask value belo
                                             -inf) gives weight 0, a row with no key left zeros
 losses                                      computed and returned in fp32
 gradient of a tensor                        always that tensor's dtype
+bf16: every fp16 row above                  the same, with bfloat16 in place of float16
+bf16 tensor (op) fp16 tensor                fp32 (neither holds the other)
+FP8 tensor in an op that computes           TypeError naming the op and the dtype (cast,
+                                            reshape, transpose, index, concat, stack and split
+                                            move FP8 values as they are)
 ==========================================  ==================================================
 """
 import numpy
@@ -41,6 +46,7 @@ try:  # the optional extra ``minigrad[lowp]``: bfloat16 and the FP8 formats as N
 except ImportError:
     _ml_dtypes = None
 
+HAS_LOWP = _ml_dtypes is not None  # bfloat16 and the FP8 formats are available
 LOWP_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 LOWP_HINT = ("needs the optional package ml_dtypes (pip install 'minigrad[lowp]', or "
              "pip install ml_dtypes)")
@@ -72,6 +78,7 @@ else:
 FLOATS = (float16, float32, float64, *_BF16)
 LOW_PRECISION = (float16, *_BF16)
 SUPPORTED = (*FLOATS, *FP8, int8, int32, int64, uint8, bool_)
+_FLOAT_SET, _LOW_SET, _FP8_SET = frozenset(FLOATS), frozenset(LOW_PRECISION), frozenset(FP8)
 
 FP16_MAX = 65504.0
 FP16_TINY = 2.0 ** -14  # smallest normal fp16
@@ -108,26 +115,26 @@ def is_float(dtype):
     """Whether a ``numpy.dtype`` (not a scalar type such as ``numpy.float16``) is a float dtype
     that ops compute in: float16, bfloat16, float32, float64 (``FLOATS``). The FP8 formats are
     not (``is_fp8``); NumPy's ``dtype.kind`` cannot tell, since ml_dtypes gives bfloat16 the kind
-    ``"V"`` and float8_e5m2 the kind ``"f"``."""
-    return dtype in FLOATS
+    ``"V"`` and float8_e5m2 the kind ``"f"``. None (no dtype) is not."""
+    return dtype in _FLOAT_SET
 
 
 def is_fp8(dtype):
     """Whether ``dtype`` is one of the FP8 storage formats (float8_e4m3fn, float8_e5m2)."""
-    return dtype in FP8
+    return dtype in _FP8_SET
 
 
 def is_low_precision(dtype):
     """Whether ``dtype`` is a low-precision float that follows the fp16 compute rule (float16,
     bfloat16): matmuls, convolutions, reductions, softmax, norms and losses run in float32 and
     round once to ``dtype``."""
-    return dtype in LOW_PRECISION
+    return dtype in _LOW_SET
 
 
 def acc_dtype(dtype):
     """Accumulation dtype for reductions and fragile ops: float32 for the low-precision floats
     (float16, bfloat16) and the FP8 formats, else ``dtype``."""
-    return float32 if dtype in LOW_PRECISION or dtype in FP8 else dtype
+    return float32 if dtype in _LOW_SET or dtype in _FP8_SET else dtype
 
 
 def finfo(dtype):
@@ -153,8 +160,9 @@ def check_compute(dtype, op):
         TypeError: naming ``op`` and ``dtype`` when ``dtype`` is an FP8 format.
     """
     if dtype in FP8:
-        raise TypeError(f"{op} does not compute on {dtype} tensors: FP8 is a storage and GEMM-"
-                        f"input format; cast to float32 or bfloat16 first (t.astype(...))")
+        raise TypeError(f"{op} does not compute on {dtype} tensors: FP8 holds values for "
+                        f"storage and as quantized GEMM inputs; cast to float32 or bfloat16 first "
+                        f"(t.astype(...))")
 
 
 def default_dtype(value):
@@ -180,15 +188,16 @@ def weak_dtype(value, tensor_dtype):
     A float (or int) value beside a float tensor takes the tensor's dtype; beside an integer
     tensor a float value gives float32 and an integer value the tensor's dtype; beside a bool
     tensor an integer value gives int32 and a float value float32 (MindSpore's implicit
-    conversion rule), while a bool value keeps bool.
+    conversion rule), while a bool value keeps bool. Beside an FP8 tensor any value takes the FP8
+    dtype, so that the op refuses the FP8 tensor (``check_compute``) instead of promoting it.
     """
     kind = getattr(value, "dtype", None)
     if kind is not None:
         kind = kind.kind
     else:
         kind = "b" if isinstance(value, bool) else "f" if isinstance(value, float) else "i"
-    if is_float(tensor_dtype) or kind == "b":
-        return tensor_dtype
+    if is_float(tensor_dtype) or kind == "b" or tensor_dtype in _FP8_SET:
+        return tensor_dtype  # an FP8 tensor keeps its dtype: the op then refuses it
     if kind in "iu":
         return int32 if tensor_dtype == bool_ else tensor_dtype
     return float32

@@ -95,15 +95,17 @@ class autocast:
     Args:
         device_type: ``"cpu"``/``"cuda"`` (or ``"CPU"``/``"GPU"``), checked against the
             context's ``device_target``; None (default): the context's device.
-        dtype: the low-precision dtype; only float16 (PyTorch's CPU default is bfloat16, which
-            NumPy has no type for). Default float16.
+        dtype: the low-precision dtype, float16 or ``minigrad.bfloat16`` (the ``minigrad[lowp]``
+            extra). Default float16 (PyTorch's default is bfloat16 on the CPU and float16 on
+            CUDA; minigrad keeps one default for both).
         enabled: False runs the block with autocast off (e.g. a region that must stay fp32).
         cache_enabled: accepted for PyTorch compatibility (a bool or None); minigrad keeps no
             cast cache (each cast is an ordinary graph node).
 
     Raises:
-        TypeError: if ``dtype`` is not float16, ``enabled`` not a bool, ``cache_enabled`` neither
-            a bool nor None, or a positional argument of the wrong kind.
+        TypeError: if ``dtype`` is not float16 or bfloat16, ``enabled`` not a bool,
+            ``cache_enabled`` neither a bool nor None, or a positional argument of the wrong
+            kind.
         ValueError: an unknown device, or a device other than the context's.
     """
 
@@ -127,8 +129,8 @@ class autocast:
         if device_type is not None:
             check_device("device_type", device_type, owner="autocast")
         dtype = dtypes.float16 if dtype is None else dtypes.as_dtype(dtype)
-        if dtype != dtypes.float16:
-            raise TypeError(f"autocast: 'dtype' must be float16, but got {dtype}")
+        if not dtypes.is_low_precision(dtype):
+            raise TypeError(f"autocast: 'dtype' must be float16 or bfloat16, but got {dtype}")
         if not isinstance(enabled, bool):
             raise TypeError(f"autocast: 'enabled' must be a bool, but got {enabled!r}")
         if cache_enabled is not None and not isinstance(cache_enabled, bool):
@@ -178,8 +180,8 @@ def custom_fwd(fwd=None, *, device_type=None, cast_inputs=None):
         check_device("device_type", device_type, owner="custom_fwd")
     if cast_inputs is not None:
         cast_inputs = dtypes.as_dtype(cast_inputs)
-        check_relation("cast_inputs", cast_inputs, cast_inputs.kind == "f",
-                       "a float dtype (float16, float32) or None", error=TypeError,
+        check_relation("cast_inputs", cast_inputs, dtypes.is_float(cast_inputs),
+                       "a float dtype (float16, bfloat16, float32) or None", error=TypeError,
                        owner="custom_fwd")
     if fwd is None:
         return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
@@ -217,10 +219,11 @@ def custom_bwd(bwd=None, *, device_type=None):
 
 
 def _cast(value, dtype):
-    """``value`` with its float16/float32 Tensors cast to ``dtype`` (float64 ones, as PyTorch
-    leaves them, and everything else as they are), through lists, tuples and dicts."""
+    """``value`` with its float16/bfloat16/float32 Tensors cast to ``dtype`` (float64 ones, as
+    PyTorch leaves them, and everything else as they are), through lists, tuples and dicts."""
     if isinstance(value, Tensor):
-        return cast(value, dtype) if value.dtype in (dtypes.float16, dtypes.float32) else value
+        eligible = dtypes.is_low_precision(value.dtype) or value.dtype == dtypes.float32
+        return cast(value, dtype) if eligible else value
     if isinstance(value, (list, tuple)):
         return type(value)(_cast(v, dtype) for v in value)
     if isinstance(value, dict):

@@ -12,8 +12,16 @@ O2     fp16 parameters and compute; BatchNorm/LayerNorm    inputs cast to fp32  
 O3     everything fp16, BatchNorm included                 inputs cast to fp32   none
 =====  ==================================================  ====================  ==================
 
-Keyword arguments override a level's defaults: ``cast_model_type`` (float16/float32),
+Keyword arguments override a level's defaults: ``cast_model_type`` (float16/bfloat16/float32),
 ``keep_batchnorm_fp32`` (bool), ``loss_scale_manager`` (a ``LossScaleManager`` or None).
+
+``dtype`` (float16 by default, or ``minigrad.bfloat16``) is the level's low-precision dtype: the
+table's "fp16" reads "bf16" with it. bfloat16 has float32's 8-bit exponent, so its gradients
+neither overflow nor underflow where float32's would not: O2 then has no loss scale by default
+(as Keras's ``mixed_bfloat16`` policy and PyTorch's bf16 autocast, which need no GradScaler).
+A ``loss_scale_manager`` passed explicitly still scales the loss: a power-of-two scale changes
+no bf16 gradient (short of the float32 range), so training follows the same path at the cost of
+the scaling and the overflow checks.
 
 ``auto_mixed_precision(network, amp_level)`` is MindSpore 2.x's: the compute dtypes of the
 level (``Cell.to_float``; O1 through autocast) with the Parameters left in float32, and the
@@ -32,14 +40,16 @@ from minigrad.nn.wrap import (TrainOneStepCell, WithLossCell, check_loss_fn, che
 LEVELS = ("O0", "O1", "O2", "O3")
 
 
-def _level_config(level):
+def _level_config(level, low=dtypes.float16):
+    """The defaults of ``level`` with the low-precision dtype ``low``: O2's dynamic loss scale
+    only for float16 (bfloat16 has float32's range)."""
+    scale = DynamicLossScaleManager() if level == "O2" and low == dtypes.float16 else None
     return {"O0": dict(cast_model_type=dtypes.float32, keep_batchnorm_fp32=False,
                        loss_scale_manager=None),
             "O1": dict(cast_model_type=dtypes.float32, keep_batchnorm_fp32=False,
                        loss_scale_manager=None),
-            "O2": dict(cast_model_type=dtypes.float16, keep_batchnorm_fp32=True,
-                       loss_scale_manager=DynamicLossScaleManager()),
-            "O3": dict(cast_model_type=dtypes.float16, keep_batchnorm_fp32=False,
+            "O2": dict(cast_model_type=low, keep_batchnorm_fp32=True, loss_scale_manager=scale),
+            "O3": dict(cast_model_type=low, keep_batchnorm_fp32=False,
                        loss_scale_manager=None)}[level]
 
 
@@ -58,15 +68,17 @@ def _check_level(level):
     return level
 
 
-def _apply_autocast(network):
+def _apply_autocast(network, dtype):
     """Level O1, in place: every call of ``network`` (train step, ``Model.eval``/``predict``, or a
-    direct call) runs its ``construct`` under ``autocast()`` (white-list ops in fp16)."""
-    network.__dict__["_autocast_dtype"] = dtypes.float16
+    direct call) runs its ``construct`` under ``autocast(dtype=dtype)`` (white-list ops in fp16
+    or bf16)."""
+    network.__dict__["_autocast_dtype"] = dtype
     return network
 
 
 class _WithLossCellFp32(WithLossCell):
-    """``loss_fn(cast(net(x), fp32), cast(label, fp32))``: the loss of an fp16 network in fp32."""
+    """``loss_fn(cast(net(x), fp32), cast(label, fp32))``: the loss of an fp16 (bf16) network in
+    fp32."""
 
     def construct(self, data, label):
         out = self._backbone(data)
@@ -74,7 +86,8 @@ class _WithLossCellFp32(WithLossCell):
 
 
 def _to_fp32(t):
-    return ops.cast(t, dtypes.float32) if t.dtype == dtypes.float16 else t  # others unchanged
+    # fp16 and bf16 to fp32, others unchanged
+    return ops.cast(t, dtypes.float32) if dtypes.is_low_precision(t.dtype) else t
 
 
 class _OutputTo32(Cell):
@@ -94,8 +107,14 @@ class _OutputTo32(Cell):
         return _to_fp32(out)
 
 
-def _output_to_fp16(cell, inputs, output):
-    return ops.cast(output, dtypes.float16)
+class _OutputTo:
+    """Forward hook casting a normalization cell's float32 output to the network's dtype."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __call__(self, cell, inputs, output):
+        return ops.cast(output, self.dtype)
 
 
 def _normalization_cells(network):
@@ -105,15 +124,15 @@ def _normalization_cells(network):
     return [cell for _, cell in network.cells_and_names() if isinstance(cell, kinds)]
 
 
-def _compute_in_fp16(network, keep_normalization_fp32):
-    """``network.to_float(float16)``; with ``keep_normalization_fp32`` its BatchNorm and LayerNorm
-    cells compute in float32 (their own Parameters cast back to float32) and cast their output
-    to float16. Returns those cells."""
-    network.to_float(dtypes.float16)
+def _compute_in_low(network, keep_normalization_fp32, dtype):
+    """``network.to_float(dtype)`` (float16 or bfloat16); with ``keep_normalization_fp32`` its
+    BatchNorm and LayerNorm cells compute in float32 (their own Parameters cast back to float32)
+    and cast their output to ``dtype``. Returns those cells."""
+    network.to_float(dtype)
     norms = _normalization_cells(network) if keep_normalization_fp32 else []
     for cell in norms:
         cell.to_float(dtypes.float32)
-        cell.register_forward_hook(_output_to_fp16)
+        cell.register_forward_hook(_OutputTo(dtype))
     return norms
 
 
@@ -123,20 +142,21 @@ def _check_cell(name, value, owner):
 
 
 def cast_network(network, cast_model_type, keep_batchnorm_fp32):
-    """Cast ``network`` in place: fp16 compute and parameters; normalization cells kept fp32 (with
-    their output cast back to fp16) when ``keep_batchnorm_fp32``. Returns ``network``.
+    """Cast ``network`` in place: fp16 (or bf16) compute and parameters; normalization cells kept
+    fp32 (with their output cast back to the low dtype) when ``keep_batchnorm_fp32``. A
+    ``cast_model_type`` of float32 leaves the network as it is. Returns ``network``.
 
     Raises:
-        TypeError: ``network`` is not a Cell, ``cast_model_type`` not float16/float32 or
+        TypeError: ``network`` is not a Cell, ``cast_model_type`` not float16/bfloat16/float32 or
             ``keep_batchnorm_fp32`` not a bool; nothing is cast then.
     """
     _check_cell("network", network, "cast_network")
     cast_model_type = _cast_model_type(cast_model_type, "cast_network")
     check_bool("keep_batchnorm_fp32", keep_batchnorm_fp32, owner="cast_network")
-    if cast_model_type != dtypes.float16:
+    if not dtypes.is_low_precision(cast_model_type):
         return network
-    norms = _compute_in_fp16(network, keep_batchnorm_fp32)
-    network.cast_parameters(dtypes.float16)
+    norms = _compute_in_low(network, keep_batchnorm_fp32, cast_model_type)
+    network.cast_parameters(cast_model_type)
     for cell in norms:
         cell.cast_parameters(dtypes.float32)
     return network
@@ -147,11 +167,11 @@ def auto_mixed_precision(network, amp_level="O0", dtype=dtypes.float16):
     ``amp.auto_mixed_precision``).
 
     * "O0": ``network`` unchanged.
-    * "O1": ``network``'s every call runs under ``amp.autocast`` (matmul, dense and conv in
-      fp16; softmax, log, sums, norms and losses in fp32).
-    * "O2": ``network.to_float(float16)`` with BatchNorm and LayerNorm computing in float32
-      (their output cast back to float16).
-    * "O3": ``network.to_float(float16)``, every cell.
+    * "O1": ``network``'s every call runs under ``amp.autocast(dtype=dtype)`` (matmul, dense and
+      conv in ``dtype``; softmax, log, sums, norms and losses in fp32).
+    * "O2": ``network.to_float(dtype)`` with BatchNorm and LayerNorm computing in float32
+      (their output cast back to ``dtype``).
+    * "O3": ``network.to_float(dtype)``, every cell.
 
     The Parameters stay float32 (``to_float`` casts them where they are read), so an optimizer
     built on ``network.trainable_params()`` before or after is a plain fp32 one. For O1-O3 the
@@ -164,38 +184,48 @@ def auto_mixed_precision(network, amp_level="O0", dtype=dtypes.float16):
     Args:
         network: a Cell.
         amp_level: "O0" (default), "O1", "O2" or "O3".
-        dtype: the low-precision dtype; float16 (default) only.
+        dtype: the low-precision dtype: float16 (default) or ``minigrad.bfloat16`` (MindSpore
+            2.x's ``dtype``, which takes ``mstype.float16`` or ``mstype.bfloat16``).
 
     Raises:
         TypeError: ``network`` is not a Cell, or ``amp_level`` not a str.
-        ValueError: an unknown ``amp_level``, or a ``dtype`` other than float16. Nothing is
-            changed then.
+        ValueError: an unknown ``amp_level``, or a ``dtype`` other than float16 or bfloat16.
+            Nothing is changed then.
     """
     owner = "auto_mixed_precision"
     _check_cell("network", network, owner)
     check_in("amp_level", amp_level, LEVELS, owner=owner)
-    try:
-        low = dtypes.as_dtype(dtype, "dtype")
-    except TypeError:
-        low = None
-    check_relation("dtype", dtype, low == dtypes.float16, "float16", owner=owner)
+    low = _low_dtype(dtype, owner)
     if amp_level == "O0":
         return network
     if amp_level == "O1":
-        _apply_autocast(network)
+        _apply_autocast(network, low)
     else:
-        _compute_in_fp16(network, keep_normalization_fp32=amp_level == "O2")
+        _compute_in_low(network, amp_level == "O2", low)
     return _OutputTo32(network)
 
 
+def _low_dtype(value, owner):
+    """float16 or bfloat16 (a dtype, type or name), else ValueError naming ``dtype``."""
+    try:
+        low = dtypes.as_dtype(value, "dtype", owner=owner)
+    except (TypeError, ValueError):
+        low = None
+    check_relation("dtype", value, low is not None and dtypes.is_low_precision(low),
+                   "float16 or bfloat16", owner=owner)
+    return low
+
+
 def _cast_model_type(value, owner):
-    """float16 or float32 (a dtype, type or name), else TypeError (MindSpore's check_type_name)."""
+    """float16, bfloat16 or float32 (a dtype, type or name), else TypeError (MindSpore's
+    check_type_name)."""
     try:
         dtype = None if value is None else dtypes.as_dtype(value, "cast_model_type")
-    except TypeError:
+    except (TypeError, ValueError):
         dtype = None
-    if dtype not in (dtypes.float16, dtypes.float32):
-        raise TypeError(f"{owner}: 'cast_model_type' must be float16 or float32, but got {value!r}")
+    if dtype is None or not (dtypes.is_low_precision(dtype) or dtype == dtypes.float32):
+        raise TypeError(f"{owner}: 'cast_model_type' must be float16, bfloat16 or float32, but "
+                        f"got {value!r}")
     return dtype
 
 
@@ -210,7 +240,10 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         boost_level: accepted for MindSpore compatibility; only "O0".
 
     Other Parameters:
-        cast_model_type: float16 or float32, overriding the level's default.
+        dtype: the level's low-precision dtype, float16 (default) or ``minigrad.bfloat16``:
+            O1's autocast dtype and O2/O3's ``cast_model_type``; with bfloat16, O2 has no loss
+            scale by default (see the module docstring).
+        cast_model_type: float16, bfloat16 or float32, overriding the level's default.
         keep_batchnorm_fp32: a bool, overriding the level's default.
         loss_scale_manager: a ``LossScaleManager`` or None, overriding the level's default.
 
@@ -220,12 +253,13 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
         sens=loss_scale)``; in training mode.
 
     Raises:
-        TypeError: for a non-str level, a cast_model_type other than float16/float32, a
+        TypeError: for a non-str level, a cast_model_type other than float16/bfloat16/float32, a
             non-bool keep_batchnorm_fp32, a loss_scale_manager that is not a LossScaleManager, a
             network that is not a Cell, a loss_fn that is not a callable instance, or an optimizer
             that cannot run a step.
-        ValueError: for an unknown level or keyword argument, or an optimizer that holds none
-            of the network's parameters (made for another network).
+        ValueError: for an unknown level or keyword argument, a ``dtype`` other than float16 or
+            bfloat16, or an optimizer that holds none of the network's parameters (made for
+            another network).
 
     Everything is checked before the network is cast in place: a refused build leaves the
     network, the optimizer and the manager as they were.
@@ -236,11 +270,12 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     if boost_level != "O0":
         raise ValueError("build_train_network: only boost_level 'O0' is supported, but got "
                          f"{boost_level!r}")
-    config = _level_config(level)
+    low = _low_dtype(kwargs.pop("dtype", dtypes.float16), "build_train_network")
+    config = _level_config(level, low)
     for key, value in kwargs.items():
         if key not in config:
             raise ValueError(f"build_train_network: unsupported argument {key!r}; expected one of "
-                             f"{sorted(config)}")
+                             f"{sorted(config) + ['dtype']}")
         config[key] = value
     manager = config["loss_scale_manager"]
     if manager is not None and not isinstance(manager, LossScaleManager):
@@ -257,11 +292,11 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     check_optimizer(optimizer)
     check_optimizer_owns(network, optimizer, "build_train_network")
 
-    if level == "O1" and cast_type != dtypes.float16:
-        _apply_autocast(network)
+    if level == "O1" and not dtypes.is_low_precision(cast_type):
+        _apply_autocast(network, low)
     cast_network(network, cast_type, config["keep_batchnorm_fp32"])
     if loss_fn is not None:
-        network = (_WithLossCellFp32(network, loss_fn) if cast_type == dtypes.float16
+        network = (_WithLossCellFp32(network, loss_fn) if dtypes.is_low_precision(cast_type)
                    else WithLossCell(network, loss_fn))
 
     loss_scale = 1.0

@@ -26,7 +26,9 @@ data parallel, an all-reduce: one rank's inf makes every rank skip).
 
 fp16 gradients are unscaled into new float32 arrays: ``g * S`` fits fp16, but the true ``g`` is
 often below fp16's smallest subnormal (6e-8), so unscaling in fp16 would flush it to zero and
-undo the point of loss scaling. fp32/fp64 gradients are unscaled in place.
+undo the point of loss scaling. fp32/fp64 gradients are unscaled in place. bfloat16 gradients
+(a loss scale forced on a bf16 network) have no kernel: ``OverflowStatus`` checks and unscales
+their float32 copies, which it returns.
 
 Accepted arrays: Tensors or NumPy/CuPy arrays of float16 or float32 (raw CUDA kernels on GPU,
 the same kernels compiled for the CPU, or NumPy when no compiler is present) and float64
@@ -39,7 +41,7 @@ import ctypes
 import numpy
 
 import minigrad.tensor as _tensor
-from minigrad import _native, backend, communication
+from minigrad import _fp16_host, _native, backend, communication
 from minigrad import dtype as dtypes
 from minigrad.amp._status_buffer import (  # the checked functions, documented above
     STATUS_SHAPE,
@@ -57,6 +59,15 @@ from minigrad.amp._status_launch import HOST_PARALLEL_MIN, host_chunk
 from minigrad.communication import parallel_context
 
 STATUS_SIZE = STATUS_SHAPE[0]
+_BF16 = frozenset(d for d in dtypes.LOW_PRECISION if d != dtypes.float16)  # empty w/o ml_dtypes
+
+
+def _widen_bf16(arrays):
+    """``arrays`` (a list; None kept) with every bfloat16 array replaced by its float32 copy:
+    the check kernels read float16, float32 and float64 only."""
+    if _BF16 and any(a is not None and a.dtype in _BF16 for a in arrays):
+        return [_fp16_host.widen(a) if a is not None and a.dtype in _BF16 else a for a in arrays]
+    return arrays
 _HOST_TABLES_KEPT = 64
 _FP32 = numpy.dtype(numpy.float32)
 _FP16 = numpy.dtype(numpy.float16)
@@ -156,7 +167,7 @@ class OverflowStatus:
         scale below 1, ``1/scale > 1`` can turn a finite gradient into inf, so the results are
         then checked again (one more pass, only for such scales).
         """
-        arrays = list(arrays)
+        arrays = _widen_bf16(list(arrays))
         inv = 1.0 / float(scale)  # as inverse(scale): the host launch rounds it to float32
         if not self._lean(arrays, inv):
             arrays = self._unscale_checked(arrays, numpy.float32(inv))
@@ -190,7 +201,7 @@ class OverflowStatus:
     def check(self, arrays):
         """Check the arrays (None skipped) that this status has not seen yet."""
         seen = {id(a) for group in self._seen for a in group}
-        fresh = [a for a in arrays if a is not None and id(a) not in seen]
+        fresh = _widen_bf16([a for a in arrays if a is not None and id(a) not in seen])
         if fresh and not self._lean(fresh, None):
             check_overflow(self._status(fresh[0]), *fresh)
             self._seen.append(tuple(fresh))

@@ -33,6 +33,7 @@ spelling, with a ``forward`` without ``ctx``).
 """
 import inspect
 
+from minigrad import dtype as dtypes
 from minigrad._config import config, no_grad, using_config
 from minigrad.autograd.function import Function
 from minigrad.tensor import Tensor, make
@@ -179,7 +180,7 @@ def apply(cls, *args, **kwargs):
     wrapped, k = [], 0
     for o in items:
         if isinstance(o, Tensor):
-            constant = o.dtype.kind != "f" or any(o is m for m in ctx._non_differentiable)
+            constant = not dtypes.is_float(o.dtype) or any(o is m for m in ctx._non_differentiable)
             wrapped.append(make(o.data, None if constant else node, k))
             k += 1
         else:

@@ -45,15 +45,22 @@ losses) take fp16 inputs in float32; unlabelled ops (None) run in their inputs' 
 are ``autocast_inputs``, which the ops install (it records ``ops.cast`` nodes, so gradients
 return in the inputs' dtypes). A class defined with another label raises ValueError. Backward
 ops recorded by ``create_graph`` run without autocast, in the dtypes of the forward.
+
+FP8: the FP8 formats (``minigrad.dtype.FP8``) are storage formats. Only the ops that move or
+rearrange elements without computing on them (cast, device moves, reshape, transpose, broadcast,
+indexing, concatenation, stacking, splitting) set ``storage = True`` and take FP8 inputs; every
+other op raises a TypeError naming itself and the dtype (``dtype.check_compute``).
 """
 import inspect
 
+from minigrad import dtype as dtypes
 from minigrad._config import config, using_config
 from minigrad._fp16_host import store
 from minigrad.tensor import Tensor, make
 
 AUTOCAST_LABELS = (None, "low", "fp32")  # a Function's ``autocast`` label (module docstring)
 OUTPUT = "output"  # a ``saves`` role: the attribute holds the op's output (module docstring)
+_FP8 = frozenset(dtypes.FP8)  # empty without ml_dtypes
 
 
 class Edge:
@@ -89,6 +96,7 @@ class Function:
     saves = None  # {attribute: input position, OUTPUT or fn(node)}; None: backward on arrays only
     autocast = None  # None, "low" or "fp32": the op's autocast label (module docstring)
     autocast_inputs = None  # (label, inputs) -> inputs cast for autocast; installed by the ops
+    storage = False  # True: the op only moves elements, so it takes FP8 inputs (module docstring)
     kept_inputs = None  # positions of the input Tensors a node keeps (None: all); from ``saves``
 
     def __init_subclass__(cls, **kwargs):
@@ -112,6 +120,10 @@ class Function:
         """Run the op on tensors; return a Tensor (or a tuple of them for several outputs)."""
         if cls.autocast is not None and config.autocast_dtype is not None:
             inputs = Function.autocast_inputs(cls.autocast, inputs)
+        if _FP8 and not cls.storage:
+            for t in inputs:
+                if t.data.dtype in _FP8:
+                    dtypes.check_compute(t.data.dtype, cls.__name__)
         fn = cls()
         out = fn.forward(*[t.data for t in inputs], **kwargs)
         record = None

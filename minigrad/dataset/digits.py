@@ -43,8 +43,8 @@ def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
         raise ValueError(f"split must lie in (0, 1), got {split!r}")
     dtype = dtypes.as_dtype(dtype)
     if dtype not in dtypes.FLOATS:
-        raise TypeError(f"dtype must be a float dtype (float16, float32 or float64): the pixels "
-                        f"are scaled to [0, 1]; got {dtype}")
+        raise TypeError(f"dtype must be a float dtype (float16, bfloat16, float32 or float64): the "
+                        f"pixels are scaled to [0, 1]; got {dtype}")
     pixels, labels = _read_digits()
     x = (pixels / 16.0).astype(dtype)
     y = labels.astype(numpy.int32)

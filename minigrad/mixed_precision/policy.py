@@ -5,9 +5,11 @@ A policy governs layers, as in Keras, never plain tensor arithmetic. Every Cell 
 ``set_global_policy`` has set ``"mixed_float16"`` (or ``"float16"``) computes in the policy's
 compute dtype, as ``Cell.to_float`` makes it: its floating inputs and its own Parameters are cast
 to float16 when it is called. Its Parameters are kept in the variable dtype (float32 for
-``"mixed_float16"``, float16 for ``"float16"``). Losses and the training wrappers are not
-layers: they take no policy (a loss computes in float32 anyway). ``"float32"``, the default,
-leaves the cells created under it as plain cells. Tensors themselves are untouched: under
+``"mixed_float16"``, float16 for ``"float16"``). ``"mixed_bfloat16"`` and ``"bfloat16"`` are
+the same with bfloat16 (the ``minigrad[lowp]`` extra), and have no loss scale by default.
+Losses and the training wrappers are not layers: they take no policy (a loss computes in float32
+anyway). ``"float32"``, the default, leaves the cells created under it as plain cells. Tensors
+themselves are untouched: under
 ``"mixed_float16"``, ``Tensor(256.0, float16) ** 2`` is inf, as in TensorFlow::
 
     mixed_precision.set_global_policy("mixed_float16")
@@ -19,23 +21,28 @@ leaves the cells created under it as plain cells. Tensors themselves are untouch
 ``DynamicLossScale()`` by default) with loss scaling, as Keras's ``fit`` wraps the optimizer in a
 ``LossScaleOptimizer``. TF 2.1-2.3's ``Policy(name, loss_scale=...)`` chooses that loss scale.
 """
+from minigrad import dtype as dtypes
 from minigrad._config import config
 from minigrad.mixed_precision.loss_scale import get
 
-# name -> (compute dtype, variable dtype); Keras's names. "mixed_bfloat16" has no NumPy type.
+# name -> (compute dtype, variable dtype); Keras's names. The bfloat16 ones need ml_dtypes.
 _POLICIES = {"float32": ("float32", "float32"), "mixed_float16": ("float16", "float32"),
-             "float16": ("float16", "float16")}
+             "float16": ("float16", "float16"), "mixed_bfloat16": ("bfloat16", "float32"),
+             "bfloat16": ("bfloat16", "bfloat16")}
 
 
 class Policy:
-    """A dtype policy: ``Policy("mixed_float16")``, ``Policy("float32")`` or ``Policy("float16")``.
+    """A dtype policy: ``Policy("mixed_float16")``, ``Policy("mixed_bfloat16")``,
+    ``Policy("float32")``, ``Policy("float16")`` or ``Policy("bfloat16")``.
 
     Args:
         name: the policy's name.
         loss_scale: TF 2.1-2.3's argument: the loss scale ``Model`` training uses for networks
             built under this policy; anything ``mixed_precision.get`` accepts (an int or float:
             a ``FixedLossScale``, ``"dynamic"``, a ``LossScale``, None: no loss scaling).
-            Default "auto": ``DynamicLossScale()`` for ``"mixed_float16"``, None otherwise.
+            Default "auto": ``DynamicLossScale()`` for ``"mixed_float16"``, None otherwise
+            (``"mixed_bfloat16"`` needs none: bfloat16 has float32's exponent range, as Keras
+            says).
 
     Attributes:
         name: the policy's name.
@@ -44,8 +51,9 @@ class Policy:
         loss_scale: the ``LossScale`` or None.
 
     Raises:
-        TypeError: ``name`` is not a str. ValueError: an unknown name (``"mixed_bfloat16"``
-            included: NumPy has no bfloat16), or a ``loss_scale`` ``get`` refuses.
+        TypeError: ``name`` is not a str. ValueError: an unknown name, or a ``loss_scale``
+            ``get`` refuses. ImportError: a bfloat16 policy without ml_dtypes
+            (``pip install 'minigrad[lowp]'``).
     """
 
     def __init__(self, name, loss_scale="auto"):
@@ -55,6 +63,8 @@ class Policy:
         if name not in _POLICIES:
             raise ValueError(f"Policy: cannot convert value {name!r} to a mixed precision Policy; "
                              f"expected one of {sorted(_POLICIES)}")
+        if "bfloat16" in name:
+            dtypes.as_dtype("bfloat16", "name", owner="Policy")  # ImportError without ml_dtypes
         self.name = name
         self.compute_dtype, self.variable_dtype = _POLICIES[name]
         self._default_loss_scale = isinstance(loss_scale, str) and loss_scale == "auto"

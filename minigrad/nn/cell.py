@@ -48,7 +48,7 @@ def narrow_float64(inputs, parameters):
     """Float64 inputs cast to the compute dtype: the widest floating dtype of ``parameters`` (a
     cell's), when that is narrower (float32 for an fp32 network). Without floating parameters,
     or with float64 ones, the inputs are returned as they are."""
-    kinds = {p.dtype for p in parameters if p.dtype.kind == "f"}
+    kinds = {p.dtype for p in parameters if dtypes.is_float(p.dtype)}
     if not kinds or dtypes.float64 in kinds:
         return inputs
     return cast_floats(inputs, max(kinds, key=lambda d: d.itemsize))
@@ -69,7 +69,7 @@ def check_tensor(owner, name, value):
 def cast_floats(inputs, dtype):
     """``inputs`` with each floating Tensor of another dtype cast to ``dtype`` (``to_float``)."""
     return tuple(ops.cast(x, dtype)
-                 if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != dtype else x
+                 if isinstance(x, Tensor) and dtypes.is_float(x.dtype) and x.dtype != dtype else x
                  for x in inputs)
 
 
@@ -82,7 +82,7 @@ def cast_own_parameters(cell, dtype):
     attributes = cell.__dict__
     swapped = {}
     for name, param in cell._params.items():
-        if (param.dtype != dtype and param.dtype.kind == "f" and name not in cell._fp32_params
+        if (param.dtype != dtype and dtypes.is_float(param.dtype) and name not in cell._fp32_params
                 and attributes.get(name) is param):  # not already cast by an enclosing call
             swapped[name] = param
             attributes[name] = ops.cast(param, dtype)
@@ -98,7 +98,8 @@ def _float_dtype(dtype, method):
     """``dtype`` as a floating ``numpy.dtype``, else TypeError naming the method."""
     dtype = dtypes.as_dtype(dtype)
     if dtype not in dtypes.FLOATS:
-        raise TypeError(f"{method}(dtype) needs float16, float32 or float64, got {dtype}")
+        raise TypeError(f"{method}(dtype) needs float16, bfloat16, float32 or float64, got "
+                        f"{dtype}")
     return dtype
 
 
@@ -216,7 +217,7 @@ class Cell(CellTree):
             if value.name is None:
                 value.name = d["_scope"] + name  # the path, also when this cell is attached already
             policy = d["_dtype_policy"]
-            if (policy is not None and value.dtype.kind == "f"
+            if (policy is not None and dtypes.is_float(value.dtype)
                     and value.dtype != policy.variable_dtype):  # Keras's variable dtype
                 value.data = value.data.astype(policy.variable_dtype)
             d["_params"][name] = value
@@ -347,7 +348,7 @@ class Cell(CellTree):
         network with fp32 master weights in the optimizer).
 
         Raises:
-            TypeError: if ``dtype`` is not float16, float32 or float64.
+            TypeError: if ``dtype`` is not float16, bfloat16, float32 or float64.
         """
         dtype = _float_dtype(dtype, "to_float")
         for _, cell in self.cells_and_names():
@@ -361,12 +362,14 @@ class Cell(CellTree):
         float32. Gradients already stored in ``.grad`` are dropped.
 
         Raises:
-            TypeError: if ``dtype`` is not float16, float32 or float64 (nothing is cast then).
+            TypeError: if ``dtype`` is not float16, bfloat16, float32 or float64 (nothing is cast
+                then).
         """
         dtype = _float_dtype(dtype, "cast_parameters")
         for _, cell in self.cells_and_names():
             for name, param in cell._params.items():
-                if name in cell._fp32_params or param.dtype.kind != "f" or param.dtype == dtype:
+                if (name in cell._fp32_params or not dtypes.is_float(param.dtype)
+                        or param.dtype == dtype):
                     continue
                 param.data = param.data.astype(dtype)
                 param.grad = None

@@ -23,13 +23,13 @@ def unbroadcast(grad, shape):
 
 
 def sum_acc(x, axis, keepdims):
-    """Sum with fp32 accumulation for fp16, returned in ``x``'s dtype.
+    """Sum with fp32 accumulation for fp16 and bf16, returned in ``x``'s dtype.
 
     fp16 is widened first (``convert``): NumPy's ``sum(dtype=float32)`` of fp16 casts element by
     element in its buffered loop, several times slower than a conversion and an fp32 sum.
     """
-    if x.dtype == dtypes.float16:
-        return convert(convert(x, dtypes.float32).sum(axis=axis, keepdims=keepdims), dtypes.float16)
+    if dtypes.is_low_precision(x.dtype):
+        return convert(convert(x, dtypes.float32).sum(axis=axis, keepdims=keepdims), x.dtype)
     return x.sum(axis=axis, keepdims=keepdims)
 
 

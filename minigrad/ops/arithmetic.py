@@ -73,6 +73,8 @@ def binary_operands(a, b, names=("a", "b")):
         raise ValueError(f"operands are on different devices: {a.device} (shape {a.shape}) and "
                          f"{b.device} (shape {b.shape}); move one with Tensor.to(device)")
     if a.data.dtype != b.data.dtype:
+        for t in (a, b):  # no silent promotion of an FP8 tensor
+            dtypes.check_compute(t.data.dtype, "elementwise arithmetic")
         common = dtypes.promote_types(a.data.dtype, b.data.dtype)
         a, b = cast(a, common), cast(b, common)
     return a, b
@@ -91,7 +93,7 @@ def check_same_float_dtype(op, named):
     says."""
     if config.autocast_dtype is not None:
         return
-    floats = [(name, t) for name, t in named if isinstance(t, Tensor) and t.dtype.kind == "f"]
+    floats = [(name, t) for name, t in named if isinstance(t, Tensor) and dtypes.is_float(t.dtype)]
     for name, t in floats[1:]:
         if t.dtype != floats[0][1].dtype:
             first, dtype = floats[0][0], floats[0][1].dtype
@@ -106,13 +108,14 @@ def float_tensor(value, op, name="x"):
 
     Raises:
         TypeError: naming ``op`` and ``name``, for a value that is not a number or an array, or
-            whose tensor is not float16, float32 or float64 (ints and bools: the ops that need
-            this are not defined on them, as in PyTorch).
+            whose tensor is not float16, bfloat16, float32 or float64 (ints and bools: the ops
+            that need this are not defined on them, as in PyTorch; FP8: a storage format).
     """
     t = as_tensor(value, name=name)
-    if t.data.dtype.kind != "f":
-        check_relation(name, value, False, f"a float Tensor or array (float16, float32 or "
-                                           f"float64), not {t.data.dtype}", error=TypeError,
+    if not dtypes.is_float(t.data.dtype):
+        dtypes.check_compute(t.data.dtype, op)
+        check_relation(name, value, False, f"a float Tensor or array (float16, bfloat16, float32 "
+                                           f"or float64), not {t.data.dtype}", error=TypeError,
                        owner=op)
     return t
 
@@ -126,9 +129,9 @@ def _arith(op, a, b):
     the double rounding of +, -, ×, ÷ to be harmless. (Of two NaN operands, either payload may
     come through, as IEEE allows.) Small operands keep the plain op.
     """
-    if (a.dtype == dtypes.float16 and type(a) is numpy.ndarray and type(b) is numpy.ndarray
-            and max(a.size, b.size) >= MIN_SIZE):
-        return convert(op(convert(a, dtypes.float32), convert(b, dtypes.float32)), dtypes.float16)
+    if (dtypes.is_low_precision(a.dtype) and type(a) is numpy.ndarray
+            and type(b) is numpy.ndarray and max(a.size, b.size) >= MIN_SIZE):
+        return convert(op(convert(a, dtypes.float32), convert(b, dtypes.float32)), a.dtype)
     return op(a, b)
 
 
@@ -186,8 +189,8 @@ def _product_grad(g, other, shape):
     """unbroadcast(g * other, shape). A broadcast fp16 operand's gradient sums the fp32 products
     and rounds the sum once (rounding each product first rounds twice, and turns products beyond
     65504 that cancel in the sum into inf - inf = NaN); otherwise the one rounded product."""
-    if g.dtype == dtypes.float16 and g.shape != shape:
-        return convert(unbroadcast(widen(g) * widen(other), shape), dtypes.float16)
+    if dtypes.is_low_precision(g.dtype) and g.shape != shape:
+        return convert(unbroadcast(widen(g) * widen(other), shape), g.dtype)
     return unbroadcast(_arith(operator.mul, g, other), shape)
 
 
@@ -200,15 +203,16 @@ class Div(_Binary):
         return _arith(operator.truediv, a, b)
 
     def backward(self, g):
-        if g.dtype == dtypes.float16:
+        if dtypes.is_low_precision(g.dtype):
             # in fp32 on the widened values, each gradient rounded once (after any broadcast
             # sum): g / b rounded to fp16 first overflowed where -g·a/b² is finite
             sa, sb = self.shapes
+            dtype = g.dtype
             ga = widen(g) / widen(self.b)
             gb = None
             if self.needs_grad[1]:
-                gb = convert(unbroadcast(-ga * widen(self.a) / widen(self.b), sb), dtypes.float16)
-            return convert(unbroadcast(ga, sa), dtypes.float16), gb
+                gb = convert(unbroadcast(-ga * widen(self.a) / widen(self.b), sb), dtype)
+            return convert(unbroadcast(ga, sa), dtype), gb
         ga = _arith(operator.truediv, g, self.b)
         gb = None
         if self.needs_grad[1]:
@@ -235,7 +239,7 @@ class Pow(_Binary):
     def backward(self, g):
         dtype = g.dtype
         a, b, out = self.a, self.b, self.out
-        if dtype == dtypes.float16:
+        if dtypes.is_low_precision(dtype):
             g, a, b = widen(g), widen(a), widen(b)
             out = a ** b
         ga = None
@@ -245,7 +249,7 @@ class Pow(_Binary):
         if self.needs_grad[1]:
             gb = g * out * log(where(a > 0, a, 1))
         ga, gb = self.reduce(ga, gb)
-        if dtype == dtypes.float16:
+        if dtypes.is_low_precision(dtype):
             ga, gb = (None if v is None else convert(v, dtype) for v in (ga, gb))
         return ga, gb
 
@@ -278,6 +282,7 @@ def _split_by(g, first, tie):
 
 class Cast(Function):
     """out = a.astype(dtype); the gradient is cast back to a's dtype."""
+    storage = True
     saves = {}
 
     def forward(self, a, dtype):
@@ -290,6 +295,7 @@ class Cast(Function):
 
 class ToDevice(Function):
     """Move between NumPy and CuPy; the gradient moves back."""
+    storage = True
     saves = {}
 
     def forward(self, a, device):
@@ -320,7 +326,8 @@ def mul(a, b):
 def div(a, b):
     """Elementwise a / b with broadcasting (true division)."""
     a, b = binary_operands(a, b)
-    if a.data.dtype.kind != "f":
+    if not dtypes.is_float(a.data.dtype):
+        dtypes.check_compute(a.data.dtype, "div")
         a, b = cast(a, dtypes.float32), cast(b, dtypes.float32)
     return Div.apply(a, b)
 

@@ -216,7 +216,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     mask = None if attn_mask is None else as_tensor(attn_mask, name="attn_mask")
     if mask is not None:
         check_relation("attn_mask.dtype", mask.dtype, mask.dtype == dtypes.bool_
-                       or mask.dtype.kind == "f", "bool or a float dtype", error=TypeError,
+                       or dtypes.is_float(mask.dtype), "bool or a float dtype", error=TypeError,
                        owner=owner)
     dropout_p = check_float("dropout_p", dropout_p, low=0.0, high=1.0, high_open=True, owner=owner)
     is_causal = check_bool("is_causal", is_causal, owner=owner)

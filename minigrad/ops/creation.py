@@ -113,7 +113,7 @@ class Square(Function):
         return x * x
 
     def backward(self, g):
-        if g.dtype == dtypes.float16:
+        if dtypes.is_low_precision(g.dtype):
             # in fp32, rounded once: 2·x overflows fp16 for |x| > 32752 where 2·x·g may not
             return convert(widen(g) * (2 * widen(self.x)), g.dtype)
         return g * (2 * self.x)

@@ -17,6 +17,7 @@ from minigrad._checks import check_type
 
 class Concat(Function):
     """out = [x₀, x₁, ...] joined along axis;  dxᵢ = the slice of g that xᵢ filled."""
+    storage = True
     saves = {}
 
     def forward(self, *arrays, axis):
@@ -30,6 +31,7 @@ class Concat(Function):
 
 class Stack(Function):
     """out = [x₀, x₁, ...] stacked along a new axis;  dxᵢ = g taken at index i of that axis."""
+    storage = True
     saves = {}
 
     def forward(self, *arrays, axis):
@@ -46,6 +48,7 @@ class Stack(Function):
 class Split(Function):
     """out = the pieces of x along axis;  dx = the piece gradients joined (zeros for unused
     pieces)."""
+    storage = True
     saves = {}
 
     def forward(self, x, bounds, axis):

@@ -19,8 +19,8 @@ from minigrad.tensor import Tensor
 
 
 def _via_f32(fn, x):
-    if x.dtype == dtypes.float16:
-        return convert(fn(convert(x, dtypes.float32)), dtypes.float16)
+    if dtypes.is_low_precision(x.dtype):
+        return convert(fn(convert(x, dtypes.float32)), x.dtype)
     return fn(x)
 
 
@@ -122,35 +122,43 @@ class Sigmoid(Function):
         return g * self.out * (1 - self.out)
 
 
+# the 16-bit floats whose ReLU runs on bit patterns: the bits of +inf (sign 0, exponent all ones)
+_INF_BITS = {dtypes.float16: 0x7C00}
+if dtypes.HAS_LOWP:
+    _INF_BITS[dtypes.bfloat16] = 0x7F80
+
+
 class ReLU(Function):
     """out = max(x, 0);  dx = g where x > 0, else 0.
 
-    fp16 runs on the int16 bit patterns (exact, and fast: NumPy's fp16 arithmetic and compares
-    are slow): x > 0 is ``0 < bits <= 0x7C00``; NaNs of either sign pass through unchanged.
-    On the host each direction is one native pass (``_fp16_host.relu_half``), same bits.
+    fp16 and bf16 run on the int16 bit patterns (exact, and fast: NumPy's fp16 arithmetic and
+    compares, and ml_dtypes' bf16 loops, are slow): x > 0 is ``0 < bits <= inf's bits`` (0x7C00,
+    0x7F80); NaNs of either sign pass through unchanged. On the host each fp16 direction is one
+    native pass (``_fp16_host.relu_half``), same bits.
     """
     saves = {}
 
     def forward(self, x):
         xp = backend.get_array_module(x)
-        if x.dtype == dtypes.float16:
-            native = _fp16_host.relu_half(x)
+        inf_bits = _INF_BITS.get(x.dtype)
+        if inf_bits is not None:
+            native = _fp16_host.relu_half(x) if inf_bits == 0x7C00 else None
             if native is not None:
                 out, self.mask = native
                 return out
             bits = x.view(numpy.int16)
-            self.mask = (bits > 0) & (bits <= 0x7C00)
-            keep = self.mask | ((bits & 0x7FFF) > 0x7C00)
-            return (bits * keep).view(numpy.float16)
+            self.mask = (bits > 0) & (bits <= inf_bits)
+            keep = self.mask | ((bits & 0x7FFF) > inf_bits)
+            return (bits * keep).view(x.dtype)
         self.mask = x > 0
         return xp.maximum(x, x.dtype.type(0))
 
     def backward(self, g):
-        if g.dtype == dtypes.float16 and not isinstance(g, Tensor):  # the bit patterns of arrays
+        if g.dtype in _INF_BITS and not isinstance(g, Tensor):  # the bit patterns of arrays
             native = _fp16_host.relu_half_backward(g, self.mask)
             if native is not None:
                 return native
-            return (g.view(numpy.int16) * self.mask).view(numpy.float16)
+            return (g.view(numpy.int16) * self.mask).view(g.dtype)
         return g * self.mask
 
 
@@ -165,7 +173,8 @@ class Clip(Function):
             self.inside &= x >= lo
         if hi is not None:
             self.inside &= x <= hi
-        return xp.clip(x, lo, hi)
+        # in x's dtype: NumPy 2 promotes a bfloat16 array with float bounds to float32
+        return xp.clip(x, lo, hi).astype(x.dtype, copy=False)
 
     def backward(self, g):
         return g * self.inside

@@ -65,13 +65,13 @@ class Mean(Function):
         self.n = 1
         for a in axes:
             self.n *= x.shape[a]
-        if x.dtype == dtypes.float16:
+        if dtypes.is_low_precision(x.dtype):
             return convert(convert(x, dtypes.float32).mean(axis=axes, keepdims=keepdims), x.dtype)
         return x.mean(axis=axes, keepdims=keepdims).astype(x.dtype, copy=False)
 
     def backward(self, g):
         # divide in fp32 for fp16: n itself may exceed the fp16 range (65504)
-        if g.dtype == dtypes.float16:
+        if dtypes.is_low_precision(g.dtype):
             g = convert(convert(g, dtypes.float32) / self.n, g.dtype)
         else:
             g = g / self.n
@@ -93,7 +93,7 @@ class _Extreme(Function):
     def backward(self, g):
         count = self.mask.sum(axis=self.axes, keepdims=True)
         share = _expand(g, self.shape, self.axes, self.keepdims)
-        if g.dtype == dtypes.float16:
+        if dtypes.is_low_precision(g.dtype):
             # divide in fp32 and round once: the count itself may exceed fp16's range (65504)
             share = convert(share, dtypes.float32) * self.mask
             return convert(share / count.astype(dtypes.float32), g.dtype)

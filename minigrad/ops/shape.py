@@ -21,6 +21,7 @@ from minigrad.tensor import Tensor, _unwrap_index
 
 class Reshape(Function):
     """out = x viewed with a new shape;  dx = g reshaped back."""
+    storage = True
     saves = {}
 
     def forward(self, x, shape):
@@ -33,6 +34,7 @@ class Reshape(Function):
 
 class Transpose(Function):
     """out = x with axes permuted;  dx = g with the inverse permutation."""
+    storage = True
     saves = {}
 
     def forward(self, x, axes):
@@ -45,6 +47,7 @@ class Transpose(Function):
 
 class BroadcastTo(Function):
     """out = x broadcast to ``shape``;  dx = g summed over the broadcast axes."""
+    storage = True
     saves = {}
 
     def forward(self, x, shape):
@@ -57,6 +60,7 @@ class BroadcastTo(Function):
 
 class GetItem(Function):
     """out = x[index];  dx = scatter(g, x.shape, index): zeros with g added at index."""
+    storage = True
     saves = {}
 
     def forward(self, x, index):

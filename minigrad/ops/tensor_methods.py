@@ -181,6 +181,7 @@ _METHODS = {
     "to": to,
     "astype": lambda self, dtype: arithmetic.cast(self, dtype),
     "half": _cast_to(dtypes.float16),
+    "bfloat16": _cast_to("bfloat16"),  # an ImportError without ml_dtypes (minigrad[lowp])
     "float": _cast_to(dtypes.float32),
     "int": _cast_to(dtypes.int32),
     "bool": _cast_to(dtypes.bool_),

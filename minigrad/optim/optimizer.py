@@ -310,7 +310,7 @@ class Optimizer:
             if grad is not None:
                 grad = grad.data if isinstance(grad, Tensor) else grad
                 data = param.data
-                if getattr(getattr(grad, "dtype", None), "kind", None) != "f":
+                if not dtypes.is_float(getattr(grad, "dtype", None)):
                     check_relation(_grad_name(param, i), grad, False, "a float Tensor or array",
                                    error=TypeError, owner=owner)
                 if grad.shape != data.shape:
@@ -399,10 +399,10 @@ def _grad_name(param, i):
 
 
 def _divide(grad, inv_scale):
-    """``grad`` with a loss scale divided out: fp16 widened to fp32 first (a new array)."""
+    """``grad`` with a loss scale divided out: fp16 (bf16) widened to fp32 first (a new array)."""
     if inv_scale == 1.0:
         return grad
-    if grad.dtype == dtypes.float16:
+    if dtypes.is_low_precision(grad.dtype):
         grad = convert(grad, dtypes.float32)
         grad *= numpy.float32(inv_scale)
         return grad

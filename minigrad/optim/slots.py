@@ -128,15 +128,16 @@ class ParameterSlots:
         self.parameters = parameters
         self.init_state = init_state
         self.states = [None] * len(parameters)   # dict of arrays per parameter, made lazily
-        self.masters = [None] * len(parameters)  # fp32 copy per fp16 parameter, made lazily
+        self.masters = [None] * len(parameters)  # fp32 copy per fp16/bf16 parameter, lazily
         self._synced = [None] * len(parameters)  # (data, version) each master matches
 
     def weight(self, i):
         """The array an update of parameter ``i`` writes: its own data (fp32, fp64), or its fp32
-        master (fp16), re-read from the parameter if someone else wrote it."""
+        master (fp16, bf16: ``dtype.is_low_precision``), re-read from the parameter if someone
+        else wrote it."""
         param = self.parameters[i]
         data = param.data
-        if data.dtype != dtypes.float16:
+        if not dtypes.is_low_precision(data.dtype):
             return data
         master, synced = self.masters[i], self._synced[i]
         if synced is None or synced[0] is not data or synced[1] != param.version:
@@ -155,10 +156,10 @@ class ParameterSlots:
         return state
 
     def write_back(self, i, weight):
-        """After an update of an fp16 parameter's master ``weight``: round it into the
+        """After an update of an fp16 (bf16) parameter's master ``weight``: round it into the
         parameter (in place) and record that the two match."""
         param = self.parameters[i]
-        convert(weight, dtypes.float16, out=param.data)
+        convert(weight, param.data.dtype, out=param.data)
         self.written(i)
 
     def written(self, i):
@@ -172,7 +173,7 @@ class ParameterSlots:
         for key, param, state, master in zip(keys, self.parameters, self.states, self.masters):
             for name, array in (state or {}).items():
                 yield f"{name}.{key}", numpy.array(backend.as_numpy(array))
-            if master is not None and param.dtype == dtypes.float16:
+            if master is not None and dtypes.is_low_precision(param.dtype):
                 yield f"master.{key}", numpy.array(backend.as_numpy(master))
 
     def checked(self, entries, keys, state_names, owner):
@@ -191,9 +192,11 @@ class ParameterSlots:
             key = f"{slot}.{name}"
             param = self.parameters[index[name]]
             array = numpy.asarray(value.asnumpy() if isinstance(value, Tensor) else value)
-            expected = dtypes.float32 if param.dtype == dtypes.float16 else param.dtype
-            check_relation("state_dict key", key, slot != "master" or param.dtype == _F16,
-                           f"the master of a float16 parameter ({name!r} is {param.dtype})",
+            low = dtypes.is_low_precision(param.dtype)
+            expected = dtypes.float32 if low else param.dtype
+            check_relation("state_dict key", key, slot != "master" or low,
+                           f"the master of a float16 (or bfloat16) parameter ({name!r} is "
+                           f"{param.dtype})",
                            owner=owner)
             check_relation(f"the shape and dtype of state_dict[{key!r}]",
                            (array.shape, array.dtype.name),

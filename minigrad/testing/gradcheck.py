@@ -33,11 +33,15 @@ _TOLERANCES = {
     dtypes.float32: (1e-4, 1e-3),
     dtypes.float64: (1e-6, 1e-5),
 }
+if dtypes.HAS_LOWP:
+    _TOLERANCES[dtypes.bfloat16] = (4e-2, 1e-1)
 DEFAULT_EPS = 1e-3
 
 
 def tolerance(dtype):
-    """``(atol, rtol)`` for checking gradients computed in ``dtype`` (float16, float32 or float64).
+    """``(atol, rtol)`` for checking gradients computed in ``dtype`` (float16, bfloat16, float32
+    or float64). bfloat16 keeps 8 significant bits where float16 keeps 11: its tolerances are
+    eight times float16's absolute one and twice its relative one.
 
     Raises:
         TypeError: for a non-float dtype.
@@ -92,7 +96,7 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
     name = getattr(fn, "__name__", repr(fn))
     rng = numpy.random.RandomState(seed)
     arrays = [_as_array(x, dtype) for x in inputs]
-    diff = [i for i, a in enumerate(arrays) if a.dtype.kind == "f" and i not in skip]
+    diff = [i for i, a in enumerate(arrays) if dtypes.is_float(a.dtype) and i not in skip]
     if not diff:
         raise ValueError(f"check_backward({name}): no float input to differentiate")
     if atol is None or rtol is None:
@@ -161,14 +165,14 @@ def check_double_backward(fn, inputs, grad_outputs=None, grad_grad_inputs=None, 
     name = getattr(fn, "__name__", repr(fn))
     rng = numpy.random.RandomState(seed + 1)  # other draws than check_backward's own
     arrays = [_as_array(x, dtype) for x in inputs]
-    diff = [i for i, a in enumerate(arrays) if a.dtype.kind == "f" and i not in skip]
+    diff = [i for i, a in enumerate(arrays) if dtypes.is_float(a.dtype) and i not in skip]
     with no_grad():
         outs = _outputs(fn(*[Tensor(a) for a in arrays]), name)
     if grad_outputs is None:
         seeds = [rng.standard_normal(o.shape).astype(o.dtype) for o in outs]
     else:
         seeds = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
-    seeded = [j for j, s in enumerate(seeds) if s is not None and outs[j].dtype.kind == "f"]
+    seeded = [j for j, s in enumerate(seeds) if s is not None and dtypes.is_float(outs[j].dtype)]
     n = len(arrays)
 
     def first_derivative(*args):
@@ -210,7 +214,7 @@ def numerical_grad(fn, inputs, grad_outputs, eps=DEFAULT_EPS):
     seeds = [None if s is None else _as_array(s, None).astype(numpy.float64) for s in seeds]
     result = []
     for i, x in enumerate(arrays):
-        if x.dtype.kind != "f":
+        if not dtypes.is_float(x.dtype):
             result.append(None)
             continue
         xp = backend.get_array_module(x)
@@ -247,7 +251,7 @@ def _as_array(x, dtype):
     array = x.data if isinstance(x, Tensor) else x
     xp = backend.get_array_module(array)
     array = xp.asarray(array)
-    if dtype is not None and array.dtype.kind == "f":
+    if dtype is not None and dtypes.is_float(array.dtype):
         array = array.astype(dtypes.as_dtype(dtype))
     return array
 
@@ -281,7 +285,7 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
     roots, seeds, seeds64 = [], [], []
     for o, gy in zip(outs, given):
         xp = backend.get_array_module(o.data)
-        if o.dtype.kind != "f" or not o.requires_grad:
+        if not dtypes.is_float(o.dtype) or not o.requires_grad:
             seeds64.append(None)
             continue
         if gy is None and grad_outputs is None:
@@ -304,7 +308,7 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
 def _directional(fn, arrays, i, v, seeds, eps):
     """Central difference of L along ``v`` for input ``i``, all float inputs in float64."""
     from minigrad.tensor import Tensor
-    x64 = [a.astype(numpy.float64) if a.dtype.kind == "f" else a for a in arrays]
+    x64 = [a.astype(numpy.float64) if dtypes.is_float(a.dtype) else a for a in arrays]
 
     def objective(sign):
         args = list(x64)

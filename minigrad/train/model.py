@@ -37,7 +37,8 @@ from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContex
 from minigrad.train.metrics import Loss, get_metrics
 
 AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
-_AMP_KWARGS = ("loss_scale_manager", "keep_batchnorm_fp32", "boost_config_dict", "acc_level")
+_AMP_KWARGS = ("loss_scale_manager", "keep_batchnorm_fp32", "dtype", "boost_config_dict",
+               "acc_level")
 
 
 class _EvalCell(Cell):
@@ -84,6 +85,9 @@ class Model:
 
     Other Parameters:
         keep_batchnorm_fp32: passed to ``build_train_network`` when given.
+        dtype: the amp level's low-precision dtype, float16 (default) or ``minigrad.bfloat16``,
+            passed to ``build_train_network`` when given (with bfloat16, O2 has no loss scale by
+            default).
 
     A ``network`` created under a Keras dtype policy with a loss scale, or an ``optimizer``
     that is a ``mixed_precision.LossScaleOptimizer``, trains with that loss scale, as Keras's
@@ -146,7 +150,7 @@ class Model:
         self._amp_level = amp_level
         self._loss_scale_manager = loss_scale_manager
         self._metric_fns = get_metrics(metrics)
-        amp_config = {k: v for k, v in kwargs.items() if k == "keep_batchnorm_fp32"}
+        amp_config = {k: v for k, v in kwargs.items() if k in ("keep_batchnorm_fp32", "dtype")}
         if loss_scale_manager is not None:
             amp_config["loss_scale_manager"] = loss_scale_manager
         # the eval network first: its checks run before the train network casts the network

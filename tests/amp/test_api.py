@@ -35,7 +35,7 @@ def test_autocast_decorator_disable_and_errors():
     y, inner = f(_x(), _x((8, 3)))
     assert y.dtype == np.float16 and inner.dtype == np.float32
     assert minigrad._config.config.autocast_dtype is None
-    with pytest.raises(TypeError, match="'dtype' must be float16, but got float64"):
+    with pytest.raises(TypeError, match="'dtype' must be float16 or bfloat16, but got float64"):
         autocast(np.float64)
     with pytest.raises(TypeError, match="'enabled' must be a bool"):
         autocast(enabled="yes")

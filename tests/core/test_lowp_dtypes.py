@@ -6,6 +6,8 @@ import sys
 
 import numpy
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -82,6 +84,21 @@ def test_cast_is_bit_exact_against_ml_dtypes(name, ml, source):
     numpy.testing.assert_array_equal(back.data, expected.astype(numpy.float32))
 
 
+@given(st.lists(st.integers(0, 2 ** 32 - 1), min_size=1, max_size=64))
+def test_cast_of_any_float32_bits_is_ml_dtypes_cast(patterns):
+    """Every float32 bit pattern (NaNs with payloads, infs, subnormals, values between two
+    representable ones) casts to each format as ml_dtypes casts it, and back."""
+    values = numpy.array(patterns, numpy.uint32).view(numpy.float32)
+    for name, ml in LOWP:
+        width = f"u{numpy.dtype(ml).itemsize}"
+        with numpy.errstate(all="ignore"):
+            got, want = Tensor(values).astype(name), values.astype(ml)
+            back = got.astype(minigrad.float32)
+        numpy.testing.assert_array_equal(got.data.view(width), want.view(width))
+        numpy.testing.assert_array_equal(back.data.view(numpy.uint32),
+                                         want.astype(numpy.float32).view(numpy.uint32))
+
+
 def test_cast_round_trip_and_gradient():
     x = Tensor(numpy.array([1.0, 2.5, -3.0], numpy.float32), requires_grad=True)
     y = minigrad.ops.cast(x, minigrad.bfloat16)
@@ -95,6 +112,11 @@ def test_e4m3fn_overflow_is_nan_as_ml_dtypes_casts():
     # the plain cast does not saturate (as ml_dtypes and PyTorch): 1000 has no e4m3fn value
     out = Tensor(numpy.array([1000.0], numpy.float32)).astype(minigrad.float8_e4m3fn)
     assert numpy.isnan(out.data.astype(numpy.float32)).all()
+
+
+def test_bfloat16_method():
+    t = Tensor([1.0, 2.5]).bfloat16()  # MindSpore 2.x's and PyTorch's Tensor.bfloat16()
+    assert t.dtype == mstype.bfloat16 and t.float().dtype == mstype.float32
 
 
 def test_tensor_constructor_takes_the_names():
@@ -164,7 +186,9 @@ from minigrad import dtype as mstype
 assert mstype.FP8 == () and mstype.FLOATS == (mstype.float16, mstype.float32, mstype.float64)
 for use in (lambda: minigrad.bfloat16, lambda: mstype.float8_e5m2,
             lambda: minigrad.Tensor([1.0], dtype="bfloat16"),
-            lambda: minigrad.Tensor([1.0]).astype("float8_e4m3fn")):
+            lambda: minigrad.Tensor([1.0]).astype("float8_e4m3fn"),
+            lambda: minigrad.Tensor([1.0]).bfloat16(),
+            lambda: minigrad.mixed_precision.Policy("mixed_bfloat16")):
     try:
         use()
     except ImportError as error:

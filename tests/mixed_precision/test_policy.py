@@ -75,8 +75,8 @@ def test_policy_loss_scales_of_tf_2_1_to_2_3():
     assert isinstance(Policy("float32", loss_scale="dynamic").loss_scale, DynamicLossScale)
     with pytest.raises(ValueError, match="loss scale identifier"):
         Policy("mixed_float16", loss_scale="static")
-    with pytest.raises(ValueError, match="mixed_bfloat16"):
-        Policy("mixed_bfloat16")
+    with pytest.raises(ValueError, match="mixed_float8"):
+        Policy("mixed_float8")
 
 
 def _digits_parts(policy):

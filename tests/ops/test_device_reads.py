@@ -63,8 +63,20 @@ def test_the_global_norm_of_device_arrays_is_one_read(reads, norm_type):
               numpy.zeros(0, numpy.float32)]
     on_device = [backend.cupy.asarray(a) for a in arrays]
     assert global_norm(on_device, norm_type) == pytest.approx(global_norm(arrays, norm_type))
-    clipped = ops.clip_by_global_norm([Tensor(a) for a in arrays[:2]], 1.0)
-    assert reads.count == 2 and all(t.device == "GPU" for t in clipped)
+    assert reads.count == 1
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3, numpy.inf, numpy.nan], ids=str)
+def test_clipping_device_tensors_reads_nothing_and_matches_the_cpu(reads, scale):
+    arrays = [numpy.array([2.0, -3.0, 0.5], numpy.float32) * numpy.float32(scale),
+              numpy.array([1.0, -1.0, 4.0, 0.25], numpy.float16), numpy.zeros(0, numpy.float32)]
+    with numpy.errstate(invalid="ignore", over="ignore"):
+        cpu = ops.clip_by_global_norm([Tensor(a, device="CPU") for a in arrays], 1.0)
+        gpu = ops.clip_by_global_norm([Tensor(a) for a in arrays], 1.0)
+    assert reads.count == 0 and all(t.device == "GPU" for t in gpu)
+    for a, b in zip(cpu, gpu):
+        assert b.dtype == a.dtype
+        numpy.testing.assert_array_equal(b.asnumpy(), a.asnumpy())
 
 
 def test_a_device_tensor_deep_copies_on_the_device(reads):

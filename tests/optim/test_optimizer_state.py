@@ -102,8 +102,8 @@ def _good_state():
         (
             lambda d: d.update({"master.fc.bias": numpy.zeros(2, numpy.float32)}),
             ValueError,
-            [A + "state_dict key must be the master of a float16 parameter ('fc.bias' is "
-             "float32), got 'master.fc.bias'"],
+            [A + "state_dict key must be the master of a float16 (or bfloat16) parameter "
+             "('fc.bias' is float32), got 'master.fc.bias'"],
         ),
         (
             lambda d: d.update({"master.h": numpy.zeros(2, numpy.float16)}),

@@ -36,8 +36,9 @@ def generate_square_subsequent_mask(size, dtype=dtypes.float32):
     """
     size = check_positive_int("size", size, owner="generate_square_subsequent_mask")
     dtype = dtypes.as_dtype(dtype)
-    check_relation("dtype", dtype, dtype in dtypes.FLOATS, "float16, float32 or float64",
-                   error=TypeError, owner="generate_square_subsequent_mask")
+    check_relation("dtype", dtype, dtype in dtypes.FLOATS,
+                   "float16, bfloat16, float32 or float64", error=TypeError,
+                   owner="generate_square_subsequent_mask")
     return Tensor(_causal(size, size).astype(dtype))
 
 
@@ -50,8 +51,8 @@ def _causal(length, source):
 def _additive(mask, name, owner):
     """``mask`` (a bool or float Tensor, or None) as an additive float Tensor: a bool True (the
     key is masked) becomes -inf, False 0; a float mask is returned as it is."""
-    if mask is None:
-        return None
+    if mask is None or isinstance(mask, Tensor) and dtypes.is_float(mask.dtype):
+        return mask  # (dtype.is_float: ml_dtypes gives bfloat16 the NumPy kind "V")
     check_tensor(owner, name, mask)
     if mask.dtype == dtypes.bool_:
         xp = backend.get_array_module(mask.data)
