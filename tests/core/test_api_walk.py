@@ -98,8 +98,9 @@ ACCEPTED = {
                     {"obj": (frozenset(walk.KINDS), "any picklable value")}),
     "Model": {"eval_indexes": (frozenset({"list", "tuple"}),
                                "[loss, predictions, labels]: positions in eval_network's outputs")},
-    "nn.initializer": {"init": (ANY_REAL | {"huge", "huge_float"},
-                                "a number initialises every element to it (nn.Constant)")},
+    "nn.initializer": {"init": (ANY_REAL | {"huge", "huge_float", "array", "tensor"},
+                                "a number initialises every element to it (nn.Constant); a "
+                                "Tensor or array of the shape is used as is (MindSpore)")},
     "ops.reshape": {"shape": ({"negative"}, "-1 stands for the size reshape infers")},
     "ops.full": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value: any number")},
     "ops.full_like": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
@@ -112,6 +113,19 @@ ACCEPTED = {
 }
 # Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
 ACCEPTED.update({
+    "nn.DistributedGradReducer": {"mean": (frozenset({"bool", "np_bool"}),
+                                           "a flag (None: the context's gradients_mean)")},
+    "nn.DynamicLossScaleUpdateCell": {"scale_factor": (frozenset({"float", "np_float", "huge",
+                                                                  "huge_float"}),
+                                                       "a growth factor > 1, any real (the one "
+                                                       "ScaleCore's rule)")},
+    "nn.TrainOneStepWithLossScaleCell": {"scale_sense": (frozenset({"tensor"}),
+                                                         "MindSpore's scale_sense: an update "
+                                                         "Cell or a Tensor of shape () or (1,)")},
+    **dict.fromkeys(("nn.HeNormal", "nn.HeUniform"),
+                    {"negative_slope": (frozenset({"negative", "negative_float"}),
+                                        "the slope of a leaky ReLU, any real (the gain squares "
+                                        "it; PyTorch's kaiming_uniform_ takes any a)")}),
     "load_checkpoint": {"filter_prefix": (frozenset({"str", "str_number", "list", "tuple"}),
                                           "MindSpore's filter_prefix: a str or a list/tuple of "
                                           "non-empty strs")},
@@ -161,9 +175,10 @@ ACCEPTED_BY_ARGUMENT = {
     **dict.fromkeys(("dtype", "output_type", "cast_model_type", "type"),
                     (frozenset({"str"}), "a dtype's name ('half', 'float16'...: check_dtype)")),
     **dict.fromkeys(("weight_init", "bias_init"),
-                    (ANY_REAL | {"none", "huge", "huge_float"},
-                     "a constant initial value (nn.Constant), or None: Dense's and Conv2d's "
-                     "default initializers")),
+                    (ANY_REAL | {"none", "huge", "huge_float", "array", "tensor"},
+                     "a constant initial value (nn.Constant), a Tensor or array of the "
+                     "parameter's shape (used as is), or None: Dense's and Conv2d's default "
+                     "initializers")),
     **dict.fromkeys(("gamma_init", "beta_init", "moving_mean_init", "moving_var_init",
                      "embedding_table", "value"),
                     (ANY_REAL | {"huge", "huge_float"}, "a constant initial value")),
