@@ -113,6 +113,10 @@ ACCEPTED = {
 }
 # Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
 ACCEPTED.update({
+    **dict.fromkeys(("optim.THOR", "optim.thor"),
+                    {"split_indices": (frozenset({"list", "tuple"}),
+                                       "MindSpore's split_indices: increasing layer indices "
+                                       "closing each all-reduce group")}),
     "nn.DistributedGradReducer": {"mean": (frozenset({"bool", "np_bool"}),
                                            "a flag (None: the context's gradients_mean)")},
     "nn.DynamicLossScaleUpdateCell": {"scale_factor": (frozenset({"float", "np_float", "huge",
