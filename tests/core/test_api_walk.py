@@ -97,7 +97,10 @@ ACCEPTED = {
     **dict.fromkeys(("communication.all_gather_object", "communication.broadcast_object"),
                     {"obj": (frozenset(walk.KINDS), "any picklable value")}),
     "Model": {"eval_indexes": (frozenset({"list", "tuple"}),
-                               "[loss, predictions, labels]: positions in eval_network's outputs")},
+                               "[loss, predictions, labels]: positions in eval_network's outputs"),
+              "metrics": (frozenset({"list", "tuple", "object"}),
+                          "a dict of Metrics or a set/list of names (MindSpore's dict or set, "
+                          "Keras' list); an empty one is no metrics, as None")},
     "nn.initializer": {"init": (ANY_REAL | {"huge", "huge_float", "array", "tensor"},
                                 "a number initialises every element to it (nn.Constant); a "
                                 "Tensor or array of the shape is used as is (MindSpore)")},
@@ -113,6 +116,15 @@ ACCEPTED = {
 }
 # Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
 ACCEPTED.update({
+    "train.CheckpointConfig": {
+        **dict.fromkeys(("save_checkpoint_seconds", "keep_checkpoint_per_n_minutes"),
+                        (frozenset({"none", "float", "np_float", "huge", "huge_float"}),
+                         "a time: any number >= 0, fractions included (MindSpore takes an "
+                         "int); None or 0 turns it off")),
+        "keep_checkpoint_max": (frozenset({"none"}), "None turns it off (MindSpore)"),
+        "append_info": (frozenset({"list", "tuple"}),
+                        "MindSpore's append_info: a list of 'epoch_num', 'step_num' and dicts"),
+    },
     **dict.fromkeys(("optim.THOR", "optim.thor"),
                     {"split_indices": (frozenset({"list", "tuple"}),
                                        "MindSpore's split_indices: increasing layer indices "

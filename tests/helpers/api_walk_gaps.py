@@ -5,10 +5,8 @@ here, and (``MINIGRAD_API_WALK_ALL=1``) on an entry it no longer finds, so the l
 Rewrite it with ``MINIGRAD_API_WALK_ALL=1 MINIGRAD_API_WALK_WRITE_GAPS=<this file>``.
 """
 GAPS = {
-    ('Accuracy', 'eval_type'): 'Accuracy(eval_type=array([1., 1.])) raised ValueError without nami',
     ('DynamicLossScaleManager', 'init_loss_scale'): 'DynamicLossScaleManager(init_loss_scale=10000',
     ('DynamicLossScaleManager', 'scale_factor'): 'DynamicLossScaleManager(scale_factor=10000000000',
-    ('Model', 'metrics'): "Model(metrics=[]) was accepted: a value of kind 'list' where the baseli",
     ('amp.all_finite', 'inputs'): 'amp.all_finite(inputs=Tensor of shape () and dtype float32) was',
     ('amp.all_finite', 'status'): 'amp.all_finite(status=array(2.)) raised TypeError without showi',
     ('amp.alloc_status', 'like'): "amp.alloc_status(like='abc') raised ValueError without naming '",
@@ -134,16 +132,6 @@ GAPS = {
     ('testing.noncontiguous', 'array'): 'testing.noncontiguous(array=np.True_) was accepted: a val',
     ('testing.numerical_grad', 'eps'): 'testing.numerical_grad(eps=None) raised TypeError without ',
     ('testing.numerical_grad', 'grad_outputs'): "testing.numerical_grad(grad_outputs='abc') raised",
-    ('train.CheckpointConfig', 'append_info'): "train.CheckpointConfig(append_info='abc') raised V",
-    ('train.CheckpointConfig', 'keep_checkpoint_max'): 'train.CheckpointConfig(keep_checkpoint_max',
-    ('train.CheckpointConfig', 'keep_checkpoint_per_n_minutes'): 'train.CheckpointConfig(keep_chec',
-    ('train.CheckpointConfig', 'save_checkpoint_seconds'): 'train.CheckpointConfig(save_checkpoint',
-    ('train.CheckpointConfig', 'save_checkpoint_steps'): 'train.CheckpointConfig(save_checkpoint_s',
-    ('train.CheckpointConfig', 'saved_network'): "train.CheckpointConfig(saved_network='abc') was ",
-    ('train.ModelCheckpoint', 'directory'): "train.ModelCheckpoint(directory='') was accepted: a v",
-    ('train.ProgressBar', 'file'): "train.ProgressBar(file='abc') was accepted: a value of kind 's",
-    ('train.RunContext', 'original_args'): "train.RunContext(original_args='abc') was accepted: a ",
-    ('train.TopKCategoricalAccuracy', 'k'): 'train.TopKCategoricalAccuracy(k=100000000000000000000',
     ('value_and_grad', 'grad_position'): 'value_and_grad(grad_position=-7) was accepted: a value o',
     ('value_and_grad', 'weights'): "value_and_grad(weights=[]) was accepted: a value of kind 'list",
 }
