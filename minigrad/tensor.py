@@ -15,7 +15,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool
+from minigrad._checks import check_bool, check_operand, check_relation
 from minigrad._config import config
 
 
@@ -312,9 +312,9 @@ def from_dlpack(obj):
             what it cannot export (PyTorch: a BufferError for a tensor that requires grad, a
             RuntimeError for bfloat16).
     """
-    if not hasattr(obj, "__dlpack_device__"):
-        raise TypeError(f"from_dlpack: 'obj' must be an array with DLPack support "
-                        f"(__dlpack__ and __dlpack_device__), got {type(obj).__name__}")
+    check_relation("obj", obj, hasattr(obj, "__dlpack_device__"),
+                   "an array with DLPack support (__dlpack__ and __dlpack_device__)",
+                   error=TypeError, owner="from_dlpack")
     device_type = obj.__dlpack_device__()[0]
     xp = backend.cupy if device_type == 2 else numpy  # 2 is kDLCUDA
     if xp is None:
@@ -324,19 +324,11 @@ def from_dlpack(obj):
     return Tensor(array, device=backend.device_of(array))
 
 
-def _python_numbers(data):
+def _python_numbers(data, name="data", owner="Tensor"):
     """``data`` (a Python number or nested lists of numbers) as a NumPy array, or an error that
-    names ``data`` and what was expected."""
-    try:
-        array = numpy.asarray(data)
-    except ValueError as error:  # ragged nested lists
-        raise ValueError(f"Tensor data must be a number or nested lists of equal lengths: "
-                         f"{error}") from None
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"Tensor data must be a number, nested lists of numbers, an array or a "
-                        f"Tensor, "
-                        f"got {type(data).__name__} {data!r:.60}")
-    return array
+    names the argument ``name`` and shows the value (``check_operand``: None, strs, ragged lists
+    and ints beyond int64 are refused)."""
+    return numpy.asarray(check_operand(name, data, owner=owner))
 
 
 Tensor.from_dlpack = staticmethod(from_dlpack)

@@ -20,7 +20,7 @@ import abc
 import numpy
 
 from minigrad.amp import float_status
-from minigrad._checks import check_positive_int, check_relation
+from minigrad._checks import check_positive_int, check_relation, check_type
 from minigrad.amp.core import ScaleCore, float32_scale
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -60,7 +60,7 @@ def _array(t, name):
     if t is None:
         return None
     if not isinstance(t, Tensor):
-        raise TypeError(f"'{name}' must hold Tensors, but got {type(t).__name__}")
+        check_type(name, t, Tensor, expected="a Tensor (or a sequence of them)")
     return t.data
 
 

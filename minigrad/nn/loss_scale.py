@@ -34,7 +34,7 @@ import numpy
 
 from minigrad import backend
 from minigrad.amp import float_status
-from minigrad._checks import check_float, check_positive_int, check_bool
+from minigrad._checks import check_bool, check_float, check_positive_int, describe
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report, underflow_stats
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
@@ -228,8 +228,10 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                                   "scale_sense", owner)
             shape = scale_sense.shape
         else:
+            # MindSpore's words, then the value
             raise TypeError(f"For '{owner}', the 'scale_sense' must be Cell or Tensor, but got "
-                            f"'scale_sense' type: {type(scale_sense).__name__}.")
+                            f"'scale_sense' type: {type(scale_sense).__name__} "
+                            f"({describe(scale_sense)}).")
         if max_consecutive_skips is not None:
             max_consecutive_skips = ScaleCore(
                 1.0, max_consecutive_skips=max_consecutive_skips, owner=owner).max_consecutive_skips

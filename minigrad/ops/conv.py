@@ -330,7 +330,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                          f"got {tensors[2].shape}")
     stride, dilation = pair("stride", stride), pair("dilation", dilation)
     padding = padding4(padding)
-    output_hw(x.shape[2:], weight.shape[2:], stride, padding, dilation)
+    output_hw(x.shape[2:], weight.shape[2:], stride, padding, dilation, name="weight's kernel")
     common = numpy.result_type(*[t.dtype for t in tensors])
     tensors = [cast(t, common) for t in tensors]
     return Conv2d.apply(*tensors, stride=stride, padding=padding, dilation=dilation, groups=groups)

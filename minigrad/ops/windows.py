@@ -21,8 +21,8 @@ import functools
 import math
 
 from minigrad import backend
+from minigrad._checks import check_int_tuple, check_relation
 from minigrad.ops import _scratch
-from minigrad._checks import check_int_tuple
 
 
 def pair(name, value):
@@ -35,7 +35,10 @@ def pair(name, value):
     if _ints_at_least(value, 2, 1):  # already what the checker returns (each op call checks)
         return value
     if isinstance(value, (tuple, list)) and len(value) == 4:
-        return check_int_tuple(name, value, 4, low=1)[2:]
+        items = check_int_tuple(name, value, 4, low=1)
+        check_relation(name, value, items[:2] == (1, 1),
+                       "an int, a pair or MindSpore's 4-tuple (1, 1, h, w)")
+        return items[2:]
     return check_int_tuple(name, value, 2, low=1)
 
 
@@ -74,15 +77,16 @@ def same_padding(in_hw, kernel, stride=1, dilation=1):
     return tuple(pads)
 
 
-def output_hw(in_hw, kernel, stride, padding, dilation):
-    """Output (height, width) of a window op; ValueError when the padded input is too small."""
+def output_hw(in_hw, kernel, stride, padding, dilation, name="kernel"):
+    """Output (height, width) of a window op; ValueError, naming the kernel's argument ``name``,
+    when the padded input is too small."""
     (h, w), (kh, kw), (sh, sw), (dh, dw) = in_hw, kernel, stride, dilation
     top, bottom, left, right = padding
     out = ((h + top + bottom - dh * (kh - 1) - 1) // sh + 1,
            (w + left + right - dw * (kw - 1) - 1) // sw + 1)
     if min(out) < 1:
-        raise ValueError(f"input of height x width {h}x{w} with padding {padding} is smaller than "
-                         f"the kernel {kh}x{kw} with dilation {(dh, dw)}")
+        raise ValueError(f"{name} {(kh, kw)} with dilation {(dh, dw)} must fit the input of "
+                         f"height x width {h}x{w} with padding {padding}")
     return out
 
 

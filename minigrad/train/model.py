@@ -21,7 +21,15 @@ set the compute dtypes, so the network is not cast); a skipped step counts in th
 import warnings
 
 from minigrad import dtype as dtypes, ops
-from minigrad._checks import check_bool, check_in, check_int, check_positive_int
+from minigrad._checks import (
+    check_bool,
+    check_callable,
+    check_in,
+    check_int,
+    check_int_tuple,
+    check_positive_int,
+    check_type,
+)
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
 from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
@@ -87,7 +95,9 @@ class Model:
     ``loss_scale_manager`` is given.
 
     Raises:
-        TypeError: for a non-str ``amp_level``, or a ``network`` that is not a Cell.
+        TypeError: for a non-str ``amp_level``, a ``network`` or ``eval_network`` that is not
+            a Cell, a ``loss_fn`` that is not callable, ``eval_indexes`` that are not ints, or a
+            ``loss_scale_manager`` that is not one.
         ValueError: for an unknown ``amp_level``/``boost_level``/keyword; ``amp_level`` other
             than "O0" or a ``loss_scale_manager`` without an ``optimizer``; ``metrics`` with
             neither ``loss_fn`` nor ``eval_network``; ``eval_indexes`` not a list of 3; an
@@ -101,11 +111,22 @@ class Model:
                  eval_indexes=None, amp_level="O0", boost_level="O0", loss_scale_manager=None,
                  **kwargs):
         if not isinstance(network, Cell):
-            raise TypeError(f"Model: 'network' must be a Cell, got {type(network).__name__}")
+            check_type("network", network, Cell, owner="Model")
         for key in kwargs:
             if key not in _AMP_KWARGS:
                 raise ValueError(f"Model: unsupported argument {key!r}; expected one of "
                                  f"{('loss_scale_manager',) + _AMP_KWARGS[1:]}")
+        if loss_fn is not None:
+            check_callable("loss_fn", loss_fn, owner="Model")
+        if eval_network is not None:
+            check_type("eval_network", eval_network, Cell, owner="Model")
+        if eval_indexes is not None:
+            check_int_tuple("eval_indexes", eval_indexes, 3, low=0, scalar=False, owner="Model")
+        if loss_scale_manager is not None:
+            from minigrad.amp import LossScaleManager
+            check_type("loss_scale_manager", loss_scale_manager, LossScaleManager,
+                       expected="a FixedLossScaleManager or DynamicLossScaleManager",
+                       owner="Model")
         check_in("amp_level", amp_level, AMP_LEVELS, owner="Model")
         check_in("boost_level", boost_level, ("O0", "O1", "O2"), owner="Model")
         if boost_level != "O0":

@@ -34,7 +34,7 @@ def test_pytorch_cpu_tensors_in_and_out():
 
 
 def test_what_is_not_dlpack_is_a_type_error():
-    with pytest.raises(TypeError, match="from_dlpack: 'obj' must be an array with DLPack"):
+    with pytest.raises(TypeError, match="from_dlpack: obj must be an array with DLPack"):
         minigrad.from_dlpack([1.0, 2.0])
 
 

@@ -3,7 +3,7 @@ from minigrad import ops
 from minigrad.fp8 import gemm as fp8_gemm
 from minigrad.fp8.autocast import get_fp8_recipe
 from minigrad.nn.cell import Cell
-from minigrad.nn.init import default_initializers, initializer
+from minigrad.nn.init import check_init, default_initializers, init_tensor
 from minigrad._checks import check_bool, check_int_tuple, check_positive_int
 from minigrad.nn.layers.spatial_args import check_data_format, check_pad_mode_padding
 from minigrad.ops.conv import same_padding
@@ -58,8 +58,10 @@ class Conv2d(Cell):
                              f"be divisible by group ({group})")
         shape = (out_channels, in_channels // group) + self.kernel_size
         weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
-        self.weight = Parameter(initializer(weight_init, shape))
-        self.bias = Parameter(initializer(bias_init, (out_channels,))) if has_bias else None
+        self.weight = Parameter(init_tensor("weight_init", weight_init, shape))
+        check_init("bias_init", bias_init)  # checked even when there is no bias to make
+        self.bias = (Parameter(init_tensor("bias_init", bias_init, (out_channels,)))
+                     if has_bias else None)
 
     def construct(self, x):
         padding = self.padding

@@ -98,7 +98,8 @@ class ModelCheckpoint(Callback):
             raise ValueError(f"ModelCheckpoint: prefix must be a non-empty file name prefix, got "
                              f"{prefix!r}")
         if config is not None and not isinstance(config, CheckpointConfig):
-            raise TypeError(f"config must be a CheckpointConfig, got {type(config).__name__}")
+            check_type("config", config, CheckpointConfig, expected="a CheckpointConfig or None",
+                       owner="ModelCheckpoint")
         self.directory = os.path.abspath(directory if directory is not None else os.getcwd())
         self.prefix = _unused_prefix(self.directory, prefix)
         self.config = config or CheckpointConfig()
