@@ -153,6 +153,28 @@ extern "C" int mg_convert_vectorized(void)
 #endif
 }
 
+/* bfloat16 is the top half of a float32. mg_bf16_to_float widens by a shift (NaN payloads kept);
+   mg_float_to_bf16 rounds the low 16 bits to nearest even (overflow to inf, subnormals kept) and
+   turns a NaN into the quiet NaN 0x7FC0 with its sign. Both are ml_dtypes' astype bit for bit
+   (tests/core/test_fp16_host.py); plain loops that the compiler vectorizes, no F16C needed. */
+extern "C" void mg_bf16_to_float(const u16* __restrict src, float* __restrict dst, i64 n)
+{
+    u32* out = reinterpret_cast<u32*>(dst);
+    for (i64 i = 0; i < n; ++i)
+        out[i] = (u32)src[i] << 16;
+}
+
+extern "C" void mg_float_to_bf16(const float* __restrict src, u16* __restrict dst, i64 n)
+{
+    const u32* in = reinterpret_cast<const u32*>(src);
+    for (i64 i = 0; i < n; ++i) {
+        u32 f = in[i];
+        u32 rounded = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
+        u32 nan = ((f >> 16) & 0x8000u) | 0x7FC0u;
+        dst[i] = (u16)((f & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+    }
+}
+
 /* ---- Fused fp16 kernels ------------------------------------------------------------------------
 
    Inside a training step every separate NumPy pass costs 5-10 us of cold caches on top of its

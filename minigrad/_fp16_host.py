@@ -13,10 +13,11 @@ call costs more than it saves; other dtypes; non-contiguous views; CuPy arrays) 
 ``astype``, as does everything when the host library is missing (no compiler,
 ``MINIGRAD_NATIVE=0``) or has no vector conversion (a CPU without F16C).
 
-bfloat16 (and the FP8 formats) convert through ml_dtypes' ``astype``, with no native twin: it
-converts one element at a time, about ten times slower than the native fp16 conversion, and takes
-about a tenth of a bf16 training step of the digits MLP at O2 (a profile), the rest being the
-step's other work.
+bfloat16 <-> float32 has a native twin too (``mg_bf16_to_float``, ``mg_float_to_bf16``): ml_dtypes'
+``astype`` converts one element at a time, about ten times slower, and took about a tenth of a
+bf16 digits-MLP step at O2. bfloat16 is the top half of a float32, so the twin is a shift one way
+and a rounding of the low half the other, the bits of ``astype`` (which reports no overflow or
+underflow for bfloat16, so neither does the twin). The FP8 formats convert through ``astype``.
 
 ``convert`` and the ReLU passes also take a dense array in another axis order than C or F, such
 as a channels-last image batch (``dense``), and give their result that order.
@@ -50,7 +51,8 @@ from minigrad.backend import data_address
 
 _F16 = numpy.dtype(numpy.float16)
 _F32 = numpy.dtype(numpy.float32)
-_PAIRS = frozenset([(_F16, _F32), (_F32, _F16)])
+_PAIRS = frozenset([(_F16, _F32), (_F32, _F16)]
+                   + [p for d in dtypes.LOW_PRECISION if d != _F16 for p in ((d, _F32), (_F32, d))])
 _NARROW = frozenset((*dtypes.LOW_PRECISION, *dtypes.FP8))  # the dtypes widen() makes float32
 # Below this many elements ``astype`` is as fast: the native call costs about 1 µs in Python, and
 # 1024 instead of 4096 gained nothing inside the O2 training step (its 1280-element casts).
@@ -82,8 +84,8 @@ def convert(x, dtype, out=None):
     fn = None
     if type(x) is numpy.ndarray and x.size >= MIN_SIZE and (x.dtype, dtype) in _PAIRS:
         fns = (_native.host_build or _native.loaded()).conversions
-        if fns is not None and (dtype == _F32 or underflow_ignored()):
-            fn = fns[x.dtype, dtype]
+        if fns is not None and (dtype != _F16 or underflow_ignored()):
+            fn = fns.get((x.dtype, dtype))
     if fn is not None:
         c_order = x.flags.c_contiguous
         if out is None and dense(x) and x.flags.aligned:

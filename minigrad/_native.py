@@ -40,6 +40,7 @@ import time
 import numpy
 
 from minigrad import backend
+from minigrad import dtype as dtypes
 
 STATUS_SOURCE = "float_status.cu"
 BENCH_SOURCE = "bench.cu"
@@ -112,8 +113,9 @@ class HostBuild:
             ``MINIGRAD_NATIVE=0``).
         error: why ``lib`` is None (a string), or None.
         pid: the process that loaded it (OpenMP's pool does not survive a fork).
-        conversions: ``{(from, to): C function}`` for float16 <-> float32, or None when there is
-            no library or it has no vector conversion (a CPU without F16C).
+        conversions: ``{(from, to): C function}`` for float16 <-> float32 (not on a CPU without
+            F16C: no vector conversion) and bfloat16 <-> float32 (with ml_dtypes), or None when
+            there is neither (no library).
         fp16_passes: the library for the fused fp16 passes of ``minigrad._fp16_host``, or None
             (also whenever ``conversions`` is None).
         optimizer_step: the fused optimizer update ``mg_fused_update``, or None.
@@ -123,8 +125,12 @@ class HostBuild:
     def __init__(self, lib, error):
         self.lib, self.error, self.pid = lib, error, os.getpid()
         vector = lib is not None and bool(lib.mg_convert_vectorized())
-        self.conversions = {(_F16, _F32): lib.mg_half_to_float,
-                            (_F32, _F16): lib.mg_float_to_half} if vector else None
+        conversions = {(_F16, _F32): lib.mg_half_to_float,
+                       (_F32, _F16): lib.mg_float_to_half} if vector else {}
+        if lib is not None and dtypes.HAS_LOWP:
+            conversions.update({(dtypes.bfloat16, _F32): lib.mg_bf16_to_float,
+                                (_F32, dtypes.bfloat16): lib.mg_float_to_bf16})
+        self.conversions = conversions or None
         self.fp16_passes = lib if vector else None
         self.optimizer_step = None if lib is None else lib.mg_fused_update
 
@@ -278,6 +284,8 @@ _HOST_FUNCTIONS = {
     "mg_half_to_float": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_float_to_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_convert_vectorized": ([], ctypes.c_int),
+    "mg_bf16_to_float": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
+    "mg_float_to_bf16": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_relu_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_relu_half_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
     "mg_add_bias_to_half": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
