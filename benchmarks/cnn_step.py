@@ -70,14 +70,17 @@ def _status_kb(field):
     raise KeyError(field)
 
 
-def step_peak_mb(step):
+def step_peak_mb(step, release=None):
     """The resident memory one call of ``step`` adds at its peak, in MB: the high-water mark
     over the call minus the resident size before it, after a warm-up call and with freed heap
     memory handed back to the OS (``malloc_trim``), so that the step's allocations are counted
-    and none it could reuse. None where that cannot be measured (not Linux with glibc)."""
+    and none it could reuse (``release``, if given, is called first to drop what a framework
+    keeps for reuse). None where that cannot be measured (not Linux with glibc)."""
     try:
         trim = ctypes.CDLL("libc.so.6").malloc_trim
         step()
+        if release is not None:
+            release()
         gc.collect()
         trim(0)
         before = _status_kb("VmRSS")
@@ -150,10 +153,10 @@ def minigrad_phases(step, cell, steps):
 
     gemms = []
 
-    def record(lefts, rights):
+    def record(lefts, rights, *outs):
         gemms.extend((a.shape, _order(a), b.shape, _order(b), a.dtype.str)
                      for a, b in zip(lefts, rights))
-        return products(lefts, rights)
+        return products(lefts, rights, *outs)
     products = conv._products
     targets = [(conv, "_products", "conv GEMMs")]
     for kind, classes in (("conv", [conv.Conv2d]), ("pooling", [pooling.MaxPool2d,
@@ -202,11 +205,16 @@ def gemms_alone(gemms, repeat):
 
 
 def minigrad_memory(step):
-    """(peak resident MB a step adds, peak MB of NumPy's traced allocations in a step)."""
-    resident = step_peak_mb(step)
+    """(peak resident MB a step adds, peak MB of NumPy's traced allocations in a step). The
+    pool of reusable conv temporaries (``minigrad.ops._scratch``) is emptied before the
+    measured step, so the step allocates them again and both figures count them."""
+    from minigrad.ops import _scratch
+
+    resident = step_peak_mb(step, release=_scratch.clear)
     tracemalloc.start()
     try:
         step()
+        _scratch.clear()
         tracemalloc.reset_peak()
         before = tracemalloc.get_traced_memory()[0]
         step()

@@ -1,7 +1,10 @@
-"""One training step of a GEMM-bound MLP in fp32 and at AMP level O2, minigrad beside PyTorch.
+"""One training step of a GEMM-bound MLP (or a CNN) in fp32 and at AMP level O2, minigrad
+beside PyTorch.
 
 The MLP has ``--layers`` Dense layers of ``--width`` units (ReLU) and a 10-way head, batch
-``--batch``, softmax cross-entropy, Momentum 0.9. Side by side in one run:
+``--batch``, softmax cross-entropy, Momentum 0.9. ``--net vgg`` (or ``resnet8``, ``digits``)
+takes a conv net of ``benchmarks/_cnn_nets.py`` instead, on its batch, with ``cnn_step.py``'s
+minigrad step (SGD) and the same PyTorch net and weights. Side by side in one run:
 
 * minigrad fp32 (``TrainOneStepCell``) and O2 (``amp.build_train_network(level="O2")``: fp16
   network on the tensor cores, fp32 master weights, dynamic loss scaling);
@@ -16,6 +19,7 @@ the same model code at a small size.
 
     python benchmarks/gpu_step.py --device gpu --json gpu_step.json   # 4096 wide, batch 1024
     python benchmarks/gpu_step.py --device cpu                        # 256 wide, batch 64
+    python benchmarks/gpu_step.py --device gpu --net vgg --json gpu_step_vgg.json
 """
 import argparse
 import os
@@ -53,14 +57,51 @@ def minigrad_step(device, width, layers, batch, level):
     return lambda: train(x, y)
 
 
-def host_reads(level):
+def cnn_step(device, name, level):
+    """A callable running one minigrad step of conv net ``name`` at ``level`` on ``device``
+    (``cnn_step.py``'s step: SGD, dynamic loss scaling at O2)."""
+    import cnn_step
+    minigrad.set_context(device_target=device)
+    step, _ = cnn_step.minigrad_step(name, "fp32" if level == "O0" else "O2")
+    return step
+
+
+def host_reads(level, net="mlp"):
     """Host reads of one step at ``level`` (after a first step), on the strict device."""
     with strict_device() as reads:
-        step = minigrad_step("GPU", 64, 2, 16, level)
+        step = (minigrad_step("GPU", 64, 2, 16, level) if net == "mlp" else
+                cnn_step("GPU", "digits" if net == "digits" else net, level))
         step()
         reads.reset()
         step()
         return reads.count
+
+
+def torch_cnn_step(torch, device, name, use_amp):
+    """One PyTorch step of conv net ``name`` on ``device`` (autocast + GradScaler with
+    ``use_amp``), with ``_cnn_nets``' weights and batch."""
+    import _cnn_nets as nets
+    import cnn_step
+    torch.manual_seed(0)
+    net = nets.torch_net(torch, name).to(device)
+    opt = torch.optim.SGD(net.parameters(), lr=cnn_step.LR)
+    x, y = (torch.from_numpy(a).to(device) for a in nets.batch(name))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    scaler = (torch.amp.GradScaler("cuda", init_scale=cnn_step.INIT_SCALE,
+                                   growth_interval=10 ** 6) if use_amp else None)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        if scaler is None:
+            loss_fn(net(x), y).backward()
+            opt.step()
+            return
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = loss_fn(net(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return step
 
 
 def torch_step(torch, device, width, layers, batch, use_amp):
@@ -102,6 +143,8 @@ def main(argv=None):
     parser.add_argument("--width", type=int, default=None)
     parser.add_argument("--batch", type=int, default=None)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--net", choices=["mlp", "vgg", "resnet8", "digits"], default="mlp",
+                        help="the MLP (default) or a conv net of benchmarks/_cnn_nets.py")
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
@@ -116,18 +159,26 @@ def main(argv=None):
 
         def sync():
             return None
-    fns = {"minigrad fp32": synchronised(minigrad_step(device, width, args.layers, batch, "O0"),
-                                         sync),
-           "minigrad O2": synchronised(minigrad_step(device, width, args.layers, batch, "O2"),
-                                       sync)}
+    if args.net == "mlp":
+        def ours(level):
+            return minigrad_step(device, width, args.layers, batch, level)
+
+        def theirs(use_amp):
+            return torch_step(torch, "cuda", width, args.layers, batch, use_amp)
+    else:
+        def ours(level):
+            return cnn_step(device, args.net, level)
+
+        def theirs(use_amp):
+            return torch_cnn_step(torch, "cuda", args.net, use_amp)
+    fns = {"minigrad fp32": synchronised(ours("O0"), sync),
+           "minigrad O2": synchronised(ours("O2"), sync)}
     torch = _timing.optional_torch()
     if torch is not None and device == "GPU" and torch.cuda.is_available():
-        fns["torch fp32"] = synchronised(torch_step(torch, "cuda", width, args.layers, batch,
-                                                    False), torch.cuda.synchronize)
-        fns["torch amp"] = synchronised(torch_step(torch, "cuda", width, args.layers, batch,
-                                                   True), torch.cuda.synchronize)
+        fns["torch fp32"] = synchronised(theirs(False), torch.cuda.synchronize)
+        fns["torch amp"] = synchronised(theirs(True), torch.cuda.synchronize)
     seconds = _timing.time_interleaved(fns, repeat=args.repeat, number=3, warmup=2)
-    reads = {"O0": host_reads("O0"), "O2": host_reads("O2")}
+    reads = {"O0": host_reads("O0", args.net), "O2": host_reads("O2", args.net)}
     rows = [{"step": name, "ms": 1e3 * s, "vs minigrad fp32": s / seconds["minigrad fp32"]}
             for name, s in seconds.items()]
     _timing.print_table(rows, ["step", "ms", "vs minigrad fp32"])
@@ -138,10 +189,12 @@ def main(argv=None):
     print("ratios:", {k: round(v, 3) for k, v in ratios.items()}, "host reads per step:", reads)
     if args.json:
         _timing.write_json(args.json, {
-            "benchmark": "gpu_step", "device": device, "width": width, "batch": batch,
-            "layers": args.layers, "ms": {k: 1e3 * v for k, v in seconds.items()},
+            "benchmark": "gpu_step", "device": device, "net": args.net,
+            **({"width": width, "batch": batch, "layers": args.layers} if args.net == "mlp"
+               else {}), "ms": {k: 1e3 * v for k, v in seconds.items()},
             "ratios": ratios, "host_reads_per_step": reads,
-            "goals": {"o2_vs_fp32": 0.6, "o2_vs_torch_amp": 1.5, "host_reads_O2": 1}})
+            "goals": ({"o2_vs_fp32": 0.6, "o2_vs_torch_amp": 1.5, "host_reads_O2": 1}
+                      if args.net == "mlp" else {"host_reads_O2": 1})})
     return ratios
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one run of about 5 minutes (BUDGET seconds at most):
+# Everything that needs a GPU, in one run of under 8 minutes (BUDGET seconds at most):
 #   0. preflight: CuPy sees a GPU, and every CUDA kernel compiles through CuPy (NVRTC); else it
 #      stops with one line saying why. Registers and local memory per kernel go to kernels.json.
 #   1. the GPU tests of the whole repository (pytest -m gpu), capped at TEST_CAP seconds, each
 #      test at PER_TEST seconds (more than the 120 s a 2-rank test gives its ranks);
 #   2. the overflow benchmark's short run (python -m minigrad.bench overflow --quick);
 #   3. every other benchmark in benchmarks/ that takes --device (with --quick where it takes
-#      that), each capped at BENCH_CAP seconds.
+#      that), each capped at BENCH_CAP seconds: among them gpu_step.py, the O2 step against the
+#      fp32 step of the GEMM-bound MLP (4096 wide, batch 1024) beside PyTorch CUDA's fp32 and
+#      autocast + GradScaler steps, and cnn_step.py's minigrad steps on the GPU;
+#   4. gpu_step.py on the conv nets of cnn_step.py (vgg, resnet8): the same four steps.
 # One failing or timed-out step does not stop the others; a timed-out step gets SIGINT first, so
 # pytest and the overflow benchmark still write what they have. Everything goes to OUT_DIR:
 #   suite.json            each step's exit code and seconds (written even if a step hangs)
@@ -15,7 +18,8 @@
 #   kernels.json          registers, local and shared memory per kernel (preflight)
 #   gpu_tests.xml/.json   pytest's report and a summary of it
 #   overflow_gpu.json     the overflow benchmark (raw samples, environment, goals), overflow_gpu.png
-#   <benchmark>_gpu.json  each other benchmark's JSON
+#   <benchmark>_gpu.json  each other benchmark's JSON (gpu_step_gpu.json: the MLP)
+#   gpu_step_<net>_gpu.json  gpu_step.py on conv net <net>
 #   <step>.log            each step's output
 # Usage: bash benchmarks/gpu_suite.sh OUT_DIR   (exit 0: all passed; 1: a step failed; 2: no GPU
 # or a kernel does not compile, nothing else run)
@@ -31,11 +35,11 @@ out="$(cd "$out" && pwd)"
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
-BUDGET=${BUDGET:-300}     # seconds for everything
+BUDGET=${BUDGET:-450}     # seconds for everything (the device is lent for minutes)
 TEST_CAP=${TEST_CAP:-150} # seconds at most for the tests
 PER_TEST=${PER_TEST:-130} # seconds at most for one test
-OVERFLOW_CAP=${OVERFLOW_CAP:-75}
-BENCH_CAP=${BENCH_CAP:-45}
+OVERFLOW_CAP=${OVERFLOW_CAP:-60}
+BENCH_CAP=${BENCH_CAP:-50}
 start=$SECONDS
 steps=()
 failed=0
@@ -130,6 +134,12 @@ for script in $(grep -l -- '"--device"' benchmarks/*.py); do
     grep -q -- '"--quick"' "$script" && quick=(--quick)
     run "$name" "$BENCH_CAP" "$PYTHON" "$script" --device gpu "${quick[@]}" \
         --json "$out/${name}_gpu.json"
+done
+
+# 4. the GPU training benchmark on the conv nets
+for net in ${CNN_NETS:-vgg resnet8}; do
+    run "gpu_step_$net" "$BENCH_CAP" "$PYTHON" benchmarks/gpu_step.py --device gpu --net "$net" \
+        --json "$out/gpu_step_${net}_gpu.json"
 done
 
 write_summary

@@ -3,6 +3,7 @@
     python examples/train_digits.py                      # both models, fp32, a few seconds each
     python examples/train_digits.py --model cnn --epochs 20
     python examples/train_digits.py --amp-level O2       # fp16 with dynamic loss scaling
+    python examples/train_digits.py --fp8 delayed        # Dense/Conv2d GEMMs in FP8 (HYBRID)
     python examples/train_digits.py --amp-level O2 --dtype bfloat16   # bf16, no loss scaling
     python examples/train_digits.py --mnist DIR          # MNIST's IDX files (plain or .gz)
     python examples/train_digits.py --cifar10 DIR --model cnn   # CIFAR-10's binary batches
@@ -11,15 +12,18 @@ By default the data are scikit-learn's digits (1797 images of 8x8 pixels, shippe
 scikit-learn: ``pip install minigrad[datasets]``). ``--mnist`` reads ``dataset.MnistDataset``
 from a folder of MNIST's four files; ``--cifar10`` reads ``dataset.Cifar10Dataset`` from a folder
 of its binary batches and trains with random crops and flips. The progress bar uses tqdm when it
-is installed (``pip install minigrad[progress]``). ``--dtype bfloat16`` (the ``minigrad[lowp]``
-extra) runs the amp level in bfloat16 instead of float16: no loss scaling by default, as bf16 has
-float32's exponent range.
+is installed (``pip install minigrad[progress]``). ``--fp8 delayed|current|tensorwise`` runs the
+network's Dense and Conv2d GEMMs in FP8 under Transformer Engine's delayed or current scaling or
+torchao's tensorwise scaling (E4M3 forward, E5M2 gradients) and prints each FP8 tensor's last
+amax, scale, clipped and flushed shares and SQNR; on a CPU this is slower than fp32, never faster.
+``--dtype bfloat16`` (the ``minigrad[lowp]`` extra) runs the amp level in bfloat16 instead of
+float16: no loss scaling by default, as bf16 has float32's exponent range.
 """
 import argparse
 import time
 
 import minigrad
-from minigrad import nn
+from minigrad import fp8, nn
 from minigrad.dataset import Cifar10Dataset, MnistDataset, NumpySlicesDataset, load_digits, vision
 from minigrad.optim import Momentum, cosine_decay_lr
 from minigrad.train import Accuracy, Loss, LossMonitor, LossScaleMonitor, ProgressBar
@@ -63,6 +67,23 @@ class CNN(nn.Cell):
         return self.fc(self.flatten(x))
 
 
+class FP8Network(nn.Cell):
+    """``net`` with its Dense and Conv2d GEMMs in FP8 under ``recipe`` (``fp8.fp8_autocast``
+    around the forward pass; the backward casts follow the forward's)."""
+
+    def __init__(self, net, recipe):
+        super().__init__()
+        self.net = net
+        self.recipe = recipe
+
+    def construct(self, x):
+        with fp8.fp8_autocast(fp8_recipe=self.recipe):
+            return self.net(x)
+
+
+FP8_RECIPES = {"delayed": fp8.DelayedScaling, "current": fp8.CurrentScaling,
+               "tensorwise": fp8.TensorwiseScaling}
+
 # network class, peak learning rate, weight decay
 MODELS = {"mlp": (MLP, 0.1, 0.0), "cnn": (CNN, 0.05, 1e-4)}
 # data set -> (image shape (C, H, W), default epochs of the mlp and the cnn)
@@ -97,9 +118,10 @@ def load(mnist=None, cifar10=None, batch_size=32, seed=0, flatten=False):
 
 
 def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True, verbose=True,
-        mnist=None, cifar10=None, dtype="float16"):
+        mnist=None, cifar10=None, fp8_recipe=None, dtype="float16"):
     """Train model ``name`` ("mlp" or "cnn") on the digits, or on MNIST / CIFAR-10 read from the
-    folder given as ``mnist`` / ``cifar10``, and return its test accuracy. ``dtype``: the amp
+    folder given as ``mnist`` / ``cifar10``, and return its test accuracy. ``fp8_recipe``: None,
+    or "delayed", "current" or "tensorwise" (``FP8_RECIPES``) for FP8 GEMMs. ``dtype``: the amp
     level's low-precision dtype, "float16" or "bfloat16" (no loss scaling by default)."""
     cls, lr, weight_decay = MODELS[name]
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)
@@ -112,6 +134,8 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     (channels, height, width), default_epochs = DATASETS[data]
     epochs = default_epochs[name] if epochs is None else epochs
     net = MLP(channels * height * width) if name == "mlp" else CNN(channels, height)
+    if fp8_recipe is not None:
+        net = FP8Network(net, FP8_RECIPES[fp8_recipe]())
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     steps = train_ds.get_dataset_size()
     schedule = cosine_decay_lr(0.0, lr, steps * epochs, steps, epochs)  # one value per step
@@ -128,13 +152,16 @@ def run(name, epochs=None, amp_level="O0", batch_size=32, seed=0, progress=True,
     if verbose:
         where = "" if data == "digits" else f" on {data}"
         level = amp_level if amp_level == "O0" or dtype == "float16" else f"{amp_level}, {dtype}"
-        print(f"{name} ({level}){where}: test accuracy {result['accuracy']:.4f}, test loss "
+        precision = level if fp8_recipe is None else f"{level}, FP8 {fp8_recipe}"
+        print(f"{name} ({precision}){where}: test accuracy {result['accuracy']:.4f}, test loss "
               f"{result['loss']:.4f}, {tested} test images, trained in {seconds:.1f} s",
               flush=True)
         if scale_monitor.scales:
             print(f"  loss scale {scale_monitor.scales[0]:.0f} -> {scale_monitor.scales[-1]:.0f}; "
                   f"{sum(scale_monitor.overflows)} of {len(scale_monitor.overflows)} steps skipped "
                   f"on {'fp16' if dtype == 'float16' else 'bf16'} gradient overflow", flush=True)
+        if fp8_recipe is not None:
+            print(fp8.format_report(fp8.tensor_report(net)), flush=True)
     return result["accuracy"]
 
 
@@ -157,6 +184,8 @@ def main(argv=None):
                              "CIFAR-10")
     parser.add_argument("--amp-level", default="O0", choices=["O0", "O1", "O2", "O3"],
                         help="O2: fp16 network with dynamic loss scaling")
+    parser.add_argument("--fp8", choices=sorted(FP8_RECIPES), default=None,
+                        help="Dense/Conv2d GEMMs in FP8 (HYBRID) under this scaling recipe")
     parser.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"],
                         help="the amp level's low-precision dtype (bfloat16: no loss scaling)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
@@ -173,7 +202,7 @@ def main(argv=None):
     names = ["mlp", "cnn"] if args.model == "both" else [args.model]
     return {name: run(name, args.epochs, args.amp_level, args.batch_size, args.seed,
                       progress=not args.no_progress, mnist=args.mnist, cifar10=args.cifar10,
-                      dtype=args.dtype)
+                      fp8_recipe=args.fp8, dtype=args.dtype)
             for name in names}
 
 

@@ -35,11 +35,12 @@ alloc, clear, get = ops.NPUAllocFloatStatus(), ops.NPUClearFloatStatus(), ops.NP
 status = alloc()
 print("allocated:", status.asnumpy())
 clear(status)
-grads = [numpy.full(1000, 3.0, numpy.float16), numpy.linspace(-1, 1, 7, dtype=numpy.float32)]
+grads = [Tensor(numpy.full(1000, 3.0, numpy.float16)),  # Tensors: on the status's device
+         Tensor(numpy.linspace(-1, 1, 7, dtype=numpy.float32))]
 float_status.check_overflow(status, *grads)
 print("after a check of finite fp16 and fp32 arrays:", get(status).asnumpy(),
       "-> overflow:", float_status.get_status(status))
-float_status.check_overflow(status, numpy.array([1.0, numpy.inf], numpy.float16))
+float_status.check_overflow(status, Tensor(numpy.array([1.0, numpy.inf], numpy.float16)))
 print("after a check of an array holding inf:       ", get(status).asnumpy(),
       "-> overflow:", float_status.get_status(status))
 
@@ -57,7 +58,7 @@ sequence = [("finite", numpy.ones(5, numpy.float32)),
             ("NaN", numpy.array([numpy.nan], numpy.float32)),
             ("finite", numpy.ones(5, numpy.float16)), ("finite", numpy.zeros(3, numpy.float32))]
 for label, array in sequence:
-    float_status.check_overflow(status, array)
+    float_status.check_overflow(status, Tensor(array))
     print(f"check a {label:6s} array -> flag {float_status.get_status(status)}")
 clear(status)
 print(f"clear                  -> flag {float_status.get_status(status)}")
@@ -68,6 +69,7 @@ print(f"clear                  -> flag {float_status.get_status(status)}")
 # %%
 data = numpy.ones(12, numpy.float32)
 data[4] = numpy.inf                       # not in data[::3] (indices 0, 3, 6, 9)
+data = Tensor(data).data                  # the array on the context's device (NumPy or CuPy)
 clear(status)
 float_status.check_overflow(status, data[::3])
 print("inf at index 4, check of data[::3]:", float_status.get_status(status))

@@ -27,7 +27,7 @@ import common
 import numpy
 
 import minigrad
-from minigrad import Tensor, nn, ops
+from minigrad import Tensor, backend, nn, ops
 from minigrad.autograd import grad
 from minigrad.dataset import load_digits
 from minigrad.thor.blocks import CurvatureBlock
@@ -257,8 +257,8 @@ def empirical_fisher_times(layers, vs):
     """(1/N) Σₙ gₙ ⟨gₙ, v⟩ exactly, from THOR's records: sample n's gradient of a Dense weight
     is δₙ aₙᵀ, and the recorded output-gradient rows are δₙ / N for a mean loss."""
     n = layers[0].thor_pending["batch"]
-    deltas = [layer.thor_pending["g_rows"] * n for layer in layers]
-    rows = [layer.thor_pending["a_rows"] for layer in layers]
+    deltas = [backend.as_numpy(layer.thor_pending["g_rows"]) * n for layer in layers]
+    rows = [backend.as_numpy(layer.thor_pending["a_rows"]) for layer in layers]
     dots = sum(((d @ v) * a).sum(axis=1) for d, a, v in zip(deltas, rows, vs))  # ⟨gₙ, v⟩
     return [(d * dots[:, None]).T @ a / n for d, a in zip(deltas, rows)]
 
@@ -287,7 +287,8 @@ def curvature_products(net, layers, loss_fn, x, y, directions):
             "H": flat(hessian_times(loss_fn(net(x), y), params, vs)),
             "GN": flat(gauss_newton_times(net(x), lambda out: loss_fn(out, y), params, vs)),
             "F": flat(empirical_fisher_times(layers, v)),
-            "A⊗G": flat([g @ part @ a for (a, g), part in zip(factors, v)]),
+            "A⊗G": flat([backend.as_numpy(g) @ part @ backend.as_numpy(a)
+                         for (a, g), part in zip(factors, v)]),
         })
     return products
 

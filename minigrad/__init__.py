@@ -15,7 +15,8 @@ cycles, checked by the test suite). From the bottom up:
    ``autograd.functional`` (Jacobians, Hessians and their products, stacked by the ops).
 5. amp core, on arrays only: ``amp.core`` (the loss-scale rule, the step report),
    ``amp.float_status`` with ``amp._status_buffer``, ``amp._status_launch`` and
-   ``amp._status_numpy`` (the overflow status), ``amp.npu_ops`` (MindSpore's ops over it).
+   ``amp._status_numpy`` (the overflow status), ``amp.npu_ops`` (MindSpore's ops over it);
+   ``fp8`` (the FP8 casts, scaling recipes and FP8 GEMMs).
 6. ``optim``; ``thor`` (the THOR optimizer's modules).
 7. ``nn``; ``thor.layers`` and ``thor.convert_network`` (the layers that record THOR's factors,
    and the network converter).
@@ -67,7 +68,7 @@ _LAYERS = (
     ("autograd",),
     ("ops", "", "autograd.functional"),
     ("amp.core", "amp.float_status", "amp._status_buffer", "amp._status_launch",
-     "amp._status_numpy", "amp.npu_ops"),
+     "amp._status_numpy", "amp.npu_ops", "fp8"),
     ("optim", "thor"),
     ("nn", "thor.layers", "thor.convert_network"),
     ("amp", "mixed_precision"),
@@ -75,8 +76,8 @@ _LAYERS = (
 )
 
 # subpackages loaded on first access, and the names the package takes from them
-_SUBPACKAGES = ("amp", "communication", "dataset", "mixed_precision", "nn", "optim", "testing",
-                "train")
+_SUBPACKAGES = ("amp", "communication", "dataset", "fp8", "mixed_precision", "nn", "optim",
+                "testing", "train")
 _FROM = {
     "LossScaleManager": "minigrad.amp", "FixedLossScaleManager": "minigrad.amp",
     "DynamicLossScaleManager": "minigrad.amp",

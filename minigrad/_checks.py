@@ -197,20 +197,23 @@ def check_non_negative(name, value, *, finite=True, allow_none=False, owner=None
     return check_float(name, value, low=0.0, finite=finite, allow_none=allow_none, owner=owner)
 
 
-def check_in(name, value, choices, *, owner=None):
+def check_in(name, value, choices, *, fold=None, owner=None):
     """``value`` if it is one of ``choices``.
 
     When every choice is a str, a non-str value is a TypeError (a Tensor or a number given for a
     mode such as ``pad_mode``), an unknown str a ValueError; otherwise any value not among the
-    choices is a ValueError.
+    choices is a ValueError. ``fold`` (a function of a str, such as ``str.lower``) spells a str
+    value as the choices do before the comparison, and the folded value is returned; the
+    message shows the value as given.
     """
     choices = tuple(choices)
     words = f"one of {list(choices)}"
     if choices and all(type(c) is str for c in choices):
         if not isinstance(value, str):
             _fail(TypeError, name, words, value, owner, True)
-        if value in choices:
-            return value
+        spelled = value if fold is None else fold(value)
+        if spelled in choices:
+            return spelled
     elif any(value is c or (type(value) is type(c) and value == c) for c in choices):
         return value
     _fail(ValueError, name, words, value, owner, False)
@@ -249,6 +252,10 @@ def check_operand(name, value, *, owner=None):
         _fail(TypeError, name, expected, value, owner, True)
     if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
         _fail(ValueError, name, expected + " (ints within int64)", value, owner, False)
+    if hasattr(value, "__cuda_array_interface__"):  # a device array: its dtype, never a copy
+        if value.dtype.kind not in "biuf":
+            _fail(TypeError, name, expected, value, owner, True)
+        return value
     try:
         array = numpy.asarray(value)
     except (ValueError, OverflowError):  # ragged nested lists, or an int beyond int64 inside
@@ -408,13 +415,19 @@ def check_dtype(name, value, supported, *, allow_none=False, owner=None):
     if not (isinstance(value, (numpy.dtype, str)) or is_type):
         _fail(TypeError, name, words + " (a dtype, a scalar type or a dtype's name)", value,
               owner, True)
-    try:
-        dtype = numpy.dtype(value)
-    except TypeError:
+    if isinstance(value, str) and value not in _DTYPE_ALIASES and value not in {
+            numpy.dtype(d).name for d in supported}:
+        # a dtype's name is its name: NumPy's parser reads odd strs as dtypes ("n", "\x00",
+        # "f4") and raises a ValueError, or a SyntaxError ("0 00"), for others
         _fail(ValueError, name, words, value, owner, False)
+    dtype = numpy.dtype(value)
     if dtype not in supported:
         _fail(ValueError, name, words, value, owner, False)
     return dtype
+
+
+# the spellings of a dtype other than its name that NumPy, PyTorch and MindSpore users write
+_DTYPE_ALIASES = ("half", "float", "double", "int", "bool_")
 
 
 def check_path(name, value, *, allow_none=False, owner=None):

@@ -44,13 +44,16 @@ from minigrad import dtype as dtypes
 
 STATUS_SOURCE = "float_status.cu"
 BENCH_SOURCE = "bench.cu"
+FP8_SOURCE = "fp8_cast.cu"
 HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp",
-                "optim_host.cpp")
+                "optim_host.cpp", FP8_SOURCE, "fp8_cast_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
                   "check_unscale_fp16_to_fp32")
 # Every CUDA source of kernels/ and the kernels it defines; tests/kernels/test_nvrtc.py compiles
 # each source and checks this table against the kernels the PTX exports.
-CUDA_SOURCES = {STATUS_SOURCE: STATUS_KERNELS, BENCH_SOURCE: ("mg_hold_stream", "mg_read_xor")}
+FP8_KERNELS = ("fp8_cast_e4m3", "fp8_cast_e5m2")
+CUDA_SOURCES = {STATUS_SOURCE: STATUS_KERNELS, BENCH_SOURCE: ("mg_hold_stream", "mg_read_xor"),
+                FP8_SOURCE: FP8_KERNELS}
 # The options minigrad gives CuPy's RawModule (line info lets Nsight Compute map time to source
 # lines; it does not change the machine code). CuPy 14 adds include paths (its CCCL and own
 # headers, the CUDA headers), then -ftz=true, -arch=sm_XX of the device and
@@ -72,12 +75,14 @@ _cuda_functions = {}
 
 
 def read_source(name):
-    """Text of the kernel source file ``name`` (e.g. ``"float_status.cu"``)."""
-    try:
-        root = importlib.resources.files("minigrad.kernels")
-    except ModuleNotFoundError:  # a source checkout: kernels/ sits beside minigrad/
-        root = pathlib.Path(__file__).resolve().parents[1] / "kernels"
-    return root.joinpath(name).read_text()
+    """Text of the kernel source file ``name`` (e.g. ``"float_status.cu"``): from the source
+    checkout's ``kernels/`` beside this ``minigrad/`` when there is one (so a checkout compiles
+    its own sources, also where an editable install maps ``minigrad.kernels`` elsewhere), else
+    from the installed package data."""
+    checkout = pathlib.Path(__file__).resolve().parents[1] / "kernels" / name
+    if checkout.is_file():
+        return checkout.read_text()
+    return importlib.resources.files("minigrad.kernels").joinpath(name).read_text()
 
 
 def cuda_module(source=STATUS_SOURCE):
@@ -169,7 +174,9 @@ def host_library():
     ``host_threads()``, the number of host threads a launch can use; and the conversions
     ``mg_half_to_float``, ``mg_float_to_half`` and ``mg_convert_vectorized`` (see
     ``kernels/convert_host.cpp``), the fp16 passes and ``mg_fused_update``
-    (``kernels/optim_host.cpp``): the C functions of ``_HOST_FUNCTIONS``.
+    (``kernels/optim_host.cpp``), the FP8 casts with their saturation counter
+    (``launch_fp8_cast_e4m3``/``_e5m2``, ``kernels/fp8_cast_host.cpp``): the C functions of
+    ``_HOST_FUNCTIONS``.
     """
     return loaded().lib
 
@@ -293,6 +300,11 @@ _HOST_FUNCTIONS = {
     "mg_fused_update": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float,
                          ctypes.c_float,
                          ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64),
+    # kernels/fp8_cast_host.cpp: (grid, x, out, n, scale, saturated counter)
+    "launch_fp8_cast_e4m3": ([ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                              ctypes.c_float, ctypes.c_void_p], None),
+    "launch_fp8_cast_e5m2": ([ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                              ctypes.c_float, ctypes.c_void_p], None),
 }
 
 

@@ -2,7 +2,7 @@
 import numbers
 import operator
 
-from minigrad._checks import check_bool, check_type
+from minigrad._checks import check_bool, check_operand, check_relation, check_type
 from minigrad._config import no_grad
 from minigrad.tensor import Tensor
 
@@ -28,9 +28,12 @@ class Parameter(Tensor):
     __slots__ = ("name", "_user_named", "version")
 
     def __init__(self, default_input, name=None, requires_grad=True):
+        if not hasattr(default_input, "dtype"):  # Python data, checked under its own name
+            check_operand("default_input", default_input, owner="Parameter")
         super().__init__(default_input)
         if name is not None:
-            check_type("name", name, str, expected="a str or None")
+            check_type("name", name, str, expected="a non-empty str or None")
+            check_relation("name", name, bool(name), "a non-empty str or None")
         self.name = name
         self._user_named = name is not None
         self.requires_grad = check_bool("requires_grad", requires_grad)  # MindSpore: TypeError

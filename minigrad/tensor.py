@@ -15,7 +15,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool
+from minigrad._checks import check_bool, check_operand, check_relation
 from minigrad._config import config
 
 
@@ -92,7 +92,7 @@ class Tensor:
         """``element in t``: whether any element equals it (NumPy and PyTorch:
         ``(t == element).any()``)."""
         other = element.data if isinstance(element, Tensor) else element
-        return bool((self.data == other).any())
+        return bool(backend.read_scalar((self.data == other).any()))  # a GPU tensor: one read
 
     def dim(self):
         return self.data.ndim
@@ -107,7 +107,8 @@ class Tensor:
         return backend.read_scalar(self.data)
 
     def tolist(self):
-        return self.data.tolist()
+        """The values as nested Python lists (a GPU tensor is read to the host, explicitly)."""
+        return backend.as_numpy(self.data).tolist()
 
     def __array__(self, dtype=None, copy=None):
         """NumPy's conversion protocol: ``numpy.array(t)`` copies (``copy=True``),
@@ -152,7 +153,12 @@ class Tensor:
         return int(self.data.item())
 
     def __bool__(self):
-        return bool(self.data)
+        """The truth of a one-element tensor (on the GPU an explicit read of the device, which
+        waits for it); NumPy's (and CuPy's) ValueError for more elements."""
+        if self.data.size != 1:
+            raise ValueError(f"The truth value of a Tensor of shape {self.shape} is ambiguous "
+                             f"(one element is needed): use t.any() or t.all()")
+        return bool(backend.read_scalar(self.data))
 
     def __repr__(self):
         body = numpy.array2string(self.asnumpy(), precision=4, separator=", ", threshold=20)
@@ -294,25 +300,35 @@ def _unwrap_index(index):
 
 
 def from_dlpack(obj):
-    """A tensor sharing memory with any DLPack-capable array (NumPy, CuPy, PyTorch, ...)."""
+    """A tensor sharing memory with any DLPack-capable array (NumPy, CuPy, PyTorch, ...), on the
+    device the array is on whatever the context's device (no copy): a host array gives a CPU
+    tensor (through ``numpy.from_dlpack``), a CUDA array a GPU tensor (``cupy.from_dlpack``).
+    The way back is the array library's own ``from_dlpack`` of the tensor (``Tensor.__dlpack__``),
+    e.g. ``torch.from_dlpack(t)`` or ``cupy.from_dlpack(t)``. Also ``Tensor.from_dlpack``.
+
+    Raises:
+        TypeError: ``obj`` does not speak DLPack (no ``__dlpack_device__``).
+        RuntimeError: a CUDA array without CuPy and a GPU; what the array library raises for
+            what it cannot export (PyTorch: a BufferError for a tensor that requires grad, a
+            RuntimeError for bfloat16).
+    """
+    check_relation("obj", obj, hasattr(obj, "__dlpack_device__"),
+                   "an array with DLPack support (__dlpack__ and __dlpack_device__)",
+                   error=TypeError, owner="from_dlpack")
     device_type = obj.__dlpack_device__()[0]
     xp = backend.cupy if device_type == 2 else numpy  # 2 is kDLCUDA
     if xp is None:
-        raise RuntimeError("a CUDA DLPack tensor needs CuPy and a GPU")
-    return Tensor(xp.from_dlpack(obj))
+        raise RuntimeError(f"from_dlpack: a CUDA array needs CuPy and a GPU "
+                           f"({backend.CUPY_IMPORT_ERROR})")
+    array = xp.from_dlpack(obj)
+    return Tensor(array, device=backend.device_of(array))
 
 
-def _python_numbers(data):
+def _python_numbers(data, name="data", owner="Tensor"):
     """``data`` (a Python number or nested lists of numbers) as a NumPy array, or an error that
-    names ``data`` and what was expected."""
-    try:
-        array = numpy.asarray(data)
-    except ValueError as error:  # ragged nested lists
-        raise ValueError(f"Tensor data must be a number or nested lists of equal lengths: "
-                         f"{error}") from None
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"Tensor data must be a number, nested lists of numbers, an array or a "
-                        f"Tensor, "
-                        f"got {type(data).__name__} {data!r:.60}")
-    return array
+    names the argument ``name`` and shows the value (``check_operand``: None, strs, ragged lists
+    and ints beyond int64 are refused)."""
+    return numpy.asarray(check_operand(name, data, owner=owner))
 
+
+Tensor.from_dlpack = staticmethod(from_dlpack)

@@ -19,6 +19,8 @@ from minigrad._config import config
 
 settings.register_profile("ci", deadline=None, max_examples=25, derandomize=True)
 settings.register_profile("thorough", deadline=None, max_examples=300)
+# the widest run (tests/core/test_api_walk.py makes 160 calls per example: 160,000)
+settings.register_profile("wide", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

@@ -13,6 +13,7 @@ import minigrad.tensor as _tensor
 from minigrad import _native, backend
 from minigrad._config import config
 from minigrad.amp import _status_launch
+from minigrad._checks import check_type
 
 CHECKED_DTYPES = (numpy.dtype(numpy.float16), numpy.dtype(numpy.float32),
                   numpy.dtype(numpy.float64))
@@ -40,7 +41,7 @@ def alloc_status(like=None):
             with data.device:  # the same GPU as ``like``
                 return _tensor.Tensor(backend.cupy.zeros(STATUS_SHAPE, dtype=numpy.float32))
     xp = backend.cupy if device == "GPU" else numpy
-    return _tensor.Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32))
+    return _tensor.Tensor(xp.zeros(STATUS_SHAPE, dtype=numpy.float32), device=device)
 
 
 def clear_status(status):
@@ -176,8 +177,7 @@ def _array(x, name):
     data = x.data if isinstance(x, _tensor.Tensor) else x
     if not isinstance(data, numpy.ndarray) and not (
             backend.cupy is not None and isinstance(data, backend.cupy.ndarray)):
-        raise TypeError(f"{name} must be a Tensor or a NumPy/CuPy array, "
-                        f"got {type(x).__name__}")
+        check_type(name, x, (), expected="a Tensor or a NumPy/CuPy array")
     return data
 
 
@@ -223,8 +223,10 @@ def _inv_scale(inv_scale):
         try:
             data = _array(inv_scale, "inv_scale")
         except TypeError:
-            raise TypeError(f"inv_scale must be a real number or a one-element Tensor/array, "
-                            f"got {type(inv_scale).__name__}") from None
+            data = None
+        if data is None:
+            check_type("inv_scale", inv_scale, (),
+                       expected="a real number or a one-element Tensor/array")
         if data.size != 1:
             raise ValueError(f"inv_scale must hold one number, got shape {data.shape}")
         value = float(data.reshape(-1)[0])

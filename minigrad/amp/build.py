@@ -30,7 +30,7 @@ anything: a refused call leaves the network, the optimizer and the manager as th
 """
 from minigrad import dtype as dtypes
 from minigrad import ops
-from minigrad._checks import check_bool, check_in, check_relation
+from minigrad._checks import check_bool, check_in, check_relation, check_type
 from minigrad.amp.managers import DynamicLossScaleManager, LossScaleManager
 from minigrad.nn.cell import Cell
 from minigrad.tensor import Tensor
@@ -138,7 +138,7 @@ def _compute_in_low(network, keep_normalization_fp32, dtype):
 
 def _check_cell(name, value, owner):
     if not isinstance(value, Cell):
-        raise TypeError(f"{owner}: {name!r} must be a Cell, but got {type(value).__name__}")
+        check_type(name, value, Cell, owner=owner)
 
 
 def cast_network(network, cast_model_type, keep_batchnorm_fp32):

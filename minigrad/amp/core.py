@@ -14,9 +14,12 @@ and they differ only in the adjustment rule's constants. ``ScaleCore`` holds tha
   ``max(float32(S / backoff_divisor), floor)`` for the faces whose peer divides (TF's
   ``DynamicLossScale``, MindSpore's ``amp.DynamicLossScaler``: for a factor that is not a power
   of two the two roundings differ by an ulp);
-* clean step: ``counter += 1``; once ``counter >= growth_interval``:
+* clean step: ``counter += 1``; once ``counter >= growth_interval`` (``== growth_interval``
+  with ``exact_interval``, PyTorch's test):
   ``S = min(float32(S * growth_factor), cap)`` unless that product is inf (the scale never grows
-  to inf), and ``counter = 0``;
+  to inf), and ``counter = 0``. The two tests differ only when the interval is lowered below the
+  counter: ``>=`` grows at the next clean step, ``==`` waits for the next overflow to reset the
+  counter;
 * ``growth_interval=None``: a fixed scale that no step changes.
 
 The peers as parameters of this core (checked step by step in tests/amp/test_loss_scale_rules.py):
@@ -49,6 +52,7 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 
 from minigrad._checks import (
+    check_bool,
     check_float,
     check_non_negative_int,
     check_positive,
@@ -56,6 +60,7 @@ from minigrad._checks import (
     check_relation,
     check_type,
 )
+from minigrad.fp8.autocast import take_step_stats
 
 # the smallest scale a backoff leaves: float32's smallest normal value, whose inverse (8.5e37)
 # is still finite in float32, so unscaling by it never divides by zero or multiplies by inf
@@ -104,6 +109,9 @@ class ScaleCore:
             steps in a row, naming the cause (opt-in guard; None disables it).
         backoff_divisor: if set (> 1), the backoff divides by it in float32 instead of
             multiplying by ``backoff_factor`` (which becomes ``1 / backoff_divisor``).
+        exact_interval: grow when the counter equals ``growth_interval`` (PyTorch's
+            ``successful == growth_interval``) rather than when it reaches or passes it
+            (MindSpore's ``scale_window <= cur_iter - last_overflow_iter``). Default False.
         owner: the class or function named in error messages.
         names: the face's own spelling of the arguments in error messages, e.g.
             ``{"scale": "init_scale"}`` for GradScaler (default: the names above).
@@ -114,7 +122,7 @@ class ScaleCore:
 
     def __init__(self, scale, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  floor=None, cap=None, hysteresis=1, max_consecutive_skips=None, owner="ScaleCore",
-                 names=None, backoff_divisor=None):
+                 names=None, backoff_divisor=None, exact_interval=False):
         names = names or {}
 
         def name(key):  # the face's spelling of argument ``key``
@@ -134,6 +142,7 @@ class ScaleCore:
             growth_interval = check_positive_int(name("growth_interval"), growth_interval,
                                                  owner=owner)
         self.growth_interval = growth_interval
+        self.exact_interval = check_bool("exact_interval", exact_interval, owner=owner)
         self.floor = None if floor is None else check_positive("floor", floor, owner=owner)
         self.cap = None if cap is None else check_positive("cap", cap, owner=owner)
         if self.floor is not None and self.cap is not None:
@@ -176,7 +185,8 @@ class ScaleCore:
         else:
             self.tolerance = self.hysteresis
             self.counter += 1
-            if self.counter >= self.growth_interval:
+            if (self.counter == self.growth_interval if self.exact_interval
+                    else self.counter >= self.growth_interval):
                 self.counter = 0
                 with numpy.errstate(over="ignore"):
                     new = numpy.float32(self.scale * numpy.float32(self.growth_factor))
@@ -267,6 +277,10 @@ class StepReport:
         inf_params / nan_params: names of the parameters whose gradient held inf / NaN.
         underflow: ``underflow_stats`` of the scaled gradients (``{name: {"zero": share,
             "subnormal": share, "max_abs": value}}``) when requested, else None.
+        fp8: the FP8 tensors cast in the step under ``fp8_autocast`` (``{name: {"amax",
+            "scale_min", "scale_max", "clipped", "flushed", "sqnr_db", "saturated"}}``, from
+            ``minigrad.fp8.autocast.take_step_stats``), else None; the text lists those that
+            clipped values.
     """
     step: int
     skipped: bool
@@ -276,6 +290,7 @@ class StepReport:
     inf_params: tuple = ()
     nan_params: tuple = ()
     underflow: object = None
+    fp8: object = None
 
     def __str__(self):
         head = f"step {self.step}: " + (f"skipped ({self.reason})" if self.skipped else "applied")
@@ -285,6 +300,10 @@ class StepReport:
             text += f", inf in {list(self.inf_params)}"
         if self.nan_params:
             text += f", NaN in {list(self.nan_params)}"
+        clipped = [f"{name} {100 * row['clipped']:.3g} %" for name, row in (self.fp8 or {}).items()
+                   if row["clipped"] > 0]
+        if clipped:
+            text += f", FP8 clipped in [{', '.join(clipped)}]"
         return text
 
 
@@ -331,7 +350,7 @@ def make_report(core, scale_before, overflow, loss, names, arrays, scale_after=N
     before = float(scale_before)
     report = StepReport(core.steps + 1, bool(overflow), reason, before,
                         before if after is scale_before else float(after),
-                        inf_names or (), nan_names or (), underflow)
+                        inf_names or (), nan_names or (), underflow, take_step_stats())
     if owner is not None:
         owner.last_report = report
     core.record(report)
@@ -351,8 +370,10 @@ def underflow_stats(names, scaled_grads):
         that flushed, and true zeros such as dead ReLU units), ``s`` values in fp16's subnormal
         range ``(0, 2**-14)`` that keep only a few bits, ``m`` the largest magnitude (headroom
         to fp16's 65504 tells how much higher the scale could go).
+
+    On the GPU every count comes back in one read of the device (``backend.read_scalars``).
     """
-    stats = {}
+    kept, values = [], []
     for name, g in zip(names, scaled_grads):
         if g is None or g.size == 0:
             continue
@@ -360,8 +381,8 @@ def underflow_stats(names, scaled_grads):
         with numpy.errstate(over="ignore"):  # beyond 65504 is inf in fp16: what max_abs reports
             mag = xp.abs(
                 g.astype(numpy.float16) if g.dtype != dtypes.float16 else g).astype(numpy.float32)
-        n = float(g.size)
-        zero = float((mag == 0).sum()) / n
-        sub = float(((mag > 0) & (mag < dtypes.FP16_TINY)).sum()) / n
-        stats[name] = {"zero": zero, "subnormal": sub, "max_abs": float(mag.max())}
-    return stats
+        kept.append((name, float(g.size)))
+        values += [(mag == 0).sum(), ((mag > 0) & (mag < dtypes.FP16_TINY)).sum(), mag.max()]
+    host = backend.read_scalars(values)
+    return {name: {"zero": host[3 * k] / n, "subnormal": host[3 * k + 1] / n,
+                   "max_abs": host[3 * k + 2]} for k, (name, n) in enumerate(kept)}

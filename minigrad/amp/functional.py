@@ -20,7 +20,7 @@ import abc
 import numpy
 
 from minigrad.amp import float_status
-from minigrad._checks import check_positive_int, check_relation
+from minigrad._checks import check_positive_int, check_relation, check_type
 from minigrad.amp.core import ScaleCore, float32_scale
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -35,7 +35,8 @@ def init_status():
 def all_finite(inputs, status=None):
     """MindSpore's ``amp.all_finite``: True, as a bool Tensor of shape ``()``, when no tensor in
     ``inputs`` holds inf or NaN (``float_status.all_finite`` gives the same answer as a Python
-    bool, for arrays).
+    bool, for arrays). The check has read the answer from the device already, so the Tensor is
+    on the host whatever the context's device: branching on it reads nothing more.
 
     Args:
         inputs: a Tensor or a tuple/list of Tensors (None entries are ignored).
@@ -52,14 +53,14 @@ def all_finite(inputs, status=None):
     overflow = float_status.check(arrays)
     if status is not None:
         float_status.check_overflow(status, *arrays)
-    return Tensor(numpy.array(not overflow))
+    return Tensor(numpy.array(not overflow), device="CPU")  # read already: on the host
 
 
 def _array(t, name):
     if t is None:
         return None
     if not isinstance(t, Tensor):
-        raise TypeError(f"'{name}' must hold Tensors, but got {type(t).__name__}")
+        check_type(name, t, Tensor, expected="a Tensor (or a sequence of them)")
     return t.data
 
 

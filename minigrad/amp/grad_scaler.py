@@ -13,12 +13,12 @@
         print(scaler.last_report)     # skipped or not, why, scale before/after, inf/NaN names
 
 Per optimizer the calls follow PyTorch's protocol (READY -> UNSCALED -> STEPPED, reset by
-``update``) with PyTorch's errors. The update rule is PyTorch's (growth only if the grown
-scale is finite), with two deliberate differences: growth fires when the clean-step counter
-*reaches or passes* ``growth_interval`` (PyTorch tests ``==``, so lowering the interval below
-the counter with ``set_growth_interval`` stops growth until the next overflow); and without a
-``floor=`` the scale backs off to float32's smallest normal value at least (PyTorch's reaches
-0, where unscaling divides by zero), still skipping every overflowing step as PyTorch does.
+``update``) with PyTorch's errors. The update rule is PyTorch's: growth only if the grown
+scale is finite, and only when the clean-step counter *equals* ``growth_interval``, so lowering
+the interval below the counter with ``set_growth_interval`` stops growth until the next overflow
+resets the counter, as in PyTorch. One deliberate difference: without a ``floor=`` the scale
+backs off to float32's smallest normal value at least (PyTorch's reaches 0, where unscaling
+divides by zero), still skipping every overflowing step as PyTorch does.
 
 Gradients of fp16 parameters are unscaled into float32 gradients (PyTorch refuses them with
 "Attempting to unscale FP16 gradients."): the optimizer's fp32 master weights take them as is.
@@ -30,7 +30,7 @@ with the same gradients and scale.
 """
 import enum
 
-from minigrad import communication
+from minigrad import backend, communication
 from minigrad.amp import float_status
 from minigrad.amp.autocast import check_device
 from minigrad._checks import (check_bool, check_float, check_non_negative_int, check_positive_int,
@@ -130,7 +130,7 @@ class GradScaler:
         self.core = ScaleCore(given["init_scale"], given["growth_factor"], given["backoff_factor"],
                               growth_interval, floor=floor, cap=cap, hysteresis=hysteresis,
                               max_consecutive_skips=max_consecutive_skips, owner="GradScaler",
-                              names={"scale": "init_scale"})
+                              names={"scale": "init_scale"}, exact_interval=True)
         self.track_underflow = track_underflow
         self.last_report = None
         self._per_optimizer = {}
@@ -198,7 +198,7 @@ class GradScaler:
         overflow = status.overflow()
         for p, g, a in zip(params, scaled, arrays):
             if a is not g:  # an fp16 gradient, unscaled into a new fp32 array
-                p.grad = Tensor(a)
+                p.grad = Tensor(a, device=backend.device_of(a))
         state = self._per_optimizer[id(optimizer)] = {
             "stage": _UNSCALED, "checked": bool(params), "found_inf": overflow, "params": params,
             "arrays": arrays}

@@ -11,6 +11,7 @@ returns its value and gradients with their graph, so ``grad(grad(f))`` is f'' an
 hold a gradient penalty. ``config.grad_depth`` counts the calls running their function.
 """
 from minigrad import backend
+from minigrad._checks import check_bool, check_callable, check_int_tuple, check_type
 from minigrad._config import config, enable_grad
 from minigrad.autograd.engine import run_backward
 from minigrad.tensor import Tensor, make, seed_like
@@ -112,10 +113,14 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
         or weights only), or ``(input_grads, weight_grads)`` when both.
 
     Raises:
+        TypeError: for an ``fn`` that is not callable, a ``grad_position`` that is not an int or
+            a tuple/list of ints (or None), ``weights`` that are not Tensors, or a ``has_aux``
+            that is not a bool.
         ValueError: if both ``grad_position`` and ``weights`` are None. The returned function
-            raises TypeError for a ``grad_position`` that is not an int or a tuple of ints or an
-            input to differentiate that is not a Tensor, and ValueError for a position out of range.
+            raises TypeError for an input to differentiate that is not a Tensor, and ValueError
+            for a position out of range.
     """
+    _check_arguments(fn, grad_position, weights, has_aux, "value_and_grad")
     if grad_position is None and weights is None:
         raise ValueError("grad_position and weights cannot both be None")
 
@@ -133,9 +138,26 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
     return wrapped
 
 
+def _check_arguments(fn, grad_position, weights, has_aux, owner):
+    check_callable("fn", fn, owner=owner)
+    if grad_position is not None:  # the range is known when the inputs are
+        check_int_tuple("grad_position", grad_position, owner=owner)
+    if weights is not None and not isinstance(weights, Tensor):
+        check_type("weights", weights, (list, tuple),
+                   expected="a Parameter, a list or tuple of Parameters, or None", owner=owner)
+        for i, weight in enumerate(weights):
+            check_type(f"weights[{i}]", weight, Tensor, expected="a Parameter", owner=owner)
+    check_bool("has_aux", has_aux, owner=owner)
+
+
 def grad(fn, grad_position=0, weights=None, has_aux=False):
     """Like ``value_and_grad`` but returns only the gradients (with ``has_aux``:
-    ``(grads, aux)``)."""
+    ``(grads, aux)``).
+
+    Raises:
+        TypeError, ValueError: as ``value_and_grad``.
+    """
+    _check_arguments(fn, grad_position, weights, has_aux, "grad")
     vag = value_and_grad(fn, grad_position, weights, has_aux)
 
     def wrapped(*args):

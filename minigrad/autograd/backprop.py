@@ -9,7 +9,7 @@ gradient penalties, Hessian-vector products (``minigrad.autograd.functional``)::
     (h,) = autograd.grad(g.sum(), x)                 # 6x
 """
 from minigrad import backend
-from minigrad._checks import check_bool, check_relation
+from minigrad._checks import check_bool, check_relation, check_type
 from minigrad.autograd.engine import accumulate, run_backward
 from minigrad.tensor import Tensor, make, seed_like
 
@@ -122,11 +122,12 @@ def _tensors(name, value, owner):
     try:
         items = list(value)
     except TypeError:
-        raise TypeError(f"{owner}: {name} must be a Tensor or a sequence of Tensors, got "
-                        f"{type(value).__name__}") from None
+        items = None
+    if items is None or isinstance(value, str):
+        check_type(name, value, (), expected="a Tensor or a sequence of Tensors", owner=owner)
     for i, t in enumerate(items):
         if not isinstance(t, Tensor):
-            raise TypeError(f"{owner}: {name}[{i}] must be a Tensor, got {type(t).__name__}")
+            check_type(f"{name}[{i}]", t, Tensor, owner=owner)
     return items
 
 

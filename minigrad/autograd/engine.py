@@ -19,10 +19,12 @@ that sends it a gradient has run), while backward goes on with the other nodes: 
 training starts all-reducing the last layers' gradients then (PyTorch DDP's autograd hooks).
 """
 import contextlib
+import sys
 
 import numpy
 
 from minigrad import backend
+from minigrad._fp16_host import MIN_SIZE, store, widen
 from minigrad.autograd.function import Copy
 from minigrad.tensor import Tensor, make
 
@@ -129,13 +131,13 @@ def run_backward(roots, seeds, retain_graph=False, targets=None, create_graph=Fa
             if entry is None:
                 leaf_grads[id(tensor)] = [tensor, grad]
             else:
-                entry[1] = entry[1] + grad
+                entry[1] = _sum(entry, grad)
             return
         slots = node_grads.get(fn)
         if slots is None:
             slots = node_grads[fn] = [None] * fn.n_outputs
         i = tensor._index
-        slots[i] = grad if slots[i] is None else slots[i] + grad
+        slots[i] = grad if slots[i] is None else _sum(slots, grad, i)
 
     if create_graph:
         seeds = [s if isinstance(s, Tensor) else make(s, None, 0) for s in seeds]
@@ -184,6 +186,34 @@ def run_backward(roots, seeds, retain_graph=False, targets=None, create_graph=Fa
                 report(fn)
 
     return _deliver(seeds, targets, leaf_grads, captured, hooked)
+
+
+_F16 = numpy.dtype(numpy.float16)
+# sys.getrefcount of a gradient that only its list slot holds, seen from ``_sum``: the slot,
+# ``_sum``'s ``total`` and the call's own argument
+_ONLY_THE_SLOT = 3
+
+
+def _sum(holder, grad, i=1):
+    """``holder[i] + grad``: a second gradient for one tensor. Added into ``holder[i]`` in place
+    when nothing else can see that array (it owns its memory, is writable, has the sum's shape
+    and dtype, and no other reference to it exists: not a seed, another slot, a view of it, a
+    hook's or a caller's), which saves an allocation and a pass at every residual join;
+    otherwise a new array (also for Tensors, under ``create_graph``). Large fp16 NumPy arrays
+    are added in fp32 and rounded once (``_fp16_host``'s fast conversions): NumPy's own fp16
+    addition converts element by element, several times slower, to the same bits."""
+    total = holder[i]
+    if (type(total) is numpy.ndarray and total.dtype == _F16 and type(grad) is numpy.ndarray
+            and grad.dtype == _F16 and total.size >= MIN_SIZE and total.shape == grad.shape):
+        wide = widen(total)
+        wide += widen(grad)
+        return store(wide, _F16)
+    if (type(total) is not Tensor and total is not grad and total.base is None
+            and getattr(total.flags, "writeable", True) and total.shape == grad.shape
+            and total.dtype == grad.dtype and sys.getrefcount(total) <= _ONLY_THE_SLOT):
+        total += grad
+        return total
+    return total + grad
 
 
 def _deliver(seeds, targets, leaf_grads, captured, hooked):

@@ -31,6 +31,13 @@ differentiated again: the gradient rule stays one piece of code. Attributes not 
 shapes, scales) are constants. ``saves = None`` (the default) marks a backward that runs on
 arrays only: a ``create_graph`` backward through it raises an error naming the op.
 
+Memory: a node holds, for the engine, each input it sends a gradient to. An input Tensor that
+the rule may read (named by position in ``saves``, or every input when ``saves`` is None or
+computes an attribute) is held as itself; of the others, a leaf is held as itself too, and a
+non-leaf only as an ``Edge`` (its producing node and output index), so that its array is freed
+as soon as nothing else needs it: ReLU's and the residual add's inputs, whose rules read a mask
+or nothing, do not keep a BatchNorm output alive until backward.
+
 Autocast: a class's ``autocast`` label says how ``minigrad.amp.autocast`` treats the op's
 inputs while ``_config.config.autocast_dtype`` is set: ``"low"`` ops (matmul, Dense, conv) take
 float32 inputs in the low-precision dtype, ``"fp32"`` ops (softmax, exp, log, pow, sums, norms,
@@ -56,8 +63,28 @@ OUTPUT = "output"  # a ``saves`` role: the attribute holds the op's output (modu
 _FP8 = frozenset(dtypes.FP8)  # empty without ml_dtypes
 
 
+class Edge:
+    """Where a node sends the gradient of a non-leaf input whose Tensor it does not keep: the
+    input's producing node (``_ctx``) and output index (``_index``), as the engine reads them
+    from a Tensor (module docstring, Memory)."""
+    __slots__ = ("_ctx", "_index", "requires_grad")
+
+    def __init__(self, tensor):
+        self._ctx, self._index, self.requires_grad = tensor._ctx, tensor._index, True
+
+    def __repr__(self):
+        return f"<Edge to output {self._index} of {self._ctx!r}>"
+
+
+def _kept_inputs(saves):
+    """The input positions whose Tensors a node of a class with ``saves`` keeps (None: all)."""
+    if saves is None or not all(type(role) is int for role in saves.values()):
+        return None
+    return frozenset(saves.values())
+
+
 class Function:
-    # inputs: the input tensors while the graph is alive (None once freed)
+    # inputs: the input Tensors (or Edges, module docstring) while the graph is alive
     # needs_grad: per input, whether it wants a gradient
     # n_outputs / out_hooks: for the engine; out_hooks[i] lists hooks on output i
     inputs = None
@@ -70,12 +97,14 @@ class Function:
     autocast = None  # None, "low" or "fp32": the op's autocast label (module docstring)
     autocast_inputs = None  # (label, inputs) -> inputs cast for autocast; installed by the ops
     storage = False  # True: the op only moves elements, so it takes FP8 inputs (module docstring)
+    kept_inputs = None  # positions of the input Tensors a node keeps (None: all); from ``saves``
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.autocast not in AUTOCAST_LABELS:
             raise ValueError(f"{cls.__qualname__}.autocast must be one of {AUTOCAST_LABELS}, "
                              f"got {cls.autocast!r}")
+        cls.kept_inputs = _kept_inputs(cls.saves)
         if isinstance(inspect.getattr_static(cls, "forward"), staticmethod):
             from minigrad.autograd import custom  # PyTorch's kind of Function, built on this one
             cls.apply = classmethod(custom.apply)
@@ -102,7 +131,9 @@ class Function:
             needs = tuple([t.requires_grad for t in inputs])
             if True in needs:
                 record = fn
-                fn.inputs = inputs
+                kept = cls.kept_inputs
+                fn.inputs = inputs if kept is None else tuple(
+                    t if i in kept or t._ctx is None else Edge(t) for i, t in enumerate(inputs))
                 fn.needs_grad = needs
         if type(out) is tuple:
             fn.n_outputs = len(out)

@@ -24,6 +24,7 @@ training reduces (``amp.float_status._reduce_overflow``, ``Optimizer``,
 from minigrad.communication.management import (GlobalComm, WORLD_COMM_GROUP, init, release,
                                                is_initialized, get_rank, get_group_size,
                                                get_local_rank, get_local_rank_size)
+from minigrad.communication import collectives
 from minigrad.communication.collectives import (REDUCE_OPS, all_reduce, all_reduce_, broadcast,
                                                 broadcast_, all_gather, all_gather_object,
                                                 broadcast_object, any_rank, barrier,
@@ -41,8 +42,13 @@ from minigrad.communication.work import plan_shares, share_work
 
 def reduce_flag(flag):
     """An overflow flag as every rank must decide on it: in data-parallel mode True when any
-    rank's ``flag`` is true (one all-reduce of one byte), otherwise ``bool(flag)``."""
-    return any_rank(flag) if is_data_parallel() else bool(flag)
+    rank's ``flag`` is true (one all-reduce of one byte), otherwise ``bool(flag)``.
+
+    Raises:
+        TypeError: for a ``flag`` that is not a bool (or the int 0 or 1).
+    """
+    flag = collectives.check_flag(flag, "reduce_flag")
+    return any_rank(flag) if is_data_parallel() else flag
 
 
 __all__ = ["GlobalComm", "WORLD_COMM_GROUP", "init", "release", "is_initialized", "get_rank",

@@ -30,7 +30,7 @@ def _check_op(op, caller):
 
 def _check_array(array, caller):
     if not hasattr(array, "dtype") or not hasattr(array, "shape"):
-        raise TypeError(f"{caller}: expected a NumPy or CuPy array, got {type(array).__name__}")
+        _checks.check_type("array", array, (), expected="a NumPy or CuPy array", owner=caller)
 
 
 def _mpi_op(group, op):
@@ -211,14 +211,32 @@ def all_gather_object(obj):
 
 
 def broadcast_object(obj, root=0):
-    """Rank ``root``'s ``obj`` (any picklable value) on every rank."""
+    """Rank ``root``'s ``obj`` (any picklable value) on every rank.
+
+    Raises:
+        TypeError / ValueError: for a ``root`` that is not a rank of the group.
+    """
     group = management.current()
+    _checks.check_int("root", root, low=0, high=(1 if group is None else group.size) - 1,
+                      owner="broadcast_object")
     return obj if group is None or group.size == 1 else group.comm.bcast(obj, root=root)
+
+
+def check_flag(flag, owner):
+    """``flag`` (a bool, a NumPy bool, or the int 0 or 1) as a Python bool."""
+    if _checks.is_int(flag) and flag in (0, 1):
+        return bool(flag)
+    return _checks.check_bool("flag", flag, owner=owner)
 
 
 def any_rank(flag):
     """True on every rank if ``flag`` is true on any rank: one all-reduce (MAX) of one byte.
-    How data-parallel training makes every rank skip an overflowing step together."""
+    How data-parallel training makes every rank skip an overflowing step together.
+
+    Raises:
+        TypeError: for a ``flag`` that is not a bool (or the int 0 or 1).
+    """
+    flag = check_flag(flag, "any_rank")
     group = management.current()
     if group is None or group.size == 1:
         return bool(flag)

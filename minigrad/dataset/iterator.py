@@ -90,7 +90,7 @@ class RowIterator:
             row = tuple(make(self._staging.upload(i, value), None, 0) if _host_array(value)
                         else Tensor(value, device="GPU") for i, value in enumerate(row))
         elif not self.output_numpy:
-            row = tuple(Tensor(value) for value in row)
+            row = tuple(Tensor(value, device=self.device) for value in row)
         return dict(zip(self.names, row)) if self.as_dict else row
 
     def get_next(self):

@@ -3,7 +3,7 @@ import itertools
 
 import numpy
 
-from minigrad._checks import check_str_tuple
+from minigrad._checks import check_str_tuple, check_type
 from minigrad.dataset.sampling import IndexedSource
 from minigrad.tensor import Tensor
 
@@ -79,8 +79,8 @@ def _columns(data):
                              f"dict for one column per entry") from None
         names = None
     else:
-        raise TypeError(f"data must be an array, a list, a tuple or a dict of arrays, "
-                        f"got {type(data).__name__}")
+        check_type("data", data, (), expected="an array, a list, a tuple or a dict of arrays",
+                   owner="NumpySlicesDataset")
     if not columns:
         raise ValueError("data has no columns")
     columns = [c.asnumpy() if isinstance(c, Tensor) else numpy.asarray(c) for c in columns]

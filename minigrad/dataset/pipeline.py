@@ -17,7 +17,14 @@ import math
 import numpy
 
 from minigrad.dataset.settings import new_generator
-from minigrad._checks import check_bool, check_int, check_positive_int, is_int
+from minigrad._checks import (
+    check_bool,
+    check_callable,
+    check_int,
+    check_positive_int,
+    check_type,
+    is_int,
+)
 from minigrad.dataset.iterator import RowIterator
 
 
@@ -187,7 +194,10 @@ class Dataset:
 
         ``device`` (``"CPU"`` or ``"GPU"``; default: ``set_context(device_target=...)``) is where
         the Tensors are made. On the GPU each column is copied into a pinned host buffer (two
-        per column, used in turn) and from there to the device without waiting for the copy.
+        per column, used in turn) and from there to the device without waiting for the copy
+        (and without reading the device). On the CPU there is nothing to stage: the rows are
+        host Tensors, and pinned buffers are never made; with ``output_numpy=True`` the rows
+        are NumPy arrays on every device.
 
         Raises:
             ValueError / RuntimeError: for a ``device`` ``backend.check_device`` refuses.
@@ -217,11 +227,16 @@ class Dataset:
                 f"size={self.get_dataset_size()}, batch_size={self.get_batch_size()})")
 
 
+def _parent(parent, owner):
+    """``parent`` if it is a Dataset: the node a pipeline operation is applied to."""
+    return check_type("parent", parent, Dataset, owner=owner)
+
+
 class ShuffleDataset(Dataset):
     """``dataset.shuffle(buffer_size)``: see ``Dataset.shuffle``."""
 
     def __init__(self, parent, buffer_size):
-        super().__init__(parent)
+        super().__init__(_parent(parent, "ShuffleDataset"))
         self.buffer_size = check_int("buffer_size", buffer_size, low=2)
 
     def _index_chunks(self):
@@ -242,7 +257,7 @@ class RepeatDataset(Dataset):
     """``dataset.repeat(count)``: see ``Dataset.repeat``."""
 
     def __init__(self, parent, count=None):
-        super().__init__(parent)
+        super().__init__(_parent(parent, "RepeatDataset"))
         endless = count is None or (is_int(count) and count == -1)
         if not endless and not is_int(count):
             check_int("count", count)  # a TypeError naming the value
@@ -282,11 +297,10 @@ class MapDataset(Dataset):
     """``dataset.map(operations, input_columns, output_columns)``: see ``Dataset.map``."""
 
     def __init__(self, parent, operations, input_columns=None, output_columns=None):
-        super().__init__(parent)
+        super().__init__(_parent(parent, "MapDataset"))
         operations = list(operations) if isinstance(operations, (list, tuple)) else [operations]
-        for op in operations:
-            if not callable(op):
-                raise TypeError(f"operations must be callables, got {op!r}")
+        for i, op in enumerate(operations):
+            check_callable(f"operations[{i}]", op, owner="MapDataset")
         names = self.parent.get_col_names()
         input_columns = _column_list(input_columns, "input_columns", names[:1])
         unknown = [c for c in input_columns if c not in names]
@@ -336,7 +350,7 @@ class BatchDataset(Dataset):
     """``dataset.batch(batch_size, drop_remainder)``: see ``Dataset.batch``."""
 
     def __init__(self, parent, batch_size, drop_remainder=False):
-        super().__init__(parent)
+        super().__init__(_parent(parent, "BatchDataset"))
         self.batch_size = check_positive_int("batch_size", batch_size)
         self.drop_remainder = check_bool("drop_remainder", drop_remainder)
 

@@ -14,7 +14,7 @@ import numbers
 import numpy
 
 from minigrad.amp import float_status
-from minigrad._checks import check_float, check_positive, check_relation
+from minigrad._checks import check_float, check_relation, describe, is_real
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, make_report
 from minigrad.tensor import Tensor
 
@@ -81,18 +81,24 @@ class FixedLossScale(LossScale):
 
     Raises:
         NotANumberError (a TypeError and a ValueError, TF raises ValueError):
-            ``loss_scale_value`` not an int/float.
-        ValueError: below 1, or inf in float32.
+            ``loss_scale_value`` not an int/float: "loss_scale_value must be a Python int or
+            float ..." as TF's message begins.
+        ValueError: below 1 ("loss_scale_value must be at least 1 ...", as TF's), NaN or inf
+            (TF accepts inf), or inf in float32.
     """
 
     def __init__(self, loss_scale_value):
         super().__init__()
-        try:
-            value = check_positive("loss_scale_value", loss_scale_value, owner="FixedLossScale")
-        except TypeError as error:
-            raise NotANumberError(str(error)) from None
-        check_relation("loss_scale_value", loss_scale_value, value >= 1, ">= 1",
-                       owner="FixedLossScale")
+        # TF's messages, "loss_scale_value must be a Python int or float." and "... must be at
+        # least 1.", begin these, so code matching TF's text matches minigrad's
+        owner = "FixedLossScale"
+        if not is_real(loss_scale_value):
+            raise NotANumberError(f"{owner}: loss_scale_value must be a Python int or float (or "
+                                  f"a NumPy real number), got {describe(loss_scale_value)} "
+                                  f"({type(loss_scale_value).__name__})")
+        value = float(loss_scale_value)
+        check_relation("loss_scale_value", loss_scale_value, value >= 1 and math.isfinite(value),
+                       "at least 1 and finite", owner=owner)
         self.core = ScaleCore(value, growth_interval=None, owner="FixedLossScale",
                               names={"scale": "loss_scale_value"})
         self._loss_scale_value = value

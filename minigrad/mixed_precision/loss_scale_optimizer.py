@@ -15,7 +15,11 @@ the wrapper's own, as Keras has it.
 
 One difference from TF: with a ``FixedLossScale`` TF applies non-finite gradients; here
 ``apply_gradients`` skips them for every loss scale, so a non-finite step never reaches the
-parameters or the optimizer state (the inner optimizer's step counter does not move either).
+parameters or the optimizer state. As Keras's, ``iterations`` counts every ``apply_gradients``
+call, the skipped ones included (TF's ``testIterationsIncremented``); the inner optimizer's
+``global_step``, which learning-rate schedules and Adam's bias correction read, counts the
+applied updates only, as in the MindSpore and PyTorch faces (Keras's schedules read
+``iterations``), so the three faces train to the same bits.
 
 In data-parallel mode the overflow flag is all-reduced where it is decided, and
 ``apply_gradients`` all-reduces the gradients before it decides (``nn.DistributedGradReducer``),
@@ -23,12 +27,13 @@ so every rank applies or skips the same step and reports the same parameters.
 """
 import numpy
 
-from minigrad import communication
+from minigrad import backend, communication
 from minigrad import dtype as dtypes
-from minigrad._checks import check_callable, check_float, check_non_negative, check_type
+from minigrad._checks import (check_callable, check_float, check_int, check_non_negative,
+                              check_type)
 from minigrad.amp import float_status
 from minigrad.autograd import GradOperation
-from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, LossScale, get
+from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, get
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.parameter import Parameter
@@ -43,6 +48,17 @@ _HYPERPARAMETERS = {
     "beta1": ("beta1", _OPEN_UNIT), "beta2": ("beta2", _OPEN_UNIT),
     "momentum": ("momentum", {"low": 0.0}), "rho": ("decay", {"low": 0.0}),
 }
+
+
+class _DefaultScale:
+    """The default of ``LossScaleOptimizer``'s ``loss_scale``: a dynamic scale (TF 2.4's
+    ``dynamic=True``), told apart from an explicit None, which TF refuses."""
+
+    def __repr__(self):
+        return "'dynamic'"
+
+
+_DEFAULT_SCALE = _DefaultScale()
 
 
 class LossScaleOptimizer:
@@ -62,9 +78,10 @@ class LossScaleOptimizer:
         optimizer: a minigrad ``Optimizer`` (has ``parameters`` and ``apply_gradients``), not
             another ``LossScaleOptimizer`` (as TF refuses it).
         loss_scale: anything ``mixed_precision.get`` accepts except None, or a NumPy scalar
-            (taken as its Python number; ``get``, as TF's, takes only int and float); None
-            (default): "dynamic". A bool as the second positional argument is ``dynamic`` (the
-            TF 2.4 order).
+            (taken as its Python number; ``get``, as TF's, takes only int and float). Left out,
+            it is "dynamic" (or what the TF 2.4 keywords say); an explicit None raises
+            ``ValueError("loss_scale cannot be None.")`` as TF's. A bool as the second positional
+            argument is ``dynamic`` (the TF 2.4 order).
         dynamic: the TF 2.4 keyword (not with ``loss_scale``): a dynamic scale or a fixed one.
         initial_scale: the TF 2.4 keyword (not with ``loss_scale``): the first scale.
         dynamic_growth_steps: the TF 2.4 keyword (not with ``loss_scale``): clean steps before
@@ -76,15 +93,19 @@ class LossScaleOptimizer:
             read it as TF 2.4's ``loss_scale`` Tensor is read.
         dynamic_counter: clean steps since the scale last changed (None for a fixed scale).
         dynamic, initial_scale, dynamic_growth_steps: as TF 2.4's properties.
+        iterations: Keras's step count: one more for every ``apply_gradients`` (``minimize``)
+            call, applied or skipped (the inner optimizer's ``global_step`` plus the steps this
+            wrapper skipped); setting it sets ``global_step`` and forgets the skips.
 
     Raises:
         TypeError: ``optimizer`` is not an optimizer; ``loss_scale`` together with a TF 2.4
             keyword; ``dynamic`` not a bool.
-        ValueError: a bad ``loss_scale``; ``optimizer`` is a LossScaleOptimizer; ``dynamic=False``
-            without ``initial_scale`` or with ``dynamic_growth_steps`` (TF's errors).
+        ValueError: a bad ``loss_scale`` (None included); ``optimizer`` is a LossScaleOptimizer;
+            ``dynamic=False`` without ``initial_scale`` or with ``dynamic_growth_steps`` (TF's
+            errors).
     """
 
-    def __init__(self, optimizer, loss_scale=None, *, dynamic=None, initial_scale=None,
+    def __init__(self, optimizer, loss_scale=_DEFAULT_SCALE, *, dynamic=None, initial_scale=None,
                  dynamic_growth_steps=None):
         if isinstance(optimizer, LossScaleOptimizer):
             raise ValueError(f"LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
@@ -92,13 +113,16 @@ class LossScaleOptimizer:
         if not hasattr(optimizer, "apply_gradients") or not hasattr(optimizer, "parameters"):
             raise TypeError(f"LossScaleOptimizer: 'optimizer' must be a minigrad Optimizer, "
                             f"but got {type(optimizer).__name__}")
+        if loss_scale is None:  # TF: an explicit None is an error, not the default
+            raise ValueError("LossScaleOptimizer: loss_scale cannot be None. (leave it out for a "
+                             "dynamic loss scale, or pass 'dynamic', a number or a LossScale)")
         if isinstance(loss_scale, bool):  # TF 2.4's positional order: (inner_optimizer, dynamic)
             if dynamic is not None:
                 raise TypeError("LossScaleOptimizer: got 'dynamic' both positionally and by "
                                 "keyword")
-            loss_scale, dynamic = None, loss_scale
+            loss_scale, dynamic = _DEFAULT_SCALE, loss_scale
         keras = (dynamic, initial_scale, dynamic_growth_steps) != (None, None, None)
-        if keras and loss_scale is not None:
+        if keras and loss_scale is not _DEFAULT_SCALE:
             raise TypeError("LossScaleOptimizer: pass either 'loss_scale' (the experimental "
                             "API) or 'dynamic'/'initial_scale'/'dynamic_growth_steps' (TF 2.4), "
                             "not both")
@@ -108,12 +132,10 @@ class LossScaleOptimizer:
         else:
             if isinstance(loss_scale, numpy.number) and numpy.ndim(loss_scale) == 0:
                 loss_scale = loss_scale.item()  # a scale computed with NumPy: its Python number
-            scale = get("dynamic" if loss_scale is None else loss_scale)
-        if not isinstance(scale, LossScale):
-            raise ValueError("LossScaleOptimizer: 'loss_scale' must not be None, got "
-                             f"{loss_scale!r}")
+            scale = get("dynamic" if loss_scale is _DEFAULT_SCALE else loss_scale)
         self.inner_optimizer = optimizer
         self.loss_scale = scale
+        self._skipped = 0  # steps skipped through this wrapper: iterations counts them
         self._loss = None
         self._checked = None   # (ids of the unscaled arrays, overflow) from get_unscaled_gradients
         self._reducer = (DistributedGradReducer(optimizer.parameters)
@@ -142,6 +164,23 @@ class LossScaleOptimizer:
     def dynamic_growth_steps(self):
         """Clean steps between growths, or None for a fixed scale (TF 2.4)."""
         return self.loss_scale.core.growth_interval
+
+    @property
+    def iterations(self):
+        """Keras's ``iterations``: the steps applied (the inner optimizer's ``global_step``)
+        plus the steps skipped through this wrapper, as Keras's ``LossScaleOptimizer`` counts a
+        skipped step too."""
+        return self.inner_optimizer.global_step + self._skipped
+
+    @iterations.setter
+    def iterations(self, value):
+        value = check_int("iterations", value, low=0, owner="LossScaleOptimizer")
+        self.inner_optimizer.global_step, self._skipped = value, 0
+
+    def count_skipped_step(self):
+        """Count a step skipped outside ``apply_gradients`` (``Model.train``'s loss-scaled
+        step, as Keras's ``fit``) in ``iterations``."""
+        self._skipped += 1
 
     parameters = property(lambda self: self.inner_optimizer.parameters)
     last_report = property(lambda self: self.loss_scale.last_report)
@@ -241,7 +280,7 @@ class LossScaleOptimizer:
                   for g in grads]
         arrays, overflow = float_status.unscale_and_check(arrays, self.loss_scale.core.scale)
         self._checked = ([id(a) for a in arrays if a is not None], overflow)
-        return [None if a is None else Tensor(a) for a in arrays]
+        return [None if a is None else Tensor(a, device=backend.device_of(a)) for a in arrays]
 
     def apply_gradients(self, grads_and_vars):
         """Update the loss scale and apply the (unscaled) gradients unless one is inf/NaN.
@@ -251,7 +290,8 @@ class LossScaleOptimizer:
                 ``optimizer.parameters``.
 
         Returns:
-            True if the gradients were applied, False if the step was skipped.
+            True if the gradients were applied, False if the step was skipped (``iterations``
+            counts it all the same, as Keras's).
 
         Raises:
             ValueError: naming the parameters that have no gradient, or a count mismatch.
@@ -275,6 +315,7 @@ class LossScaleOptimizer:
             running_stats.commit()
         else:  # the forward passes' BatchNorm statistics go with the skipped step
             running_stats.rollback()
+            self._skipped += 1  # Keras counts the skipped step in iterations
         return apply
 
     def _ordered(self, items):

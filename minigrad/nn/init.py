@@ -13,7 +13,14 @@ import numbers
 import numpy
 
 from minigrad import dtype as dtypes
-from minigrad._checks import check_float, check_in, check_int_tuple, check_non_negative
+from minigrad._checks import (
+    check_float,
+    check_in,
+    check_int_tuple,
+    check_non_negative,
+    check_type,
+    describe,
+)
 from minigrad._config import config
 from minigrad.random import get_rng
 from minigrad.tensor import Tensor
@@ -55,10 +62,15 @@ class Initializer:
 
 
 class Constant(Initializer):
-    """Every element equals ``value``."""
+    """Every element equals ``value``.
+
+    Raises:
+        TypeError: for a ``value`` that is not a real number.
+        ValueError: for NaN or an infinity (an initial weight must be finite).
+    """
 
     def __init__(self, value):
-        self.value = value
+        self.value = check_float("value", value, owner="Constant")
 
     def sample(self, shape):
         return numpy.full(shape, self.value, numpy.float64)
@@ -189,19 +201,37 @@ def initializer(init, shape, dtype=dtypes.float32):
         TypeError: for any other kind of ``init``, or a dimension that is not an int (a float
             is refused, never truncated).
     """
+    return init_tensor("init", init, shape, dtype)
+
+
+def init_tensor(name, init, shape, dtype=dtypes.float32):
+    """``initializer(init, shape, dtype)`` with messages naming the argument ``name`` that
+    gave ``init`` (a layer's ``weight_init``, ``gamma_init``...)."""
     # a float dimension is refused, never truncated (int(2.5) would be 2)
     shape = check_int_tuple("shape", shape, low=0)
     dtype = dtypes.as_dtype(dtype)
     if isinstance(init, (Tensor, numpy.ndarray)):
         if tuple(init.shape) != shape:
-            raise ValueError(f"init of shape {tuple(init.shape)} does not match shape {shape}")
+            shown = describe(init)
+            if " of shape " not in shown:
+                shown += f" of shape {tuple(init.shape)}"
+            raise ValueError(f"{name} must have shape {shape}, got {shown}")
         # a copy: a new Parameter must not share memory with the tensor it was initialised from
         return Tensor(init.data.copy() if isinstance(init, Tensor) else init.copy(), dtype=dtype)
-    if isinstance(init, str):
-        init = _BY_NAME[check_in("init", init.lower().replace("_", ""), sorted(_BY_NAME))]()
-    elif isinstance(init, numbers.Real) and not isinstance(init, (bool, numpy.bool_)):
-        init = Constant(float(init))  # Python and NumPy numbers alike (MindSpore: numbers.Number)
-    elif not isinstance(init, Initializer):
-        raise TypeError(f"init must be an Initializer, a name, a number or a Tensor, "
-                        f"got {type(init).__name__}")
+    init = check_init(name, init)
     return Tensor(init(numpy.empty(shape, numpy.float64)), dtype=dtype, device=config.device_target)
+
+
+def check_init(name, init):
+    """``init`` (an Initializer, an initializer's name or a finite number; a Tensor or an array
+    passes as it is) checked under the argument ``name``, before any shape is known: a layer
+    checks the initializer of a bias it does not make too."""
+    if isinstance(init, (Tensor, numpy.ndarray, Initializer)):
+        return init
+    if isinstance(init, str):
+        return _BY_NAME[check_in(name, init, sorted(_BY_NAME),
+                                 fold=lambda text: text.lower().replace("_", ""))]()
+    if isinstance(init, numbers.Real) and not isinstance(init, (bool, numpy.bool_)):
+        # Python and NumPy numbers alike (MindSpore: numbers.Number)
+        return Constant(check_float(name, init))
+    check_type(name, init, Initializer, expected="an Initializer, a name, a number or a Tensor")

@@ -252,7 +252,7 @@ class CrossEntropyLoss(LossBase):
         if self.weight is not None:
             check_relation("weight.shape", self.weight.shape, self.weight.shape == (c,),
                            f"({c},), one weight per class of the logits", owner=owner)
-            w = backend.as_numpy(_fp32(self.weight).data)
+            w = _fp32(self.weight).data  # on the weight's device: read nothing
         log_probs = ops.log_softmax(logits, -1)
         eps = self.label_smoothing
         if labels.dtype.kind == "f":  # class probabilities
@@ -262,14 +262,17 @@ class CrossEntropyLoss(LossBase):
             if eps:
                 labels = labels * (1.0 - eps) + eps / c
             if w is not None:
-                labels = labels * Tensor(w)
+                labels = labels * Tensor(backend.to_device(w, labels.device))
             return self.get_loss(-ops.sum(log_probs * labels, -1))
         return self._loss_of_ids(log_probs, labels, w, c, owner)
 
     def _loss_of_ids(self, log_probs, labels, w, c, owner):
-        ids = backend.as_numpy(labels.data)
-        check_relation("labels.shape", labels.shape, ids.shape == log_probs.shape[:-1],
+        check_relation("labels.shape", labels.shape, labels.shape == log_probs.shape[:-1],
                        f"{log_probs.shape[:-1]}, one class id per row of the logits", owner=owner)
+        if log_probs.device == "GPU":
+            return self._loss_of_ids_on_device(log_probs, labels, w, c, owner)
+        ids = backend.as_numpy(labels.data)
+        w = None if w is None else backend.as_numpy(w)
         kept = ids != self.ignore_index
         if bool(((ids < 0) | (ids >= c))[kept].any()):
             raise ValueError(f"{owner}: class ids must be in [0, {c}) or the ignore_index "
@@ -281,10 +284,36 @@ class CrossEntropyLoss(LossBase):
         targets = picked * (1.0 - self.label_smoothing)
         if self.label_smoothing:
             targets += kept[..., None] * weights * (self.label_smoothing / c)
-        losses = -ops.sum(log_probs * Tensor(targets), -1)
+        losses = -ops.sum(log_probs * Tensor(targets, device=log_probs.device), -1)
         if self.reduction != "mean":
             return self.get_loss(losses)
         return ops.sum(losses) / float((weights[safe] * kept).sum())
+
+    def _loss_of_ids_on_device(self, log_probs, labels, w, c, owner):
+        """``_loss_of_ids`` on the GPU, reading nothing: the targets are built on the device,
+        the mean divides by a device sum, and the ids' range is checked at the next read of
+        the device (``backend.defer_check``)."""
+        xp = backend.get_array_module(log_probs.data)
+        ids = backend.to_device(labels.data, "GPU")
+        kept = ids != self.ignore_index
+        if ids.size:
+            values = xp.stack([(((ids < 0) | (ids >= c)) & kept).any().astype(xp.float64),
+                               -ids.min().astype(xp.float64), ids.max().astype(xp.float64)])
+            ignore = self.ignore_index
+            backend.defer_check(("class ids", c, ignore), values, lambda part: ValueError(
+                f"{owner}: class ids must be in [0, {c}) or the ignore_index {ignore}, got "
+                f"values in [{int(-part[1])}, {int(part[2])}]"))
+        weights = xp.ones(c, numpy.float32) if w is None else backend.to_device(w, "GPU")
+        safe = xp.where(kept, ids, 0)
+        scale = weights[safe] * kept                              # w[y], 0 where ignored
+        targets = (safe[..., None] == xp.arange(c)) * scale[..., None]
+        targets = targets * (1.0 - self.label_smoothing)
+        if self.label_smoothing:
+            targets += kept[..., None] * weights * (self.label_smoothing / c)
+        losses = -ops.sum(log_probs * Tensor(targets.astype(numpy.float32)), -1)
+        if self.reduction != "mean":
+            return self.get_loss(losses)
+        return ops.sum(losses) / Tensor(scale.sum(dtype=numpy.float32))
 
     def extend_repr(self):
         return (f"ignore_index={self.ignore_index}, reduction={self.reduction}, "

@@ -34,7 +34,7 @@ import numpy
 
 from minigrad import backend
 from minigrad.amp import float_status
-from minigrad._checks import check_float, check_positive_int, check_bool
+from minigrad._checks import check_bool, check_float, check_positive_int, describe
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report, underflow_stats
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
@@ -91,6 +91,20 @@ class _UpdateCell(Cell):
 
     def _write_views(self):
         pass
+
+
+def _overflow_status(status):
+    """``status`` as a ``float_status.OverflowStatus``: itself; a float32 buffer of shape (8,)
+    wrapped (checks set it); or, for MindSpore 2.x's int32 ``Tensor([0] * 8, mstype.int32)``, a
+    fresh status, flagged when an entry is non-zero (an overflow seen already)."""
+    if isinstance(status, float_status.OverflowStatus):
+        return status
+    if isinstance(status, Tensor) and status.dtype == numpy.int32 and status.shape == (8,):
+        buffer = float_status.alloc_status(status)
+        if bool(backend.as_numpy(status.data).any()):
+            buffer.data[0] = 1.0
+        status = buffer
+    return float_status.OverflowStatus.wrap(status)
 
 
 class DynamicLossScaleUpdateCell(_UpdateCell):
@@ -214,8 +228,10 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                                   "scale_sense", owner)
             shape = scale_sense.shape
         else:
+            # MindSpore's words, then the value
             raise TypeError(f"For '{owner}', the 'scale_sense' must be Cell or Tensor, but got "
-                            f"'scale_sense' type: {type(scale_sense).__name__}.")
+                            f"'scale_sense' type: {type(scale_sense).__name__} "
+                            f"({describe(scale_sense)}).")
         if max_consecutive_skips is not None:
             max_consecutive_skips = ScaleCore(
                 1.0, max_consecutive_skips=max_consecutive_skips, owner=owner).max_consecutive_skips
@@ -298,7 +314,10 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                 and takes([None if g is None else g.data for g in grads]))
 
     def _unscale(self, status, grads, scale):
-        arrays = status.unscale_and_check([g.data for g in grads], scale)
+        # a subclass's start_overflow_check may return a plain buffer or MindSpore 2.x's int32
+        # status; get_overflow_status is then handed that same object (a subclass's own
+        # get_overflow_status reads it) and checks the unscaled gradients again
+        arrays = _overflow_status(status).unscale_and_check([g.data for g in grads], scale)
         return tuple(g if a is g.data else make(a, None, 0) for g, a in zip(grads, arrays))
 
     def set_sense_scale(self, sens):
@@ -357,13 +376,7 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
                 checks).
         """
         outputs = compute_output if isinstance(compute_output, (tuple, list)) else (compute_output,)
-        if isinstance(status, Tensor) and status.dtype == numpy.int32 and status.shape == (8,):
-            buffer = float_status.alloc_status(status)
-            if bool(backend.as_numpy(status.data).any()):
-                buffer.data[0] = 1.0
-            status = buffer
-        if not isinstance(status, float_status.OverflowStatus):
-            status = float_status.OverflowStatus.wrap(status)
+        status = _overflow_status(status)
         status.check([None if g is None else g.data for g in outputs])
         return status.overflow()
 

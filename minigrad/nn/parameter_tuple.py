@@ -28,7 +28,7 @@ class ParameterTuple(tuple):
         clones = []
         for p in self:
             if isinstance(init, str) and init == "same":
-                value = Tensor(p.data.copy())
+                value = Tensor(p.data.copy(), device=p.device)
             else:
                 value = Tensor(initializer(init, p.shape, p.dtype), device=p.device)
             clones.append(Parameter(value, name=f"{prefix}.{p.name}",

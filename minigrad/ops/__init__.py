@@ -6,8 +6,9 @@
 
 Importing this package installs the Tensor's operators and op methods (``ops/tensor_methods.py``)
 and the casts ``Function.apply`` makes under autocast (``arithmetic.autocast_inputs``).
-MindSpore's float-status primitives (``ops.NPUAllocFloatStatus`` and its two siblings) belong
-to the loss-scaling layer above the ops (``minigrad.amp.npu_ops``); they are looked up
+MindSpore's float-status primitives (``ops.NPUAllocFloatStatus`` and its siblings, the 2.x
+``NPUClearFloatStatusV2`` and ``NPUGetFloatStatusV2`` too) belong to the loss-scaling layer above
+the ops (``minigrad.amp.npu_ops``); they are looked up
 there on first use.
 """
 # MindSpore spells them ops.GradOperation, ops.grad and ops.value_and_grad too
@@ -128,7 +129,8 @@ from minigrad.ops.shape import (
 _tensor_methods.install()
 _Function.autocast_inputs = staticmethod(_arithmetic.autocast_inputs)
 
-_FLOAT_STATUS = ("NPUAllocFloatStatus", "NPUClearFloatStatus", "NPUGetFloatStatus")
+_FLOAT_STATUS = ("NPUAllocFloatStatus", "NPUClearFloatStatus", "NPUGetFloatStatus",
+                 "NPUClearFloatStatusV2", "NPUGetFloatStatusV2")
 
 
 def __getattr__(name):

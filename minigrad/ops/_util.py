@@ -82,6 +82,27 @@ def dot_axes(a, b, axes):
     return sums.astype(a.dtype).reshape([1 if i in axes else n for i, n in enumerate(a.shape)])
 
 
+def per_channel(op, a, v, out):
+    """``op(a, v, out=out)`` (a NumPy or CuPy ufunc) for an (N, C, ...) array ``a`` and a
+    per-channel ``v`` of shape (1, C, 1, ...): batch norm's scale and shift passes.
+
+    When ``a`` and ``out`` are both stored channels-last, NumPy's inner loop over a broadcast
+    ``v`` would run over the C values of one pixel only (a few times slower than a plain pass
+    for C = 16). There the pass runs over rows of (last spatial size)·C values, with ``v``
+    tiled to one such row: the same operations on the same elements, so the same bits.
+    """
+    if a.ndim >= 3 and out is not None:
+        order = (0,) + tuple(range(2, a.ndim)) + (1,)
+        rows_a, rows_out = a.transpose(order), out.transpose(order)
+        if rows_a.flags.c_contiguous and rows_out.flags.c_contiguous and a.size:
+            width = a.shape[-1] * a.shape[1]
+            xp = backend.get_array_module(a)
+            tiled = xp.tile(v.reshape(a.shape[1]), a.shape[-1])
+            op(rows_a.reshape(-1, width), tiled, out=rows_out.reshape(-1, width))
+            return out
+    return op(a, v, out=out)
+
+
 def normalize_axis(axis, ndim, name="axis"):
     """``axis`` (None: every axis; an int or a tuple/list of ints) as a sorted tuple of
     non-negative axes of a tensor of ``ndim`` dimensions.

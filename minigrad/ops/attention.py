@@ -41,9 +41,9 @@ def additive_mask(mask, dtype):
         return xp.where(mask, dtype.type(0), dtype.type(-numpy.inf))
     wide = mask.astype(dtype, copy=False)
     removed = wide < REMOVED_BELOW
-    if removed.any():
-        wide = xp.where(removed, dtype.type(-numpy.inf), wide)
-    return wide
+    if xp is numpy and not removed.any():  # on the GPU no test: it would read the device
+        return wide
+    return xp.where(removed, dtype.type(-numpy.inf), wide)
 
 
 class Attention(Function):
@@ -120,12 +120,14 @@ def _softmax_in_place(scores, xp, removable):
     ``removable``: whether -inf entries may exist."""
     peak = scores.max(axis=-1, keepdims=True)
     if removable:
-        peak[peak == -numpy.inf] = 0  # a row of -inf stays -inf, and exp gives its zeros
+        # a row of -inf stays -inf, and exp gives its zeros (xp.where: a boolean-mask
+        # assignment would wait for the device on CuPy)
+        peak = xp.where(peak == -numpy.inf, peak.dtype.type(0), peak)
     scores -= peak
     xp.exp(scores, out=scores)
     total = scores.sum(axis=-1, keepdims=True)
     if removable:
-        total[total == 0] = 1
+        total = xp.where(total == 0, total.dtype.type(1), total)
     scores /= total
     return peak, scores
 

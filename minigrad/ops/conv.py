@@ -43,6 +43,7 @@ from minigrad._checks import check_positive_int
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops.arithmetic import cast, check_same_float_dtype, float_tensor
+from minigrad.ops import _scratch
 from minigrad.ops._util import sum_axes
 from minigrad.ops.join import Concat, stack
 from minigrad.ops.linalg import add_bias_narrow
@@ -57,7 +58,7 @@ __all__ = ["Conv2d", "conv2d", "im2col", "same_padding"]
 def _windows(x, kernel, stride, padding, dilation, out_hw):
     """Every kernel window of ``x`` (N, C, H, W) zero-padded, as a strided view of shape
     (N, Ho, Wo, kh, kw, C) into a channels-last copy (or ``x`` itself, when it needs none)."""
-    a = pad(x, padding, 0, channels_last=True).transpose(0, 2, 3, 1)
+    a = pad(x, padding, 0, channels_last=True, scratch=True).transpose(0, 2, 3, 1)
     sn, sh, sw, sc = a.strides
     shape = (a.shape[0], *out_hw, *kernel, a.shape[3])
     strides = (sn, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1], sc)
@@ -82,10 +83,13 @@ def im2col(x, kernel, stride=1, padding=0, dilation=1):
     return windows.transpose(0, 1, 2, 5, 3, 4).reshape(*x.shape[:1], *out_hw, size)
 
 
-def _products(lefts, rights):
-    """[a @ b] for each group's operands: every conv GEMM goes through here (and
-    ``benchmarks/cnn_step.py`` times them here)."""
-    return [a @ b for a, b in zip(lefts, rights)]
+def _products(lefts, rights, outs=None):
+    """[a @ b] for each group's operands (into ``outs``, if given): every conv GEMM goes
+    through here (and ``benchmarks/cnn_step.py`` times them here)."""
+    if outs is None:
+        return [a @ b for a, b in zip(lefts, rights)]
+    xp = backend.get_array_module(lefts[0])
+    return [xp.matmul(a, b, out=out) for a, b, out in zip(lefts, rights, outs)]
 
 
 def _join(parts, axis):
@@ -115,8 +119,18 @@ def _patch_matrices(x, geometry, out_hw, groups):
     else:
         windows = _windows(x, kernel, stride, padding, dilation, out_hw)
     # explicit sizes: an empty batch infers none
-    return [windows[..., k * cg:(k + 1) * cg].reshape(n * ho * wo, kernel[0] * kernel[1] * cg)
-            for k in range(groups)]
+    shape = (n * ho * wo, kernel[0] * kernel[1] * cg)
+    parts = [windows[..., k * cg:(k + 1) * cg] for k in range(groups)]
+    one_per_pixel = kernel == (1, 1) and stride == (1, 1) and not any(padding)
+    if one_per_pixel or not isinstance(x, numpy.ndarray):
+        # a view for 1x1, stride 1, unpadded (each row one pixel's channels); a Tensor; CuPy
+        return [part.reshape(shape) for part in parts]
+    matrices = []
+    for part in parts:  # a copy, into a pooled temporary when it is large
+        cols = _scratch.empty(numpy, part.shape, part.dtype)
+        cols[...] = part
+        matrices.append(cols.reshape(shape))
+    return matrices
 
 
 def _weight_rows(w, groups):
@@ -143,8 +157,8 @@ def _pixel_rows(gy):
 class Conv2d(Function):
     """out[n, o] = Σ_{c, i, j} W[o, c, i, j] · x_pad[n, c, s·h + d·i, s·w + d·j] + b[o].
 
-    dW = gᵀ @ cols,  dx = col2im(g @ W),  db = Σ_{n, h, w} g  (the module docstring has the
-    layout of each array).
+    dW = gᵀ @ cols,  dx = col2im(g @ W) (at stride 1: patches(g) @ flipped W),
+    db = Σ_{n, h, w} g  (the module docstring has the layout of each array).
     """
     autocast = "low"
     saves = {"cols": lambda node: _patch_matrices(widen(node.inputs[0]), node.geometry,
@@ -187,8 +201,12 @@ class Conv2d(Function):
                 gx = self._col2im_tensor(_products(blocks, self.w_rows))
             else:
                 taps = self.geometry[3][0] * self.geometry[3][1]
-                gx = self._col2im(_products(blocks, [w.reshape(og, taps, -1).transpose(1, 0, 2)
-                                                     for w in self.w_rows]))
+                tap_rows = [w.reshape(og, taps, -1).transpose(1, 0, 2) for w in self.w_rows]
+                dtype = numpy.result_type(rows.dtype, tap_rows[0].dtype)
+                outs = None if xp is not numpy else [
+                    _scratch.empty(xp, (taps, rows.shape[0], w.shape[2]), dtype)
+                    for w in tap_rows]
+                gx = self._col2im(_products(blocks, tap_rows, outs))
         return gx, gw, gb
 
     def _correlates(self, g):
@@ -245,8 +263,8 @@ class Conv2d(Function):
             ho, wo = self.out_hw
             cg = c // len(dcols)
             dx = xp.zeros((n, h, width, c), dcols[0].dtype)
-            taps = list(inside_window_slices(kernel, stride, dilation, padding, (h, width),
-                                             self.out_hw))
+            taps = inside_window_slices(kernel, stride, dilation, padding, (h, width),
+                                        self.out_hw)
             for k, d in enumerate(dcols):
                 d = d.reshape(*kernel, n, ho, wo, cg)
                 group = dx[..., k * cg:(k + 1) * cg]
@@ -273,6 +291,7 @@ class Conv2d(Function):
                 dx = dx + scatter(d[:, :, :, i, j], shape, index)
         dx = dx[:, top:top + h, left:left + width]
         return store(dx, self.x_dtype).transpose(0, 3, 1, 2)
+
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), plus bias (O,).
@@ -311,7 +330,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                          f"got {tensors[2].shape}")
     stride, dilation = pair("stride", stride), pair("dilation", dilation)
     padding = padding4(padding)
-    output_hw(x.shape[2:], weight.shape[2:], stride, padding, dilation)
+    output_hw(x.shape[2:], weight.shape[2:], stride, padding, dilation, name="weight's kernel")
     common = numpy.result_type(*[t.dtype for t in tensors])
     tensors = [cast(t, common) for t in tensors]
     return Conv2d.apply(*tensors, stride=stride, padding=padding, dilation=dilation, groups=groups)

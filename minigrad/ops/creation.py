@@ -76,7 +76,8 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
 
     Raises:
         TypeError: for a start, stop or step that is not an int or a float (None, a bool, a str).
-        ValueError: if ``step`` is 0, or a value is NaN, infinite or an int beyond int64.
+        ValueError: if ``step`` is 0, a value is NaN, infinite or an int beyond int64, or the
+            range would hold 2**62 elements or more.
     """
     for name, value in (("start", start), ("stop", stop), ("step", step)):
         if value is not None or name != "stop":
@@ -85,6 +86,10 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
         start, stop = 0, start
     if step == 0:
         raise ValueError("arange: step must be non-zero, got 0")
+    # NumPy sizes the range as (stop - start) / step before it finds it empty or too long
+    if abs((float(stop) - float(start)) / float(step)) >= 2.0 ** 62:
+        raise ValueError(f"arange: start, stop and step must give fewer than 2**62 elements, got "
+                         f"start={start!r}, stop={stop!r}, step={step!r}")
     if dtype is None:
         ints = all(isinstance(v, (int, numpy.integer)) for v in (start, stop, step))
         dtype = dtypes.int64 if ints else dtypes.float32

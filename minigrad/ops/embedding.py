@@ -1,4 +1,6 @@
 """Embedding lookup: rows of a table gathered by integer ids."""
+import numpy
+
 from minigrad import backend
 from minigrad.ops.arithmetic import as_tensor
 from minigrad.ops.shape import GetItem
@@ -13,7 +15,9 @@ def embedding(ids, table):
     Raises:
         TypeError: if ``ids`` is not an integer tensor/array.
         ValueError: if ``table`` is not 2-D.
-        IndexError: naming the offending id and the table size if an id is outside [0, V).
+        IndexError: naming the offending id and the table size if an id is outside [0, V);
+            on the GPU at the next read of the device (``backend.defer_check``: checking here
+            would wait for the device at every lookup), with the rows of the lookup undefined.
     """
     table = as_tensor(table)
     ids = ids.data if hasattr(ids, "requires_grad") else ids
@@ -23,11 +27,20 @@ def embedding(ids, table):
         raise TypeError(f"embedding ids must be integers, got dtype {ids.dtype}")
     if table.ndim != 2:
         raise ValueError(f"embedding table must be 2-D (vocab_size, dim), got shape {table.shape}")
-    if ids.size:
-        low, high = xp.stack([ids.min(), ids.max()]).tolist()  # one host read (a GPU sync)
-        if low < 0 or high >= table.shape[0]:
-            bad = low if low < 0 else high
-            raise IndexError(f"embedding id {bad} is out of range for a table of {table.shape[0]} "
-                             f"rows: ids must be in [0, {table.shape[0]}), got min {low}, "
-                             f"max {high}")
+    rows = table.shape[0]
+    if ids.size and xp is numpy:
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= rows:
+            raise _id_error(rows, low, high)
+    elif ids.size:  # on the GPU the check rides on the next read of the device
+        values = xp.stack([((ids < 0) | (ids >= rows)).any().astype(xp.int64),
+                           -ids.min().astype(xp.int64), ids.max().astype(xp.int64)])
+        backend.defer_check(("embedding ids", rows), values.astype(xp.float64),
+                            lambda part: _id_error(rows, int(-part[1]), int(part[2])))
     return GetItem.apply(table, index=ids)
+
+
+def _id_error(rows, low, high):
+    bad = low if low < 0 else high
+    return IndexError(f"embedding id {bad} is out of range for a table of {rows} rows: ids must "
+                      f"be in [0, {rows}), got min {low}, max {high}")

@@ -12,6 +12,7 @@ from minigrad.autograd.function import Function
 from minigrad._checks import check_axis
 from minigrad.ops.arithmetic import as_tensor, cast
 from minigrad.tensor import Tensor
+from minigrad._checks import check_type
 
 
 class Concat(Function):
@@ -69,7 +70,8 @@ def _pieces(g, bounds, axis):
 
 def _same_dtype(tensors, op):
     if not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"{op} expects a list or tuple of tensors, got {type(tensors).__name__}")
+        check_type("tensors", tensors, (list, tuple), expected="a list or tuple of Tensors",
+                   owner=op)
     if len(tensors) == 0:
         raise ValueError(f"{op} needs at least one tensor, got an empty {type(tensors).__name__}")
     tensors = [as_tensor(t) for t in tensors]

@@ -2,13 +2,17 @@
 in fp32 and stored fp16.
 
 On the host NumPy has no fp16 BLAS: the operands are widened to fp32 and the product rounded
-once to fp16. On the GPU two 2-D fp16 CuPy arrays are multiplied as they are (``tensor_cores``):
+once to fp16. ``half_gemm`` is the product of fp16 values with an fp32 result (on the GPU:
+cuBLAS with fp16 operands, tensor cores, fp32 accumulation and output), for products whose
+fp32 result is summed further before it is rounded (a convolution's).
+
+On the GPU two 2-D fp16 CuPy arrays are multiplied as they are (``tensor_cores``):
 ``cupy.matmul`` calls ``cublasGemmEx`` with fp16 inputs and output, ``CUBLAS_COMPUTE_32F`` and
 ``CUBLAS_GEMM_DEFAULT_TENSOR_OP`` (CuPy 14's default compute type for float16; only
 ``cupy._core.set_compute_type(float16, COMPUTE_TYPE_PEDANTIC)`` would keep the fp32 accumulation
 and forbid the tensor cores), so the tensor cores accumulate in fp32 and the result is rounded
-once, the same rule. CuPy's batched (3-D and more) fp16 matmul widens to fp32 itself, so those
-keep the host's path.
+once, the same rule. Batched (3-D and more) fp16 products keep the host's path (widened
+operands, an fp32 product rounded once).
 
 Every rule also runs on Tensors, for higher-order gradients (``saves``:
 ``minigrad.autograd.function``): the rules widen and reshape the inputs they read, which under
@@ -32,6 +36,61 @@ def tensor_cores(*arrays):
     arrays (see the module docstring)."""
     return (backend.device_of(arrays[0]) == "GPU"
             and all(a.ndim == 2 and a.dtype == dtypes.float16 for a in arrays))
+
+
+# cuBLAS enum values (library_types.h, cublas_api.h), where CuPy does not name them
+_CUDA_R_32F, _CUDA_R_16F = 0, 2
+
+
+def half_gemm(a, b):
+    """The float32 product ``a @ b`` of 2-D arrays that hold float16 values: float16 arrays, or
+    float32 arrays widened from float16 (a convolution's patch and weight matrices).
+
+    On the GPU the operands go to cuBLAS as float16 (exact: they hold float16 values) and
+    ``cublasGemmEx`` multiplies them on the tensor cores with ``CUBLAS_COMPUTE_32F``, fp32
+    accumulation, and writes an fp32 result (``cupy.matmul`` of fp16 operands would round it to
+    fp16); elsewhere it is the fp32 product of the widened operands. Either way
+    ``out = Σ_k fp32(a_ik) · fp32(b_kj)`` summed in fp32; only the order of the sums differs.
+
+    Raises:
+        ValueError: naming both shapes, for operands that are not 2-D or do not fit.
+    """
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"half_gemm: a and b must be 2-D with a.shape[1] == b.shape[0], got "
+                         f"{a.shape} and {b.shape}")
+    cublas = _cublas() if backend.device_of(a) == "GPU" else None
+    if cublas is None:
+        return widen(a) @ widen(b)
+    cupy = backend.cupy
+    from cupy.cuda import device, runtime  # the GPU path only: CuPy is there
+    a = cupy.ascontiguousarray(a, dtype=numpy.float16)
+    b = cupy.ascontiguousarray(b, dtype=numpy.float16)
+    (m, k), n = a.shape, b.shape[1]
+    out = cupy.zeros((m, n), numpy.float32)
+    if out.size == 0 or k == 0:
+        return out
+    one, zero = numpy.ones(1, numpy.float32), numpy.zeros(1, numpy.float32)
+    half = getattr(runtime, "CUDA_R_16F", _CUDA_R_16F)
+    single = getattr(runtime, "CUDA_R_32F", _CUDA_R_32F)
+    # the row-major (m, n) product is the column-major (n, m) product bᵀ aᵀ of the same memory
+    cublas.gemmEx(device.get_cublas_handle(), cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
+                  one.ctypes.data, b.data.ptr, half, n, a.data.ptr, half, k, zero.ctypes.data,
+                  out.data.ptr, single, n, cublas.CUBLAS_COMPUTE_32F,
+                  cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP)
+    return out
+
+
+def _cublas():
+    """CuPy's cuBLAS binding, or None (no CuPy, or an array module without cuBLAS such as
+    ``minigrad.testing.strict_device``'s)."""
+    if backend.cupy is None or not hasattr(backend.cupy, "cuda") or \
+            not hasattr(backend.cupy.cuda, "device"):
+        return None
+    try:
+        from cupy_backends.cuda.libs import cublas
+    except ImportError:
+        return None
+    return cublas
 
 
 def _narrow(x, dtype):

@@ -17,7 +17,7 @@ from minigrad._fp16_host import store, widen
 from minigrad.tensor import Tensor
 from minigrad.autograd.function import Function
 from minigrad._checks import check_axis
-from minigrad.ops._util import dot_axes, sum_axes
+from minigrad.ops._util import dot_axes, per_channel, sum_axes
 from minigrad.ops.arithmetic import float_tensor, leaf
 
 
@@ -85,8 +85,8 @@ class Normalize(Function):
                 self.mean, var = stats
                 out = _private_centred(x, self.mean)
             self.rstd = 1 / xp.sqrt(var + eps)
-            out *= self.rstd * self.gamma
-            out += beta
+            per_channel(xp.multiply, out, self.rstd * self.gamma, out)
+            per_channel(xp.add, out, beta, out)
             return store(out, x.dtype)
         self.mean, var, centred = stats
         self.rstd = 1 / xp.sqrt(var + eps)
@@ -144,15 +144,16 @@ class Normalize(Function):
         if needs[2]:
             gbeta = self._param_grad(sum_h, self.params[1])
         if needs[0]:
+            xp = backend.get_array_module(g)
             a = self.rstd * self.gamma
             if self.through_stats:
                 gx = centred  # becomes dx, in place
-                gx *= -(self.rstd * self.rstd * sum_hc / count)
+                per_channel(xp.multiply, gx, -(self.rstd * self.rstd * sum_hc / count), gx)
                 gx += g
-                gx -= sum_h / count
-                gx *= a
+                per_channel(xp.subtract, gx, sum_h / count, gx)
+                per_channel(xp.multiply, gx, a, gx)
             else:
-                gx = g * a
+                gx = per_channel(xp.multiply, g, a, xp.empty_like(g))
             gx = store(gx, self.x_dtype)
         return gx, ggamma, gbeta
 
@@ -161,21 +162,21 @@ class Normalize(Function):
         return store(total.reshape(shape), dtype)
 
 
-def _private_centred(x, mean):
+def _private_centred(x, mean, wide=None):
     """x - μ, widened, in a new array that the caller may write (in x's memory order when
-    widening copies x: the subtraction then runs in place)."""
-    wide = widen(x)
-    if wide is x:
-        return x - mean
-    wide -= mean
-    return wide
+    widening copies x: the subtraction then runs in place). ``wide``: widen(x), if at hand."""
+    wide = widen(x) if wide is None else wide
+    xp = backend.get_array_module(wide)
+    out = xp.empty_like(wide, dtype=xp.result_type(wide, mean)) if wide is x else wide
+    return per_channel(xp.subtract, wide, mean, out)
 
 
 def _batch_moments(x, axes, count):
     """(μ, σ² biased, x - μ in a new writable array) over ``axes``, two-pass, in the
     accumulation dtype; σ² from ``dot_axes``, without an array of squares."""
-    mean = sum_axes(widen(x), axes) / count
-    centred = _private_centred(x, mean)
+    wide = widen(x)
+    mean = sum_axes(wide, axes) / count
+    centred = _private_centred(x, mean, wide)
     return mean, dot_axes(centred, centred, axes) / count, centred
 
 

@@ -189,7 +189,7 @@ def _pool_arguments(x, kernel_size, stride, padding, op):
     if max(padding[:2]) >= kernel[0] or max(padding[2:]) >= kernel[1]:
         # a window lying wholly in the padding would have no input element
         raise ValueError(f"{op} padding {padding} must be smaller than the kernel size {kernel}")
-    output_hw(x.shape[2:], kernel, stride, padding, _NO_DILATION)
+    output_hw(x.shape[2:], kernel, stride, padding, _NO_DILATION, name="kernel_size")
     return x, kernel, stride, padding
 
 

@@ -273,7 +273,7 @@ class Split(Primitive):
 def _check_pad_mode(pad_mode):
     """MindSpore's ``pad_mode`` in lower case, checked when the primitive is made."""
     check_type("pad_mode", pad_mode, str, expected="one of ['valid', 'same', 'pad']")
-    return check_in("pad_mode", pad_mode.lower(), ("valid", "same", "pad"))
+    return check_in("pad_mode", pad_mode, ("valid", "same", "pad"), fold=str.lower)
 
 
 def _pad_mode_padding(pad_mode, pad, in_hw, kernel, stride, dilation):

@@ -13,14 +13,29 @@ from minigrad.ops.arithmetic import as_tensor
 from minigrad.tensor import Tensor
 
 
-def _expand(g, shape, axes, keepdims):
+def _memory_order(x):
+    """The axes of the array ``x`` from the slowest-varying in memory to the fastest (C order
+    for an array whose strides do not say, as a broadcast or a one-element one)."""
+    if x.flags.c_contiguous or x.ndim < 2:
+        return None
+    return tuple(sorted(range(x.ndim), key=lambda i: (-abs(x.strides[i]), i)))
+
+
+def _expand(g, shape, axes, keepdims, order=None):
     """Put back the reduced axes of ``g`` (as size 1) and broadcast it to ``shape`` (a new
-    array, or a Tensor recorded in the graph)."""
+    array, stored in the axis ``order`` of ``_memory_order`` of the input: a channels-last
+    batch's gradient stays channels-last for the ops below; or a Tensor recorded in the
+    graph)."""
     if not keepdims:
         g = g.reshape([1 if i in axes else n for i, n in enumerate(shape)])
     if isinstance(g, Tensor):
         return g.broadcast_to(shape)
-    out = backend.get_array_module(g).empty(shape, g.dtype)
+    xp = backend.get_array_module(g)
+    if order is None:
+        out = xp.empty(shape, g.dtype)
+    else:
+        out = xp.empty([shape[i] for i in order], g.dtype).transpose(
+            [order.index(i) for i in range(len(shape))])
     out[...] = g
     return out
 
@@ -32,10 +47,11 @@ class Sum(Function):
 
     def forward(self, x, axes, keepdims):
         self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
+        self.order = _memory_order(x)
         return sum_acc(x, axes, keepdims)
 
     def backward(self, g):
-        return _expand(g, self.shape, self.axes, self.keepdims)
+        return _expand(g, self.shape, self.axes, self.keepdims, self.order)
 
 
 class Mean(Function):
@@ -45,6 +61,7 @@ class Mean(Function):
 
     def forward(self, x, axes, keepdims):
         self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
+        self.order = _memory_order(x)
         self.n = 1
         for a in axes:
             self.n *= x.shape[a]
@@ -58,7 +75,7 @@ class Mean(Function):
             g = convert(convert(g, dtypes.float32) / self.n, g.dtype)
         else:
             g = g / self.n
-        return _expand(g, self.shape, self.axes, self.keepdims)
+        return _expand(g, self.shape, self.axes, self.keepdims, self.order)
 
 
 class _Extreme(Function):

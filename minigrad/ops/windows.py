@@ -17,10 +17,12 @@ transposed on the way). Elementwise ops, BatchNorm and pooling keep their input'
 conv net computes channels-last from its first convolution to its flattening (``reshape`` gives
 C order, as NumPy's does).
 """
+import functools
 import math
 
 from minigrad import backend
-from minigrad._checks import check_int_tuple
+from minigrad._checks import check_int_tuple, check_relation
+from minigrad.ops import _scratch
 
 
 def pair(name, value):
@@ -30,8 +32,13 @@ def pair(name, value):
         TypeError: naming ``name`` for a value that is not an int or a tuple/list of ints.
         ValueError: naming ``name`` for a wrong length or an entry < 1.
     """
+    if _ints_at_least(value, 2, 1):  # already what the checker returns (each op call checks)
+        return value
     if isinstance(value, (tuple, list)) and len(value) == 4:
-        return check_int_tuple(name, value, 4, low=1)[2:]
+        items = check_int_tuple(name, value, 4, low=1)
+        check_relation(name, value, items[:2] == (1, 1),
+                       "an int, a pair or MindSpore's 4-tuple (1, 1, h, w)")
+        return items[2:]
     return check_int_tuple(name, value, 2, low=1)
 
 
@@ -42,10 +49,19 @@ def padding4(padding, name="padding"):
         TypeError: for a value that is not an int or a tuple/list of ints.
         ValueError: for a wrong length or a negative entry.
     """
+    if _ints_at_least(padding, 4, 0):
+        return padding
     if isinstance(padding, (tuple, list)) and len(padding) == 2:
         ph, pw = check_int_tuple(name, padding, 2, low=0)
         return ph, ph, pw, pw
     return check_int_tuple(name, padding, 4, low=0)
+
+
+def _ints_at_least(value, length, low):
+    """Whether ``value`` is a tuple of ``length`` Python ints, each >= ``low``: an argument
+    that needs no conversion, answered without the checker's general (slower) path."""
+    return (type(value) is tuple and len(value) == length
+            and all(type(v) is int and v >= low for v in value))
 
 
 def same_padding(in_hw, kernel, stride=1, dilation=1):
@@ -61,32 +77,35 @@ def same_padding(in_hw, kernel, stride=1, dilation=1):
     return tuple(pads)
 
 
-def output_hw(in_hw, kernel, stride, padding, dilation):
-    """Output (height, width) of a window op; ValueError when the padded input is too small."""
+def output_hw(in_hw, kernel, stride, padding, dilation, name="kernel"):
+    """Output (height, width) of a window op; ValueError, naming the kernel's argument ``name``,
+    when the padded input is too small."""
     (h, w), (kh, kw), (sh, sw), (dh, dw) = in_hw, kernel, stride, dilation
     top, bottom, left, right = padding
     out = ((h + top + bottom - dh * (kh - 1) - 1) // sh + 1,
            (w + left + right - dw * (kw - 1) - 1) // sw + 1)
     if min(out) < 1:
-        raise ValueError(f"input of height x width {h}x{w} with padding {padding} is smaller than "
-                         f"the kernel {kh}x{kw} with dilation {(dh, dw)}")
+        raise ValueError(f"{name} {(kh, kw)} with dilation {(dh, dw)} must fit the input of "
+                         f"height x width {h}x{w} with padding {padding}")
     return out
 
 
+@functools.lru_cache(maxsize=512)
 def window_slices(kernel, stride, dilation, out_hw):
-    """Yield (i, j, rows, cols): the slices of the padded input seen by kernel tap (i, j)."""
+    """(i, j, rows, cols) for each kernel tap: the slices of the padded input seen by tap (i, j)
+    (a tuple, cached per geometry: a training step asks for the same few every time)."""
     (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
-    for i in range(kh):
-        for j in range(kw):
-            yield (i, j, slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
-                   slice(j * dw, j * dw + sw * (wo - 1) + 1, sw))
+    return tuple((i, j, slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
+                  slice(j * dw, j * dw + sw * (wo - 1) + 1, sw))
+                 for i in range(kh) for j in range(kw))
 
 
+@functools.lru_cache(maxsize=512)
 def inside_window_slices(kernel, stride, dilation, padding, in_hw, out_hw):
-    """Yield (i, j, rows, cols, out_rows, out_cols) for each kernel tap (i, j) that reads some
-    input element: the slices of the unpadded input that tap reads (``rows``, ``cols``) and
-    the output positions reading them (``out_rows``, ``out_cols``); what the tap reads in the
-    padding is left out."""
+    """(i, j, rows, cols, out_rows, out_cols) for each kernel tap (i, j) that reads some input
+    element: the slices of the unpadded input that tap reads (``rows``, ``cols``) and the
+    output positions reading them (``out_rows``, ``out_cols``); what the tap reads in the
+    padding is left out. A tuple, cached per geometry."""
     per_axis = []
     for k, s, d, before, n_in, n_out in zip(kernel, stride, dilation, padding[::2], in_hw,
                                             out_hw):
@@ -100,9 +119,8 @@ def inside_window_slices(kernel, stride, dilation, padding, in_hw, out_hw):
                 taps.append((i, slice(start, start + s * (last - first - 1) + 1, s),
                              slice(first, last)))
         per_axis.append(taps)
-    for i, rows, out_rows in per_axis[0]:
-        for j, cols, out_cols in per_axis[1]:
-            yield i, j, rows, cols, out_rows, out_cols
+    return tuple((i, j, rows, cols, out_rows, out_cols) for i, rows, out_rows in per_axis[0]
+                 for j, cols, out_cols in per_axis[1])
 
 
 def is_channels_last(x):
@@ -110,18 +128,21 @@ def is_channels_last(x):
     return x.transpose(0, 2, 3, 1).flags.c_contiguous
 
 
-def empty_image(xp, shape, dtype, channels_last):
-    """An uninitialised (N, C, H, W) array of ``dtype``, stored channels-last or NCHW."""
+def empty_image(xp, shape, dtype, channels_last, scratch=False):
+    """An uninitialised (N, C, H, W) array of ``dtype``, stored channels-last or NCHW; with
+    ``scratch``, from the pool of reusable temporaries (``ops._scratch``)."""
+    empty = _scratch.empty if scratch else (lambda xp, shape, dtype: xp.empty(shape, dtype))
     if not channels_last:
-        return xp.empty(shape, dtype)
+        return empty(xp, shape, dtype)
     n, c, h, w = shape
-    return xp.empty((n, h, w, c), dtype).transpose(0, 3, 1, 2)
+    return empty(xp, (n, h, w, c), dtype).transpose(0, 3, 1, 2)
 
 
-def pad(x, padding, fill, channels_last, dtype=None):
+def pad(x, padding, fill, channels_last, dtype=None, scratch=False):
     """``x`` (N, C, H, W) with ``padding`` (top, bottom, left, right) rows and columns of
     ``fill`` around each image, as a new array of ``dtype`` (default x's) stored channels-last or
-    NCHW; ``x`` itself when there is nothing to add, change or reorder."""
+    NCHW (with ``scratch``, a pooled temporary: ``empty_image``); ``x`` itself when there is
+    nothing to add, change or reorder."""
     dtype = x.dtype if dtype is None else dtype
     if not any(padding) and x.dtype == dtype and (
             is_channels_last(x) if channels_last else x.flags.c_contiguous):
@@ -129,7 +150,7 @@ def pad(x, padding, fill, channels_last, dtype=None):
     n, c, h, w = x.shape
     top, bottom, left, right = padding
     out = empty_image(backend.get_array_module(x), (n, c, h + top + bottom, w + left + right),
-                      dtype, channels_last)
+                      dtype, channels_last, scratch)
     # the border, then the inside: every element written once
     out[:, :, :top] = fill
     out[:, :, top + h:] = fill

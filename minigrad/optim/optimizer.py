@@ -105,8 +105,11 @@ class Optimizer:
         if decay_filter is not None:
             check_callable("decay_filter", decay_filter, owner=owner)
         default_lr = LearningRate.build(learning_rate, "learning_rate", owner)
+        # MindSpore's subclasses call the argument params, the base class parameters
+        argument = "parameters" if type(self).__init__ is Optimizer.__init__ else "params"
         params, lrs, decays, self.is_group = parse_parameters(parameters, default_lr,
-                                                              self.weight_decay, owner)
+                                                              self.weight_decay, owner,
+                                                              name=argument)
         if decay_filter is None and not self.is_group:
             decay_filter = default_decay_filter
         self.parameters = tuple(params)
@@ -234,7 +237,8 @@ class Optimizer:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad = Tensor(backend.get_array_module(p.data).zeros_like(p.grad.data))
+                p.grad = Tensor(backend.get_array_module(p.data).zeros_like(p.grad.data),
+                                device=p.grad.device)
 
     # ---- the per-parameter pipeline --------------------------------------------------------------
     def _apply_one(self, i, grad, lr):

@@ -16,16 +16,17 @@ def default_decay_filter(param):
     return "beta" not in name and "gamma" not in name
 
 
-def parse_parameters(parameters, default_lr, default_wd, owner):
-    """(params, lr object per param, weight decay per param, grouped?) from ``parameters``."""
-    items = _as_list(parameters, "parameters", owner, "an iterable of Parameters or group dicts")
+def parse_parameters(parameters, default_lr, default_wd, owner, name="parameters"):
+    """(params, lr object per param, weight decay per param, grouped?) from ``parameters``
+    (the argument ``name`` in messages)."""
+    items = _as_list(parameters, name, owner, "an iterable of Parameters or group dicts")
     if all(isinstance(p, Parameter) for p in items):
-        _check_unique(items, "parameters", owner)
+        _check_unique(items, name, owner)
         return items, [default_lr] * len(items), [default_wd] * len(items), False
     for k, item in enumerate(items):
-        check_type(f"parameters[{k}]", item, (Parameter, dict),
+        check_type(f"{name}[{k}]", item, (Parameter, dict),
                    expected="a Parameter or a group dict", owner=owner)
-    check_relation("parameters", [type(x).__name__ for x in items],
+    check_relation(name, [type(x).__name__ for x in items],
                    all(isinstance(g, dict) for g in items), "all Parameters or all group dicts",
                    error=TypeError, owner=owner)
     return _parse_groups(items, default_lr, default_wd, owner)

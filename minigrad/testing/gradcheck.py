@@ -14,6 +14,14 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
+from minigrad._checks import (
+    check_callable,
+    check_int,
+    check_int_tuple,
+    check_non_negative,
+    check_operand,
+    check_positive,
+)
 from minigrad._config import enable_grad, no_grad
 from minigrad.autograd.backprop import grad
 from minigrad.autograd.engine import run_backward
@@ -83,11 +91,11 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
             ``grad_outputs`` has a different number of entries than ``fn`` has outputs.
         TypeError: if ``fn`` returns something other than Tensors.
     """
+    inputs, skip = _check_arguments("check_backward", fn, inputs, dtype, atol, rtol, eps, seed,
+                                    no_grads)
     name = getattr(fn, "__name__", repr(fn))
     rng = numpy.random.RandomState(seed)
-    inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
     arrays = [_as_array(x, dtype) for x in inputs]
-    skip = set(no_grads or ())
     diff = [i for i, a in enumerate(arrays) if dtypes.is_float(a.dtype) and i not in skip]
     if not diff:
         raise ValueError(f"check_backward({name}): no float input to differentiate")
@@ -152,11 +160,11 @@ def check_double_backward(fn, inputs, grad_outputs=None, grad_grad_inputs=None, 
             ``create_graph`` through an op without second derivatives.
     """
     from minigrad.tensor import Tensor
+    inputs, skip = _check_arguments("check_double_backward", fn, inputs, dtype, atol, rtol, eps,
+                                    seed, no_grads)
     name = getattr(fn, "__name__", repr(fn))
     rng = numpy.random.RandomState(seed + 1)  # other draws than check_backward's own
-    inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
     arrays = [_as_array(x, dtype) for x in inputs]
-    skip = set(no_grads or ())
     diff = [i for i, a in enumerate(arrays) if dtypes.is_float(a.dtype) and i not in skip]
     with no_grad():
         outs = _outputs(fn(*[Tensor(a) for a in arrays]), name)
@@ -200,6 +208,7 @@ def numerical_grad(fn, inputs, grad_outputs, eps=DEFAULT_EPS):
     Returns:
         A list with a float64 NumPy array per float input (None for integer inputs).
     """
+    inputs, _ = _check_arguments("numerical_grad", fn, inputs, None, None, None, eps, 0, None)
     arrays = [_as_array(x, None) for x in inputs]
     seeds = grad_outputs if isinstance(grad_outputs, (list, tuple)) else [grad_outputs]
     seeds = [None if s is None else _as_array(s, None).astype(numpy.float64) for s in seeds]
@@ -216,6 +225,25 @@ def numerical_grad(fn, inputs, grad_outputs, eps=DEFAULT_EPS):
             g[k] = _directional(fn, arrays, i, xp.asarray(e), seeds, eps)
         result.append(g)
     return result
+
+
+def _check_arguments(owner, fn, inputs, dtype, atol, rtol, eps, seed, no_grads):
+    """The checkers' common arguments checked: ``(inputs as a list, positions not to
+    differentiate as a set)``."""
+    check_callable("fn", fn, owner=owner)
+    several = isinstance(inputs, (list, tuple))
+    listed = list(inputs) if several else [inputs]
+    for i, x in enumerate(listed):
+        if not (hasattr(x, "dtype") and hasattr(x, "shape")):  # a Tensor, or a NumPy/CuPy array
+            check_operand(f"inputs[{i}]" if several else "inputs", x, owner=owner)
+    if dtype is not None:
+        dtypes.as_dtype(dtype, owner=owner)
+    check_non_negative("atol", atol, allow_none=True, owner=owner)
+    check_non_negative("rtol", rtol, allow_none=True, owner=owner)
+    check_positive("eps", eps, allow_none=True, owner=owner)
+    check_int("seed", seed, low=0, high=2 ** 32 - 2, owner=owner)  # RandomState's seeds, and +1
+    skip = () if no_grads is None else check_int_tuple("no_grads", no_grads, low=0, owner=owner)
+    return listed, set(skip)
 
 
 def _as_array(x, dtype):

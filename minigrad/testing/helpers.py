@@ -2,6 +2,8 @@
 import numpy
 
 from minigrad import backend
+from minigrad import dtype as dtypes
+from minigrad._checks import check_operand, check_relation
 
 # (atol, rtol) for a forward result stored in each dtype against a float64 NumPy reference:
 # a few roundings of the inputs and the output, nothing accumulated in low precision
@@ -17,7 +19,12 @@ def noncontiguous(array):
 
     Ops must not assume C-contiguous inputs (CUDA kernels especially); Chainer's op tests use
     views like this by default.
+
+    Raises:
+        TypeError: for an ``array`` that is not a NumPy or CuPy array.
     """
+    check_relation("array", array, hasattr(array, "ndim") and hasattr(array, "dtype"),
+                   "a NumPy or CuPy array", error=TypeError, owner="noncontiguous")
     xp = backend.get_array_module(array)
     if array.ndim == 0:
         return array
@@ -31,8 +38,18 @@ def assert_forward(actual, expected, dtype=None):
     """Check a Tensor (or array) against a float64 NumPy reference with the dtype's tolerance.
 
     Also checks the shape, and the dtype when ``dtype`` is given.
+
+    Raises:
+        AssertionError: for values, a shape or a dtype that differ.
+        TypeError / ValueError: for an ``actual`` or ``expected`` that is not a Tensor, an array
+            or numbers, or a ``dtype`` that is not one.
     """
     from minigrad.tensor import Tensor
+    for name, value in (("actual", actual), ("expected", expected)):
+        if not isinstance(value, Tensor):
+            check_operand(name, value, owner="assert_forward")
+    if dtype is not None:
+        dtypes.as_dtype(dtype, owner="assert_forward")
     array = backend.as_numpy(actual.data if isinstance(actual, Tensor) else actual)
     expected = numpy.asarray(expected)
     if dtype is not None:

@@ -26,7 +26,8 @@ has (``minigrad.testing._cupy_names``) and behaves as CuPy where CuPy differs fr
   ``nonzero``, ``argwhere``, ``flatnonzero``, ``unique``, ``bincount``, one-argument ``where``;
 * counted as uploads (``reads.uploads``): host arrays copied to the device (``cupy.asarray`` of
   a NumPy array, host index arrays);
-* reductions and single-element indexing give 0-d device arrays, never host scalars.
+* reductions and single-element indexing give 0-d device arrays, never host scalars;
+* integer-array indexing wraps out-of-bounds indices around, where NumPy raises.
 
 ``RawModule``/``RawKernel`` run minigrad's float-status kernels (``kernels/float_status.cu``)
 through the host build of the same source (``minigrad._native``), or, without one, through
@@ -226,6 +227,12 @@ class StrictArray:
     def __reduce__(self):
         _refuse("pickling x")
 
+    def __copy__(self):  # CuPy copies on the device: no read
+        return self._wrap(self._a.copy())
+
+    def __deepcopy__(self, memo):
+        return self._wrap(self._a.copy())
+
     # ---- containers ------------------------------------------------------------------------------
     def __len__(self):
         return len(self._a)
@@ -236,7 +243,7 @@ class StrictArray:
         return (self[i] for i in range(len(self._a)))
 
     def __getitem__(self, index):
-        return self._wrap(self._a[_index(index, self._reads)])
+        return self._wrap(self._a[_wrap_around(_index(index, self._reads), self._a.shape)])
 
     def __setitem__(self, index, value):
         index = _index(index, self._reads)
@@ -369,6 +376,20 @@ def _index(index, reads):
             reads.read("boolean mask")
         out.append(p)
     return tuple(out) if isinstance(index, tuple) else out[0]
+
+
+def _wrap_around(index, shape):
+    """CuPy's integer-array indexing wraps out-of-bounds indices around (NumPy raises): the
+    same for an index whose parts are integer arrays, integers and slices, each on its own
+    axis."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if len(parts) > len(shape) or not any(
+            isinstance(p, numpy.ndarray) and p.dtype.kind in "iu" for p in parts) or \
+            not all(isinstance(p, (numpy.ndarray, slice, int, numpy.integer)) for p in parts):
+        return index
+    out = tuple(numpy.mod(p, n) if isinstance(p, numpy.ndarray) and p.dtype.kind in "iu" and n
+                else p for p, n in zip(parts, shape))
+    return out if isinstance(index, tuple) else out[0]
 
 
 def _call(func, reads, args, kwargs):

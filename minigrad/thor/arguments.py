@@ -16,7 +16,7 @@ def check_seed_arguments(net, learning_rate, momentum, weight_decay, loss_scale,
     """MindSpore's checks of ``nn.thor``'s arguments, in its order; returns the learning rate
     (a schedule for a callable) and ``loss_scale`` (an int converted to float)."""
     if not hasattr(net, "cells_and_names") or not hasattr(net, "trainable_params"):
-        raise TypeError(f"{owner}: net must be a Cell, got {type(net).__name__}")
+        check_type("net", net, (), expected="a Cell", owner=owner)
     learning_rate = learning_rate_object(learning_rate, owner)
     if isinstance(loss_scale, int) and not isinstance(loss_scale, bool):
         loss_scale = float(loss_scale)

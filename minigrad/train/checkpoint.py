@@ -21,7 +21,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_path
+from minigrad._checks import check_path, check_type
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 from minigrad.train import checkpoint_file
@@ -125,8 +125,8 @@ def _named_values(save_obj):
                                 f"got {item!r}")
             out.append((item["name"], item["data"]))
         return out
-    raise TypeError(f"save_obj must be a Cell, a list of {{'name', 'data'}} dicts or a dict, "
-                    f"got {type(save_obj).__name__}")
+    check_type("save_obj", save_obj, (), expected="a Cell, a list of {'name', 'data'} dicts "
+               "or a dict")
 
 
 def named_parameters(net):
@@ -275,7 +275,7 @@ def _plan_load(net, parameter_dict, strict_load):
     """Check ``parameter_dict`` against ``net``: a ``_Plan``, or a ValueError listing every
     problem."""
     if not isinstance(parameter_dict, dict):
-        raise TypeError(f"parameter_dict must be a dict, got {type(parameter_dict).__name__}")
+        check_type("parameter_dict", parameter_dict, dict)
     params = named_parameters(net)
     keys = _match_names([name for name, _ in params], parameter_dict, strict_load)
     assign, not_loaded, errors = [], [], []

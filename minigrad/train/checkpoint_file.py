@@ -16,7 +16,7 @@ Writes are atomic: the archive goes to a temporary file in the target's director
 ``os.replace``'d onto the target, and the directory is fsync'ed. A crash at any moment leaves
 either the old file or the new one, never a mixture. A writer killed mid-save leaves its
 temporary file behind; the next save into the directory removes the temporary files whose
-writer process (the pid in the name) no longer exists.
+writer process (the pid in the name) is gone (exited, or a zombie not yet reaped).
 
 Reading checks the whole file (zip CRCs, the manifest's structure, every array's shape and
 dtype) and closes it before it returns or raises; every problem is a ``ValueError`` naming the
@@ -77,7 +77,10 @@ def remove_stale_temp_files(directory):
     """Delete the temporary files of saves into ``directory`` whose writer process is gone.
 
     A file is stale when the pid in its name (``.<name>.<pid>.<hex>.tmp``) is not a running
-    process. Files of live processes (this one included: another thread may be saving) are kept.
+    process: no process has that pid, or the process is a zombie (it exited or was killed and its
+    parent has not reaped it yet). Files of live processes (this one included: another thread may
+    be saving) are kept. ``save_checkpoint``, and so ``ModelCheckpoint``, calls this before each
+    write.
 
     Returns:
         The paths removed.
@@ -89,10 +92,12 @@ def remove_stale_temp_files(directory):
         return removed
     for name in names:
         match = _TEMP_NAME.match(name)
-        if match is None or _process_exists(int(match.group(1))):
+        if match is None:
             continue
         path = os.path.join(directory, name)
         try:
+            if _writer_alive(int(match.group(1))):
+                continue
             os.unlink(path)
         except FileNotFoundError:  # another saver removed it first
             continue
@@ -100,7 +105,12 @@ def remove_stale_temp_files(directory):
     return removed
 
 
-def _process_exists(pid):
+def _writer_alive(pid):
+    """Whether process ``pid`` may still be writing a temp file.
+
+    ``kill(pid, 0)`` says whether the pid is taken; where ``/proc`` exists (Linux) a zombie (a
+    process that has exited and not been reaped by its parent yet) counts as dead.
+    """
     if pid == os.getpid():
         return True
     try:
@@ -109,7 +119,19 @@ def _process_exists(pid):
         return False
     except (PermissionError, OverflowError, ValueError):
         return True  # another user's process (or a pid this OS cannot test): keep its file
-    return True
+    return _proc_state(pid) not in ("Z", "X")
+
+
+def _proc_state(pid):
+    """The state letter of ``pid`` in ``/proc/<pid>/stat`` (``R``, ``S``, ``Z``...), or None where
+    it cannot be read (no ``/proc``, or the process has just gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ')'
+    return fields[0] if fields else None
 
 
 # ---- dtypes the .npy format cannot name --------------------------------------------------------

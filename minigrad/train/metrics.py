@@ -8,6 +8,7 @@ receive ``(logits, labels)``.
 import numpy
 
 from minigrad.backend import as_numpy
+from minigrad._checks import check_in, check_type
 
 
 class Metric:
@@ -213,11 +214,10 @@ def get_metric_fn(name):
     ``"top_5_accuracy"``, ``"loss"``.
 
     Raises:
+        TypeError: for a ``name`` that is not a str.
         ValueError: for an unknown name, listing the known ones.
     """
-    if name not in _BY_NAME:
-        raise ValueError(f"unknown metric name {name!r}; known: {sorted(_BY_NAME)}")
-    return _BY_NAME[name]()
+    return _BY_NAME[check_in("name", name, sorted(_BY_NAME), owner="get_metric_fn")]()
 
 
 def get_metrics(metrics):
@@ -226,10 +226,12 @@ def get_metrics(metrics):
         return {}
     if isinstance(metrics, dict):
         for name, metric in metrics.items():
-            if not isinstance(metric, Metric):
-                raise TypeError(f"metrics[{name!r}] must be a Metric, got {type(metric).__name__}")
+            check_type(f"metrics[{name!r}]", metric, Metric)
         return dict(metrics)
     if isinstance(metrics, (set, list, tuple)):
+        names = sorted(_BY_NAME)
+        for name in metrics:
+            check_in("metrics", name, names)  # the message shows the name that is not known
         return {name: get_metric_fn(name) for name in metrics}
-    raise TypeError(f"metrics must be a dict of Metrics or a set of names, got "
-                    f"{type(metrics).__name__}")
+    check_type("metrics", metrics, (dict, set, list, tuple),
+               expected="a dict of Metrics or a set of names")

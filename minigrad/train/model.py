@@ -15,14 +15,24 @@ Keras's way is taken too, as ``fit`` does it: a network built under a dtype poli
 scale (``mixed_precision.set_global_policy("mixed_float16")``: a ``DynamicLossScale()``), or an
 optimizer given as a ``mixed_precision.LossScaleOptimizer``, trains in a
 ``TrainOneStepWithLossScaleCell`` whose update cell shares that loss scale (the policy already
-set the compute dtypes, so the network is not cast).
+set the compute dtypes, so the network is not cast); a skipped step counts in the
+``LossScaleOptimizer``'s ``iterations``, as in Keras.
 """
 import warnings
 
 from minigrad import dtype as dtypes, ops
-from minigrad._checks import check_bool, check_in, check_int, check_positive_int
+from minigrad._checks import (
+    check_bool,
+    check_callable,
+    check_in,
+    check_int,
+    check_int_tuple,
+    check_positive_int,
+    check_type,
+)
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
+from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
 from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
 from minigrad.train.metrics import Loss, get_metrics
 
@@ -85,7 +95,9 @@ class Model:
     ``loss_scale_manager`` is given.
 
     Raises:
-        TypeError: for a non-str ``amp_level``, or a ``network`` that is not a Cell.
+        TypeError: for a non-str ``amp_level``, a ``network`` or ``eval_network`` that is not
+            a Cell, a ``loss_fn`` that is not callable, ``eval_indexes`` that are not ints, or a
+            ``loss_scale_manager`` that is not one.
         ValueError: for an unknown ``amp_level``/``boost_level``/keyword; ``amp_level`` other
             than "O0" or a ``loss_scale_manager`` without an ``optimizer``; ``metrics`` with
             neither ``loss_fn`` nor ``eval_network``; ``eval_indexes`` not a list of 3; an
@@ -99,11 +111,22 @@ class Model:
                  eval_indexes=None, amp_level="O0", boost_level="O0", loss_scale_manager=None,
                  **kwargs):
         if not isinstance(network, Cell):
-            raise TypeError(f"Model: 'network' must be a Cell, got {type(network).__name__}")
+            check_type("network", network, Cell, owner="Model")
         for key in kwargs:
             if key not in _AMP_KWARGS:
                 raise ValueError(f"Model: unsupported argument {key!r}; expected one of "
                                  f"{('loss_scale_manager',) + _AMP_KWARGS[1:]}")
+        if loss_fn is not None:
+            check_callable("loss_fn", loss_fn, owner="Model")
+        if eval_network is not None:
+            check_type("eval_network", eval_network, Cell, owner="Model")
+        if eval_indexes is not None:
+            check_int_tuple("eval_indexes", eval_indexes, 3, low=0, scalar=False, owner="Model")
+        if loss_scale_manager is not None:
+            from minigrad.amp import LossScaleManager
+            check_type("loss_scale_manager", loss_scale_manager, LossScaleManager,
+                       expected="a FixedLossScaleManager or DynamicLossScaleManager",
+                       owner="Model")
         check_in("amp_level", amp_level, AMP_LEVELS, owner="Model")
         check_in("boost_level", boost_level, ("O0", "O1", "O2"), owner="Model")
         if boost_level != "O0":
@@ -309,8 +332,9 @@ def _keras_train_network(network, loss_fn, optimizer, scale):
     Keras loss scale's core (the TF rule: a dynamic scale backs off by its multiplier, floor 1)."""
     from minigrad import nn
     from minigrad.mixed_precision import DynamicLossScale, LossScaleOptimizer
-    if isinstance(optimizer, LossScaleOptimizer):
-        optimizer = optimizer.inner_optimizer
+    wrapper = optimizer if isinstance(optimizer, LossScaleOptimizer) else None
+    if wrapper is not None:
+        optimizer = wrapper.inner_optimizer
     core = scale.core
     if isinstance(scale, DynamicLossScale):
         update = nn.DynamicLossScaleUpdateCell(float(core.scale), scale.multiplier,
@@ -318,7 +342,24 @@ def _keras_train_network(network, loss_fn, optimizer, scale):
     else:
         update = nn.FixedLossScaleUpdateCell(float(core.scale), core=core)
     net = network if loss_fn is None else nn.WithLossCell(network, loss_fn)
-    return nn.TrainOneStepWithLossScaleCell(net, optimizer, update).set_train()
+    if wrapper is None:
+        return TrainOneStepWithLossScaleCell(net, optimizer, update).set_train()
+    return _KerasTrainStep(net, optimizer, update, wrapper).set_train()
+
+
+class _KerasTrainStep(TrainOneStepWithLossScaleCell):
+    """The loss-scaled step of Keras's ``fit`` with a ``LossScaleOptimizer``: a skipped step
+    counts in its ``iterations``, as Keras's does."""
+
+    def __init__(self, network, optimizer, scale_sense, loss_scale_optimizer):
+        super().__init__(network, optimizer, scale_sense)
+        self._count_skipped = loss_scale_optimizer.count_skipped_step
+
+    def construct(self, *inputs):
+        outputs = super().construct(*inputs)
+        if self.last_report is not None and self.last_report.skipped:
+            self._count_skipped()
+        return outputs
 
 
 def _batch_size(labels):

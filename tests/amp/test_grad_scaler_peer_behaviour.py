@@ -156,3 +156,76 @@ def test_a_cuda_device_with_an_index_names_the_device_and_the_context():
     with using_config(device_target="CPU"):
         with pytest.raises(ValueError, match=r"'cuda:0' is minigrad's 'GPU'"):
             GradScaler(device="cuda:0")
+
+
+# ---- growth_interval lowered below the growth tracker ------------------------------------------
+def _torch_trajectory(torch, events, init_scale, growth_interval):
+    """(scale, growth tracker) after each step of a PyTorch CPU GradScaler driven by ``events``:
+    ``("step", overflow)`` or ``("interval", n)``."""
+    p = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    out = []
+    for kind, value in events:
+        if kind == "interval":
+            scaler.set_growth_interval(value)
+            continue
+        opt.zero_grad()
+        scaler.scale((p * (float("inf") if value else 1.0)).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        out.append((scaler.get_scale(), scaler._get_growth_tracker()))
+    return out
+
+
+def _minigrad_trajectory(events, init_scale, growth_interval):
+    minigrad.set_seed(0)
+    net = nn.Dense(2, 1)
+    opt = nn.SGD(net.trainable_params(), 0.0)
+    scaler = GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    x = Tensor(np.ones((1, 2), np.float32))
+    out = []
+    for kind, value in events:
+        if kind == "interval":
+            scaler.set_growth_interval(value)
+            continue
+        opt.zero_grad()
+        scaler.scale(net(x).sum() * (float("inf") if value else 1.0)).backward()
+        scaler.step(opt)
+        scaler.update()
+        out.append((scaler.get_scale(), scaler._get_growth_tracker()))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lowering_growth_interval_below_the_tracker_follows_pytorch_bit_for_bit(seed):
+    """PyTorch's ``_amp_update_scale_`` grows the scale when ``growth_tracker + 1 ==
+    growth_interval`` (torch/amp/grad_scaler.py, aten/src/ATen/native/cpu/AmpGradScalerKernels):
+    after ``set_growth_interval`` lowers the interval below the tracker, the tracker keeps
+    counting and the scale does not grow until an overflow resets it. Random steps and interval
+    changes, the scale and the tracker after each step compared exactly with torch's CPU
+    GradScaler."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    events = []
+    for _ in range(300):
+        if rng.random() < 0.08:
+            events.append(("interval", int(rng.integers(1, 12))))
+        else:
+            events.append(("step", bool(rng.random() < 0.06)))
+    theirs = _torch_trajectory(torch, events, 2.0 ** 10, 5)
+    ours = _minigrad_trajectory(events, 2.0 ** 10, 5)
+    assert ours == theirs
+    lowered = [k for k, (kind, n) in enumerate(events) if kind == "interval"]
+    assert lowered  # the sequence changes the interval at least once
+
+
+def test_a_lowered_growth_interval_waits_for_the_next_overflow():
+    """The case spelled out: 4 clean steps with interval 5, interval lowered to 2, 6 clean steps
+    (no growth, the tracker goes to 10), an overflow (backoff, tracker 0), then growth every 2."""
+    events = ([("step", False)] * 4 + [("interval", 2)] + [("step", False)] * 6
+              + [("step", True)] + [("step", False)] * 4)
+    scales = [s for s, _ in _minigrad_trajectory(events, 8.0, 5)]
+    assert scales == [8.0] * 10 + [4.0, 4.0, 8.0, 8.0, 16.0]
+    trackers = [t for _, t in _minigrad_trajectory(events, 8.0, 5)]
+    assert trackers == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1, 0, 1, 0]

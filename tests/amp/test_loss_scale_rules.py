@@ -300,7 +300,8 @@ def test_skip_guard_raises_with_the_cause():
         (lambda: DynamicLossScaler(2**10, 1, 10),
          r"DynamicLossScaler: scale_factor must be an int > 1, got 1$"),
         (lambda: StaticLossScaler(0.5), r"StaticLossScaler: scale_value must be >= 1, got 0\.5$"),
-        (lambda: FixedLossScale(0.5), r"FixedLossScale: loss_scale_value must be >= 1, got 0\.5$"),
+        (lambda: FixedLossScale(0.5),
+         r"FixedLossScale: loss_scale_value must be at least 1 and finite, got 0\.5$"),
         (lambda: DynamicLossScale(multiplier=1.0), "multiplier"),
     ],
 )

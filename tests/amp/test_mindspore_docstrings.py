@@ -1,13 +1,18 @@
 """The examples of MindSpore 2.x's docstrings in ``nn/wrap/loss_scale.py`` and ``amp.py`` (and
-``train/amp.py``), ported with ``mindspore`` replaced by ``minigrad``. The examples of
+``train/amp.py``), ported with ``mindspore`` replaced by ``minigrad``, and a subclass that writes
+out the 2.x cell's ``start_overflow_check`` (an int32 status cleared by ``NPUClearFloatStatusV2``).
+The examples of
 TrainOneStepWithLossScaleCell's first form and of DynamicLossScaleUpdateCell are in
 ``test_doc_examples.py``, DynamicLossScaler's in ``test_loss_scale_rules.py``."""
 import numpy as np
+import pytest
 
 import minigrad
 import minigrad as mindspore
 from minigrad import Parameter, Tensor, amp, nn, ops
 from minigrad import dtype as mstype
+# mindspore.ops.operations.math_ops in MindSpore 2.x
+from minigrad.ops import NPUClearFloatStatusV2, NPUGetFloatStatusV2
 from helpers.models import LeNet5
 
 
@@ -103,3 +108,65 @@ def test_build_train_network_example():
     loss = net(x, labels)
     assert isinstance(net, nn.TrainOneStepCell) and network.fc1.weight.dtype == mstype.float16
     assert loss.dtype == mstype.float32 and np.isfinite(float(loss.asnumpy()))
+
+
+# ---- a subclass with MindSpore 2.x's start_overflow_check, written out --------------------------
+class ClearingTrainOneStepWithLossScaleCell(nn.TrainOneStepWithLossScaleCell):
+    """The ``start_overflow_check`` of MindSpore 2.x's ``TrainOneStepWithLossScaleCell``, written
+    into a subclass as its docstring invites ("user-defined training network based on this
+    class can also call this interface"): an int32 status of 8 zeros, cleared with
+    ``NPUClearFloatStatusV2`` after the loss (``mindspore.ops.operations.math_ops`` there)."""
+
+    def start_overflow_check(self, pre_cond, compute_input):
+        status = Tensor([0] * 8, mstype.int32)
+        status = ops.depend(status, pre_cond)
+        # clear overflow buffer
+        clear_status = NPUClearFloatStatusV2()(status)
+        compute_input = ops.depend(compute_input, clear_status)
+        return status, compute_input
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda params: nn.Momentum(params, learning_rate=0.1, momentum=0.9),  # unscales in its step
+    lambda params: nn.RMSProp(params, learning_rate=0.01),                # takes unscaled grads
+], ids=["Momentum", "RMSProp"])
+def test_a_cell_that_clears_an_int32_status_trains_and_skips_overflows(make_optimizer):
+    """The docstring's first example (a DynamicLossScaleUpdateCell as ``scale_sense``) on the
+    subclass above: clean steps train at 2**12, an overflowing input is skipped (weights
+    untouched) and halves the scale, and the int32 status comes back cleared."""
+    in_features, out_features = 16, 10
+    net = Net(in_features, out_features)
+    loss = nn.MSELoss()
+    optimizer = make_optimizer(net.trainable_params())
+    net_with_loss = nn.WithLossCell(net, loss)
+    manager = nn.DynamicLossScaleUpdateCell(loss_scale_value=2**12, scale_factor=2,
+                                            scale_window=1000)
+    train_network = ClearingTrainOneStepWithLossScaleCell(net_with_loss, optimizer,
+                                                          scale_sense=manager)
+    input = Tensor(np.ones([out_features, in_features]), mindspore.float32)
+    labels = Tensor(np.ones([out_features, ]), mindspore.float32)
+    before = net.weight.asnumpy().copy()
+    loss_value, overflow, scale = train_network(input, labels)
+    assert not bool(overflow.asnumpy()) and float(scale.asnumpy()) == 2**12
+    assert not np.array_equal(net.weight.asnumpy(), before)
+    trained = net.weight.asnumpy().copy()
+    loss_value, overflow, scale = train_network(input * np.inf, labels)
+    assert bool(overflow.asnumpy()) and float(scale.asnumpy()) == 2**12
+    assert np.array_equal(net.weight.asnumpy(), trained)
+    assert manager.get_loss_scale() == 2**11
+    loss_value, overflow, scale = train_network(input, labels)
+    assert not bool(overflow.asnumpy()) and float(scale.asnumpy()) == 2**11
+
+
+def test_npu_clear_float_status_v2_zeroes_an_int32_status_and_get_says_what_to_use():
+    status = Tensor([0, 3, 0, 0, 0, 0, 0, 1], mstype.int32)
+    assert NPUClearFloatStatusV2()(status) is status
+    assert status.asnumpy().tolist() == [0] * 8
+    with pytest.raises(TypeError, match=r"status must have dtype int32.*float32"):
+        NPUClearFloatStatusV2()(Tensor(np.zeros(8, np.float32)))
+    with pytest.raises(ValueError, match=r"status must have shape \(8,\), got \(4,\)"):
+        NPUClearFloatStatusV2()(Tensor([0] * 4, mstype.int32))
+    with pytest.raises(TypeError, match=r"must be an int32 Tensor of shape \(8,\), got list"):
+        NPUClearFloatStatusV2()([0] * 8)
+    with pytest.raises(NotImplementedError, match=r"no overflow register.*get_overflow_status"):
+        NPUGetFloatStatusV2()(status)

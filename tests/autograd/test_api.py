@@ -284,5 +284,5 @@ def test_a_grad_position_of_the_wrong_type_is_a_type_error_naming_it(position):
     # MindSpore: TypeError, 'grad_position' must be an int or a tuple of ints (not
     # "grad_position='0' is out of range" or "'float' object is not iterable")
     a = Tensor(numpy.ones(2, numpy.float32))
-    with pytest.raises(TypeError, match=r"grad_position.*int or a tuple of ints.*got"):
+    with pytest.raises(TypeError, match=r"grad_position.*int or a tuple or list of ints.*got"):
         minigrad.grad(_product, position)(a, a)

@@ -68,11 +68,51 @@ def test_retained_graph_is_freed_when_dropped():
     gc.disable()
     try:
         loss.backward(retain_graph=True)
-        assert all(r() is not None for r in refs)
+        # the retained graph keeps every node; an intermediate tensor no rule reads (the sum's
+        # input) is held by no node, only as an edge, as in PyTorch
+        assert all(r() is not None for r in refs[1::2])
         del loss
         assert all(r() is None for r in refs)
     finally:
         gc.enable()
+
+
+def test_a_node_keeps_only_the_inputs_its_rule_reads():
+    """ReLU and add read no input (a mask, nothing): a non-leaf input is held as an Edge and
+    its array is freed once the caller drops it; leaves and the inputs ``saves`` names are
+    held as themselves; the gradients are unchanged, first and second order."""
+    from minigrad.autograd.function import Edge
+
+    x, w = _leaf(numpy.linspace(-1, 1, 6).reshape(2, 3)), _leaf(numpy.full((2, 3), 0.5))
+    z = x * w  # Mul saves both operands: the leaves stay themselves
+    z_array = weakref.ref(z.data)
+    y = ops.relu(z) + z
+    assert y._ctx.inputs[0]._ctx is not None and isinstance(y._ctx.inputs[1], Edge)
+    relu = y._ctx.inputs[0]._ctx
+    assert isinstance(relu.inputs[0], Edge) and relu.inputs[0]._ctx is z._ctx
+    assert z._ctx.inputs == (x, w)
+    z_ref = weakref.ref(z)
+    del z
+    assert z_ref() is None and z_array() is None
+    (gx,) = minigrad.autograd.grad(y.sum(), x, create_graph=True)
+    expected = numpy.where(x.data * 0.5 > 0, 1.0, 0.0) * 0.5 + 0.5
+    numpy.testing.assert_allclose(gx.data, expected, rtol=1e-6)
+    (gw,) = minigrad.autograd.grad((gx * w).sum(), w)  # d/dw of Σ (relu'(x·w) + 1)·w·w
+    numpy.testing.assert_allclose(gw.data, 2 * expected, rtol=1e-6)
+
+
+def test_a_function_without_saves_keeps_every_input():
+    class Twice(Function):  # saves None: its backward might read any input
+        def forward(self, x):
+            return x * 2
+
+        def backward(self, g):
+            return g * 2
+
+    x = _leaf([1.0, 2.0])
+    h = x * 1.0
+    y = Twice.apply(h)
+    assert y._ctx.inputs[0] is h
 
 
 def _live_tensors():
@@ -133,6 +173,64 @@ def test_shared_subexpression_gradients_add():
     h = x * x
     (h + h * h).backward()  # d/dx (x² + x⁴) = 2x + 4x³
     assert x.grad.item() == 2 * 2 + 4 * 8
+
+
+def _sums(monkeypatch):
+    """Record, for every second gradient of a tensor, whether it was added in place."""
+    from minigrad.autograd import engine
+
+    in_place, add = [], engine._sum
+
+    def spy(holder, grad, i=1):
+        before = id(holder[i])
+        total = add(holder, grad, i)
+        in_place.append(id(total) == before)
+        return total
+    monkeypatch.setattr(engine, "_sum", spy)
+    return in_place
+
+
+def test_a_private_gradient_sum_is_added_in_place(monkeypatch):
+    in_place = _sums(monkeypatch)
+    x = _leaf(numpy.linspace(-1, 1, 12).reshape(3, 4))
+    h = x * 2.0
+    (ops.relu(h) + h * 3.0).sum().backward()  # h: ReLU's and the product's gradients
+    assert in_place == [True]
+    numpy.testing.assert_allclose(x.grad.data, numpy.where(x.data > 0, 8.0, 6.0))
+
+
+def test_fp16_gradient_sums_give_numpys_fp16_bits():
+    """Two fp16 gradients of one tensor (large enough for the fast conversions) add in fp32 and
+    round once: NumPy's fp16 sum, bit for bit, ties and subnormals included."""
+    rng = numpy.random.default_rng(5)
+    x = minigrad.Tensor(rng.standard_normal((64, 96)).astype(numpy.float16), requires_grad=True)
+    seed = (rng.standard_normal(x.shape) * rng.choice([1e-6, 1.0, 300.0], x.shape))
+    seed = seed.astype(numpy.float16)
+    h = x * 1.0
+    (ops.relu(h) + h * 3.0).backward(minigrad.Tensor(seed))
+    relu_grad = numpy.where(x.data > 0, seed, numpy.float16(0))  # +0 where x <= 0
+    want = relu_grad + seed * numpy.float16(3.0)  # NumPy's fp16 product and sum
+    assert x.grad.dtype == numpy.float16
+    numpy.testing.assert_array_equal(x.grad.data.view(numpy.int16), want.view(numpy.int16))
+
+
+def test_a_gradient_someone_else_sees_is_never_written(monkeypatch):
+    in_place = _sums(monkeypatch)
+    x = _leaf(numpy.ones((2, 3)))
+    seed = numpy.full((2, 3), 0.5, numpy.float32)
+    h = x * 1.0
+    (h + h).backward(minigrad.Tensor(seed))  # add hands the seed to h twice
+    assert in_place == [False]
+    numpy.testing.assert_array_equal(seed, 0.5)
+    numpy.testing.assert_array_equal(x.grad.data, 1.0)
+    for first in (True, False):  # either contribution may reach h first
+        seen = []
+        h = x * 1.0
+        a = h + 1.0  # passes its gradient on to h as it is
+        a.register_hook(lambda g: seen.append(g))  # and a hook keeps that array
+        terms = (a * 2.0, h * 3.0) if first else (h * 3.0, a * 2.0)
+        (terms[0] + terms[1]).sum().backward()
+        numpy.testing.assert_array_equal(seen[0].data, 2.0)
 
 
 def test_backward_requires_a_gradient_for_non_scalars():

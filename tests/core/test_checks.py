@@ -347,3 +347,11 @@ def test_check_broadcast_names_the_operands():
 def test_arrays_are_described_by_shape_and_dtype():
     assert c.describe(numpy.array(2.0)) == "array(2.)"
     assert c.describe(numpy.zeros((20, 20))) == "ndarray of shape (20, 20) and dtype float64"
+
+
+def test_check_in_folds_the_spelling_and_shows_the_value_as_given():
+    assert c.check_in("pad_mode", "SAME", ("same", "valid"), fold=str.lower) == "same"
+    with pytest.raises(ValueError, match=r"^pad_mode must be one of \['same', 'valid'\], got 'A'$"):
+        c.check_in("pad_mode", "A", ("same", "valid"), fold=str.lower)
+    with pytest.raises(TypeError, match=r"got 3 \(int\)$"):
+        c.check_in("pad_mode", 3, ("same", "valid"), fold=str.lower)

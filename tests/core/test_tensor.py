@@ -208,7 +208,7 @@ def test_parameter():
     numpy.testing.assert_array_equal(p.asnumpy(), [3.0, 4.0])
     with pytest.raises(ValueError, match=r"'fc.weight': shape \(3,\) does not match \(2,\)"):
         p.set_data(numpy.zeros(3))
-    with pytest.raises(TypeError, match="name must be a str"):
+    with pytest.raises(TypeError, match="name must be a non-empty str or None"):
         minigrad.Parameter([1.0], name=3)
     assert not minigrad.Parameter([1.0], requires_grad=False).requires_grad
     assert "fc.weight" in repr(p)
@@ -356,7 +356,7 @@ def test_deepcopy_of_non_leaf_tensor_raises():
 
 def test_tensor_of_a_string_names_data():
     for bad in ("abc", None, {"a": 1}, [1, "a"]):
-        with pytest.raises(TypeError, match="Tensor data must be a number"):
+        with pytest.raises(TypeError, match="Tensor: data must be a Tensor, a number or an arr"):
             Tensor(bad)
     with pytest.raises(ValueError, match="nested lists of equal lengths"):
         Tensor([[1.0, 2.0], [3.0]])

@@ -65,3 +65,16 @@ def test_an_optimizers_fixed_rates_live_on_the_device_and_cost_no_read(kind):
             assert reads.count == 3  # the weight, then the rates as they changed
         assert backend.device_of(opt._fixed_rates()[0].data) == "GPU"
     assert numpy.abs(step).max() > 0
+
+
+@pytest.mark.parametrize("kind", GPU_KINDS)
+def test_python_conversions_of_a_gpu_tensor_are_explicit_reads(kind):
+    with gpu_of(kind) as reads:
+        t = Tensor(numpy.array([1.5, 0.0, 2.0], numpy.float32))
+        assert t.tolist() == [1.5, 0.0, 2.0]
+        assert bool(t[0]) and not bool(t[1]) and 2.0 in t and 7.0 not in t
+        assert float(t[2]) == 2.0 and int(t[0]) == 1
+        if reads is not None:
+            assert reads.count == 7  # each conversion is one read, none is refused
+        with pytest.raises(ValueError):
+            bool(Tensor(numpy.ones(3, numpy.float32)))

@@ -102,7 +102,7 @@ def test_bad_batch_shuffle_map_arguments():
         ds.shuffle(1)
     with pytest.raises(ValueError, match=r"\['nope'\]"):
         ds.map(abs, input_columns="nope")
-    with pytest.raises(TypeError, match="callables"):
+    with pytest.raises(TypeError, match=r"operations\[0\] must be callable"):
         ds.map(3)
     with pytest.raises(ValueError, match="num_epochs"):
         ds.create_tuple_iterator(num_epochs=0)

@@ -48,6 +48,7 @@ def test_examples_print_what_their_comments_say(capsys):
     assert set(unscaled) == set(scaled) == {"flushed", "subnormal", "normal", "overflow"}
     assert unscaled["normal"] == 0 and scaled["normal"] > 0.9   # 1e-7 is below fp16's normals
     assert _printed("(hv,) = grad(", capsys) == ["[ 6. 12.  0.]", "True (3, 3)"]
+    assert _printed("strict_device() as reads", capsys) == ["GPU 1 get_status"]
     assert _printed("class Softplus", capsys) == [
         "[0.2689 0.5    0.8808]", "[0.1966 0.25   0.105 ]", "float32"]
 

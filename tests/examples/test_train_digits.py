@@ -121,3 +121,22 @@ def test_mnist_and_cifar10_are_exclusive(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _example().main(["--mnist", str(tmp_path), "--cifar10", str(tmp_path)])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_fp8_flag_trains_and_prints_the_tensor_report(capsys):
+    pytest.importorskip("sklearn")
+    results = _example().main(["--model", "mlp", "--epochs", "1", "--fp8", "current",
+                               "--no-progress"])
+    assert 0.5 < results["mlp"] <= 1
+    out = capsys.readouterr().out
+    assert "mlp (O0, FP8 current): test accuracy" in out
+    assert "net.fc1.input" in out and "net.fc2.grad_output" in out and "float8_e5m2" in out
+
+
+@pytest.mark.slow
+def test_fp8_delayed_mlp_is_within_one_percent_of_fp32():
+    pytest.importorskip("sklearn")
+    example = _example()
+    fp32 = example.run("mlp", progress=False, verbose=False)
+    fp8 = example.run("mlp", progress=False, verbose=False, fp8_recipe="delayed")
+    assert abs(fp8 - fp32) <= 0.01, f"FP8 delayed: {fp8:.4f} against fp32 {fp32:.4f}"

@@ -17,7 +17,7 @@ import minigrad
 from helpers import REPO_ROOT
 
 LESSONS = REPO_ROOT / "lessons"
-SCRIPTS = {path.name.split("_")[0]: path for path in sorted(LESSONS.glob("0*.py"))}
+SCRIPTS = {path.name.split("_")[0]: path for path in sorted(LESSONS.glob("[0-9][0-9]_*.py"))}
 NO_THOR = "minigrad.nn.thor is not built yet: lesson 8 says so and exits 0"
 
 
@@ -87,11 +87,17 @@ EXPECTED = {
             "naive fp16 softmax, every key masked with -1e9: [nan nan nan nan]",
             "minigrad (fp16, the mask rule): weights [0. 0. 0. 0.]",
             "step 1: skipped (nonfinite_loss)", "step 1: skipped (gradient_overflow)"]),
+    "10": (["number_lines.png", "digits_fp32_fp16_fp8.png", "delayed_scaling_lag.png"],
+           ["FP8 E4M3         448", "bf16(256) + bf16(1) = 256.0",
+            "sum in bf16: 256.0; in fp32, rounded once: 4992.0", "FP8 delayed          test",
+            "net.0.grad_output  float8_e5m2",
+            "delayed  share of the input clipped per step: 0% 0% 0% 0% 0% 96% 0%",
+            "current  share of the input clipped per step: 0% 0% 0% 0% 0% 0% 0%"]),
 }
 
 
 def test_every_lesson_is_tested():
-    assert sorted(SCRIPTS) == sorted(EXPECTED) == [f"0{i}" for i in range(1, 10)]
+    assert sorted(SCRIPTS) == sorted(EXPECTED) == [f"{i:02d}" for i in range(1, 11)]
 
 
 @pytest.mark.parametrize("number", sorted(EXPECTED))

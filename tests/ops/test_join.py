@@ -115,7 +115,7 @@ def test_errors_name_the_problem():
         ops.stack([a, b])
     with pytest.raises(ValueError, match="at least one tensor"):
         ops.concat([])
-    with pytest.raises(TypeError, match="list or tuple of tensors"):
+    with pytest.raises(TypeError, match="tensors must be a list or tuple of Tensors"):
         ops.stack(a)
     with pytest.raises(ValueError, match="positive divisor of the length 3"):
         ops.split(a, 2, axis=1)

@@ -257,3 +257,28 @@ def test_norms_propagate_nan_per_group_only():
     with numpy.errstate(invalid="ignore"):
         y = ops.batch_norm(Tensor(x), None, None, None, None, True).asnumpy()
     assert numpy.isnan(y[:, 0]).all() and numpy.isfinite(y[:, 1:]).all()
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_fp16_input_with_fp32_parameters_equals_casting_around_fp32(training):
+    """batch_norm of fp16 x with fp32 γ, β gives the bits of casting x to fp32, normalising and
+    casting back, and the same gradients and running statistics: fp16 computes in fp32 and
+    rounds once."""
+    rng = numpy.random.default_rng(4)
+    x16 = (rng.standard_normal((6, 3, 5, 4)) * 2 + 1).astype(F16).transpose(0, 2, 3, 1).copy()
+    x16 = x16.transpose(0, 3, 1, 2)  # channels-last, as a conv output
+    g16 = rng.standard_normal(x16.shape).astype(F16)
+    gamma, beta = rng.uniform(0.5, 1.5, 3).astype(F32), rng.standard_normal(3).astype(F32)
+    results = []
+    for around in (False, True):
+        xt, gt, bt = (Tensor(a, requires_grad=True) for a in (x16, gamma, beta))
+        stats = [numpy.linspace(-1, 1, 3).astype(F32), numpy.linspace(0.5, 2, 3).astype(F32)]
+        x = ops.cast(xt, F32) if around else xt
+        out = ops.batch_norm(x, gt, bt, *stats, training=training)
+        out = ops.cast(out, F16) if around else out
+        assert out.dtype == F16
+        out.backward(Tensor(g16))
+        results.append([out.data, xt.grad.data, gt.grad.data, bt.grad.data, *stats])
+    for got, want in zip(*results):
+        assert got.dtype == want.dtype
+        numpy.testing.assert_array_equal(got, want)

@@ -443,3 +443,22 @@ def test_getitem_repeated_indices_and_broadcast_sum_in_fp32():
     assert_bits(gx, numpy.array([2**-24, 0, numpy.inf, 0], F16))
     (gx,) = grads(lambda t: t[numpy.array([True, False, True, True])], [numpy.zeros(4, F16)], v[1:])
     assert_bits(gx, numpy.array([numpy.inf, 0, -0.0, 3], F16))
+
+
+@pytest.mark.parametrize("reduce", [ops.mean, ops.sum], ids=lambda f: f.__name__)
+def test_sum_and_mean_gradients_keep_the_inputs_memory_order(reduce):
+    """Global average pooling of a channels-last batch hands back a channels-last gradient
+    (the ops below it then run on one layout); a C-ordered input gets a C-ordered one."""
+    from helpers.layouts import is_channels_last, layouts
+
+    x = numpy.random.default_rng(0).standard_normal((3, 4, 5, 6)).astype(numpy.float32)
+    want = None
+    for name, view in layouts(x).items():
+        t = Tensor(view, requires_grad=True)
+        reduce(t, axis=(2, 3)).backward(Tensor(numpy.arange(12.0, dtype=numpy.float32)
+                                               .reshape(3, 4)))
+        g = t.grad.data
+        assert is_channels_last(g) == (name == "channels_last")
+        assert g.flags.c_contiguous == (name != "channels_last")
+        want = g if want is None else want
+        numpy.testing.assert_array_equal(g, want)

@@ -56,31 +56,31 @@ G = "['params', 'lr', 'weight_decay', 'grad_centralization', 'order_params']"
         (
             lambda ps: SGD(None),
             ValueError,
-            ["SGD: parameters must be an iterable of Parameters or group dicts, got None"],
+            ["SGD: params must be an iterable of Parameters or group dicts, got None"],
         ),
-        (lambda ps: SGD([]), ValueError, ["SGD: parameters must be non-empty, got []"]),
+        (lambda ps: SGD([]), ValueError, ["SGD: params must be non-empty, got []"]),
         (
             lambda ps: SGD(ps[0]),
             TypeError,
-            ["SGD: parameters must be an iterable of Parameters or group dicts, got Parameter(",
+            ["SGD: params must be an iterable of Parameters or group dicts, got Parameter(",
              "(Parameter)"],
         ),
         (
             lambda ps: SGD([ps[0], numpy.zeros(3)]),
             TypeError,
-            ["SGD: parameters[1] must be a Parameter or a group dict, got array([0., 0., 0.]) "
+            ["SGD: params[1] must be a Parameter or a group dict, got array([0., 0., 0.]) "
              "(ndarray)"],
         ),
         (
             lambda ps: SGD([ps[0], {"params": ps[1:]}]),
             TypeError,
-            ["SGD: parameters must be all Parameters or all group dicts, got ['Parameter', "
+            ["SGD: params must be all Parameters or all group dicts, got ['Parameter', "
              "'dict'] (list)"],
         ),
         (
             lambda ps: SGD([ps[0], ps[0]]),
             ValueError,
-            ["SGD: parameters[1] must be a Parameter not given before, got 'p0'"],
+            ["SGD: params[1] must be a Parameter not given before, got 'p0'"],
         ),
         (
             lambda ps: SGD([{"params": ps, "momentum": 0.9}]),
@@ -145,7 +145,7 @@ G = "['params', 'lr', 'weight_decay', 'grad_centralization', 'order_params']"
         (
             lambda ps: SGD(numpy.array(1.0), 0.1),
             TypeError,
-            ["SGD: parameters must be an iterable of Parameters or group dicts, got array(1.)"],
+            ["SGD: params must be an iterable of Parameters or group dicts, got array(1.)"],
         ),
         (
             lambda ps: Optimizer(0.1, ps, decay_filter="beta"),

@@ -118,3 +118,10 @@ def test_every_name_exists_in_the_installed_cupy():
     assert not [n for n in _cupy_names.LINALG if not hasattr(cupy.linalg, n)]
     assert not [n for n in _cupy_names.NDARRAY if not hasattr(cupy.ndarray, n)]
     assert not [n for n in _cupy_names.GENERATOR if not hasattr(cupy.random.Generator, n)]
+
+
+def test_integer_array_indexing_wraps_around_as_cupy_does(strict):
+    xp, reads = strict
+    x = xp.asarray(numpy.arange(10.0).reshape(5, 2))
+    assert x[xp.asarray(numpy.array([1, 7, -1]))].get().tolist() == [[2, 3], [4, 5], [8, 9]]
+    assert x[xp.asarray(numpy.array([6])), 1].get().tolist() == [3.0]

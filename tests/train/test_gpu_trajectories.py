@@ -86,3 +86,33 @@ def test_o2_dynamic_scaling_skips_the_same_steps(kind):
     if reads is not None:  # per step the flag and the loss this test reads, one more for the
         # report of each skipped step, and the 4 parameters at the end
         assert reads.count == 50 + 50 + sum(gpu_skipped) + 4
+
+
+def _train_thor(device, steps=20):
+    """THOR (frequency 5) on the digits MLP: losses and parameters on the host."""
+    minigrad.set_context(device_target=device)
+    minigrad.set_seed(0)
+    net = _mlp()
+    x, y = _digits(True)
+    opt = nn.thor(net, Tensor(numpy.float32(0.05), device=device),
+                  Tensor(numpy.float32(0.03), device=device), 0.9, frequency=5, split_dim=64)
+    step = nn.TrainOneStepCell(nn.WithLossCell(
+        net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")), opt)
+    losses = []
+    for k in range(steps):
+        i = (32 * k) % (len(x) - 32)
+        losses.append(float(step(Tensor(x[i:i + 32], device=device),
+                                 Tensor(y[i:i + 32], device=device)).asnumpy()))
+    return numpy.array(losses), [p.asnumpy() for p in net.trainable_params()]
+
+
+@pytest.mark.parametrize("kind", GPU_KINDS)
+def test_thor_matches_the_cpu(kind):
+    cpu_losses, cpu = _train_thor("CPU")
+    with gpu_of(kind):
+        gpu_losses, gpu = _train_thor("GPU")
+    assert cpu_losses[-1] < cpu_losses[0]
+    # the inverses come from another factorisation on the device (CuPy's Cholesky and the
+    # blocked triangular inverse; NumPy's blocked Cholesky inverse on the host): fp32 rounding
+    assert _relative(cpu, gpu) < 1e-4, f"parameters differ by {_relative(cpu, gpu):.2e} relative"
+    numpy.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-4)

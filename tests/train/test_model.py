@@ -257,7 +257,7 @@ def test_construction_errors():
         Model(net, nn.MSELoss(), optimizer, amp_level=2)
     with pytest.raises(ValueError, match="unsupported argument 'foo'"):
         Model(net, nn.MSELoss(), optimizer, foo=1)
-    with pytest.raises(TypeError, match="'network' must be a Cell"):
+    with pytest.raises(TypeError, match="Model: network must be a Cell, got "):
         Model(lambda x: x)
     with pytest.raises(ValueError, match="Model.eval needs metrics"):
         Model(net, nn.MSELoss(), optimizer).eval(_dataset())

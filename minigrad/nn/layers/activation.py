@@ -80,5 +80,4 @@ def get_activation(name):
         TypeError: for a name that is not a str.
         ValueError: for an unknown name, listing the known ones.
     """
-    key = name.lower() if isinstance(name, str) else name
-    return _ACTIVATIONS[check_in("activation", key, sorted(_ACTIVATIONS))]()
+    return _ACTIVATIONS[check_in("activation", name, sorted(_ACTIVATIONS), fold=str.lower)]()

@@ -16,6 +16,8 @@ from minigrad import dtype as dtypes
 from minigrad._checks import check_bool, check_float, check_positive_int, check_relation
 from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import HeUniform, Normal, XavierUniform, initializer
+from minigrad.fp8 import gemm as fp8_gemm
+from minigrad.fp8.autocast import get_fp8_recipe
 from minigrad.nn.layers.basic import Dense
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -49,14 +51,15 @@ def _causal(length, source):
 def _additive(mask, name, owner):
     """``mask`` (a bool or float Tensor, or None) as an additive float Tensor: a bool True (the
     key is masked) becomes -inf, False 0; a float mask is returned as it is."""
-    if mask is None:
-        return None
+    if mask is None or isinstance(mask, Tensor) and dtypes.is_float(mask.dtype):
+        return mask  # (dtype.is_float: ml_dtypes gives bfloat16 the NumPy kind "V")
     check_tensor(owner, name, mask)
     if mask.dtype == dtypes.bool_:
         xp = backend.get_array_module(mask.data)
-        return Tensor(xp.where(mask.data, numpy.float32(-numpy.inf), numpy.float32(0)))
-    check_relation(f"{name}.dtype", mask.dtype, dtypes.is_float(mask.dtype),
-                   "bool or a float dtype", error=TypeError, owner=owner)
+        return Tensor(xp.where(mask.data, numpy.float32(-numpy.inf), numpy.float32(0)),
+                      device=mask.device)
+    check_relation(f"{name}.dtype", mask.dtype, mask.dtype.kind == "f", "bool or a float dtype",
+                   error=TypeError, owner=owner)
     return mask
 
 
@@ -66,7 +69,7 @@ def _pad_key(mask):
     if mask is None:
         return None
     xp = backend.get_array_module(mask.data)
-    zero = Tensor(xp.zeros(mask.shape[:-1] + (1,), mask.dtype))
+    zero = Tensor(xp.zeros(mask.shape[:-1] + (1,), mask.dtype), device=mask.device)
     return ops.concat([mask, zero], axis=-1)
 
 
@@ -258,10 +261,23 @@ class MultiheadAttention(Cell):
         if not self._qkv_same_embed_dim:
             weights = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
         elif self_attention:  # one product for all three
-            return ops.split(ops.dense(query, self.in_proj_weight, self.in_proj_bias), 3, axis=-1)
+            return ops.split(self._dense(query, self.in_proj_weight, self.in_proj_bias), 3,
+                             axis=-1)
         else:
             weights = ops.split(self.in_proj_weight, 3)
-        return tuple(ops.dense(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+            base = (getattr(self.in_proj_weight, "name", None) or "in_proj_weight").removesuffix(
+                "_weight")
+            names = [f"{base}_{part}" for part in "qkv"]  # the slices' names in FP8 reports
+            return tuple(self._dense(x, w, b, n) for x, w, b, n in zip(
+                (query, key, value), weights, biases, names))
+        return tuple(self._dense(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+
+    def _dense(self, x, weight, bias, name=None):
+        """``ops.dense``, or its FP8 GEMM inside ``fp8_autocast`` (as ``Dense``, so out_proj)."""
+        recipe = get_fp8_recipe()
+        if recipe is None:
+            return ops.dense(x, weight, bias)
+        return fp8_gemm.dense(self, x, weight, bias, recipe, name)
 
     def _split_heads(self, x):
         """(L, N, E) or (N, L, E) -> (N, h, L, d)."""

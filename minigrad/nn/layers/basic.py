@@ -3,9 +3,11 @@ import math
 import warnings
 
 from minigrad import ops
+from minigrad.fp8 import gemm as fp8_gemm
+from minigrad.fp8.autocast import get_fp8_recipe
 from minigrad.nn.cell import Cell, check_tensor
-from minigrad.nn.init import default_initializers, initializer
-from minigrad._checks import check_bool, check_float, check_positive_int
+from minigrad.nn.init import check_init, default_initializers, init_tensor
+from minigrad._checks import check_bool, check_float, check_positive_int, check_relation
 from minigrad.nn.layers.activation import get_activation
 from minigrad.parameter import Parameter
 
@@ -39,8 +41,10 @@ class Dense(Cell):
         self.has_bias = check_bool("has_bias", has_bias)
         shape = (out_channels, in_channels)
         weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
-        self.weight = Parameter(initializer(weight_init, shape))
-        self.bias = Parameter(initializer(bias_init, (out_channels,))) if has_bias else None
+        self.weight = Parameter(init_tensor("weight_init", weight_init, shape))
+        check_init("bias_init", bias_init)  # checked even when there is no bias to make
+        self.bias = (Parameter(init_tensor("bias_init", bias_init, (out_channels,)))
+                     if has_bias else None)
         if isinstance(activation, str):
             activation = get_activation(activation)
         elif activation is not None and not isinstance(activation, Cell):
@@ -53,7 +57,9 @@ class Dense(Cell):
         if x.shape[-1] != self.in_channels:
             raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape "
                              f"{x.shape}")
-        y = ops.dense(x, self.weight, self.bias)
+        recipe = get_fp8_recipe()  # inside fp8_autocast: the GEMM in FP8
+        y = (ops.dense(x, self.weight, self.bias) if recipe is None
+             else fp8_gemm.dense(self, x, self.weight, self.bias, recipe))
         if self.activation is not None:
             y = self.activation(y)
         return y
@@ -101,6 +107,9 @@ class Dropout(Cell):
         keep_prob, p, positional = _dropout_arguments(args, keep_prob, p)
         if keep_prob is not None:
             keep_prob = check_float("keep_prob", keep_prob, low=0.0, high=1.0, low_open=True)
+            # a keep_prob below float64's spacing at 1 would make p = 1 - keep_prob exactly 1
+            check_relation("keep_prob", keep_prob, 1.0 - keep_prob < 1.0,
+                           "in (0, 1] and at least 2**-53 (so that p = 1 - keep_prob < 1)")
             hint = ""
             if positional and keep_prob < 0.5:
                 hint = (f" Dropout({keep_prob:g}) keeps {keep_prob:.0%} of the elements and drops "

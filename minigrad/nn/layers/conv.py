@@ -1,7 +1,9 @@
 """Conv2d (NCHW) with MindSpore's pad modes."""
 from minigrad import ops
+from minigrad.fp8 import gemm as fp8_gemm
+from minigrad.fp8.autocast import get_fp8_recipe
 from minigrad.nn.cell import Cell
-from minigrad.nn.init import default_initializers, initializer
+from minigrad.nn.init import check_init, default_initializers, init_tensor
 from minigrad._checks import check_bool, check_int_tuple, check_positive_int
 from minigrad.nn.layers.spatial_args import check_data_format, check_pad_mode_padding
 from minigrad.ops.conv import same_padding
@@ -56,15 +58,21 @@ class Conv2d(Cell):
                              f"be divisible by group ({group})")
         shape = (out_channels, in_channels // group) + self.kernel_size
         weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
-        self.weight = Parameter(initializer(weight_init, shape))
-        self.bias = Parameter(initializer(bias_init, (out_channels,))) if has_bias else None
+        self.weight = Parameter(init_tensor("weight_init", weight_init, shape))
+        check_init("bias_init", bias_init)  # checked even when there is no bias to make
+        self.bias = (Parameter(init_tensor("bias_init", bias_init, (out_channels,)))
+                     if has_bias else None)
 
     def construct(self, x):
         padding = self.padding
         if self.pad_mode == "same":
             padding = same_padding(x.shape[2:], self.kernel_size, self.stride, self.dilation)
-        return ops.conv2d(x, self.weight, self.bias, stride=self.stride, padding=padding,
-                          dilation=self.dilation, groups=self.group)
+        args = {"stride": self.stride, "padding": padding, "dilation": self.dilation,
+                "groups": self.group}
+        recipe = get_fp8_recipe()  # inside fp8_autocast: the GEMM in FP8
+        if recipe is not None:
+            return fp8_gemm.conv2d(self, x, self.weight, self.bias, recipe, **args)
+        return ops.conv2d(x, self.weight, self.bias, **args)
 
     def extend_repr(self):
         return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "

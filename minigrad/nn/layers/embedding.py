@@ -3,7 +3,7 @@ import numpy
 
 from minigrad import backend, ops
 from minigrad.nn.cell import Cell
-from minigrad.nn.init import initializer
+from minigrad.nn.init import init_tensor
 from minigrad._checks import check_bool, check_positive_int
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -32,7 +32,7 @@ class Embedding(Cell):
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.embedding_size = check_positive_int("embedding_size", embedding_size)
         self.use_one_hot = check_bool("use_one_hot", use_one_hot)
-        table = initializer(embedding_table, (vocab_size, embedding_size))
+        table = init_tensor("embedding_table", embedding_table, (vocab_size, embedding_size))
         if padding_idx is not None:
             if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, numpy.integer)):
                 raise TypeError(f"padding_idx must be None or an int, got {padding_idx!r} "
@@ -53,7 +53,7 @@ class Embedding(Cell):
         xp = backend.get_array_module(ids.data)
         one_hot = (ids.data[..., None] == xp.arange(self.vocab_size))
         one_hot = one_hot.astype(self.embedding_table.dtype)
-        return ops.matmul(Tensor(one_hot), self.embedding_table)
+        return ops.matmul(Tensor(one_hot, device=ids.device), self.embedding_table)
 
     def extend_repr(self):
         return (f"vocab_size={self.vocab_size}, embedding_size={self.embedding_size}, "

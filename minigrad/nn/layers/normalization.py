@@ -20,7 +20,7 @@ import weakref
 
 from minigrad import dtype as dtypes, ops
 from minigrad.nn.cell import Cell
-from minigrad.nn.init import initializer
+from minigrad.nn.init import init_tensor
 from minigrad._checks import (check_bool, check_float, check_int, check_positive,
                               check_positive_int)
 from minigrad.nn.layers.spatial_args import check_data_format
@@ -88,12 +88,14 @@ class _BatchNorm(Cell):
             check_bool("use_batch_statistics", use_batch_statistics)
         self.use_batch_statistics = use_batch_statistics
         shape = (num_features,)
-        self.gamma = Parameter(initializer(gamma_init, shape), requires_grad=affine)
-        self.beta = Parameter(initializer(beta_init, shape), requires_grad=affine)
-        self.moving_mean = Parameter(initializer(moving_mean_init, shape, dtypes.float32),
-                                     requires_grad=False)
-        self.moving_variance = Parameter(initializer(moving_var_init, shape, dtypes.float32),
-                                         requires_grad=False)
+        self.gamma = Parameter(init_tensor("gamma_init", gamma_init, shape), requires_grad=affine)
+        self.beta = Parameter(init_tensor("beta_init", beta_init, shape), requires_grad=affine)
+        self.moving_mean = Parameter(
+            init_tensor("moving_mean_init", moving_mean_init, shape, dtypes.float32),
+            requires_grad=False)
+        self.moving_variance = Parameter(
+            init_tensor("moving_var_init", moving_var_init, shape, dtypes.float32),
+            requires_grad=False)
 
     def construct(self, x):
         if x.ndim not in self._ndims:
@@ -181,8 +183,8 @@ class LayerNorm(Cell):
             raise ValueError(f"LayerNorm: begin_params_axis={begin_params_axis} makes gamma and "
                              f"beta cover the last {-begin_params_axis} axes, but "
                              f"normalized_shape {self.normalized_shape} has {covered}")
-        self.gamma = Parameter(initializer(gamma_init, self.normalized_shape))
-        self.beta = Parameter(initializer(beta_init, self.normalized_shape))
+        self.gamma = Parameter(init_tensor("gamma_init", gamma_init, self.normalized_shape))
+        self.beta = Parameter(init_tensor("beta_init", beta_init, self.normalized_shape))
 
     def construct(self, x):
         return ops.layer_norm(x, self.gamma, self.beta, begin_norm_axis=self.begin_norm_axis,

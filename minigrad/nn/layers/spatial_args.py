@@ -11,7 +11,7 @@ def check_data_format(value):
 def check_pad_mode(value, modes):
     """``pad_mode`` (case-insensitive, as MindSpore) lowered, one of ``modes``; a non-str
     (a Tensor, a number) is a TypeError."""
-    return check_in("pad_mode", value.lower() if isinstance(value, str) else value, modes)
+    return check_in("pad_mode", value, modes, fold=str.lower)
 
 
 def check_pad_mode_padding(pad_mode, padding):

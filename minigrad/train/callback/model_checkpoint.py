@@ -73,7 +73,8 @@ class ModelCheckpoint(Callback):
 
     Each file holds the parameters of the train network (or ``config.saved_network``), the
     optimizer state (unless ``config.save_optimizer`` is False) and the ``append_info`` values;
-    files are written atomically (see ``save_checkpoint``). As in MindSpore, when ``directory``
+    files are written atomically (see ``save_checkpoint``), and each save first removes the
+    temporary files that killed writers left in ``directory``. As in MindSpore, when ``directory``
     already holds checkpoints of an earlier run with this prefix (``CKP-*.ckpt``,
     ``CKP_1-*.ckpt``, ...), the prefix becomes ``CKP_<n>`` with the next free ``n``, so a new run
     never overwrites, nor rotates away, the files of an earlier one. A final checkpoint is written
@@ -97,7 +98,8 @@ class ModelCheckpoint(Callback):
             raise ValueError(f"ModelCheckpoint: prefix must be a non-empty file name prefix, got "
                              f"{prefix!r}")
         if config is not None and not isinstance(config, CheckpointConfig):
-            raise TypeError(f"config must be a CheckpointConfig, got {type(config).__name__}")
+            check_type("config", config, CheckpointConfig, expected="a CheckpointConfig or None",
+                       owner="ModelCheckpoint")
         self.directory = os.path.abspath(directory if directory is not None else os.getcwd())
         self.prefix = _unused_prefix(self.directory, prefix)
         self.config = config or CheckpointConfig()

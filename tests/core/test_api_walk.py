@@ -1,0 +1,385 @@
+"""A walk over the whole public API: every public function and class of minigrad's packages, each
+argument given values of every kind (None, strs, ints where sequences go, sequences where ints
+go, 0-d arrays, NumPy scalars, Tensors, bools, huge, negative and non-finite numbers).
+
+Each call must end in one of two ways:
+
+* a TypeError or ValueError whose message names the argument and shows the value;
+* an acceptance: the value is of a kind the valid baseline value vouches for (an int where the
+  baseline passes an int, None where the default is None...), or one ``ACCEPTED`` lists with
+  the reason the API documents.
+
+Any other exception, or a value accepted without a reason, fails the test. A public callable
+without a baseline (``helpers.api_walk.BASELINES``; none is needed when every argument has a
+default) and not in ``NOT_WALKED`` fails ``test_every_public_callable_has_a_baseline``, saying
+what to add, so new API is walked from the day it is exported.
+
+The walk makes 160 times the hypothesis profile's ``max_examples`` calls (``ci``, the suite's:
+4,000; ``HYPOTHESIS_PROFILE=wide``: 160,000); ``MINIGRAD_API_WALK_ALL=1`` adds the exhaustive
+pass of every fixed value through every argument. With ``-s`` the walk prints how
+many calls it made and how many distinct messages it saw.
+"""
+import math
+import os
+import warnings
+
+import numpy
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import api_walk as walk
+from helpers.api_walk import ANY_REAL, OPERAND
+from helpers.api_walk_gaps import GAPS
+
+CALLABLES = walk.public_callables()
+GAPS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "helpers", "api_walk_gaps.py")
+
+# Callables whose arguments the walk does not call, and why.
+NOT_WALKED = {
+    "communication.init": "joins the MPI job for the rest of the process (a call with a valid "
+                          "value cannot be undone); tests/communication checks backend_name",
+    "communication.release": "leaves the MPI job (takes no arguments)",
+    "communication.PendingAllReduce": "made by all_reduce_start, not by users",
+    "communication.GlobalComm": "a namespace of MindSpore's constants (takes no arguments)",
+    "amp.StepReport": "a record the scalers return; its fields are not user input",
+    "amp.OptState": "an enum of the scaler's per-optimizer states, not user input",
+    "amp.LossScaler": "the abstract base of StaticLossScaler and DynamicLossScaler, walked there",
+    "amp.ScaleCore": "the shared loss-scale rule under every face; its arguments come through "
+                     "the faces, walked there (GradScaler, DynamicLossScale, the managers)",
+    "optim.ThorReport": "a record THOR's steps return; its fields are not user input",
+    "optim.LayerReport": "a record THOR's steps return; its fields are not user input",
+    "mixed_precision.LossScale": "abstract: the base of FixedLossScale and DynamicLossScale",
+    "train.Metric": "abstract: the base of the metrics, walked through them",
+    "dataset.Dataset": "the base of the pipeline nodes, built through its subclasses",
+    "dataset.Cifar10Dataset": "reads a folder of files; tests/dataset/test_cifar10.py walks "
+                              "its arguments with real files",
+    "dataset.MnistDataset": "reads a folder of files; tests/dataset/test_mnist.py walks its "
+                            "arguments with real files",
+    "dataset.GeneratorDataset": "takes its arguments through *args (the source's kind picks "
+                                "the subclass); tests/dataset/test_generator.py checks them",
+}
+
+# Arguments whose valid values size what the call allocates: a finite value of magnitude above
+# ``_SMALL`` (or, for a step, below ``1 / _SMALL``) is not tried there (arange(0, 1e10) and
+# arange(0, 4, 1e-10) are valid and would fill 80 GB or more)
+SIZES_MEMORY = {("ops.arange", "start"), ("ops.arange", "stop"), ("ops.arange", "step")}
+_SMALL = 1e6
+
+
+def _allocates_too_much(name, argument, value):
+    if (name, argument) not in SIZES_MEMORY or not walk.is_number(value):
+        return False
+    size = abs(float(value))
+    if not math.isfinite(size):
+        return False
+    return size > _SMALL or (argument == "step" and 0 < size < 1 / _SMALL)
+
+# The test helpers whose verdict on valid input is an AssertionError (values that differ)
+VERDICTS = {"testing.assert_forward", "testing.check_backward", "testing.check_double_backward"}
+
+# Acceptances the API documents, per callable and argument (``"*"``: every argument of the
+# callable): {name: {argument: (kinds, reason)}}.
+_DATA = "data: a Tensor, a number, a bool or an array of numbers, finite or not (check_operand)"
+ACCEPTED = {
+    "Tensor": {"data": (OPERAND, _DATA)},
+    "Parameter": {"default_input": (OPERAND, _DATA)},
+    "testing.assert_forward": {"actual": (OPERAND, _DATA), "expected": (OPERAND, _DATA)},
+    **dict.fromkeys(("testing.check_backward", "testing.check_double_backward",
+                     "testing.numerical_grad"),
+                    {"inputs": (OPERAND, _DATA), "grad_outputs": (OPERAND | {"none"}, _DATA),
+                     "grad_grad_inputs": (OPERAND | {"none"}, _DATA)}),
+    **dict.fromkeys(("optim.Optimizer", "optim.SGD", "optim.Momentum", "optim.Adam",
+                     "optim.AdamWeightDecay", "optim.RMSProp"),
+                    {"learning_rate": (frozenset({"array0d", "array", "tensor", "list", "tuple"}),
+                                       "MindSpore's learning rates: a float, a 0-d or 1-D Tensor "
+                                       "or array, or an Iterable of one rate per step")}),
+    **dict.fromkeys(("communication.all_gather_object", "communication.broadcast_object"),
+                    {"obj": (frozenset(walk.KINDS), "any picklable value")}),
+    "Model": {"eval_indexes": (frozenset({"list", "tuple"}),
+                               "[loss, predictions, labels]: positions in eval_network's outputs")},
+    "nn.initializer": {"init": (ANY_REAL | {"huge", "huge_float"},
+                                "a number initialises every element to it (nn.Constant)")},
+    "ops.reshape": {"shape": ({"negative"}, "-1 stands for the size reshape infers")},
+    "ops.full": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value: any number")},
+    "ops.full_like": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
+    "ops.fill": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
+    "ops.clip": {"min": (ANY_REAL | {"inf", "np_nonfinite", "huge_float", "array0d", "tensor"},
+                         "a bound: any real number, a 0-d array or a Tensor (an infinite "
+                         "bound clips nothing on that side)"),
+                 "max": (ANY_REAL | {"inf", "np_nonfinite", "huge_float", "array0d", "tensor"},
+                         "a bound, as min")},
+}
+# An op's operands are data (any Tensor, number or array); the names below, in every op.
+_OPERANDS = ("x", "a", "b", "y", "condition", "input", "value", "expr", "query", "key",
+             "attn_mask", "gamma", "beta", "running_mean", "running_var", "weight", "bias",
+             "table")
+for _name in CALLABLES:
+    if _name.startswith("ops.") and _name[4].islower():
+        for _argument in _OPERANDS:
+            ACCEPTED.setdefault(_name, {}).setdefault(_argument, (OPERAND, _DATA))
+
+# Acceptances by argument name, wherever it appears (the API spells one kind of argument with
+# one name); mostly arguments whose default is None, which vouches for nothing else.
+_INTS = frozenset({"int", "np_int"})
+_SIZES = (_INTS | {"list", "tuple"},
+          "an int or a tuple/list of ints (check_int_tuple); 0 and 1 are valid sizes")
+_AXES = (_INTS | {"negative", "list", "tuple"},
+         "an axis or axes, counted from the end when negative; checked against the input's "
+         "dimensions when the op runs (a ValueError naming the axis)")
+_COUNT = (_INTS, "a count or a size (None: the default)")
+_INDEX = (_INTS | {"negative"}, "an index, counted from the end when negative")
+_REAL = (ANY_REAL | {"huge", "huge_float"}, "a real-valued setting (None: the default)")
+_FLAG = (frozenset({"bool", "np_bool"}), "a flag (None: the default)")
+_NAME = (frozenset({"str", "str_number"}), "a name or a file name: any non-empty str")
+ACCEPTED_BY_ARGUMENT = {
+    **dict.fromkeys(("kernel_size", "stride", "strides", "dilation", "padding", "pad", "kernel",
+                     "in_hw", "shape", "normalized_shape"), _SIZES),
+    **dict.fromkeys(("axis", "axes", "axis1", "axis2", "begin_norm_axis", "begin_params_axis"),
+                    _AXES),
+    **dict.fromkeys(("num_samples", "data_size", "max_consecutive_skips", "num_threads", "kdim",
+                     "vdim", "degree", "bucket_bytes", "factor_frequency", "inverse_frequency",
+                     "k", "seed", "fisher_seed"), _COUNT),
+    **dict.fromkeys(("count", "ignore_index", "padding_idx"), _INDEX),
+    **dict.fromkeys(("cap", "floor", "kl_clip", "p", "keep_prob", "factor_decay", "scale",
+                     "mean", "sigma", "gain", "start", "stop", "step"), _REAL),
+    **dict.fromkeys(("shuffle", "use_tqdm", "use_batch_statistics", "retain_graph",
+                     "allow_unused", "cache_enabled", "shared", "dynamic", "reverse", "sparse"),
+                    _FLAG),
+    **dict.fromkeys(("name", "prefix", "directory"), _NAME),
+    **dict.fromkeys(("dtype", "output_type", "cast_model_type", "type"),
+                    (frozenset({"str"}), "a dtype's name ('half', 'float16'...: check_dtype)")),
+    **dict.fromkeys(("weight_init", "bias_init"),
+                    (ANY_REAL | {"none", "huge", "huge_float"},
+                     "a constant initial value (nn.Constant), or None: Dense's and Conv2d's "
+                     "default initializers")),
+    **dict.fromkeys(("gamma_init", "beta_init", "moving_mean_init", "moving_var_init",
+                     "embedding_table", "value"),
+                    (ANY_REAL | {"huge", "huge_float"}, "a constant initial value")),
+    **dict.fromkeys(("weight", "attn_mask", "sens", "bias"),
+                    (OPERAND - {"huge_float"}, "a Tensor, a number or an array (check_operand)")),
+}
+
+FIXED_VALUES = [
+    None, "abc", "nan", "", True, False, numpy.bool_(True), 0, 3, -7, 10 ** 30, -(10 ** 30),
+    2 ** 63, 1.5, -0.5, 1e30, math.inf, -math.inf, math.nan, numpy.float32(3.0),
+    numpy.float16(math.inf), numpy.int64(3), numpy.uint8(3), numpy.array(2.0), numpy.array(3),
+    numpy.ones(2), [2], [2, 3], (2, 3), [], [1.5], ["a"], [None], {}, object(),
+]
+
+
+# values like those hypothesis draws (small ints, floats, short strs, lists of small ints), for
+# the exhaustive pass
+DRAWN_LIKE = [1, 2, 5, 64, -1, -2, 0.0, 1.0, 0.25, 2.0, 1e-3, 1e10, -1.0, "a", "A", "0", " ",
+              "half",
+              [0], [1, 2], [-1], [6, 6, 6, 6], [0, -3]]
+
+
+def _tensor():
+    from minigrad import Tensor
+    return Tensor(numpy.float32(1.0))
+
+
+def _values():
+    """Every kind of value: the fixed ones above, a Tensor, and drawn numbers, strs and lists of
+    small ints (kept small: a drawn size must not allocate gigabytes)."""
+    return st.one_of(
+        st.sampled_from(FIXED_VALUES),
+        st.builds(_tensor),
+        st.integers(min_value=-10, max_value=64),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=4),
+        st.lists(st.integers(min_value=-3, max_value=6), max_size=4),
+    )
+
+
+def _cases():
+    """(name, argument) for every walked callable, sorted."""
+    cases = []
+    for name, obj in sorted(CALLABLES.items()):
+        if name in NOT_WALKED:
+            continue
+        for param in walk.parameters(obj):
+            cases.append((name, param.name))
+    return cases
+
+
+CASES = _cases()
+
+
+class Tally:
+    calls = 0
+    messages = set()
+    accepted = 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _checkpoint_and_report(tmp_path_factory):
+    from minigrad import nn
+    from minigrad.train import save_checkpoint
+    folder = tmp_path_factory.mktemp("walk")
+    walk._CKPT["path"] = save_checkpoint(nn.Dense(3, 2), str(folder / "net.ckpt"))
+    walk._CKPT["out"] = str(folder / "out.ckpt")
+    yield
+    print(f"\nAPI walk: {len(CALLABLES)} public callables, {len(CASES)} arguments, "
+          f"{Tally.calls} calls, {Tally.accepted} accepted, {len(Tally.messages)} distinct "
+          f"messages")
+
+
+@pytest.fixture(autouse=True)
+def _in_a_scratch_folder(tmp_path, monkeypatch):
+    """Run in an empty folder: a walked ModelCheckpoint(directory='abc') makes that folder."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _restore_globals():
+    """The walk calls setters (the global policy, the auto-parallel context, the seed):
+    restore them after each test."""
+    from minigrad import communication, mixed_precision
+    policy = mixed_precision.global_policy()
+    parallel = communication.get_auto_parallel_context("parallel_mode")
+    yield
+    mixed_precision.set_global_policy(policy)
+    communication.reset_auto_parallel_context()
+    communication.set_auto_parallel_context(parallel_mode=parallel)
+
+
+def _accepted_kinds(name, argument, base, default=None):
+    kinds = set(walk.baseline_kinds(base)) | set(walk.baseline_kinds(default))
+    for table_argument, (extra, _) in ACCEPTED.get(name, {}).items():
+        if table_argument in (argument, "*"):
+            kinds |= set(extra)
+    if argument in ACCEPTED_BY_ARGUMENT:
+        kinds |= set(ACCEPTED_BY_ARGUMENT[argument][0])
+    return kinds
+
+
+def _baseline(name, obj):
+    make = walk.BASELINES.get(name)
+    kwargs = make() if make is not None else {}
+    defaults = {p.name: p.default for p in walk.parameters(obj)
+                if p.default is not p.empty}
+    return kwargs, defaults
+
+
+def outcome(name, argument, value):
+    """Call ``name`` with its baseline and ``argument=value``: None when the outcome is right,
+    else what is wrong with it."""
+    obj = CALLABLES[name]
+    kwargs, defaults = _baseline(name, obj)
+    default = defaults.get(argument)
+    base = kwargs.get(argument, default)
+    kwargs[argument] = value
+    if _allocates_too_much(name, argument, value):
+        return None
+    Tally.calls += 1
+    call = f"{name}({argument}={walk.describe(value)})"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obj(**kwargs)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        Tally.messages.add(message)
+        if argument not in message:
+            return f"{call} raised {type(error).__name__} without naming {argument!r}: {message}"
+        # data (an op's operand) is described by its shape and dtype, not shown
+        is_data = OPERAND - {"huge_float"} <= _accepted_kinds(name, argument, base, default)
+        if not is_data and not walk.shown(message, value):
+            return (f"{call} raised {type(error).__name__} without showing the value: "
+                    f"{message}")
+        return None
+    except AssertionError as error:
+        if name not in VERDICTS or walk.kind(value) not in _accepted_kinds(name, argument, base,
+                                                                          default):
+            return (f"{call} raised AssertionError (not a TypeError or ValueError): "
+                    f"{error}")
+        return None  # a gradient checker's verdict on valid input
+    except Exception as error:  # noqa: BLE001 -- the walk reports every other kind
+        return f"{call} raised {type(error).__name__} (not a TypeError or ValueError): {error}"
+    Tally.accepted += 1
+    value_kind = walk.kind(value)
+    if value_kind in _accepted_kinds(name, argument, base, default):
+        return None
+    return (f"{call} was accepted: a value of kind {value_kind!r} where the baseline passes "
+            f"{walk.describe(base)}; refuse it through minigrad._checks, or add "
+            f"ACCEPTED[{name!r}][{argument!r}] with the reason the API accepts it")
+
+
+def test_every_public_callable_has_a_baseline():
+    missing = []
+    for name, obj in sorted(CALLABLES.items()):
+        if name in NOT_WALKED or name in walk.BASELINES:
+            continue
+        required = [p.name for p in walk.parameters(obj) if p.default is p.empty]
+        if required:
+            missing.append(f"{name} (needs {', '.join(required)})")
+    assert not missing, (
+        "public callables without a valid baseline call: add an entry to "
+        "tests/helpers/api_walk.py BASELINES (or to NOT_WALKED with the reason): "
+        + "; ".join(missing))
+
+
+def test_baselines_are_valid_calls():
+    failures = []
+    for name, obj in sorted(CALLABLES.items()):
+        if name in NOT_WALKED:
+            continue
+        kwargs, _ = _baseline(name, obj)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                obj(**kwargs)
+        except Exception as error:  # noqa: BLE001 -- every failure is listed
+            failures.append(f"{name}: {type(error).__name__}: {error}")
+    assert not failures, "\n".join(failures)
+
+
+def test_tables_name_only_public_callables():
+    stale = [n for n in (*walk.BASELINES, *NOT_WALKED, *ACCEPTED) if n not in CALLABLES]
+    assert not stale, f"entries for names that are not public callables: {stale}"
+
+
+@settings(suppress_health_check=list(HealthCheck), deadline=None,
+          max_examples=settings().max_examples * 160)
+@given(case=st.sampled_from(CASES), value=_values())
+def test_every_argument_refuses_bad_values_by_name(case, value):
+    name, argument = case
+    failure = outcome(name, argument, value)
+    assert failure is None or case in GAPS, failure
+
+
+def test_fixed_values_everywhere():
+    """Every fixed value in every argument (the exhaustive pass hypothesis samples from), and
+    every entry of ``GAPS`` still a gap (an entry whose argument now passes must go)."""
+    if os.environ.get("MINIGRAD_API_WALK_ALL") != "1":
+        pytest.skip("set MINIGRAD_API_WALK_ALL=1 for the exhaustive pass")
+    failures, gaps = [], {}
+    for name, argument in CASES:
+        for value in FIXED_VALUES + DRAWN_LIKE + [_tensor()]:
+            failure = outcome(name, argument, value)
+            if failure is not None:
+                gaps.setdefault((name, argument), failure.splitlines()[0])
+    failures = [f for case, f in gaps.items() if case not in GAPS]
+    closed = [case for case in GAPS if case not in gaps]
+    if os.environ.get("MINIGRAD_API_WALK_WRITE_GAPS"):
+        _write_gaps(os.environ["MINIGRAD_API_WALK_WRITE_GAPS"], gaps)
+    assert not failures, "\n".join(failures)
+    assert not closed, f"GAPS entries that the walk no longer finds: remove {closed}"
+
+
+def _write_gaps(path, gaps):
+    lines = []
+    for (name, argument), failure in sorted(gaps.items()):
+        head = f"    ({name!r}, {argument!r}): "
+        room = 100 - len(head) - 3
+        text = repr(failure[:room])
+        while len(text) > room + 2:
+            failure = failure[:len(failure[:room]) - (len(text) - room - 2) - 1]
+            text = repr(failure[:room])
+        lines.append(f"{head}{text},")
+    with open(GAPS_FILE) as source:
+        head = source.read().partition("GAPS = {")[0]
+    with open(path, "w") as out:
+        out.write(head + "GAPS = {\n" + "\n".join(lines) + "\n}\n")
