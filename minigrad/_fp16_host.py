@@ -13,11 +13,15 @@ call costs more than it saves; other dtypes; non-contiguous views; CuPy arrays) 
 ``astype``, as does everything when the host library is missing (no compiler,
 ``MINIGRAD_NATIVE=0``) or has no vector conversion (a CPU without F16C).
 
-bfloat16 <-> float32 has a native twin too (``mg_bf16_to_float``, ``mg_float_to_bf16``): ml_dtypes'
-``astype`` converts one element at a time, about ten times slower, and took about a tenth of a
-bf16 digits-MLP step at O2. bfloat16 is the top half of a float32, so the twin is a shift one way
-and a rounding of the low half the other, the bits of ``astype`` (which reports no overflow or
-underflow for bfloat16, so neither does the twin). The FP8 formats convert through ``astype``.
+bfloat16 <-> float32 has a native twin (``mg_bf16_to_float``, ``mg_float_to_bf16`` in the same
+library; any CPU, no F16C needed) that gives ml_dtypes' ``astype`` bits: ``astype`` converts one
+element at a time in software as NumPy does for float16. bfloat16 is the top half of a float32, so
+widening is a shift (NaN payloads kept) and narrowing rounds the low half to nearest even
+(subnormals kept, overflow to inf, a NaN becomes the quiet NaN 0x7FC0 with its sign). ``astype``
+reports no overflow or underflow for bfloat16, only "invalid" for a signalling NaN input; the
+native narrowing counts those and leaves such an array to ``astype``, for its warning. Without
+ml_dtypes there is no bfloat16; without the host library ``astype`` does it. The FP8 formats
+convert through ``astype``. ``tests/core/test_fp16_host_bf16.py`` checks the bits.
 
 ``convert`` and the ReLU passes also take a dense array in another axis order than C or F, such
 as a channels-last image batch (``dense``), and give their result that order.
@@ -65,7 +69,8 @@ def underflow_ignored():
 
 
 def convert(x, dtype, out=None):
-    """``x.astype(dtype)``, bit for bit, fast for float16 <-> float32 NumPy arrays.
+    """``x.astype(dtype)``, bit for bit, fast for float16 <-> float32 and bfloat16 <-> float32
+    NumPy arrays (large, dense, aligned; see the module docstring).
 
     Args:
         x: a NumPy or CuPy array.
@@ -79,7 +84,10 @@ def convert(x, dtype, out=None):
         order, such as a channels-last image batch, converts natively), or ``out``.
 
     Overflow to inf warns (or raises) as NumPy's cast does, under ``numpy.errstate``; so does
-    underflow, for which the conversion to float16 runs as ``astype`` unless it is ignored.
+    underflow, for which the conversion to float16 runs as ``astype`` unless it is ignored, and
+    so does a signalling NaN rounded to bfloat16 ("invalid value encountered in cast"): such an
+    array converts through ``astype``. Rounding to bfloat16 reports no overflow or underflow, as
+    ``astype`` reports none.
     """
     fn = None
     if type(x) is numpy.ndarray and x.size >= MIN_SIZE and (x.dtype, dtype) in _PAIRS:
@@ -99,7 +107,8 @@ def convert(x, dtype, out=None):
                    or x.flags.f_contiguous and out.flags.f_contiguous)):
             if not fn(data_address(x), data_address(out), x.size):
                 return out
-        # else (a view, a mismatched ``out``), or an fp16 overflow: NumPy, for its warning
+        # else (a view, a mismatched ``out``), an fp16 overflow or a signalling NaN rounded to
+        # bf16: NumPy, for its warning
     if out is None:
         return x.astype(dtype)
     out[...] = x

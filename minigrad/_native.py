@@ -10,9 +10,9 @@ The same CUDA source runs on two targets:
   ``$MINIGRAD_CACHE_DIR`` (default ``$XDG_CACHE_HOME/minigrad`` or ``~/.cache/minigrad``) and
   moved into place atomically, so concurrent processes never load a half-written file. With no
   compiler (or ``MINIGRAD_NATIVE=0``) ``host_library()`` returns None and callers use NumPy.
-  The same library also holds the host-only fp16<->fp32 conversion (``kernels/convert_host.cpp``,
-  used by ``minigrad._fp16_host``, which also holds the fused fp16 passes of the ops) and the
-  fused optimizer steps (``kernels/optim_host.cpp``, used by
+  The same library also holds the host-only fp16<->fp32 and bf16<->fp32 conversions
+  (``kernels/convert_host.cpp``, used by ``minigrad._fp16_host``, which also holds the fused fp16
+  passes of the ops) and the fused optimizer steps (``kernels/optim_host.cpp``, used by
   ``minigrad.optim.slots``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
 
 The process loads it once, into one ``HostBuild`` record (``loaded()``) that every caller reads;
@@ -118,11 +118,12 @@ class HostBuild:
             ``MINIGRAD_NATIVE=0``).
         error: why ``lib`` is None (a string), or None.
         pid: the process that loaded it (OpenMP's pool does not survive a fork).
-        conversions: ``{(from, to): C function}`` for float16 <-> float32 (not on a CPU without
-            F16C: no vector conversion) and bfloat16 <-> float32 (with ml_dtypes), or None when
-            there is neither (no library).
+        conversions: ``{(from, to): C function}`` of ``minigrad._fp16_host.convert``: float16
+            <-> float32 (only with the vector conversion: not on a CPU without F16C) and bfloat16
+            <-> float32 (only with ml_dtypes, which defines bfloat16), or None when there is
+            neither (also whenever there is no library).
         fp16_passes: the library for the fused fp16 passes of ``minigrad._fp16_host``, or None
-            (also whenever ``conversions`` is None).
+            (no library, or no vector conversion).
         optimizer_step: the fused optimizer update ``mg_fused_update``, or None.
     """
     __slots__ = ("lib", "error", "pid", "conversions", "fp16_passes", "optimizer_step")
@@ -172,9 +173,9 @@ def host_library():
     ``host_library_error()`` says which. The library exports ``launch_<kernel>`` for each name
     in ``STATUS_KERNELS`` (arguments: the number of blocks, then those of the CUDA kernel) and
     ``host_threads()``, the number of host threads a launch can use; and the conversions
-    ``mg_half_to_float``, ``mg_float_to_half`` and ``mg_convert_vectorized`` (see
-    ``kernels/convert_host.cpp``), the fp16 passes and ``mg_fused_update``
-    (``kernels/optim_host.cpp``), the FP8 casts with their saturation counter
+    ``mg_half_to_float``, ``mg_float_to_half``, ``mg_convert_vectorized``, ``mg_bf16_to_float``
+    and ``mg_float_to_bf16`` (see ``kernels/convert_host.cpp``), the fp16 passes and
+    ``mg_fused_update`` (``kernels/optim_host.cpp``), the FP8 casts with their saturation counter
     (``launch_fp8_cast_e4m3``/``_e5m2``, ``kernels/fp8_cast_host.cpp``): the C functions of
     ``_HOST_FUNCTIONS``.
     """
@@ -292,7 +293,7 @@ _HOST_FUNCTIONS = {
     "mg_float_to_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_convert_vectorized": ([], ctypes.c_int),
     "mg_bf16_to_float": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
-    "mg_float_to_bf16": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
+    "mg_float_to_bf16": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_relu_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_relu_half_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
     "mg_add_bias_to_half": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
