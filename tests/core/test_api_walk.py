@@ -116,6 +116,22 @@ ACCEPTED = {
 }
 # Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
 ACCEPTED.update({
+    "dataset.RepeatDataset": {"count": (frozenset({"huge"}),
+                                        "a loop bound, never stored in an array: any positive "
+                                        "int, beyond int64 too (repeat(2 ** 70))")},
+    "dataset.MapDataset": dict.fromkeys(
+        ("input_columns", "output_columns"),
+        (frozenset({"str", "str_number", "list", "tuple"}),
+         "MindSpore's column names: a str or a list of strs")),
+    "dataset.NumpySlicesDataset": {
+        "column_names": (frozenset({"str", "str_number", "list", "tuple"}),
+                         "MindSpore's column names: a str or a list of strs"),
+        "data": (frozenset({"list"}), "MindSpore: a list is one column, numpy.array(data)"),
+        "num_parallel_workers": (frozenset({"int", "np_int"}),
+                                 "a count of workers (MindSpore's; None: the default)"),
+        "sampler": (frozenset({"list", "tuple"}),
+                    "row indices that fix the order, negative from the end (IndexedSource)"),
+    },
     "train.CheckpointConfig": {
         **dict.fromkeys(("save_checkpoint_seconds", "keep_checkpoint_per_n_minutes"),
                         (frozenset({"none", "float", "np_float", "huge", "huge_float"}),
