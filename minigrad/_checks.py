@@ -29,7 +29,8 @@ Three rules cover the arguments that are not single numbers:
   an array, a Tensor);
 * a path (``check_path``) is a non-empty str or an ``os.PathLike`` whose path is a str.
 
-A sequence of strs (column names) goes through ``check_str_tuple``.
+A sequence of strs (column names) goes through ``check_str_tuple``; an iterable of objects of
+one type (an optimizer's Parameters, a container's Cells) through ``check_items``.
 """
 import collections.abc
 import math

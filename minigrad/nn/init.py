@@ -134,7 +134,8 @@ class Uniform(Initializer):
 class _He(Initializer):
     def __init__(self, negative_slope=0.0, mode="fan_in", nonlinearity="leaky_relu"):
         owner = type(self).__name__
-        negative_slope = check_float("negative_slope", negative_slope, owner=owner)
+        # checked, and kept as given: a NumPy float32 slope squares in float32, as it always has
+        check_float("negative_slope", negative_slope, owner=owner)
         check_in("mode", mode, ("fan_in", "fan_out"), owner=owner)
         _gain(nonlinearity, negative_slope)
         self.negative_slope, self.mode, self.nonlinearity = negative_slope, mode, nonlinearity
@@ -164,7 +165,8 @@ class XavierUniform(Initializer):
     """Glorot uniform: U(-b, b) with b = gain · sqrt(6 / (fan_in + fan_out)). Default gain 1."""
 
     def __init__(self, gain=1.0):
-        self.gain = check_float("gain", gain, owner="XavierUniform")
+        check_float("gain", gain, owner="XavierUniform")
+        self.gain = gain  # kept as given: a NumPy float32 gain scales in float32, as it always has
 
     def sample(self, shape):
         fan_in, fan_out = _fans(shape)
