@@ -125,7 +125,7 @@ def reshape(x, shape):
     shape = check_int_tuple("shape", shape, low=-1)
     if shape.count(-1) > 1 or not _reshapes(x.shape, shape):
         check_relation("shape", shape, False, f"a shape of {x.size} elements (one entry may be "
-                                              f"-1), to reshape a tensor of shape {x.shape}")
+                                              f"-1), to reshape x of shape {x.shape}")
     return Reshape.apply(x, shape=shape)
 
 
@@ -198,8 +198,8 @@ def broadcast_to(x, shape):
     except ValueError:
         reachable = False
     if not reachable:
-        check_relation("shape", shape, False, f"a shape that a tensor of shape {x.shape} "
-                                              f"broadcasts to")
+        check_relation("shape", shape, False, f"a shape that x of shape {x.shape} broadcasts "
+                                              f"to")
     return BroadcastTo.apply(x, shape=shape)
 
 
