@@ -121,6 +121,11 @@ ACCEPTED = {
                               "(NumPy's integer indexing)")},
     "ops.split": {"sections_or_indices": (frozenset({"list", "tuple"}),
                                           "a list of cut indices, as numpy.split takes")},
+    "ops.getitem": {"index": (frozenset({"negative", "bool", "np_bool", "none", "np_int", "list",
+                                         "tuple", "array0d", "array", "tensor"}),
+                              "NumPy's and PyTorch's indices: an int counted from the end when "
+                              "negative, a bool or None (a new axis), integer or bool arrays, "
+                              "Tensors or lists, a tuple of them")},
 }
 # An op's operands are data (any Tensor, number or array); the names below, in every op.
 _OPERANDS = ("x", "a", "b", "y", "condition", "input", "value", "expr", "query", "key",

@@ -475,3 +475,30 @@ def test_composite_helpers_check_their_settings():
     with pytest.raises(ValueError, match=r"^MultitypeFuncGraph: name must be a non-empty str, "
                                          r"got ''"):
         ops.MultitypeFuncGraph("")
+
+
+@pytest.mark.parametrize("index", ["abc", 1.5, numpy.float32(1.0), numpy.ones(2), [1.5], ["a"],
+                                   [None], object(), (0, 1.5), Tensor(numpy.ones(1))])
+def test_an_index_of_another_kind_is_a_type_error_naming_it(index):
+    with pytest.raises(TypeError, match=r"^getitem: index must be an int, a slice, None, Ellipsis, "
+                                        r"a bool, an integer or bool array or Tensor, or a tuple "
+                                        r"of them, got "):
+        Tensor(numpy.arange(3.0))[index]
+
+
+@pytest.mark.parametrize("x, index", [(numpy.arange(3.0), 3), (numpy.arange(3.0), -4),
+                                      (numpy.arange(3.0), [0, 5]), (numpy.arange(3.0), (0, 0)),
+                                      (numpy.float32(2.0), 0), (numpy.arange(3.0), 2 ** 63),
+                                      (numpy.arange(3.0), 10 ** 30)])
+def test_an_index_out_of_range_is_an_index_and_value_error(x, index):
+    with pytest.raises(IndexRangeError, match=r"^getitem: index must be within x of shape "
+                                              r"\(.*\) \(one entry per axis, each in \[-n, n\) "
+                                              r"for an axis of n\), got "):
+        ops.getitem(x, index)
+
+
+def test_indices_numpy_takes_still_index():
+    x = Tensor(numpy.arange(6.0).reshape(2, 3))
+    for index in (-1, True, None, Ellipsis, [1, 0], numpy.array([True, False]),
+                  Tensor(numpy.array([1])), (slice(None), [2, 0]), numpy.int64(1), []):
+        assert_forward(x[index], x.asnumpy()[index if not isinstance(index, Tensor) else [1]])

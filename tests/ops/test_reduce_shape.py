@@ -285,8 +285,8 @@ def test_matmul_transpose_b(shapes, dtype):
 
 def test_matmul_transpose_b_errors():
     a = minigrad.Tensor(numpy.zeros((3, 4)))
-    with pytest.raises(ValueError, match=r"b must have 4 columns \(transpose_b=True\) to multiply a "
-                       r"of shape \(3, 4\), got b of shape \(4, 5\)"):
+    with pytest.raises(ValueError, match=r"b must have 4 columns \(transpose_b=True\) to multiply "
+                       r"a of shape \(3, 4\), got b of shape \(4, 5\)"):
         ops.matmul(a, minigrad.Tensor(numpy.zeros((4, 5))), transpose_b=True)
     with pytest.raises(ValueError, match="b must have at least 2 dimension"):
         ops.matmul(a, minigrad.Tensor(numpy.zeros(4)), transpose_b=True)
