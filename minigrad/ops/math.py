@@ -8,7 +8,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_broadcast, check_number
+from minigrad._checks import check_broadcast, check_float, check_relation, is_real
 from minigrad._fp16_host import convert
 from minigrad.autograd.function import OUTPUT, Function
 from minigrad import _fp16_host
@@ -199,8 +199,17 @@ class Where(Function):
 
 
 def neg(x):
-    """-x."""
-    return Neg.apply(as_tensor(x))
+    """-x.
+
+    Raises:
+        TypeError: for a bool tensor (negation is not defined on bools, as in NumPy and PyTorch:
+            ``logical_not`` flips them), or a value that is not a Tensor, a number or an array.
+    """
+    x = as_tensor(x)
+    if x.data.dtype.kind == "b":
+        check_relation("x", x, False, "a numeric Tensor (negation is not defined on bools; use "
+                                      "logical_not)", error=TypeError, owner="neg")
+    return Neg.apply(x)
 
 
 def abs(x):
@@ -242,15 +251,16 @@ def clip(x, min=None, max=None):
     bound of an integer tensor gives a float32 result (as NumPy and PyTorch promote).
 
     Raises:
-        TypeError: for a bound that is not a number (a str, a Tensor) or None.
-        ValueError: if ``min`` and ``max`` are both None.
+        TypeError: for a bound that is not a number (a str, a bool, a Tensor) or None.
+        ValueError: for a NaN bound, or if ``min`` and ``max`` are both None.
     """
     x = as_tensor(x)
     if min is None and max is None:
         raise ValueError("clip needs at least one of min and max, got both None")
     for name, bound in (("min", min), ("max", max)):
         if bound is not None:
-            check_number(name, bound, owner="clip")
+            if not is_real(bound) or bound != bound:  # a bool, NaN or a non-number
+                check_float(name, bound, finite=False, owner="clip")
             # a no-op unless the policy widens x
             x = cast(x, dtypes.weak_dtype(bound, x.data.dtype))
     t = x.data.dtype.type

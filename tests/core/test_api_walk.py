@@ -109,6 +109,23 @@ ACCEPTED = {
                          "bound clips nothing on that side)"),
                  "max": (ANY_REAL | {"inf", "np_nonfinite", "huge_float", "array0d", "tensor"},
                          "a bound, as min")},
+    "ops.leaky_relu": {"alpha": (ANY_REAL, "any finite slope, negative included (PyTorch's "
+                                           "negative_slope, MindSpore's alpha)")},
+    **dict.fromkeys(("ops.zeros", "ops.ones"), {
+        "dtype": (frozenset({"none"}), "None: float32, as MindSpore's ops.zeros/ops.ones and "
+                                       "PyTorch's torch.zeros/torch.ones")}),
+    "ops.depend": {"expr": (frozenset(walk.KINDS), "the result of what runs before value (an "
+                                                   "optimizer's True, a tuple, None): anything")},
+    "ops.embedding": {"ids": (frozenset({"int", "np_int", "array0d", "array", "list", "tuple"}),
+                              "integer ids: an int, an integer array or nested lists of ints "
+                              "(NumPy's integer indexing)")},
+    "ops.split": {"sections_or_indices": (frozenset({"list", "tuple"}),
+                                          "a list of cut indices, as numpy.split takes")},
+    "ops.getitem": {"index": (frozenset({"negative", "bool", "np_bool", "none", "np_int", "list",
+                                         "tuple", "array0d", "array", "tensor"}),
+                              "NumPy's and PyTorch's indices: an int counted from the end when "
+                              "negative, a bool or None (a new axis), integer or bool arrays, "
+                              "Tensors or lists, a tuple of them")},
 }
 # Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
 ACCEPTED.update({
