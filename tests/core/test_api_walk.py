@@ -96,6 +96,14 @@ ACCEPTED = {
                                        "or array, or an Iterable of one rate per step")}),
     **dict.fromkeys(("communication.all_gather_object", "communication.broadcast_object"),
                     {"obj": (frozenset(walk.KINDS), "any picklable value")}),
+    **dict.fromkeys(("communication.all_reduce", "communication.all_reduce_",
+                     "communication.all_reduce_start", "communication.broadcast",
+                     "communication.broadcast_", "communication.all_gather"),
+                    {"array": (frozenset({"array0d"}), "a 0-d array is an array: one value "
+                                                       "per rank")}),
+    **dict.fromkeys(("communication.any_rank", "communication.reduce_flag"),
+                    {"flag": (frozenset({"int"}), "the int 0 or 1 is a flag (an overflow "
+                                                  "count of one step); 3 is refused")}),
     # loss scaling and the float status
     "DynamicLossScaleManager": dict.fromkeys(
         ("init_loss_scale", "scale_factor"),
