@@ -31,7 +31,8 @@ def alloc_status(like=None):
             ``"GPU"``), or None for the default device (``set_context(device_target=...)``).
 
     Raises:
-        ValueError: an unknown device name. RuntimeError: ``"GPU"`` without CuPy and a GPU.
+        TypeError: ``like`` neither None, a str, a Tensor nor an array. ValueError: an
+            unknown device name. RuntimeError: ``"GPU"`` without CuPy and a GPU.
     """
     if like is None:
         device = backend.check_device(config.device_target)
@@ -87,15 +88,17 @@ def check_and_unscale(status, arrays, inv_scale):
     Args:
         status: the status buffer.
         arrays: a sequence of Tensors/arrays (``None`` entries skipped), or a single one.
-        inv_scale: a finite real number (typically ``1 / loss_scale``), or a one-element
-            Tensor/array holding it.
+        inv_scale: a finite real number >= 0 (typically ``1 / loss_scale``; not a bool), or a
+            one-element Tensor/array holding one (PyTorch passes a one-element tensor).
 
     Returns:
         ``status``.
 
     Raises:
-        TypeError: as ``check_overflow``, or ``inv_scale`` not a number.
-        ValueError: as ``check_overflow``, ``inv_scale`` not finite, or a read-only array.
+        TypeError: as ``check_overflow``, or ``inv_scale`` not a number (a bool, a str, an array
+            of no number dtype).
+        ValueError: as ``check_overflow``, ``inv_scale`` negative, not finite or an array of
+            more than one element, or a read-only array. Nothing is written then.
     """
     buffer = _status_array(status)
     checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays", writes=True)

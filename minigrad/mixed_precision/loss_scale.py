@@ -120,7 +120,8 @@ class DynamicLossScale(LossScale):
         initial_loss_scale: starting scale (default 2**15, about half of fp16's max).
         increment_period: finite steps in a row before the scale grows (default 2000).
         multiplier: growth factor, and the divisor on overflow (default 2).
-        floor: the lowest scale (``ScaleCore``); default TF's 1.
+        floor: the lowest scale (``ScaleCore``); default TF's 1; None: no floor but float32's
+            smallest normal value, as PyTorch's ``GradScaler``.
         cap: the highest scale (``ScaleCore``; default off).
         hysteresis: overflowing steps in a row tolerated before backing off (``ScaleCore``;
             default 1: at once).
