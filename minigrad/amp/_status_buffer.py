@@ -234,6 +234,10 @@ def _inv_scale(inv_scale):
     """``inv_scale`` as a Python float: a finite real number >= 0, or a one-element Tensor or
     array of one (PyTorch passes its ``inv_scale`` as a one-element tensor). O(1): one element
     read."""
+    if type(inv_scale) in _PLAIN_FLOATS:  # the per-step case, in one comparison
+        value = float(inv_scale)
+        if 0.0 <= value < math.inf:  # (False for NaN)
+            return value
     if isinstance(inv_scale, _tensor.Tensor) or isinstance(inv_scale, numpy.ndarray) or (
             backend.cupy is not None and isinstance(inv_scale, backend.cupy.ndarray)):
         data = _array(inv_scale, "inv_scale")
@@ -249,4 +253,5 @@ def _inv_scale(inv_scale):
     return check_non_negative("inv_scale", inv_scale)
 
 
+_PLAIN_FLOATS = (float, numpy.float32, numpy.float64)
 _INV_SCALE_WORDS = "a finite real number >= 0 or a one-element Tensor/array holding one"
