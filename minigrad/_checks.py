@@ -43,6 +43,12 @@ INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
 _BOOLS = (bool, numpy.bool_)
 
 
+class IndexRangeError(IndexError, ValueError):
+    """An index outside the axis it indexes: the IndexError that NumPy and PyTorch raise there,
+    and a ValueError (a value out of range) by this module's rule, so either ``except`` takes it.
+    """
+
+
 def describe(value):
     """``value`` as a message shows it: its repr, cut to 80 characters; an array or a Tensor
     whose repr is longer (or spans lines) by its type, shape and dtype."""

@@ -37,7 +37,8 @@ is not ignored (``underflow_ignored``): a lesson that turns underflow warnings o
 
 The fused passes each replace several NumPy calls with one native call (``kernels/
 convert_host.cpp``): inside a training step every separate call pays several microseconds of
-cold caches, whatever its size. ``relu_half`` and ``relu_half_backward`` serve ``ops.relu``;
+cold caches, whatever its size. ``relu_pass`` and ``relu_backward_pass`` serve ``ops.relu`` (in
+fp32 too: NumPy's two passes and its bool-to-float product cost several times one native pass);
 ``add_bias_to_half`` serves the fp16 epilogue of Dense and conv2d, ``widen_sum_rows`` Dense's
 bias gradient (``ops.linalg``). They return the NumPy code's bits
 (``tests/core/test_fp16_host_passes.py`` checks them), and None where they do not apply: not a
@@ -163,28 +164,38 @@ def _library():
     return (_native.host_build or _native.loaded()).fp16_passes
 
 
-def relu_half(x):
-    """ReLU of an fp16 array in one pass: ``(out, mask)`` with ``mask = x > 0`` and ``out = x``
-    where ``mask`` or ``x`` is NaN (payload kept, as ``numpy.maximum(x, 0)`` keeps it), else +0.
-    None where it does not apply."""
-    lib = _library() if _host(x, _F16, any_order=True) else None
+# the native ReLU passes of each dtype: (forward, backward)
+_RELU = {_F16: ("mg_relu_half", "mg_relu_half_backward"),
+         _F32: ("mg_relu_float", "mg_relu_float_backward")}
+
+
+def relu_pass(x):
+    """ReLU of an fp16 or fp32 array in one pass: ``(out, mask)`` with ``mask = x > 0`` and
+    ``out = x`` where ``mask`` or ``x`` is NaN (payload kept, as ``numpy.maximum(x, 0)`` keeps
+    it), else +0. None where it does not apply."""
+    names = _RELU.get(x.dtype) if type(x) is numpy.ndarray else None
+    lib = _library() if names is not None and _host(x, x.dtype, any_order=True) else None
     if lib is None:
         return None
     out, mask = numpy.empty_like(x), numpy.empty_like(x, numpy.bool_)  # x's axis order
-    lib.mg_relu_half(data_address(x), data_address(out), data_address(mask), x.size)
+    getattr(lib, names[0])(data_address(x), data_address(out), data_address(mask), x.size)
     return out, mask
 
 
-def relu_half_backward(g, mask):
-    """``g`` where ``mask`` else +0, for an fp16 ``g`` and the boolean mask of ``relu_half``, in
-    one pass. None where it does not apply."""
-    fits = (_host(g, _F16, any_order=True) and _host(mask, numpy.bool_, any_order=True)
-            and mask.shape == g.shape and same_layout(g, mask))
+def relu_backward_pass(g, mask):
+    """The gradient of ``relu_pass`` in one pass, for an fp16 or fp32 ``g`` and its boolean
+    ``mask``: fp16, ``g`` where ``mask`` else +0 (the bits of ``g`` times the mask as int16);
+    fp32, NumPy's ``g * mask`` (-0 for a negative ``g`` and NaN for an infinite one where the
+    mask is off). None where it does not apply."""
+    names = _RELU.get(g.dtype) if type(g) is numpy.ndarray else None
+    fits = (names is not None and _host(g, g.dtype, any_order=True)
+            and _host(mask, numpy.bool_, any_order=True) and mask.shape == g.shape
+            and same_layout(g, mask))
     lib = _library() if fits else None
     if lib is None:
         return None
     out = numpy.empty_like(g)
-    lib.mg_relu_half_backward(data_address(g), data_address(mask), data_address(out), g.size)
+    getattr(lib, names[1])(data_address(g), data_address(mask), data_address(out), g.size)
     return out
 
 

@@ -296,6 +296,8 @@ _HOST_FUNCTIONS = {
     "mg_float_to_bf16": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_relu_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_relu_half_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
+    "mg_relu_float": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
+    "mg_relu_float_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
     "mg_add_bias_to_half": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_half_to_float_colsum": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_fused_update": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float,

@@ -6,15 +6,13 @@ probabilities loses most of its bits in fp16. Every rule also runs on Tensors, f
 gradients (``saves``: ``minigrad.autograd.function``).
 """
 import math
-import numbers
 
 import numpy
 
 from minigrad import backend
-from minigrad._checks import check_bool
+from minigrad._checks import check_axis, check_bool, check_float
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import OUTPUT, Function
-from minigrad._checks import check_axis
 from minigrad.ops._rules import exp, tanh, where
 from minigrad.ops.arithmetic import float_tensor
 from minigrad.tensor import Tensor
@@ -172,11 +170,11 @@ def leaky_relu(x, alpha=0.2):
 
     Raises:
         TypeError: for a non-float tensor, or an ``alpha`` that is not a real number.
+        ValueError: for an infinite or NaN ``alpha`` (any finite slope, negative included, as
+            PyTorch's ``negative_slope``).
     """
     x = float_tensor(x, "leaky_relu")
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise TypeError(f"leaky_relu alpha must be a float, got {alpha!r} ({type(alpha).__name__})")
-    return LeakyReLU.apply(x, alpha=float(alpha))
+    return LeakyReLU.apply(x, alpha=check_float("alpha", alpha, owner="leaky_relu"))
 
 
 # ---- softmax and log_softmax ------------------------------------------------------------------
@@ -184,7 +182,8 @@ def leaky_relu(x, alpha=0.2):
 def _shifted(x, axis):
     """x - max(x) along ``axis`` in the accumulation dtype (fp32 for fp16)."""
     x = widen(x)
-    if x.shape[axis] == 0:  # nothing to shift (and max has no identity)
+    if x.ndim and x.shape[axis] == 0:  # nothing to shift (and max has no identity); a 0-d x is
+        # one element along its axis 0, as NumPy's reductions and PyTorch's softmax take it
         return x
     return x - x.max(axis=axis, keepdims=True)
 

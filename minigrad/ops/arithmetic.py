@@ -348,7 +348,16 @@ def minimum(a, b):
 
 
 def cast(a, dtype):
-    """``a`` converted to ``dtype`` (a no-op returning ``a`` when it already has it)."""
+    """``a`` (a Tensor, or a number or an array taken as one) converted to ``dtype`` (a no-op
+    returning ``a`` when it already has it).
+
+    Raises:
+        TypeError / ValueError: naming ``a`` for a value that is not a Tensor, a number or an
+            array of numbers (``as_tensor``), naming ``dtype`` for one that is not a supported
+            dtype (``dtype.as_dtype``).
+    """
+    if not isinstance(a, Tensor):
+        a = as_tensor(a, name="a")
     if not (isinstance(dtype, numpy.dtype) and dtype in dtypes.SUPPORTED):
         dtype = dtypes.as_dtype(dtype)  # a name or a type, or a refused value (TypeError)
     if a.data.dtype == dtype:
@@ -366,8 +375,13 @@ def autocast_inputs(label, inputs):
 
 
 def to_device(a, device):
-    """``a`` on ``"CPU"`` or ``"GPU"``."""
-    return ToDevice.apply(a, device=backend.check_device(device))
+    """``a`` (a Tensor, or a number or an array taken as one) on ``"CPU"`` or ``"GPU"``.
+
+    Raises:
+        TypeError / ValueError: naming ``a`` for a value that is not a Tensor, a number or an
+            array of numbers; naming ``device`` for a device other than ``"CPU"`` or ``"GPU"``.
+    """
+    return ToDevice.apply(as_tensor(a, name="a"), device=backend.check_device(device))
 
 
 def _compare(name):

@@ -22,7 +22,7 @@ import numbers
 import numpy
 
 from minigrad import dtype as dtypes
-from minigrad._checks import check_callable, check_type
+from minigrad._checks import check_bool, check_callable, check_relation, check_type
 from minigrad.ops.arithmetic import as_tensor
 from minigrad.ops.creation import full
 from minigrad.tensor import Tensor
@@ -47,9 +47,22 @@ def jit(function=None, **options):
     return check_callable("function", function, owner="jit")
 
 
+# what depend's value may be: data (a Tensor, a number, an array) or a tuple/list of it
+_DEPEND_VALUES = (Tensor, tuple, list, numbers.Number, numpy.ndarray, numpy.generic, type(None))
+
+
 def depend(value, expr):
     """``value``: MindSpore's ordering edge (``expr`` runs before ``value`` is used). In eager
-    execution ``expr`` has run already, so only ``value`` is returned."""
+    execution ``expr`` has run already, so only ``value`` is returned; ``expr`` may be anything
+    (an optimizer's result, a tuple of updates, None).
+
+    Raises:
+        TypeError: for a ``value`` that is not a Tensor, a number, an array, a tuple or a list
+            (or None): a str, a dict, another object.
+    """
+    if not (isinstance(value, _DEPEND_VALUES) or hasattr(value, "__cuda_array_interface__")):
+        check_type("value", value, _DEPEND_VALUES, owner="depend",
+                   expected="a Tensor, a number, an array, or a tuple or list of them")
     return value
 
 
@@ -66,7 +79,7 @@ def fill(type, shape, value):  # noqa: A002 (MindSpore's argument name)
 
 def dtype(input):  # noqa: A002 (MindSpore's argument name)
     """The dtype of ``input`` (a Tensor, or an array or number taken as one)."""
-    return as_tensor(input).dtype
+    return as_tensor(input, name="input").dtype
 
 
 def partial(func, *args):
@@ -121,14 +134,16 @@ class MultitypeFuncGraph:
         read_value: accepted for MindSpore compatibility (Parameters are read as Tensors).
 
     Raises:
-        TypeError: ``name`` is not a str. ``register`` raises ValueError for an unknown type name
+        TypeError: ``name`` is not a str, ``read_value`` not a bool. ValueError: ``name`` is
+            empty. ``register`` raises ValueError for an unknown type name
             and TypeError for a non-str one; a call raises TypeError naming the argument types
             when no registration fits.
     """
 
     def __init__(self, name, read_value=False):
         self.name = check_type("name", name, str, owner="MultitypeFuncGraph")
-        self.read_value = read_value
+        check_relation("name", name, name != "", "a non-empty str", owner="MultitypeFuncGraph")
+        self.read_value = check_bool("read_value", read_value, owner="MultitypeFuncGraph")
         self.entries = []  # (type names, function), in registration order
 
     def register(self, *type_names):
@@ -181,15 +196,15 @@ class HyperMap:
             effect in eager execution).
 
     Raises:
-        TypeError: the function is not callable, or arguments mixing tuples, lists and
-            non-sequences.
+        TypeError: the function is not callable, ``reverse`` is not a bool, or arguments mixing
+            tuples, lists and non-sequences.
         ValueError: sequences of different lengths.
     """
 
     def __init__(self, ops=None, reverse=False):
         if ops is not None:
             check_callable("ops", ops, owner="HyperMap")
-        self.ops, self.reverse = ops, reverse
+        self.ops, self.reverse = ops, check_bool("reverse", reverse, owner="HyperMap")
 
     def __call__(self, *args):
         fn = self.ops

@@ -39,10 +39,10 @@ factor A is built from a layer's input patches; ``same_padding`` for the nn laye
 import numpy
 
 from minigrad import backend
-from minigrad._checks import check_positive_int
+from minigrad._checks import check_positive_int, check_relation
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad.ops.arithmetic import cast, check_same_float_dtype, float_tensor
+from minigrad.ops.arithmetic import as_tensor, cast, check_same_float_dtype, float_tensor
 from minigrad.ops import _scratch
 from minigrad.ops._util import sum_axes
 from minigrad.ops.join import Concat, stack
@@ -72,8 +72,18 @@ def im2col(x, kernel, stride=1, padding=0, dilation=1):
     groups=1 convolution is ``im2col(x, ...) @ weight.reshape(O, -1).T`` (plus the layout change).
     ``x`` may be a Tensor or an array; the result is an array of ``x``'s dtype and device.
     ``kernel``/``stride``/``dilation`` are ints or pairs, ``padding`` as for ``conv2d``.
+
+    Raises:
+        TypeError: for an ``x`` that is not a Tensor, an array or numbers, or sizes that are
+            not ints or pairs of ints.
+        ValueError: for an ``x`` that is not 4-D, sizes out of range, or a kernel larger than
+            the padded input.
     """
-    x = x.data if hasattr(x, "requires_grad") else x
+    if isinstance(x, Tensor):
+        x = x.data
+    elif not (isinstance(x, numpy.ndarray) or hasattr(x, "__cuda_array_interface__")):
+        x = as_tensor(x).data
+    check_relation("x", x, x.ndim == 4, "an (N, C, H, W) Tensor or array", owner="im2col")
     kernel, stride = pair("kernel", kernel), pair("stride", stride)
     dilation = pair("dilation", dilation)
     padding = padding4(padding)

@@ -37,17 +37,21 @@ def full(shape, value, dtype=None, device=None):
     """
     check_number("value", value)
     dtype = dtypes.default_dtype(value) if dtype is None else dtypes.as_dtype(dtype)
+    if type(value) is int and not dtypes.is_float(dtype):
+        check_int("value", value)  # no integer dtype holds an int beyond int64
     return leaf(_module(device).full(_shape(shape), value, dtype))
 
 
 def zeros(shape, dtype=dtypes.float32, device=None):
-    """A tensor of ``shape`` filled with 0 (default float32)."""
-    return full(shape, 0, dtype, device)
+    """A tensor of ``shape`` filled with 0, of ``dtype`` (default float32; None: float32, as
+    MindSpore's ``ops.zeros`` and PyTorch's ``torch.zeros``)."""
+    return full(shape, 0, dtypes.float32 if dtype is None else dtype, device)
 
 
 def ones(shape, dtype=dtypes.float32, device=None):
-    """A tensor of ``shape`` filled with 1 (default float32)."""
-    return full(shape, 1, dtype, device)
+    """A tensor of ``shape`` filled with 1, of ``dtype`` (default float32; None: float32, as
+    MindSpore's ``ops.ones`` and PyTorch's ``torch.ones``)."""
+    return full(shape, 1, dtypes.float32 if dtype is None else dtype, device)
 
 
 def full_like(x, value, dtype=None):

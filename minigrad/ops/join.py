@@ -9,10 +9,10 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad.autograd.function import Function
-from minigrad._checks import check_axis
+from minigrad._checks import (check_axis, check_int, check_int_tuple, check_relation, check_type,
+                              is_int)
 from minigrad.ops.arithmetic import as_tensor, cast
 from minigrad.tensor import Tensor
-from minigrad._checks import check_type
 
 
 class Concat(Function):
@@ -68,13 +68,20 @@ def _pieces(g, bounds, axis):
     return tuple(backend.get_array_module(g).split(g, bounds, axis=axis))
 
 
-def _same_dtype(tensors, op):
+def _same_dtype(tensors, op, least_ndim=0):
+    """``tensors`` (a non-empty list or tuple) as Tensors of one dtype, each of at least
+    ``least_ndim`` dimensions; errors name ``tensors`` (an entry as ``tensors[i]``)."""
+    expected = "a non-empty list or tuple of Tensors"
     if not isinstance(tensors, (list, tuple)):
-        check_type("tensors", tensors, (list, tuple), expected="a list or tuple of Tensors",
-                   owner=op)
-    if len(tensors) == 0:
-        raise ValueError(f"{op} needs at least one tensor, got an empty {type(tensors).__name__}")
-    tensors = [as_tensor(t) for t in tensors]
+        check_type("tensors", tensors, (list, tuple), expected=expected, owner=op)
+    check_relation("tensors", tensors, len(tensors) > 0, expected, owner=op)
+    given, tensors = tensors, [t if isinstance(t, Tensor) else as_tensor(t, name=f"tensors[{i}]")
+                               for i, t in enumerate(tensors)]
+    if least_ndim and any(t.ndim < least_ndim for t in tensors):
+        # NumPy's and PyTorch's concatenate refuse 0-d tensors (there is no axis to join along)
+        check_relation("tensors", given, False, f"{expected} of at least {least_ndim} "
+                                                f"dimension (0-d tensors have no axis to join "
+                                                f"along; stack them)", owner=op)
     common = dtypes.promote_types(*[t.dtype for t in tensors])
     return [cast(t, common) for t in tensors]
 
@@ -84,9 +91,11 @@ def concat(tensors, axis=0):
     fp32).
 
     Raises:
-        ValueError: for an empty list, an axis out of range, or shapes that differ off ``axis``.
+        TypeError: for ``tensors`` that are not a list or tuple of Tensors, numbers or arrays.
+        ValueError: for an empty list, 0-d tensors, an axis out of range, or shapes that differ
+            off ``axis``.
     """
-    tensors = _same_dtype(tensors, "concat")
+    tensors = _same_dtype(tensors, "concat", least_ndim=1)
     first = tensors[0]
     ax = check_axis("axis", axis, first.ndim)
     for i, t in enumerate(tensors):
@@ -101,6 +110,7 @@ def stack(tensors, axis=0):
     """Join equal-shaped tensors along a new ``axis`` (default 0; from -ndim-1 to ndim).
 
     Raises:
+        TypeError: for ``tensors`` that are not a list or tuple of Tensors, numbers or arrays.
         ValueError: for an empty list, an axis out of range, or differing shapes.
     """
     tensors = _same_dtype(tensors, "stack")
@@ -120,23 +130,26 @@ def split(x, sections_or_indices, axis=0):
     indices, as in ``numpy.split``: ``[2, 5]`` gives ``x[:2], x[2:5], x[5:]``.
 
     Raises:
-        ValueError: if n does not divide the axis length, n < 1, or an axis out of range.
-        TypeError: if ``sections_or_indices`` is neither an int nor a list/tuple of ints.
+        ValueError: if n does not divide the axis length, n < 1, an axis out of range, or a 0-d
+            ``x``.
+        TypeError: if ``sections_or_indices`` is neither an int nor a list/tuple of ints (a bool
+            is neither).
     """
     x = as_tensor(x)
+    check_relation("x", x, x.ndim > 0, "a Tensor of at least 1 dimension (a 0-d tensor has no "
+                                       "axis to split)", owner="split")
     ax = check_axis("axis", axis, x.ndim)
     length = x.shape[ax]
-    if isinstance(sections_or_indices, (int, numpy.integer)):
-        n = int(sections_or_indices)
-        if n < 1 or length % n:
-            raise ValueError(f"split: sections_or_indices={n} must be a positive divisor of the "
-                             f"length {length} of axis {axis} (shape {x.shape})")
+    given = sections_or_indices
+    if isinstance(given, range) or (isinstance(given, numpy.ndarray) and given.ndim == 1
+                                    and given.dtype.kind in "iu"):
+        given = list(given)  # cut indices as numpy.split takes them
+    if is_int(given):
+        n = check_int("sections_or_indices", given, low=1, owner="split")
+        check_relation("sections_or_indices", given, length % n == 0,
+                       f"a divisor of the length {length} of axis {axis} (shape {x.shape})",
+                       owner="split")
         bounds = [length // n * i for i in range(1, n)]
-    elif isinstance(sections_or_indices, (tuple, list, range, numpy.ndarray)) and all(
-            isinstance(i, (int, numpy.integer)) and not isinstance(i, bool)
-            for i in sections_or_indices):
-        bounds = [int(i) for i in sections_or_indices]
     else:  # a float count or index is refused, never truncated by int()
-        raise TypeError(f"split: sections_or_indices must be an int or a list/tuple of ints, got "
-                        f"{sections_or_indices!r}")
+        bounds = list(check_int_tuple("sections_or_indices", given, scalar=False, owner="split"))
     return Split.apply(x, bounds=bounds, axis=ax)

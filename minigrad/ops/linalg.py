@@ -210,7 +210,7 @@ def matmul(a, b, transpose_b=False):
     ka = a.shape[-1]
     kb = b.shape[-1] if transpose_b else b.shape[-2] if b.ndim > 1 else b.shape[0]
     if ka != kb:
-        axis = "columns (transpose_b)" if transpose_b else "rows"
+        axis = "columns (transpose_b=True)" if transpose_b else "rows"
         raise ValueError(f"matmul: b must have {ka} {axis} to multiply a of shape {a.shape}, "
                          f"got b of shape {b.shape}")
     try:

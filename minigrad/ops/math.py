@@ -8,7 +8,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_broadcast, check_number
+from minigrad._checks import check_broadcast, check_float, check_relation, is_real
 from minigrad._fp16_host import convert
 from minigrad.autograd.function import OUTPUT, Function
 from minigrad import _fp16_host
@@ -133,19 +133,21 @@ class ReLU(Function):
 
     fp16 and bf16 run on the int16 bit patterns (exact, and fast: NumPy's fp16 arithmetic and
     compares, and ml_dtypes' bf16 loops, are slow): x > 0 is ``0 < bits <= inf's bits`` (0x7C00,
-    0x7F80); NaNs of either sign pass through unchanged. On the host each fp16 direction is one
-    native pass (``_fp16_host.relu_half``), same bits.
+    0x7F80); NaNs of either sign pass through unchanged, and dx is +0 where x <= 0. fp32 is
+    NumPy's ``maximum(x, 0)`` forward and ``g * (x > 0)`` backward (-0 for a negative g, NaN
+    for an infinite one, where x <= 0). On the host, fp16 and fp32 run each direction as one
+    native pass (``_fp16_host.relu_pass``, ``relu_backward_pass``), same bits.
     """
     saves = {}
 
     def forward(self, x):
         xp = backend.get_array_module(x)
+        native = _fp16_host.relu_pass(x)
+        if native is not None:
+            out, self.mask = native
+            return out
         inf_bits = _INF_BITS.get(x.dtype)
         if inf_bits is not None:
-            native = _fp16_host.relu_half(x) if inf_bits == 0x7C00 else None
-            if native is not None:
-                out, self.mask = native
-                return out
             bits = x.view(numpy.int16)
             self.mask = (bits > 0) & (bits <= inf_bits)
             keep = self.mask | ((bits & 0x7FFF) > inf_bits)
@@ -154,10 +156,12 @@ class ReLU(Function):
         return xp.maximum(x, x.dtype.type(0))
 
     def backward(self, g):
-        if g.dtype in _INF_BITS and not isinstance(g, Tensor):  # the bit patterns of arrays
-            native = _fp16_host.relu_half_backward(g, self.mask)
-            if native is not None:
-                return native
+        if isinstance(g, Tensor):  # a create_graph rule: the recorded product
+            return g * self.mask
+        native = _fp16_host.relu_backward_pass(g, self.mask)
+        if native is not None:
+            return native
+        if g.dtype in _INF_BITS:  # the bit patterns
             return (g.view(numpy.int16) * self.mask).view(g.dtype)
         return g * self.mask
 
@@ -199,8 +203,17 @@ class Where(Function):
 
 
 def neg(x):
-    """-x."""
-    return Neg.apply(as_tensor(x))
+    """-x.
+
+    Raises:
+        TypeError: for a bool tensor (negation is not defined on bools, as in NumPy and PyTorch:
+            ``logical_not`` flips them), or a value that is not a Tensor, a number or an array.
+    """
+    x = as_tensor(x)
+    if x.data.dtype.kind == "b":
+        check_relation("x", x, False, "a numeric Tensor (negation is not defined on bools; use "
+                                      "logical_not)", error=TypeError, owner="neg")
+    return Neg.apply(x)
 
 
 def abs(x):
@@ -242,15 +255,16 @@ def clip(x, min=None, max=None):
     bound of an integer tensor gives a float32 result (as NumPy and PyTorch promote).
 
     Raises:
-        TypeError: for a bound that is not a number (a str, a Tensor) or None.
-        ValueError: if ``min`` and ``max`` are both None.
+        TypeError: for a bound that is not a number (a str, a bool, a Tensor) or None.
+        ValueError: for a NaN bound, or if ``min`` and ``max`` are both None.
     """
     x = as_tensor(x)
     if min is None and max is None:
         raise ValueError("clip needs at least one of min and max, got both None")
     for name, bound in (("min", min), ("max", max)):
         if bound is not None:
-            check_number(name, bound, owner="clip")
+            if not is_real(bound) or bound != bound:  # a bool, NaN or a non-number
+                check_float(name, bound, finite=False, owner="clip")
             # a no-op unless the policy widens x
             x = cast(x, dtypes.weak_dtype(bound, x.data.dtype))
     t = x.data.dtype.type

@@ -10,9 +10,11 @@ the second derivatives include the statistics' (as the first do when they are th
 """
 import math
 
+import numpy
+
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool, check_float
+from minigrad._checks import check_bool, check_float, check_relation
 from minigrad._fp16_host import store, widen
 from minigrad.tensor import Tensor
 from minigrad.autograd.function import Function
@@ -184,8 +186,9 @@ def _array(stat):
     return stat.data if isinstance(stat, Tensor) else stat
 
 
-def _params(gamma, beta, shape, x, op):
-    """γ and β as tensors of ``shape``; ``None`` means the identity (γ = 1, β = 0, no gradient)."""
+def _params(gamma, beta, shape, x, op, source=None):
+    """γ and β as tensors of ``shape``; ``None`` means the identity (γ = 1, β = 0, no gradient).
+    ``source`` says where ``shape`` comes from in the message about a γ or β of another shape."""
     xp = backend.get_array_module(x.data)
     out = []
     for name, value, fill in (("gamma", gamma, 1), ("beta", beta, 0)):
@@ -193,19 +196,26 @@ def _params(gamma, beta, shape, x, op):
             value = leaf(xp.full(shape, fill, dtypes.acc_dtype(x.dtype)))
         value = float_tensor(value, op, name)
         if value.shape != shape:
-            raise ValueError(f"{op} {name} must have shape {shape} for x of shape {x.shape}, "
-                             f"got {value.shape}")
+            where = f" ({source})" if source else ""
+            raise ValueError(f"{op} {name} must have shape {shape}{where} for x of shape "
+                             f"{x.shape}, got {value.shape}")
         out.append(value)
     return out
 
 
 def _check_running(running, c):
-    """Raise ValueError unless each running statistic (an array, a Tensor or None) has shape
-    (c,): before either is written, so that a bad one leaves both as they were."""
+    """Raise unless each running statistic is None or a float array or Tensor of shape (c,)
+    (TypeError for another kind of value, ValueError for another shape): before either is
+    written, so that a bad one leaves both as they were."""
     for name, stat in zip(("running_mean", "running_var"), running):
-        if stat is not None and _array(stat).shape != (c,):
-            raise ValueError(f"batch_norm {name} must have shape ({c},), got "
-                             f"{_array(stat).shape}")
+        if stat is None:
+            continue
+        array = _array(stat)
+        expected = f"None or a float array or Tensor of shape ({c},) (updated in place)"
+        is_array = isinstance(array, numpy.ndarray) or hasattr(array, "__cuda_array_interface__")
+        check_relation(name, stat, is_array and dtypes.is_float(array.dtype), expected,
+                       error=TypeError, owner="batch_norm")
+        check_relation(name, stat, array.shape == (c,), expected, owner="batch_norm")
 
 
 def _update_running(running, mean, var, count):
@@ -249,7 +259,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
         raise ValueError(f"batch_norm expects x of shape (N, C) or (N, C, H, W), got {x.shape}")
     if type(momentum) is not float or not 0.0 <= momentum <= 1.0:
         momentum = check_float("batch_norm momentum", momentum, low=0, high=1)
-    if type(eps) is not float or not eps > 0.0:
+    if type(eps) is not float or not 0.0 < eps < math.inf:
         eps = check_float("batch_norm eps", eps, low=0, low_open=True)
     c = x.shape[1]
     axes = (0,) + tuple(range(2, x.ndim))
@@ -266,11 +276,9 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.1
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm in evaluation (training=False) needs running_mean and "
                          "running_var, got None")
+    _check_running((running_mean, running_var), c)
     acc = dtypes.acc_dtype(x.dtype)
     mean, var = (_array(s).astype(acc, copy=False) for s in (running_mean, running_var))
-    if mean.shape != (c,) or var.shape != (c,):
-        raise ValueError(f"batch_norm running_mean/running_var must have shape ({c},), got "
-                         f"{mean.shape} and {var.shape}")
     return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=eps,
                            stats=(mean.reshape(param_shape), var.reshape(param_shape)),
                            through_stats=False)
@@ -290,7 +298,10 @@ def layer_norm(x, gamma, beta, begin_norm_axis=-1, begin_params_axis=-1, eps=1e-
     norm_axis = check_axis("begin_norm_axis", begin_norm_axis, x.ndim)
     params_axis = check_axis("begin_params_axis", begin_params_axis, x.ndim)
     axes = tuple(range(norm_axis, x.ndim))
-    gamma, beta = _params(gamma, beta, x.shape[params_axis:], x, "layer_norm")
+    if type(eps) is not float or not 0.0 < eps < math.inf:
+        eps = check_float("eps", eps, low=0, low_open=True, owner="layer_norm")
+    gamma, beta = _params(gamma, beta, x.shape[params_axis:], x, "layer_norm",
+                          f"x.shape[begin_params_axis:] with begin_params_axis={begin_params_axis}")
     param_shape = (1,) * params_axis + x.shape[params_axis:]
-    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=float(eps),
+    return Normalize.apply(x, gamma, beta, axes=axes, param_shape=param_shape, eps=eps,
                            stats=_moments(x.data, axes), through_stats=True)

@@ -22,7 +22,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool
+from minigrad._checks import check_bool, check_relation
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.tensor import Tensor
@@ -185,10 +185,12 @@ def _pool_arguments(x, kernel_size, stride, padding, op):
         raise ValueError(f"{op}: x must have 4 dimensions (N, C, H, W), got x of shape {x.shape}")
     kernel = pair("kernel_size", kernel_size)
     stride = kernel if stride is None else pair("stride", stride)
-    padding = padding4(padding)
-    if max(padding[:2]) >= kernel[0] or max(padding[2:]) >= kernel[1]:
-        # a window lying wholly in the padding would have no input element
-        raise ValueError(f"{op} padding {padding} must be smaller than the kernel size {kernel}")
+    pads = padding4(padding)
+    # a window lying wholly in the padding would have no input element
+    check_relation("padding", padding, max(pads[:2]) < kernel[0] and max(pads[2:]) < kernel[1],
+                   f"smaller than the kernel size {kernel} on each side (padding {pads})",
+                   owner=op)
+    padding = pads
     output_hw(x.shape[2:], kernel, stride, padding, _NO_DILATION, name="kernel_size")
     return x, kernel, stride, padding
 

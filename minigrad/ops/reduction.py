@@ -84,7 +84,9 @@ class _Extreme(Function):
 
     def forward(self, x, axes, keepdims):
         if x.size == 0:
-            raise ValueError(f"{type(self).__name__.lower()} of an empty tensor of shape {x.shape}")
+            name = type(self).__name__.lower()
+            raise ValueError(f"{name}: x must be a non-empty tensor (the {name} of no elements is "
+                             f"undefined), got an empty tensor of shape {x.shape}")
         self.shape, self.axes, self.keepdims = x.shape, axes, keepdims
         out = self.reduce(x, axis=axes, keepdims=True)
         self.mask = x == out

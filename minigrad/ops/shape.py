@@ -13,7 +13,7 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
-from minigrad._checks import check_axis, check_int_tuple, check_relation
+from minigrad._checks import IndexRangeError, check_axis, check_int_tuple, check_relation
 from minigrad.ops._util import normalize_axis, unbroadcast
 from minigrad.ops.arithmetic import as_tensor
 from minigrad.tensor import Tensor, _unwrap_index
@@ -125,7 +125,7 @@ def reshape(x, shape):
     shape = check_int_tuple("shape", shape, low=-1)
     if shape.count(-1) > 1 or not _reshapes(x.shape, shape):
         check_relation("shape", shape, False, f"a shape of {x.size} elements (one entry may be "
-                                              f"-1), to reshape a tensor of shape {x.shape}")
+                                              f"-1), to reshape x of shape {x.shape}")
     return Reshape.apply(x, shape=shape)
 
 
@@ -198,11 +198,55 @@ def broadcast_to(x, shape):
     except ValueError:
         reachable = False
     if not reachable:
-        check_relation("shape", shape, False, f"a shape that a tensor of shape {x.shape} "
-                                              f"broadcasts to")
+        check_relation("shape", shape, False, f"a shape that x of shape {x.shape} broadcasts "
+                                              f"to")
     return BroadcastTo.apply(x, shape=shape)
 
 
 def getitem(x, index):
-    """``x[index]``: basic slicing, integer/bool arrays (gradients of repeated indices add)."""
-    return GetItem.apply(as_tensor(x), index=_unwrap_index(index))
+    """``x[index]``: basic slicing, integer/bool arrays (gradients of repeated indices add).
+
+    ``index`` is what NumPy takes: an int (negative counts from the end), a slice, None (a new
+    axis), Ellipsis, a bool (a new axis of one or no entries), an integer or bool array, Tensor
+    or nested list, or a tuple of these.
+
+    Raises:
+        TypeError: for an index of another kind (a float, a str, a float array), naming ``index``.
+        IndexError: for an index outside ``x``'s shape, or more indices than ``x`` has axes (an
+            ``_checks.IndexRangeError``: a ValueError too), naming ``index`` and ``x``.
+    """
+    x = as_tensor(x)
+    try:
+        return GetItem.apply(x, index=_unwrap_index(index))
+    except (IndexError, OverflowError):  # NumPy's errors, reworded only when indexing fails
+        _index_error(x, index)
+        raise
+
+
+def _index_error(x, index):
+    """Raise the error for an ``index`` that NumPy refused for ``x``: a TypeError when some part
+    of it is of a kind that is no index, else an IndexRangeError (out of bounds, too many)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    check_relation("index", index, all(_is_index(part) for part in parts),
+                   "an int, a slice, None, Ellipsis, a bool, an integer or bool array or "
+                   "Tensor, or a tuple of them", error=TypeError, owner="getitem")
+    check_relation("index", index, False, f"within x of shape {x.shape} (one entry per axis, each "
+                                          f"in [-n, n) for an axis of n)", error=IndexRangeError,
+                   owner="getitem")
+
+
+def _is_index(part):
+    """Whether ``part`` is of a kind NumPy takes as one entry of an index."""
+    if part is None or part is Ellipsis or isinstance(part, (slice, int, numpy.integer,
+                                                               numpy.bool_)):
+        return True
+    part = part.data if isinstance(part, Tensor) else part
+    if isinstance(part, list):
+        try:
+            part = numpy.asarray(part)
+        except (TypeError, ValueError, OverflowError):
+            return False
+        if part.size == 0:
+            return True
+    dtype = getattr(part, "dtype", None)
+    return hasattr(part, "shape") and dtype is not None and dtype.kind in "biu"

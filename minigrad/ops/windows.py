@@ -68,7 +68,15 @@ def same_padding(in_hw, kernel, stride=1, dilation=1):
     """(top, bottom, left, right) padding for pad_mode='same': output size ceil(in / stride).
 
     As in MindSpore and TensorFlow, an odd total puts the extra row/column at the bottom/right.
+    ``in_hw`` is the input's (height, width); ``kernel``, ``stride``, ``dilation`` ints or pairs.
+
+    Raises:
+        TypeError: for an ``in_hw`` that is not a pair of ints, or sizes that are not ints or
+            pairs of ints.
+        ValueError: for a negative ``in_hw`` entry, or sizes below 1.
     """
+    if not _ints_at_least(in_hw, 2, 0):
+        in_hw = check_int_tuple("in_hw", in_hw, 2, low=0, scalar=False, owner="same_padding")
     pads = []
     for n, k, s, d in zip(in_hw, pair("kernel", kernel), pair("stride", stride),
                           pair("dilation", dilation)):

@@ -1,11 +1,14 @@
 """The ops check their arguments by minigrad._checks' rule: a float where an int belongs is a
 TypeError (never truncated), an int out of range a ValueError, each naming the argument."""
+import math
 import warnings
 
 import numpy
 import pytest
 
 from minigrad import Tensor, ops
+from minigrad._checks import IndexRangeError
+from minigrad.testing import assert_forward
 
 X = Tensor(numpy.ones((1, 2, 6, 6), numpy.float32))
 W = Tensor(numpy.ones((4, 2, 3, 3), numpy.float32))
@@ -296,12 +299,21 @@ def test_a_value_with_a_dtype_is_not_a_dtype(dtype):
         ops.cast(X, None)
 
 
-@pytest.mark.parametrize("bound", ["nan", "", None.__class__, [1.0], Tensor([1.0, 2.0])])
+@pytest.mark.parametrize("bound", ["nan", "", None.__class__, [1.0], Tensor([1.0, 2.0]), True,
+                                   numpy.bool_(False)])
 def test_clip_bounds_are_numbers(bound):
-    with pytest.raises(TypeError, match=r"^clip: min must be a number \(int, float or bool\)"):
+    with pytest.raises(TypeError, match=r"^clip: min must be a float, got .* \(\w+\)$"):
         ops.clip(X, min=bound)
-    with pytest.raises(TypeError, match=r"^clip: max must be a number"):
+    with pytest.raises(TypeError, match=r"^clip: max must be a float, got"):
         ops.clip(X, min=0.0, max=bound)
+
+
+def test_clip_bounds_are_not_nan_but_may_be_infinite():
+    with pytest.raises(ValueError, match=r"^clip: min must be a float, got nan$"):
+        ops.clip(X, min=math.nan)
+    with pytest.raises(ValueError, match=r"^clip: max must be a float, got np.float32\(nan\)$"):
+        ops.clip(X, max=numpy.float32("nan"))
+    assert_forward(ops.clip(X, min=-math.inf, max=math.inf), X.asnumpy())
 
 
 @pytest.mark.parametrize("name, value, error", [
@@ -323,3 +335,170 @@ def test_dense_and_matmul_name_the_operand_that_is_missing():
     with pytest.raises(ValueError, match=r"^b must have a shape that broadcasts with a of shape "
                                          r"\(1, 2, 6, 6\), got b of shape \(5,\)$"):
         ops.add(X, numpy.ones(5))
+
+
+# ---- operands named by their argument, at the op's boundary -----------------------------------
+
+@pytest.mark.parametrize("call, name", [
+    (lambda v: ops.cast(v, numpy.float16), "a"),
+    (lambda v: ops.to_device(v, "CPU"), "a"),
+    (lambda v: ops.dtype(v), "input"),
+    (lambda v: ops.embedding(Tensor(numpy.zeros(2, numpy.int32)), v), "table"),
+    (lambda v: ops.im2col(v, 2), "x"),
+])
+@pytest.mark.parametrize("value", [None, "abc", object()])
+def test_an_operand_that_is_no_tensor_is_named(call, name, value):
+    with pytest.raises(TypeError, match=rf"\b{name}\b must be .*got"):
+        call(value)
+
+
+def test_numbers_are_operands_of_cast_and_to_device():
+    assert ops.cast(3, numpy.float16).dtype == numpy.float16
+    assert ops.to_device(1.5, "CPU").asnumpy() == 1.5
+
+
+@pytest.mark.parametrize("ids", [None, "abc", True, 1.5, [1.5], numpy.ones(2), [[0], [0, 1]],
+                                 Tensor(numpy.ones(2, numpy.float32))])
+def test_embedding_ids_are_integers_shown_when_refused(ids):
+    table = Tensor(numpy.ones((4, 3), numpy.float32))
+    with pytest.raises(TypeError, match=r"^embedding: ids must be an integer Tensor or array "
+                                        r".*got "):
+        ops.embedding(ids, table)
+
+
+@pytest.mark.parametrize("ids", [-1, [0, -3], numpy.array([4]), 2 ** 63])
+def test_embedding_ids_out_of_range_are_index_and_value_errors(ids):
+    table = Tensor(numpy.ones((4, 3), numpy.float32))
+    with pytest.raises(IndexRangeError, match=r"is out of range for a table of 4 rows: ids must be "
+                                              r"in \[0, 4\), got .*\(min -?\d+, max -?\d+\)"):
+        ops.embedding(ids, table)
+    assert issubclass(IndexRangeError, IndexError) and issubclass(IndexRangeError, ValueError)
+
+
+def test_negation_of_bools_is_a_type_error_naming_x():
+    with pytest.raises(TypeError, match=r"^neg: x must be a numeric Tensor \(negation is not "
+                                        r"defined on bools; use logical_not\)"):
+        ops.neg(True)
+    with pytest.raises(TypeError, match=r"^neg: x must be a numeric Tensor"):
+        -Tensor(numpy.array([True, False]))
+
+
+@pytest.mark.parametrize("op", [ops.concat, ops.stack])
+def test_joined_tensors_are_named(op):
+    with pytest.raises(ValueError, match=rf"^{op.__name__}: tensors must be a non-empty list or "
+                                         r"tuple of Tensors, got \[\]"):
+        op([])
+    with pytest.raises(TypeError, match=r"tensors\[1\] must be a Tensor, a number or an array of "
+                                        r"numbers, got None"):
+        op([Tensor([1.0]), None])
+
+
+def test_concat_refuses_0d_tensors_naming_them():
+    with pytest.raises(ValueError, match=r"^concat: tensors must be .* of at least 1 dimension "
+                                         r"\(0-d tensors have no axis to join along; stack them\), "
+                                         r"got \[2, 3\]"):
+        ops.concat([2, 3])
+    assert ops.stack([2.0, 3.0]).shape == (2,)
+
+
+@pytest.mark.parametrize("value, error, match", [
+    (True, TypeError, r"sections_or_indices must be a positive int or None|sections_or_indices "
+                      r"must be a tuple or list of ints, got True"),
+    (0, ValueError, r"sections_or_indices must be a positive int, got 0"),
+    (3, ValueError, r"sections_or_indices must be a divisor of the length 4 of axis 0 "
+                    r"\(shape \(4,\)\), got 3"),
+    (numpy.array(2.0), TypeError, r"sections_or_indices must be a tuple or list of ints"),
+    ([1, 2.0], TypeError, r"sections_or_indices must be a tuple or list of ints"),
+])
+def test_split_sections_or_indices(value, error, match):
+    with pytest.raises(error, match=match):
+        ops.split(Tensor(numpy.arange(4.0)), value)
+
+
+def test_split_takes_cut_indices_as_lists_ranges_and_int_arrays():
+    x = Tensor(numpy.arange(5.0))
+    for cuts in ([1, 3], (1, 3), range(1, 4, 2), numpy.array([1, 3])):
+        assert [p.shape for p in ops.split(x, cuts)] == [(1,), (2,), (2,)]
+    with pytest.raises(ValueError, match=r"^split: x must be a Tensor of at least 1 dimension"):
+        ops.split(2.0, 1)
+
+
+@pytest.mark.parametrize("op, expected", [(ops.softmax, 1.0), (ops.log_softmax, 0.0)])
+def test_softmax_of_a_0d_tensor_is_one_element(op, expected):
+    # as PyTorch: one element along its only axis
+    assert_forward(op(Tensor(numpy.float32(1.5))), numpy.float32(expected))
+    assert_forward(op(Tensor(numpy.float32(1.5)), axis=0), numpy.float32(expected))
+
+
+def test_full_names_an_int_value_no_integer_dtype_holds():
+    with pytest.raises(ValueError, match=r"^value must be an int that fits in int64 .*got "
+                                         r"9223372036854775808"):
+        ops.full((2,), 2 ** 63)
+    assert ops.full((2,), 2 ** 63, numpy.float32).dtype == numpy.float32
+
+
+def test_zeros_and_ones_of_dtype_none_are_float32():
+    assert ops.zeros((2,), None).dtype == numpy.float32
+    assert ops.ones((2,), dtype=None).dtype == numpy.float32
+
+
+@pytest.mark.parametrize("alpha, error", [(math.inf, ValueError), (math.nan, ValueError),
+                                          (True, TypeError), (None, TypeError)])
+def test_leaky_relu_alpha_is_a_finite_real(alpha, error):
+    with pytest.raises(error, match=r"^leaky_relu: alpha must be a finite float, got"):
+        ops.leaky_relu(Tensor([1.0, -1.0]), alpha)
+    assert_forward(ops.leaky_relu(Tensor([1.0, -1.0]), -0.5), numpy.float32([1.0, 0.5]))
+
+
+def test_shape_errors_name_x():
+    with pytest.raises(ValueError, match=r"shape must be a shape of 1 elements .* to reshape x of "
+                                         r"shape \(\), got \(3, 2\)"):
+        ops.reshape(3.0, (3, 2))
+    with pytest.raises(ValueError, match=r"shape must be a shape that x of shape \(2,\) "
+                                         r"broadcasts to, got \(2, 3\)"):
+        ops.broadcast_to([1.0, 2.0], (2, 3))
+    with pytest.raises(ValueError, match=r"^min: x must be a non-empty tensor .*shape \(0,\)"):
+        ops.min([])
+    with pytest.raises(ValueError, match=r"b must have 3 columns \(transpose_b=True\)"):
+        ops.matmul(Tensor(numpy.ones((2, 3))), Tensor(numpy.ones((3, 2))), transpose_b=True)
+
+
+def test_composite_helpers_check_their_settings():
+    with pytest.raises(TypeError, match=r"^depend: value must be a Tensor, a number, an array, or "
+                                        r"a tuple or list of them, got 'abc' \(str\)"):
+        ops.depend("abc", None)
+    assert ops.depend((1.0, 2.0), True) == (1.0, 2.0)
+    with pytest.raises(TypeError, match=r"^HyperMap: reverse must be a bool, got None"):
+        ops.HyperMap(reverse=None)
+    with pytest.raises(TypeError, match=r"^MultitypeFuncGraph: read_value must be a bool, got 0"):
+        ops.MultitypeFuncGraph("f", read_value=0)
+    with pytest.raises(ValueError, match=r"^MultitypeFuncGraph: name must be a non-empty str, "
+                                         r"got ''"):
+        ops.MultitypeFuncGraph("")
+
+
+@pytest.mark.parametrize("index", ["abc", 1.5, numpy.float32(1.0), numpy.ones(2), [1.5], ["a"],
+                                   [None], object(), (0, 1.5), Tensor(numpy.ones(1))])
+def test_an_index_of_another_kind_is_a_type_error_naming_it(index):
+    with pytest.raises(TypeError, match=r"^getitem: index must be an int, a slice, None, Ellipsis, "
+                                        r"a bool, an integer or bool array or Tensor, or a tuple "
+                                        r"of them, got "):
+        Tensor(numpy.arange(3.0))[index]
+
+
+@pytest.mark.parametrize("x, index", [(numpy.arange(3.0), 3), (numpy.arange(3.0), -4),
+                                      (numpy.arange(3.0), [0, 5]), (numpy.arange(3.0), (0, 0)),
+                                      (numpy.float32(2.0), 0), (numpy.arange(3.0), 2 ** 63),
+                                      (numpy.arange(3.0), 10 ** 30)])
+def test_an_index_out_of_range_is_an_index_and_value_error(x, index):
+    with pytest.raises(IndexRangeError, match=r"^getitem: index must be within x of shape "
+                                              r"\(.*\) \(one entry per axis, each in \[-n, n\) "
+                                              r"for an axis of n\), got "):
+        ops.getitem(x, index)
+
+
+def test_indices_numpy_takes_still_index():
+    x = Tensor(numpy.arange(6.0).reshape(2, 3))
+    for index in (-1, True, None, Ellipsis, [1, 0], numpy.array([True, False]),
+                  Tensor(numpy.array([1])), (slice(None), [2, 0]), numpy.int64(1), []):
+        assert_forward(x[index], x.asnumpy()[index if not isinstance(index, Tensor) else [1]])

@@ -136,7 +136,7 @@ def test_broadcast_to_a_shape_it_cannot_reach_names_both_shapes(shape, target):
     # (common shape (2, 3), not the target) fell through to NumPy's 'remapped shapes' message
     with pytest.raises(
         ValueError,
-        match=r"shape must be a shape that a tensor of shape %s broadcasts to, got %s"
+        match=r"shape must be a shape that x of shape %s broadcasts to, got %s"
         % (
             str(shape).replace("(", r"\(").replace(")", r"\)"),
             str(target).replace("(", r"\(").replace(")", r"\)"),

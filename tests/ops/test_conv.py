@@ -342,3 +342,19 @@ def test_conv2d_empty_batch_and_mixed_dtypes():
     assert out.dtype == F16
     out.sum().backward()
     assert x.grad.dtype == F16 and w32.grad.dtype == F32
+
+
+@pytest.mark.parametrize("in_hw, error", [(None, TypeError), ("", TypeError), (4, TypeError),
+                                          ((4, 4.0), TypeError), ((4, -1), ValueError),
+                                          ((4, 4, 4), ValueError)])
+def test_same_padding_checks_in_hw(in_hw, error):
+    with pytest.raises(error, match=r"same_padding: in_hw must be a 2-tuple or list of "
+                                    r"non-negative ints, got"):
+        ops.same_padding(in_hw, 3)
+
+
+@pytest.mark.parametrize("x, error", [(None, TypeError), ("abc", TypeError), (3.0, ValueError),
+                                      (numpy.zeros((4, 4)), ValueError)])
+def test_im2col_checks_x(x, error):
+    with pytest.raises(error, match=r"(im2col: )?x must be"):
+        ops.im2col(x, 2)

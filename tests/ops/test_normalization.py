@@ -1,4 +1,6 @@
 """batch_norm and layer_norm (ops/normalization.py): forward, backward, running statistics."""
+import math
+
 import numpy
 import pytest
 
@@ -157,7 +159,8 @@ def test_bad_arguments():
         ops.batch_norm(
             minigrad.Tensor(numpy.zeros((1, 3), numpy.float32)), None, None, None, None, True
         )
-    with pytest.raises(ValueError, match=r"running_mean must have shape \(3,\), got \(2,\)"):
+    with pytest.raises(ValueError, match=r"running_mean must be None or a float array or Tensor "
+                                         r"of shape \(3,\).*got array\(\[0., 0.\]"):
         ops.batch_norm(x, None, None, numpy.zeros(2, numpy.float32), None, True)
     with pytest.raises(ValueError, match=r"momentum must be a finite float in \[0, 1\], got 1.5"):
         ops.batch_norm(x, None, None, None, None, True, momentum=1.5)
@@ -165,6 +168,39 @@ def test_bad_arguments():
         ops.layer_norm(x, minigrad.Tensor(numpy.ones(4, numpy.float32)), None)
     with pytest.raises(ValueError, match=r"begin_norm_axis must be an int in \[-2, 1\].*got 2"):
         ops.layer_norm(x, None, None, begin_norm_axis=2)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("stat", [3, [0.0, 0.0, 0.0], "abc", numpy.zeros(3, numpy.int32)])
+def test_running_statistics_are_float_arrays_updated_in_place(stat, training):
+    x = minigrad.Tensor(numpy.zeros((4, 3), numpy.float32))
+    var = numpy.ones(3, numpy.float32)
+    with pytest.raises(TypeError, match=r"batch_norm: running_mean must be None or a float array "
+                                        r"or Tensor of shape \(3,\) \(updated in place\), got"):
+        ops.batch_norm(x, None, None, stat, var, training)
+    assert (var == 1).all()  # nothing half-applied
+
+
+def test_eps_is_positive_and_finite():
+    x = minigrad.Tensor(numpy.zeros((4, 3), numpy.float32))
+    with pytest.raises(ValueError, match=r"batch_norm eps must be a finite float in \(0, inf\), "
+                                         r"got inf"):
+        ops.batch_norm(x, None, None, None, None, True, eps=math.inf)
+    with pytest.raises(TypeError, match=r"layer_norm: eps must be a finite float in \(0, inf\), "
+                                        r"got None"):
+        ops.layer_norm(x, None, None, eps=None)
+    with pytest.raises(ValueError, match=r"layer_norm: eps must be .*got -0.5"):
+        ops.layer_norm(x, None, None, eps=-0.5)
+    with pytest.raises(TypeError, match=r"layer_norm: eps must be .*got True"):
+        ops.layer_norm(x, None, None, eps=True)
+
+
+def test_layer_norm_gamma_shape_names_begin_params_axis():
+    x = minigrad.Tensor(numpy.zeros((4, 3), numpy.float32))
+    gamma = minigrad.Tensor(numpy.ones(3, numpy.float32))
+    with pytest.raises(ValueError, match=r"gamma must have shape \(4, 3\) \(x.shape\[begin_params_"
+                                         r"axis:\] with begin_params_axis=0\).*got \(3,\)"):
+        ops.layer_norm(x, gamma, None, begin_params_axis=0)
 
 
 def _x(shape=(2, 3)):

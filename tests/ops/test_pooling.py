@@ -160,8 +160,9 @@ def test_bad_arguments(op):
     with pytest.raises(ValueError, match=r"x must have 4 dimensions \(N, C, H, W\), got x of"
         r" shape \(4, 4\)"):
         op(minigrad.Tensor(numpy.zeros((4, 4), numpy.float32)), 2)
-    with pytest.raises(ValueError, match="must be smaller than the kernel size"):
-        op(x, 2, padding=2)
+    with pytest.raises(ValueError, match=r"padding must be smaller than the kernel size \(2, 2\) "
+                                         r"on each side \(padding \(1, 1, 2, 2\)\), got \[1, 2\]"):
+        op(x, 2, padding=[1, 2])
     with pytest.raises(ValueError, match="kernel_size must be a positive int"):
         op(x, 0)
     with pytest.raises(ValueError, match=r"kernel_size \(5, 5\) with dilation .* must fit"):

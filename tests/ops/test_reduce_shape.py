@@ -156,7 +156,7 @@ def test_shape_op(name, dtype, device):
     [
         (
             lambda t: ops.reshape(t, (5, 5)),
-            r"shape must be a shape of 24 elements .* tensor of shape \(2, 3, 4\), got \(5, 5\)",
+            r"shape must be a shape of 24 elements .* x of shape \(2, 3, 4\), got \(5, 5\)",
         ),
         (lambda t: ops.transpose(t, (0, 0, 1)), r"axes must be a permutation .*got \(0, 0,"
             r" 1\)"),
@@ -165,7 +165,7 @@ def test_shape_op(name, dtype, device):
         (lambda t: ops.expand_dims(t, 5), r"axis must be an int in \[-4, 3\].*got 5"),
         (
             lambda t: ops.broadcast_to(t, (3, 3)),
-            r"shape must be a shape that a tensor of shape \(2, 3, 4\) broadcasts to, got \(3, 3\)",
+            r"shape must be a shape that x of shape \(2, 3, 4\) broadcasts to, got \(3, 3\)",
         ),
         (lambda t: ops.swapaxes(t, 0, 3), r"axis2 must be an int in \[-3, 2\].*got 3"),
     ],
@@ -285,8 +285,8 @@ def test_matmul_transpose_b(shapes, dtype):
 
 def test_matmul_transpose_b_errors():
     a = minigrad.Tensor(numpy.zeros((3, 4)))
-    with pytest.raises(ValueError, match=r"b must have 4 columns \(transpose_b\) to multiply a "
-                       r"of shape \(3, 4\), got b of shape \(4, 5\)"):
+    with pytest.raises(ValueError, match=r"b must have 4 columns \(transpose_b=True\) to multiply "
+                       r"a of shape \(3, 4\), got b of shape \(4, 5\)"):
         ops.matmul(a, minigrad.Tensor(numpy.zeros((4, 5))), transpose_b=True)
     with pytest.raises(ValueError, match="b must have at least 2 dimension"):
         ops.matmul(a, minigrad.Tensor(numpy.zeros(4)), transpose_b=True)
