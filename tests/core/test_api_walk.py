@@ -14,11 +14,20 @@ without a baseline (``helpers.api_walk.BASELINES``; none is needed when every ar
 default) and not in ``NOT_WALKED`` fails ``test_every_public_callable_has_a_baseline``, saying
 what to add, so new API is walked from the day it is exported.
 
-The walk makes 160 times the hypothesis profile's ``max_examples`` calls (``ci``, the suite's:
-4,000; ``HYPOTHESIS_PROFILE=wide``: 160,000); ``MINIGRAD_API_WALK_ALL=1`` adds the exhaustive
+Public methods are walked the same way (``helpers.api_walk.public_methods``: every method of a
+public class whose name has no leading underscore and that takes arguments), each called on a
+fresh valid instance (``METHOD_BASELINES``, else one built from the class's baseline); a method
+that refuses a value must leave the instance's state as it was (nothing half-applied). A method
+with required arguments and no baseline, not matched by ``METHODS_NOT_WALKED``, fails
+``test_every_public_method_has_a_baseline``.
+
+The walk makes 160 times the hypothesis profile's ``max_examples`` calls over the functions and
+40 times over the methods (``ci``, the suite's: 4,000 and 1,000; ``HYPOTHESIS_PROFILE=wide``:
+160,000 and 40,000); ``MINIGRAD_API_WALK_ALL=1`` adds the exhaustive
 pass of every fixed value through every argument. With ``-s`` the walk prints how
 many calls it made and how many distinct messages it saw.
 """
+import fnmatch
 import math
 import os
 import warnings
@@ -33,6 +42,7 @@ from helpers.api_walk import ANY_REAL, OPERAND
 from helpers.api_walk_gaps import GAPS
 
 CALLABLES = walk.public_callables()
+METHODS = walk.public_methods(CALLABLES)
 GAPS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "helpers", "api_walk_gaps.py")
 
 # Callables whose arguments the walk does not call, and why.
@@ -58,6 +68,51 @@ NOT_WALKED = {
                             "arguments with real files",
     "dataset.GeneratorDataset": "takes its arguments through *args (the source's kind picks "
                                 "the subclass); tests/dataset/test_generator.py checks them",
+}
+
+# Public methods the walk does not call (fnmatch patterns of ``METHODS`` names), and why. A
+# public method with arguments that no pattern covers needs a ``helpers.api_walk.METHOD_BASELINES``
+# entry (none is needed when its class has a baseline and every argument has a default).
+METHODS_NOT_WALKED = {
+    "*.construct": "a Cell's forward pass (called through the Cell on data): its inputs are the "
+                   "operands of the ops it calls, which the function walk checks (ops.*), "
+                   "with no checks added to the hot path",
+    "train.Callback.*": "the base Callback's hooks do nothing (a subclass overrides those it "
+                        "needs); the hooks that do something are walked in their classes",
+    "optim.*.update": "the per-parameter rule Optimizer.step calls with the optimizer's own "
+                      "state (a subclass overrides it; users call step)",
+    "optim.*.init_state": "the per-parameter state Optimizer builds for itself (a subclass "
+                          "overrides it)",
+    "autograd.Function.*": "the protocol of autograd's ops (each op calls them with its own "
+                           "arrays); users call the ops, walked as ops.*",
+    "ops.*.op": "the function of a primitive, walked under its own name (ops.concat...)",
+    "ops.*.reduce": "the function of a reduction primitive, walked as ops.sum, ops.mean...",
+    "ops.AvgPool.padding": "the padding a pooling primitive computes for its own input",
+    "nn.LogSoftmax.op": "the function of the cell, walked as ops.log_softmax",
+    "nn.Softmax.op": "the function of the cell, walked as ops.softmax",
+    "amp.ScaleCore.*": "the shared loss-scale rule under every face; its arguments come through "
+                       "the faces' methods, walked there",
+    "amp.LossScaler.adjust": "abstract: StaticLossScaler's and DynamicLossScaler's, walked there",
+    "LossScaleManager.update_loss_scale": "abstract: the managers' methods, walked there",
+    "optim.LearningRateSchedule.*": "abstract: the base of the schedules",
+    "amp.OverflowStatus.*": "the float status of one step, which amp's checks and the train "
+                            "cells fill (float_status); users read it, the checks write it",
+    "optim.THOR.reduce_factors": "the train cells' protocol with THOR: called each step with "
+                                 "THOR's own records",
+    "optim.THOR.set_backward_scale": "the train cells' protocol with THOR: called before each "
+                                     "backprop with the cell's loss scale",
+    "optim.THOR.bind_loss_cell": "the train cells' protocol with THOR: called by the cell that "
+                                 "wraps it",
+    "nn.DynamicLossScaleUpdateCell.read": "the update cell's exchange with its train cell's "
+                                          "loss_scale Parameter (the train cell calls it)",
+    "nn.DynamicLossScaleUpdateCell.write": "the update cell's exchange with its train cell's "
+                                           "loss_scale Parameter (the train cell calls it)",
+    "nn.TrainOneStepCell.loss_and_grads": "a step's own piece, called by construct with the "
+                                          "cell's inputs (a subclass overrides it)",
+    "nn.TrainOneStepCell.grad_reducer": "a step's own piece, called by construct with the "
+                                        "step's gradients (a subclass overrides it)",
+    "train.Metric.update": "abstract: each metric's update, walked in its class",
+    "nn.Initializer.sample": "abstract: each initializer's sample, walked in its class",
 }
 
 # Arguments whose valid values size what the call allocates: a finite value of magnitude above
@@ -332,6 +387,38 @@ def _cases():
 CASES = _cases()
 
 
+def method_skipped(name):
+    """The ``METHODS_NOT_WALKED`` reason for method ``name``, or None."""
+    for pattern, reason in METHODS_NOT_WALKED.items():
+        if fnmatch.fnmatchcase(name, pattern):
+            return reason
+    return None
+
+
+def _method_cases():
+    """(name, argument) for every walked method, sorted; a method's ``*args`` is walked (as one
+    positional value, ``"*name"``) where its baseline passes it."""
+    cases = []
+    for name, (cls, attribute) in sorted(METHODS.items()):
+        if method_skipped(name) is not None:
+            continue
+        given = walk.METHOD_BASELINES.get(name, lambda: (None, {}))
+        try:
+            given = given()[1]
+        except Exception:  # noqa: BLE001 -- test_method_baselines_are_valid_calls reports it
+            given = {}
+        for param in walk.method_parameters(getattr(cls, attribute), with_star=True):
+            if param.kind is param.VAR_POSITIONAL:
+                if f"*{param.name}" in given:
+                    cases.append((name, f"*{param.name}"))
+            else:
+                cases.append((name, param.name))
+    return cases
+
+
+METHOD_CASES = _method_cases()
+
+
 class Tally:
     calls = 0
     messages = set()
@@ -346,7 +433,8 @@ def _checkpoint_and_report(tmp_path_factory):
     walk._CKPT["path"] = save_checkpoint(nn.Dense(3, 2), str(folder / "net.ckpt"))
     walk._CKPT["out"] = str(folder / "out.ckpt")
     yield
-    print(f"\nAPI walk: {len(CALLABLES)} public callables, {len(CASES)} arguments, "
+    print(f"\nAPI walk: {len(CALLABLES)} public callables and {len(METHODS)} methods, "
+          f"{len(CASES) + len(METHOD_CASES)} arguments, "
           f"{Tally.calls} calls, {Tally.accepted} accepted, {len(Tally.messages)} distinct "
           f"messages")
 
@@ -388,18 +476,47 @@ def _baseline(name, obj):
     return kwargs, defaults
 
 
+def _method_baseline(name):
+    """(a valid instance, keyword arguments, defaults) of method ``name``: its
+    ``METHOD_BASELINES`` entry, else an instance built from its class's baseline."""
+    cls, attribute = METHODS[name]
+    make = walk.METHOD_BASELINES.get(name)
+    if make is not None:
+        instance, kwargs = make()
+    else:
+        class_name = next(n for n, obj in CALLABLES.items() if obj is cls)
+        instance, kwargs = cls(**_baseline(class_name, cls)[0]), {}
+    defaults = {p.name: p.default for p in walk.method_parameters(getattr(cls, attribute))
+                if p.default is not p.empty}
+    return instance, dict(kwargs), defaults
+
+
 def outcome(name, argument, value):
-    """Call ``name`` with its baseline and ``argument=value``: None when the outcome is right,
-    else what is wrong with it."""
-    obj = CALLABLES[name]
-    kwargs, defaults = _baseline(name, obj)
+    """Call ``name`` (a callable, or a method of a valid instance) with its baseline and
+    ``argument=value``: None when the outcome is right, else what is wrong with it. A method
+    that refuses the value must leave its instance's state as it was."""
+    instance = None
+    if name in METHODS:
+        instance, kwargs, defaults = _method_baseline(name)
+        attribute = METHODS[name][1]
+
+        def obj(**given):
+            return walk.call_method(instance, attribute, given)
+    else:
+        obj = CALLABLES[name]
+        kwargs, defaults = _baseline(name, obj)
     default = defaults.get(argument)
     base = kwargs.get(argument, default)
-    kwargs[argument] = value
+    if argument.startswith("*"):  # a method's *args: one positional value
+        base = base[0] if base else None
+        kwargs[argument] = (value,)
+    else:
+        kwargs[argument] = value
     if _allocates_too_much(name, argument, value):
         return None
     Tally.calls += 1
     call = f"{name}({argument}={walk.describe(value)})"
+    before = walk.state_of(instance) if instance is not None else None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -407,8 +524,11 @@ def outcome(name, argument, value):
     except (TypeError, ValueError) as error:
         message = str(error)
         Tally.messages.add(message)
-        if argument not in message:
-            return f"{call} raised {type(error).__name__} without naming {argument!r}: {message}"
+        named = argument.lstrip("*").rstrip("_") if argument.startswith("*") else argument
+        if named not in message:
+            return f"{call} raised {type(error).__name__} without naming {named!r}: {message}"
+        if instance is not None and walk.state_of(instance) != before:
+            return f"{call} raised {type(error).__name__} but changed the instance's state"
         # data (an op's operand) is described by its shape and dtype, not shown
         is_data = OPERAND - {"huge_float"} <= _accepted_kinds(name, argument, base, default)
         if not is_data and not walk.shown(message, value):
@@ -461,9 +581,45 @@ def test_baselines_are_valid_calls():
     assert not failures, "\n".join(failures)
 
 
+def test_every_public_method_has_a_baseline():
+    missing = []
+    for name, (cls, attribute) in sorted(METHODS.items()):
+        if method_skipped(name) is not None or name in walk.METHOD_BASELINES:
+            continue
+        class_name = next(n for n, obj in CALLABLES.items() if obj is cls)
+        required = [p.name for p in walk.method_parameters(getattr(cls, attribute))
+                    if p.default is p.empty]
+        named = [p for p in walk.method_parameters(getattr(cls, attribute), with_star=True)]
+        if required or not named or class_name in NOT_WALKED:
+            missing.append(f"{name} (needs an instance and "
+                           f"{', '.join(required) or 'its *args'})")
+    assert not missing, (
+        "public methods without a valid baseline call: add an entry to "
+        "tests/helpers/api_walk.py METHOD_BASELINES (or a pattern to METHODS_NOT_WALKED with "
+        "the reason): " + "; ".join(missing))
+
+
+def test_method_baselines_are_valid_calls():
+    failures = []
+    for name, (cls, attribute) in sorted(METHODS.items()):
+        if method_skipped(name) is not None:
+            continue
+        try:
+            instance, kwargs, _ = _method_baseline(name)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                walk.call_method(instance, attribute, kwargs)
+        except Exception as error:  # noqa: BLE001 -- every failure is listed
+            failures.append(f"{name}: {type(error).__name__}: {error}")
+    assert not failures, "\n".join(failures)
+
+
 def test_tables_name_only_public_callables():
-    stale = [n for n in (*walk.BASELINES, *NOT_WALKED, *ACCEPTED) if n not in CALLABLES]
-    assert not stale, f"entries for names that are not public callables: {stale}"
+    stale = [n for n in (*walk.BASELINES, *NOT_WALKED, *ACCEPTED)
+             if n not in CALLABLES and n not in METHODS]
+    stale += [n for n in walk.METHOD_BASELINES if n not in METHODS]
+    stale += [p for p in METHODS_NOT_WALKED if not fnmatch.filter(METHODS, p)]
+    assert not stale, f"entries for names that are not public callables or methods: {stale}"
 
 
 @settings(suppress_health_check=list(HealthCheck), deadline=None,
@@ -475,13 +631,22 @@ def test_every_argument_refuses_bad_values_by_name(case, value):
     assert failure is None or case in GAPS, failure
 
 
+@settings(suppress_health_check=list(HealthCheck), deadline=None,
+          max_examples=settings().max_examples * 40)
+@given(case=st.sampled_from(METHOD_CASES), value=_values())
+def test_every_method_argument_refuses_bad_values_by_name(case, value):
+    name, argument = case
+    failure = outcome(name, argument, value)
+    assert failure is None or case in GAPS, failure
+
+
 def test_fixed_values_everywhere():
     """Every fixed value in every argument (the exhaustive pass hypothesis samples from), and
     every entry of ``GAPS`` still a gap (an entry whose argument now passes must go)."""
     if os.environ.get("MINIGRAD_API_WALK_ALL") != "1":
         pytest.skip("set MINIGRAD_API_WALK_ALL=1 for the exhaustive pass")
     failures, gaps = [], {}
-    for name, argument in CASES:
+    for name, argument in CASES + METHOD_CASES:
         for value in FIXED_VALUES + DRAWN_LIKE + [_tensor()]:
             failure = outcome(name, argument, value)
             if failure is not None:

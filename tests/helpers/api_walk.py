@@ -1,6 +1,6 @@
 """The public API as tests/core/test_api_walk.py walks it: what is public, a valid call of each
 callable (its baseline), the kinds of value substituted for each argument, and the acceptances
-the API documents.
+the API documents; and the public methods of the public classes, each called on a valid instance.
 
 A public callable is a function or class that one of ``PACKAGES`` exports (``__all__``, else
 every name without a leading underscore) and that minigrad defines; one reached under several
@@ -43,6 +43,89 @@ def parameters(obj):
     signature = inspect.signature(obj)
     return [p for p in signature.parameters.values()
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def public_methods(callables):
+    """``{short name: (class, attribute)}``: every public method (a name without a leading
+    underscore, defined in minigrad) of the public classes in ``callables`` that takes arguments
+    besides ``self``, once per function: ``"amp.GradScaler.update"``, ``"Tensor.astype"``.
+    A method is named after the public class that defines it (``"nn.Cell.to_float"``), else
+    after the first public class that inherits it; ``class`` is the class named."""
+    names_of = {id(obj): name for name, obj in callables.items()}
+    found, seen = {}, set()
+    for name, cls in sorted(callables.items()):
+        if not inspect.isclass(cls):
+            continue
+        for attribute in sorted(dir(cls)):
+            if attribute.startswith("_"):
+                continue
+            raw = inspect.getattr_static(cls, attribute)
+            function = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+            if (not inspect.isfunction(function) or id(function) in seen
+                    or not (function.__module__ or "").startswith("minigrad")):
+                continue
+            seen.add(id(function))
+            if not method_parameters(getattr(cls, attribute), with_star=True):
+                continue
+            owner = next(k for k in cls.__mro__ if attribute in vars(k))
+            # the most basic public class that has it (the owner when the owner is public)
+            named = [k for k in cls.__mro__ if issubclass(k, owner) and id(k) in names_of][-1]
+            name_of = names_of[id(named)]
+            found[f"{name_of}.{attribute}"] = (named, attribute)
+    return found
+
+
+def method_parameters(method, with_star=False):
+    """The parameters of an (unbound) method after ``self``: the named ones, and with
+    ``with_star`` its ``*args`` too (walked as one positional value)."""
+    signature = inspect.signature(method)
+    listed = list(signature.parameters.values())
+    if listed and listed[0].name in ("self", "cls") and listed[0].kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        listed = listed[1:]
+    kinds = (inspect.Parameter.VAR_KEYWORD,) if with_star else (
+        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return [p for p in listed if p.kind not in kinds]
+
+
+def call_method(instance, attribute, kwargs):
+    """``instance.attribute(**kwargs)``, a ``"*name"`` entry of ``kwargs`` passed positionally
+    (a method's ``*args``)."""
+    kwargs = dict(kwargs)
+    positional = ()
+    for key in [k for k in kwargs if k.startswith("*")]:
+        positional = tuple(kwargs.pop(key))
+    return getattr(instance, attribute)(*positional, **kwargs)
+
+
+def state_of(obj, depth=4, _seen=None):
+    """A comparable snapshot of ``obj``'s state: numbers, strs, arrays (their bytes), Tensors and
+    the attributes of minigrad's objects, ``depth`` levels down; anything else by its type."""
+    from minigrad import Tensor
+    _seen = set() if _seen is None else _seen
+    if obj is None or isinstance(obj, (bool, int, float, str, bytes, numpy.generic)):
+        return obj if not (isinstance(obj, float) and math.isnan(obj)) else "nan"
+    if isinstance(obj, numpy.ndarray):
+        return ("array", obj.dtype.str, obj.shape, obj.tobytes())
+    if depth == 0 or id(obj) in _seen:
+        return type(obj).__name__
+    _seen.add(id(obj))
+    if isinstance(obj, Tensor):
+        return ("Tensor", state_of(obj.data, depth - 1, _seen), obj.requires_grad,
+                state_of(obj.grad, depth - 1, _seen))
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, *(state_of(x, depth - 1, _seen) for x in obj))
+    if isinstance(obj, dict):
+        return ("dict", *((repr(k), state_of(v, depth - 1, _seen)) for k, v in obj.items()))
+    if (type(obj).__module__ or "").startswith("minigrad"):
+        fields = dict(getattr(obj, "__dict__", {}))
+        for klass in type(obj).__mro__:
+            for slot in getattr(klass, "__slots__", ()):
+                if slot != "__weakref__" and hasattr(obj, slot):
+                    fields[slot] = getattr(obj, slot)
+        return (type(obj).__name__, *((k, state_of(v, depth - 1, _seen))
+                                      for k, v in sorted(fields.items())))
+    return type(obj).__name__
 
 
 # ---- kinds of value --------------------------------------------------------------------------
@@ -392,6 +475,148 @@ BASELINES = {
 }
 
 
+# {method name: a function returning (a valid instance, the keyword arguments of a valid call)};
+# a ``"*name"`` entry is the method's ``*args`` (walked as one positional value)
+METHOD_BASELINES = {
+    # training: Model, the managers, the callbacks' hooks
+    "Model.train": lambda: (_model(), dict(epoch=1, train_dataset=_labelled_data())),
+    "Model.eval": lambda: (_model(metrics={"loss"}), dict(valid_dataset=_labelled_data())),
+    "Model.predict": lambda: (_model(), {"*predict_data": (_t(2, 3),)}),
+    "DynamicLossScaleManager.update_loss_scale": lambda: (_manager("Dynamic"),
+                                                          dict(overflow=True)),
+    "FixedLossScaleManager.update_loss_scale": lambda: (_manager("Fixed"), dict(overflow=True)),
+    **{name: (lambda name=name, klass=klass: _callback(klass, name.rpartition(".")[2]))
+       for name, klass in (
+           ("LossMonitor.on_train_step_end", "LossMonitor"),
+           ("TimeMonitor.on_train_epoch_begin", "TimeMonitor"),
+           ("TimeMonitor.on_train_epoch_end", "TimeMonitor"),
+           ("train.History.on_train_epoch_begin", "History"),
+           ("train.History.on_train_epoch_end", "History"),
+           ("train.History.on_train_step_end", "History"),
+           ("train.LossScaleMonitor.on_train_step_end", "LossScaleMonitor"),
+           ("train.ModelCheckpoint.on_train_begin", "ModelCheckpoint"),
+           ("train.ModelCheckpoint.on_train_end", "ModelCheckpoint"),
+           ("train.ModelCheckpoint.on_train_step_end", "ModelCheckpoint"),
+           ("train.ProgressBar.on_train_epoch_begin", "ProgressBar"),
+           ("train.ProgressBar.on_train_epoch_end", "ProgressBar"),
+           ("train.ProgressBar.on_train_step_end", "ProgressBar"))},
+    "train.ConvertModelUtils.convert_to_thor_model": lambda: (
+        _class("train.ConvertModelUtils")(), dict(model=_model(thor=True),
+                                                  network=_thor_net())),
+    "nn.ConvertNetUtils.convert_to_thor_net": lambda: (_class("nn.ConvertNetUtils")(),
+                                                       dict(net=_net())),
+    "Accuracy.update": lambda: (_class("Accuracy")(), {"*inputs": (_t(2, 3), _labels())}),
+    "train.Loss.update": lambda: (_class("train.Loss")(), {"*inputs": (_t(),)}),
+    # Tensor
+    **{f"Tensor.{name}": (lambda: (_t(2, 3), dict(other=_t(2, 3))))
+       for name in ("add", "sub", "mul", "div")},
+    "Tensor.matmul": lambda: (_t(2, 3), dict(other=_t(3, 2))),
+    "Tensor.pow": lambda: (_t(2, 3), dict(exponent=2.0)),
+    "Tensor.astype": lambda: (_t(2, 3), dict(dtype=numpy.float16)),
+    "Tensor.broadcast_to": lambda: (_t(3), dict(shape_=(2, 3))),
+    "Tensor.expand_dims": lambda: (_t(2, 3), dict(axis=0)),
+    "Tensor.unsqueeze": lambda: (_t(2, 3), dict(dim=0)),
+    "Tensor.swapaxes": lambda: (_t(2, 3), dict(a=0, b=1)),
+    "Tensor.reshape": lambda: (_t(2, 3), {"*shape_": ((3, 2),)}),
+    "Tensor.view": lambda: (_t(2, 3), {"*shape_": ((3, 2),)}),
+    "Tensor.transpose": lambda: (_t(2, 3), {"*axes": ((1, 0),)}),
+    "Tensor.permute": lambda: (_t(2, 3), {"*axes": ((1, 0),)}),
+    "Tensor.clip": lambda: (_t(2, 3), dict(min=0.0)),
+    "Tensor.clamp": lambda: (_t(2, 3), dict(min=0.0)),
+    "Tensor.to": lambda: (_t(2, 3), {"*args": ("CPU",)}),
+    "Tensor.from_dlpack": lambda: (_t(2), dict(obj=numpy.ones(2, numpy.float32))),
+    "Tensor.register_hook": lambda: (_leaf(), dict(hook=_identity)),
+    "Tensor.backward": lambda: (_scalar_with_graph(), {}),
+    "Parameter.set_data": lambda: (_params()[0], dict(data=_t(2, 3))),
+    # the loss scalers of every face
+    "amp.GradScaler.scale": lambda: (_class("amp.GradScaler")(), dict(outputs=_t(2))),
+    "amp.GradScaler.unscale_": lambda: _scaler_step(),
+    "amp.GradScaler.step": lambda: _scaler_step(),
+    "amp.GradScaler.update": lambda: (_scaler_step(stepped=True)[0], {}),
+    "amp.GradScaler.load_state_dict": lambda: (
+        _class("amp.GradScaler")(), dict(state_dict=_class("amp.GradScaler")().state_dict())),
+    "amp.GradScaler.set_backoff_factor": lambda: (_class("amp.GradScaler")(),
+                                                  dict(new_factor=0.25)),
+    "amp.GradScaler.set_growth_factor": lambda: (_class("amp.GradScaler")(),
+                                                 dict(new_factor=4.0)),
+    "amp.GradScaler.set_growth_interval": lambda: (_class("amp.GradScaler")(),
+                                                   dict(new_interval=10)),
+    "amp.LossScaler.scale": lambda: (_class("amp.DynamicLossScaler")(2.0 ** 10, 2, 10),
+                                     dict(inputs=_t(2))),
+    "amp.LossScaler.unscale": lambda: (_class("amp.DynamicLossScaler")(2.0 ** 10, 2, 10),
+                                       dict(inputs=_t(2))),
+    "amp.DynamicLossScaler.adjust": lambda: (_class("amp.DynamicLossScaler")(2.0 ** 10, 2, 10),
+                                             dict(grads_finite=True)),
+    "amp.StaticLossScaler.adjust": lambda: (_class("amp.StaticLossScaler")(2.0 ** 10),
+                                            dict(grads_finite=True)),
+    "mixed_precision.LossScale.update": lambda: (_class("mixed_precision.DynamicLossScale")(),
+                                                 dict(grads=[_t(2)])),
+    "mixed_precision.FixedLossScale.update": lambda: (
+        _class("mixed_precision.FixedLossScale")(2.0 ** 10), dict(grads=[_t(2)])),
+    "mixed_precision.LossScale.from_config": lambda: (
+        _class("mixed_precision.DynamicLossScale"),
+        dict(config=_class("mixed_precision.DynamicLossScale")().get_config())),
+    "mixed_precision.LossScaleOptimizer.apply_gradients": lambda: _tf_optimizer(
+        lambda opt, params: dict(grads_and_vars=[(_t(*p.shape), p) for p in params])),
+    "mixed_precision.LossScaleOptimizer.get_scaled_loss": lambda: _tf_optimizer(
+        lambda opt, params: dict(loss=_t())),
+    "mixed_precision.LossScaleOptimizer.get_unscaled_gradients": lambda: _tf_optimizer(
+        lambda opt, params: dict(grads=[_t(*p.shape) for p in params])),
+    "mixed_precision.LossScaleOptimizer.minimize": lambda: _tf_optimizer(
+        lambda opt, params: dict(loss=lambda: (params[0] * params[0]).sum())),
+    # the dataset pipeline
+    "dataset.Dataset.batch": lambda: (_data(), dict(batch_size=2)),
+    "dataset.Dataset.map": lambda: (_data(), dict(operations=[_identity])),
+    "dataset.Dataset.shuffle": lambda: (_data(), dict(buffer_size=2)),
+    "dataset.Dataset.repeat": lambda: (_data(), dict(count=2)),
+    "dataset.Dataset.create_tuple_iterator": lambda: (_data(), {}),
+    "dataset.Dataset.create_dict_iterator": lambda: (_data(), {}),
+    "dataset.NumpySlicesDataset.take": lambda: (_data(), dict(indices=[0, 1])),
+    # cells
+    "nn.Cell.apply": lambda: (_net(), dict(fn=_identity)),
+    "nn.Cell.cast_parameters": lambda: (_net(), dict(dtype=numpy.float16)),
+    "nn.Cell.to_float": lambda: (_net(), dict(dtype=numpy.float16)),
+    "nn.Cell.insert_child_to_cell": lambda: (_net(), dict(child_name="child", child_cell=_net())),
+    "nn.Cell.insert_param_to_cell": lambda: (_net(), dict(param_name="extra",
+                                                          param=_params()[0])),
+    "nn.Cell.register_forward_hook": lambda: (_net(), dict(hook=_hook)),
+    "nn.Cell.register_forward_pre_hook": lambda: (_net(), dict(hook=_hook)),
+    "nn.CellList.append": lambda: (_class("nn.CellList")(), dict(cell=_net())),
+    "nn.CellList.extend": lambda: (_class("nn.CellList")(), dict(cells=[_net()])),
+    "nn.CellList.insert": lambda: (_class("nn.CellList")([_net()]), dict(index=0, cell=_net())),
+    "nn.LossBase.get_loss": lambda: (_mse(), dict(x=_t(2))),
+    "nn.ParameterTuple.clone": lambda: (_class("nn.ParameterTuple")(_params()),
+                                        dict(prefix="copy")),
+    "nn.DistributedGradReducer.reduce_arrays": lambda: (
+        _class("nn.DistributedGradReducer")(_params()),
+        dict(arrays=[numpy.ones((2, 3)), numpy.ones(2)])),
+    "nn.TrainOneStepWithLossScaleCell.set_sense_scale": lambda: (
+        _class("nn.TrainOneStepWithLossScaleCell")(**_train_cell_args()), dict(sens=_t())),
+    "nn.TrainOneStepWithLossScaleCell.process_loss_scale": lambda: (
+        _class("nn.TrainOneStepWithLossScaleCell")(**_train_cell_args()), dict(overflow=False)),
+    "nn.TrainOneStepWithLossScaleCell.start_overflow_check": lambda: (
+        _class("nn.TrainOneStepWithLossScaleCell")(**_train_cell_args()),
+        dict(pre_cond=_t(), compute_input=_t())),
+    "nn.TrainOneStepWithLossScaleCell.get_overflow_status": lambda: (
+        _class("nn.TrainOneStepWithLossScaleCell")(**_train_cell_args()),
+        dict(status=_status_tensor(), compute_output=(_t(2),))),
+    **{f"nn.{name}.sample": (lambda name=name: (_initializer(name), dict(shape=(2, 3))))
+       for name in ("Constant", "HeNormal", "HeUniform", "Normal", "TruncatedNormal",
+                    "Uniform", "XavierUniform")},
+    "nn.HeNormal.std": lambda: (_initializer("HeNormal"), dict(shape=(2, 3))),
+    # optimizers
+    "optim.Optimizer.apply_gradients": lambda: _opt_and(
+        lambda params: dict(grads=tuple(_t(*p.shape) for p in params))),
+    "optim.Optimizer.takes_scaled_gradients": lambda: _opt_and(
+        lambda params: dict(grads=tuple(_t(*p.shape) for p in params))),
+    "optim.Optimizer.get_lr_parameter": lambda: _opt_and(lambda params: dict(param=params[0])),
+    "optim.Optimizer.load_state_dict": lambda: _opt_and(lambda params: {}, state=True),
+    "optim.THOR.apply_gradients": lambda: _thor_and(
+        lambda params: dict(grads=tuple(_t(*p.shape) for p in params))),
+    "optim.THOR.load_state_dict": lambda: _thor_and(lambda params: {}, state=True),
+}
+
+
 def _mse():
     from minigrad import nn
     return nn.MSELoss()
@@ -443,3 +668,116 @@ _CKPT = {}
 def _thor_net():
     from minigrad import nn
     return nn.SequentialCell(nn.DenseThor(3, 2))
+
+
+def _class(name):
+    return public_callables()[name]
+
+
+def _labelled_data():
+    from minigrad import dataset
+    return dataset.NumpySlicesDataset({"x": numpy.ones((4, 3), numpy.float32),
+                                       "y": numpy.ones((4, 2), numpy.float32)},
+                                      shuffle=False).batch(2)
+
+
+def _model(metrics=None, thor=False):
+    from minigrad import nn
+    from minigrad.train import Model
+    net = _thor_net() if thor else _net()
+    optimizer = nn.SGD(net.trainable_params(), 0.1)
+    return Model(net, loss_fn=_mse(), optimizer=optimizer, metrics=metrics)
+
+
+def _manager(kind):
+    import minigrad
+    return getattr(minigrad, f"{kind}LossScaleManager")()
+
+
+def _callback(name, hook):
+    """(a callback ``name``, its hook's arguments) as Model calls the hook: the hooks of the
+    training's and the epoch's start already called."""
+    from minigrad import train
+    callback, run_context = getattr(train, name)(), _run_context()
+    for before in ("on_train_begin", "on_train_epoch_begin"):
+        if before == hook:
+            break
+        getattr(callback, before)(run_context)
+    return callback, dict(run_context=run_context)
+
+
+def _run_context():
+    from minigrad.train import RunContext
+    from minigrad.train.callback.hooks import CallbackParam
+    net = _net()
+    return RunContext(CallbackParam(
+        train_network=_class("nn.TrainOneStepCell")(**_train_cell_args(scale_sense=False)),
+        network=net, optimizer=_sgd(net), loss_fn=_mse(), train_dataset=_labelled_data(),
+        epoch_num=1, batch_num=2, cur_epoch_num=1, cur_step_num=1, net_outputs=_t(), mode="train",
+        dataset_sink_mode=False, parallel_mode="stand_alone", device_number=1))
+
+
+def _leaf():
+    from minigrad import Tensor
+    return Tensor(numpy.ones(2, numpy.float32), requires_grad=True)
+
+
+def _hook(*args):
+    return None
+
+
+def _scaler_step(stepped=False):
+    from minigrad import Tensor
+    scaler, optimizer = _class("amp.GradScaler")(), _opt()
+    for p in optimizer.parameters:
+        p.grad = Tensor(numpy.ones(p.shape, numpy.float32))
+    if stepped:
+        scaler.scale(_t())
+        scaler.step(optimizer)
+    return scaler, dict(optimizer=optimizer)
+
+
+def _tf_optimizer(make):
+    optimizer = _class("mixed_precision.LossScaleOptimizer")(_opt())
+    params = list(optimizer.inner_optimizer.parameters)
+    return optimizer, make(optimizer, params)
+
+
+def _opt_and(make, state=False):
+    optimizer = _opt()
+    params = list(optimizer.parameters)
+    kwargs = make(params)
+    if state:
+        kwargs["state_dict"] = _opt().state_dict()
+    return optimizer, kwargs
+
+
+def _thor_and(make, state=False):
+    from minigrad import optim
+    net = _thor_net()
+    optimizer = optim.THOR(net, learning_rate=_t(), damping=_t(), momentum=0.9)
+    params = list(optimizer.parameters)
+    kwargs = make(params)
+    if state:
+        kwargs["state_dict"] = optimizer.state_dict()
+    return optimizer, kwargs
+
+
+def _status_tensor():
+    from minigrad import Tensor
+    return Tensor(numpy.zeros(8, numpy.float32))
+
+
+def _initializer(name):
+    from minigrad import nn
+    return getattr(nn, name)(1.0) if name == "Constant" else getattr(nn, name)()
+
+
+def _labels():
+    from minigrad import Tensor
+    return Tensor(numpy.array([0, 2], numpy.int32))
+
+
+def _sgd(net):
+    from minigrad import nn
+    return nn.SGD(net.trainable_params(), 0.1)
