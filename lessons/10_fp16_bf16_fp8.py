@@ -8,7 +8,7 @@
 #    FP8 E4M3 (4, max 448) and E5M2 (5, max 57344);
 # 2. **the bf16 accumulation trap**: bf16 has fp32's range, so it needs no loss scaling, but only
 #    8 significant bits: a running sum in bf16 stops growing at 256;
-# 3. **digits in fp32, fp16 with loss scaling, and FP8** with delayed and with current scaling
+# 3. **digits in fp32, fp16 with loss scaling, bf16, and FP8** with delayed and current scaling
 #    (Transformer Engine's recipes, HYBRID: E4M3 forward, E5M2 gradients), their loss curves and
 #    test accuracy, and what the FP8 casts did to each tensor;
 # 4. **a layer where delayed scaling lags**: its scale comes from earlier steps' amax, so when
@@ -94,16 +94,17 @@ print(f"sum in bf16: {in_bf16}; in fp32, rounded once: {ml_dtypes.bfloat16(in_fp
       f"float64: {uniform.sum():.1f}")
 
 # %% [markdown]
-# ## 3. Digits in fp32, fp16 with loss scaling, and FP8
-# The same MLP and the same batches, four ways: fp32; fp16 (AMP level O2, fp32 master weights,
-# dynamic loss scaling); and FP8 GEMMs under `fp8.fp8_autocast` with Transformer Engine's
+# ## 3. Digits in fp32, fp16 with loss scaling, bf16, and FP8
+# The same MLP and the same batches, five ways: fp32; fp16 (AMP level O2, fp32 master weights,
+# dynamic loss scaling); bf16 (O2 with `dtype=minigrad.bfloat16`: no loss scale, as in the peers,
+# since bf16's range is fp32's); and FP8 GEMMs under `fp8.fp8_autocast` with Transformer Engine's
 # delayed scaling (`DelayedScaling`, history 1024, `"max"`) and current scaling. The FP8 runs
 # quantize each Dense layer's input and weight to E4M3 and its output gradient to E5M2, then
 # multiply the dequantized values in fp32: the numerics of FP8 training, not its speed (on a CPU
 # it is slower than fp32).
 
 # %%
-common.heading("digits: fp32, fp16 + loss scaling, FP8 delayed, FP8 current")
+common.heading("digits: fp32, fp16 + loss scaling, bf16, FP8 delayed, FP8 current")
 (x_train, y_train), (x_test, y_test) = load_digits(split=0.2, seed=0)
 epochs, batch = (2, 32) if args.quick else (15, 32)
 
@@ -132,6 +133,8 @@ def train(run):
     if run == "fp16 + loss scaling":
         manager = amp.DynamicLossScaleManager(init_loss_scale=2 ** 16, scale_window=200)
         step = amp.build_train_network(net, opt, loss_fn, level="O2", loss_scale_manager=manager)
+    elif run == "bf16":
+        step = amp.build_train_network(net, opt, loss_fn, level="O2", dtype=minigrad.bfloat16)
     else:
         step = amp.build_train_network(net, opt, loss_fn, level="O0")
     order = numpy.random.default_rng(0)
@@ -145,20 +148,20 @@ def train(run):
 
 
 runs = {}
-for run in ("fp32", "fp16 + loss scaling", "FP8 delayed", "FP8 current"):
+for run in ("fp32", "fp16 + loss scaling", "bf16", "FP8 delayed", "FP8 current"):
     runs[run] = train(run)
     print(f"{run:20s} test accuracy {runs[run][2]:.4f}, last loss {runs[run][1][-1]:.6f}")
 print("\nwhat the FP8 casts did in the last step (FP8 delayed):")
 print(fp8.format_report(fp8.tensor_report(runs["FP8 delayed"][0])))
 fig, ax = plt.subplots(figsize=(11, 5), constrained_layout=True)
-for (run, (_, losses, accuracy)), color in zip(runs.items(), ("black", "tab:blue", "tab:red",
-                                                               "tab:orange")):
+for (run, (_, losses, accuracy)), color in zip(runs.items(), ("black", "tab:blue", "tab:green",
+                                                               "tab:red", "tab:orange")):
     smooth = numpy.convolve(losses, numpy.ones(10) / 10, mode="valid")
     ax.plot(smooth, color=color, label=f"{run} (test accuracy {accuracy:.3f})")
 ax.set_yscale("log")
 ax.set_xlabel("step")
 ax.set_ylabel("training loss (mean of 10 steps, log)")
-ax.set_title("the same MLP on digits in fp32, fp16 with loss scaling, and FP8 (HYBRID)")
+ax.set_title("the same MLP on digits in fp32, fp16 with loss scaling, bf16, and FP8 (HYBRID)")
 ax.legend(fontsize="small")
 common.save(fig, args.out, "digits_fp32_fp16_fp8.png")
 

@@ -13,10 +13,15 @@ call costs more than it saves; other dtypes; non-contiguous views; CuPy arrays) 
 ``astype``, as does everything when the host library is missing (no compiler,
 ``MINIGRAD_NATIVE=0``) or has no vector conversion (a CPU without F16C).
 
-bfloat16 (and the FP8 formats) convert through ml_dtypes' ``astype``, with no native twin: it
-converts one element at a time, about ten times slower than the native fp16 conversion, and takes
-about a tenth of a bf16 training step of the digits MLP at O2 (a profile), the rest being the
-step's other work.
+bfloat16 <-> float32 has a native twin (``mg_bf16_to_float``, ``mg_float_to_bf16`` in the same
+library; any CPU, no F16C needed) that gives ml_dtypes' ``astype`` bits: ``astype`` converts one
+element at a time in software as NumPy does for float16. bfloat16 is the top half of a float32, so
+widening is a shift (NaN payloads kept) and narrowing rounds the low half to nearest even
+(subnormals kept, overflow to inf, a NaN becomes the quiet NaN 0x7FC0 with its sign). ``astype``
+reports no overflow or underflow for bfloat16, only "invalid" for a signalling NaN input; the
+native narrowing counts those and leaves such an array to ``astype``, for its warning. Without
+ml_dtypes there is no bfloat16; without the host library ``astype`` does it. The FP8 formats
+convert through ``astype``. ``tests/core/test_fp16_host_bf16.py`` checks the bits.
 
 ``convert`` and the ReLU passes also take a dense array in another axis order than C or F, such
 as a channels-last image batch (``dense``), and give their result that order.
@@ -32,7 +37,8 @@ is not ignored (``underflow_ignored``): a lesson that turns underflow warnings o
 
 The fused passes each replace several NumPy calls with one native call (``kernels/
 convert_host.cpp``): inside a training step every separate call pays several microseconds of
-cold caches, whatever its size. ``relu_half`` and ``relu_half_backward`` serve ``ops.relu``;
+cold caches, whatever its size. ``relu_pass`` and ``relu_backward_pass`` serve ``ops.relu`` (in
+fp32 too: NumPy's two passes and its bool-to-float product cost several times one native pass);
 ``add_bias_to_half`` serves the fp16 epilogue of Dense and conv2d, ``widen_sum_rows`` Dense's
 bias gradient (``ops.linalg``). They return the NumPy code's bits
 (``tests/core/test_fp16_host_passes.py`` checks them), and None where they do not apply: not a
@@ -50,7 +56,8 @@ from minigrad.backend import data_address
 
 _F16 = numpy.dtype(numpy.float16)
 _F32 = numpy.dtype(numpy.float32)
-_PAIRS = frozenset([(_F16, _F32), (_F32, _F16)])
+_PAIRS = frozenset([(_F16, _F32), (_F32, _F16)]
+                   + [p for d in dtypes.LOW_PRECISION if d != _F16 for p in ((d, _F32), (_F32, d))])
 _NARROW = frozenset((*dtypes.LOW_PRECISION, *dtypes.FP8))  # the dtypes widen() makes float32
 # Below this many elements ``astype`` is as fast: the native call costs about 1 µs in Python, and
 # 1024 instead of 4096 gained nothing inside the O2 training step (its 1280-element casts).
@@ -63,7 +70,8 @@ def underflow_ignored():
 
 
 def convert(x, dtype, out=None):
-    """``x.astype(dtype)``, bit for bit, fast for float16 <-> float32 NumPy arrays.
+    """``x.astype(dtype)``, bit for bit, fast for float16 <-> float32 and bfloat16 <-> float32
+    NumPy arrays (large, dense, aligned; see the module docstring).
 
     Args:
         x: a NumPy or CuPy array.
@@ -77,13 +85,16 @@ def convert(x, dtype, out=None):
         order, such as a channels-last image batch, converts natively), or ``out``.
 
     Overflow to inf warns (or raises) as NumPy's cast does, under ``numpy.errstate``; so does
-    underflow, for which the conversion to float16 runs as ``astype`` unless it is ignored.
+    underflow, for which the conversion to float16 runs as ``astype`` unless it is ignored, and
+    so does a signalling NaN rounded to bfloat16 ("invalid value encountered in cast"): such an
+    array converts through ``astype``. Rounding to bfloat16 reports no overflow or underflow, as
+    ``astype`` reports none.
     """
     fn = None
     if type(x) is numpy.ndarray and x.size >= MIN_SIZE and (x.dtype, dtype) in _PAIRS:
         fns = (_native.host_build or _native.loaded()).conversions
-        if fns is not None and (dtype == _F32 or underflow_ignored()):
-            fn = fns[x.dtype, dtype]
+        if fns is not None and (dtype != _F16 or underflow_ignored()):
+            fn = fns.get((x.dtype, dtype))
     if fn is not None:
         c_order = x.flags.c_contiguous
         if out is None and dense(x) and x.flags.aligned:
@@ -97,7 +108,8 @@ def convert(x, dtype, out=None):
                    or x.flags.f_contiguous and out.flags.f_contiguous)):
             if not fn(data_address(x), data_address(out), x.size):
                 return out
-        # else (a view, a mismatched ``out``), or an fp16 overflow: NumPy, for its warning
+        # else (a view, a mismatched ``out``), an fp16 overflow or a signalling NaN rounded to
+        # bf16: NumPy, for its warning
     if out is None:
         return x.astype(dtype)
     out[...] = x
@@ -152,28 +164,38 @@ def _library():
     return (_native.host_build or _native.loaded()).fp16_passes
 
 
-def relu_half(x):
-    """ReLU of an fp16 array in one pass: ``(out, mask)`` with ``mask = x > 0`` and ``out = x``
-    where ``mask`` or ``x`` is NaN (payload kept, as ``numpy.maximum(x, 0)`` keeps it), else +0.
-    None where it does not apply."""
-    lib = _library() if _host(x, _F16, any_order=True) else None
+# the native ReLU passes of each dtype: (forward, backward)
+_RELU = {_F16: ("mg_relu_half", "mg_relu_half_backward"),
+         _F32: ("mg_relu_float", "mg_relu_float_backward")}
+
+
+def relu_pass(x):
+    """ReLU of an fp16 or fp32 array in one pass: ``(out, mask)`` with ``mask = x > 0`` and
+    ``out = x`` where ``mask`` or ``x`` is NaN (payload kept, as ``numpy.maximum(x, 0)`` keeps
+    it), else +0. None where it does not apply."""
+    names = _RELU.get(x.dtype) if type(x) is numpy.ndarray else None
+    lib = _library() if names is not None and _host(x, x.dtype, any_order=True) else None
     if lib is None:
         return None
     out, mask = numpy.empty_like(x), numpy.empty_like(x, numpy.bool_)  # x's axis order
-    lib.mg_relu_half(data_address(x), data_address(out), data_address(mask), x.size)
+    getattr(lib, names[0])(data_address(x), data_address(out), data_address(mask), x.size)
     return out, mask
 
 
-def relu_half_backward(g, mask):
-    """``g`` where ``mask`` else +0, for an fp16 ``g`` and the boolean mask of ``relu_half``, in
-    one pass. None where it does not apply."""
-    fits = (_host(g, _F16, any_order=True) and _host(mask, numpy.bool_, any_order=True)
-            and mask.shape == g.shape and same_layout(g, mask))
+def relu_backward_pass(g, mask):
+    """The gradient of ``relu_pass`` in one pass, for an fp16 or fp32 ``g`` and its boolean
+    ``mask``: fp16, ``g`` where ``mask`` else +0 (the bits of ``g`` times the mask as int16);
+    fp32, NumPy's ``g * mask`` (-0 for a negative ``g`` and NaN for an infinite one where the
+    mask is off). None where it does not apply."""
+    names = _RELU.get(g.dtype) if type(g) is numpy.ndarray else None
+    fits = (names is not None and _host(g, g.dtype, any_order=True)
+            and _host(mask, numpy.bool_, any_order=True) and mask.shape == g.shape
+            and same_layout(g, mask))
     lib = _library() if fits else None
     if lib is None:
         return None
     out = numpy.empty_like(g)
-    lib.mg_relu_half_backward(data_address(g), data_address(mask), data_address(out), g.size)
+    getattr(lib, names[1])(data_address(g), data_address(mask), data_address(out), g.size)
     return out
 
 

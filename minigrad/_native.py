@@ -10,9 +10,9 @@ The same CUDA source runs on two targets:
   ``$MINIGRAD_CACHE_DIR`` (default ``$XDG_CACHE_HOME/minigrad`` or ``~/.cache/minigrad``) and
   moved into place atomically, so concurrent processes never load a half-written file. With no
   compiler (or ``MINIGRAD_NATIVE=0``) ``host_library()`` returns None and callers use NumPy.
-  The same library also holds the host-only fp16<->fp32 conversion (``kernels/convert_host.cpp``,
-  used by ``minigrad._fp16_host``, which also holds the fused fp16 passes of the ops) and the
-  fused optimizer steps (``kernels/optim_host.cpp``, used by
+  The same library also holds the host-only fp16<->fp32 and bf16<->fp32 conversions
+  (``kernels/convert_host.cpp``, used by ``minigrad._fp16_host``, which also holds the fused fp16
+  passes of the ops) and the fused optimizer steps (``kernels/optim_host.cpp``, used by
   ``minigrad.optim.slots``): every ``*.cpp`` of ``HOST_SOURCES`` is compiled into it.
 
 The process loads it once, into one ``HostBuild`` record (``loaded()``) that every caller reads;
@@ -40,6 +40,7 @@ import time
 import numpy
 
 from minigrad import backend
+from minigrad import dtype as dtypes
 
 STATUS_SOURCE = "float_status.cu"
 BENCH_SOURCE = "bench.cu"
@@ -117,10 +118,12 @@ class HostBuild:
             ``MINIGRAD_NATIVE=0``).
         error: why ``lib`` is None (a string), or None.
         pid: the process that loaded it (OpenMP's pool does not survive a fork).
-        conversions: ``{(from, to): C function}`` for float16 <-> float32, or None when there is
-            no library or it has no vector conversion (a CPU without F16C).
+        conversions: ``{(from, to): C function}`` of ``minigrad._fp16_host.convert``: float16
+            <-> float32 (only with the vector conversion: not on a CPU without F16C) and bfloat16
+            <-> float32 (only with ml_dtypes, which defines bfloat16), or None when there is
+            neither (also whenever there is no library).
         fp16_passes: the library for the fused fp16 passes of ``minigrad._fp16_host``, or None
-            (also whenever ``conversions`` is None).
+            (no library, or no vector conversion).
         optimizer_step: the fused optimizer update ``mg_fused_update``, or None.
     """
     __slots__ = ("lib", "error", "pid", "conversions", "fp16_passes", "optimizer_step")
@@ -128,8 +131,12 @@ class HostBuild:
     def __init__(self, lib, error):
         self.lib, self.error, self.pid = lib, error, os.getpid()
         vector = lib is not None and bool(lib.mg_convert_vectorized())
-        self.conversions = {(_F16, _F32): lib.mg_half_to_float,
-                            (_F32, _F16): lib.mg_float_to_half} if vector else None
+        conversions = {(_F16, _F32): lib.mg_half_to_float,
+                       (_F32, _F16): lib.mg_float_to_half} if vector else {}
+        if lib is not None and dtypes.HAS_LOWP:
+            conversions.update({(dtypes.bfloat16, _F32): lib.mg_bf16_to_float,
+                                (_F32, dtypes.bfloat16): lib.mg_float_to_bf16})
+        self.conversions = conversions or None
         self.fp16_passes = lib if vector else None
         self.optimizer_step = None if lib is None else lib.mg_fused_update
 
@@ -166,9 +173,9 @@ def host_library():
     ``host_library_error()`` says which. The library exports ``launch_<kernel>`` for each name
     in ``STATUS_KERNELS`` (arguments: the number of blocks, then those of the CUDA kernel) and
     ``host_threads()``, the number of host threads a launch can use; and the conversions
-    ``mg_half_to_float``, ``mg_float_to_half`` and ``mg_convert_vectorized`` (see
-    ``kernels/convert_host.cpp``), the fp16 passes and ``mg_fused_update``
-    (``kernels/optim_host.cpp``), the FP8 casts with their saturation counter
+    ``mg_half_to_float``, ``mg_float_to_half``, ``mg_convert_vectorized``, ``mg_bf16_to_float``
+    and ``mg_float_to_bf16`` (see ``kernels/convert_host.cpp``), the fp16 passes and
+    ``mg_fused_update`` (``kernels/optim_host.cpp``), the FP8 casts with their saturation counter
     (``launch_fp8_cast_e4m3``/``_e5m2``, ``kernels/fp8_cast_host.cpp``): the C functions of
     ``_HOST_FUNCTIONS``.
     """
@@ -285,8 +292,12 @@ _HOST_FUNCTIONS = {
     "mg_half_to_float": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_float_to_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_convert_vectorized": ([], ctypes.c_int),
+    "mg_bf16_to_float": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
+    "mg_float_to_bf16": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_relu_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_relu_half_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
+    "mg_relu_float": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
+    "mg_relu_float_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
     "mg_add_bias_to_half": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_half_to_float_colsum": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_fused_update": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float,

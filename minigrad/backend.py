@@ -12,6 +12,8 @@ import ctypes
 
 import numpy
 
+from minigrad._checks import check_relation, check_type
+
 try:  # the one guarded CuPy import of the package
     import cupy
     cupy.cuda.runtime.getDeviceCount()
@@ -52,22 +54,22 @@ def data_address(array):
     return array.data.ptr if device_of(array) == "GPU" else array.ctypes.data
 
 
-def check_device(device):
+def check_device(device, name="device", *, owner=None):
     """Normalise a device name (``"CPU"``, ``"GPU"``, any case, or ``"cuda"``) to ``"CPU"`` or
-    ``"GPU"``.
+    ``"GPU"``. ``name`` is the argument the messages name (``device_target``, ``like``).
 
     Raises:
+        TypeError: for a value that is not a str.
         ValueError: for another name.
         RuntimeError: for ``"GPU"`` when CuPy or a CUDA device is missing.
     """
-    name = str(device).upper()
-    if name == "CUDA":
-        name = "GPU"
-    if name not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    if name == "GPU" and not CUDA_AVAILABLE:
+    expected = f"one of {DEVICES}"
+    check_type(name, device, str, expected=expected + " (a str)", owner=owner)
+    spelled = "GPU" if device.upper() == "CUDA" else device.upper()
+    check_relation(name, device, spelled in DEVICES, expected, owner=owner)
+    if spelled == "GPU" and not CUDA_AVAILABLE:
         raise RuntimeError(f"device 'GPU' needs CuPy and a CUDA device: {CUPY_IMPORT_ERROR}")
-    return name
+    return spelled
 
 
 def to_device(array, device):

@@ -1,6 +1,6 @@
 """MindSpore-style global context: ``set_context(device_target="CPU"|"GPU", num_threads=N)``."""
 from minigrad import backend
-from minigrad._checks import check_positive_int
+from minigrad._checks import check_positive_int, check_type
 from minigrad._config import config
 
 # MindSpore's other context keys: accepted by set_context and ignored, so scripts run unchanged.
@@ -43,7 +43,8 @@ def set_context(device_target=None, num_threads=None, **kwargs):
     Raises:
         ValueError: for a key that is not a context key (as MindSpore; a misspelt key is not
             ignored silently), an unknown device or ``num_threads`` < 1; nothing is changed then.
-        TypeError: for a ``num_threads`` that is not an int.
+        TypeError: for a ``num_threads`` that is not an int, or a ``device_target`` that is not
+            a str.
         ImportError: for ``num_threads`` without threadpoolctl (naming the extra to install).
         RuntimeError: for ``"GPU"`` without CuPy or a GPU.
     """
@@ -57,7 +58,7 @@ def set_context(device_target=None, num_threads=None, **kwargs):
         num_threads = check_positive_int("num_threads", num_threads)
         limits = _threadpool_limits()
     if device_target is not None:
-        config.device_target = backend.check_device(device_target)
+        config.device_target = backend.check_device(device_target, "device_target")
     if num_threads is not None:
         _threads["limiter"] = limits(limits=num_threads)
         _threads["num_threads"] = num_threads
@@ -80,8 +81,10 @@ def get_context(key):
     ``"device_id"`` (default 0) also when never set.
 
     Raises:
+        TypeError: for a key that is not a str.
         ValueError: for a key that is not a context key, or a MindSpore key with no value.
     """
+    check_type("key", key, str, owner="get_context")
     if key == "device_target":
         return config.device_target
     if key == "num_threads":

@@ -115,8 +115,10 @@ def get_auto_parallel_context(key):
     """The value of one context key (see ``set_auto_parallel_context``).
 
     Raises:
+        TypeError: for a key that is not a str.
         ValueError: for an unknown key.
     """
+    _checks.check_type("key", key, str, owner="get_auto_parallel_context")
     if key not in _DEFAULTS:
         raise ValueError(f"get_auto_parallel_context: unknown key {key!r}; expected one of "
                          f"{sorted(_DEFAULTS)}")

@@ -34,6 +34,7 @@ import numpy
 
 from minigrad import dtype as dtypes, ops
 from minigrad._checks import check_bool, check_type
+from minigrad._fp16_host import convert
 from minigrad._config import config, using_config
 from minigrad.nn.cell_tree import CellTree
 from minigrad.nn.parameter_tuple import ParameterTuple
@@ -371,7 +372,7 @@ class Cell(CellTree):
                 if (name in cell._fp32_params or not dtypes.is_float(param.dtype)
                         or param.dtype == dtype):
                     continue
-                param.data = param.data.astype(dtype)
+                param.data = convert(param.data, dtype)  # astype's bits, native where fast
                 param.grad = None
         return self
 

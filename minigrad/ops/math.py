@@ -133,19 +133,21 @@ class ReLU(Function):
 
     fp16 and bf16 run on the int16 bit patterns (exact, and fast: NumPy's fp16 arithmetic and
     compares, and ml_dtypes' bf16 loops, are slow): x > 0 is ``0 < bits <= inf's bits`` (0x7C00,
-    0x7F80); NaNs of either sign pass through unchanged. On the host each fp16 direction is one
-    native pass (``_fp16_host.relu_half``), same bits.
+    0x7F80); NaNs of either sign pass through unchanged, and dx is +0 where x <= 0. fp32 is
+    NumPy's ``maximum(x, 0)`` forward and ``g * (x > 0)`` backward (-0 for a negative g, NaN
+    for an infinite one, where x <= 0). On the host, fp16 and fp32 run each direction as one
+    native pass (``_fp16_host.relu_pass``, ``relu_backward_pass``), same bits.
     """
     saves = {}
 
     def forward(self, x):
         xp = backend.get_array_module(x)
+        native = _fp16_host.relu_pass(x)
+        if native is not None:
+            out, self.mask = native
+            return out
         inf_bits = _INF_BITS.get(x.dtype)
         if inf_bits is not None:
-            native = _fp16_host.relu_half(x) if inf_bits == 0x7C00 else None
-            if native is not None:
-                out, self.mask = native
-                return out
             bits = x.view(numpy.int16)
             self.mask = (bits > 0) & (bits <= inf_bits)
             keep = self.mask | ((bits & 0x7FFF) > inf_bits)
@@ -154,10 +156,12 @@ class ReLU(Function):
         return xp.maximum(x, x.dtype.type(0))
 
     def backward(self, g):
-        if g.dtype in _INF_BITS and not isinstance(g, Tensor):  # the bit patterns of arrays
-            native = _fp16_host.relu_half_backward(g, self.mask)
-            if native is not None:
-                return native
+        if isinstance(g, Tensor):  # a create_graph rule: the recorded product
+            return g * self.mask
+        native = _fp16_host.relu_backward_pass(g, self.mask)
+        if native is not None:
+            return native
+        if g.dtype in _INF_BITS:  # the bit patterns
             return (g.view(numpy.int16) * self.mask).view(g.dtype)
         return g * self.mask
 

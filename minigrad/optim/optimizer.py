@@ -269,7 +269,7 @@ class Optimizer:
     def _unscale(self, grad, dtype):
         """``grad / loss_scale`` in ``dtype`` (``grad`` itself when nothing is to be done)."""
         if grad.dtype != dtype:
-            grad = grad.astype(dtype)  # a fresh array: safe to scale in place
+            grad = convert(grad, dtype)  # a fresh array: safe to scale in place
             if self._inv_scale != 1.0:
                 grad *= self._inv_scale
             return grad

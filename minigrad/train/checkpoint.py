@@ -15,13 +15,16 @@ run continues on the same scale trajectory. Loading into the backbone alone leav
 warning lists them).
 """
 import json
+import os
 import warnings
 
 import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_path, check_type
+from minigrad._checks import (check_bool, check_path, check_relation, check_str_tuple,
+                              check_type)
+from minigrad.optim.optimizer import Optimizer
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 from minigrad.train import checkpoint_file
@@ -55,12 +58,15 @@ def save_checkpoint(save_obj, ckpt_file_name, append_dict=None, optimizer=None):
     Raises:
         TypeError: for a ``ckpt_file_name`` that is not a str or ``os.PathLike`` path, an
             unsupported ``save_obj``, a name that is not a str, an ``append_dict``
-            that is not a dict, or an unsupported ``append_dict`` value.
-        ValueError: for duplicate names.
+            that is not a dict, an unsupported ``append_dict`` value, or an ``optimizer`` that
+            is not an ``Optimizer``.
+        ValueError: for duplicate names, or an empty ``save_obj`` list or dict.
     """
-    if append_dict is not None and not isinstance(append_dict, dict):
-        raise TypeError(f"append_dict must be a dict {{name: value}} or None, got "
-                        f"{type(append_dict).__name__} {append_dict!r}")
+    if append_dict is not None:
+        check_type("append_dict", append_dict, dict, expected="a dict {name: value} or None",
+                   owner="save_checkpoint")
+    if optimizer is not None:
+        _check_optimizer(optimizer, "save_checkpoint")
     path = _with_suffix(check_path("ckpt_file_name", ckpt_file_name, owner="save_checkpoint"))
     archive = _Archive()
     for name, value in _named_values(save_obj):
@@ -115,6 +121,10 @@ class _Archive:
 def _named_values(save_obj):
     if hasattr(save_obj, "parameters_and_names"):
         return [(name, p) for name, p in named_parameters(save_obj)]
+    if isinstance(save_obj, (dict, list, tuple)):  # nothing to save is a mistaken argument
+        check_relation("save_obj", save_obj, len(save_obj) > 0,
+                       "a Cell, a non-empty list of {'name', 'data'} dicts or a non-empty dict",
+                       owner="save_checkpoint")
     if isinstance(save_obj, dict):
         return list(save_obj.items())
     if isinstance(save_obj, (list, tuple)):
@@ -179,17 +189,21 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
             state of another optimizer class; or (from ``load_param_into_net``) if the network
             does not match. Nothing is loaded then: the network is checked first, the optimizer
             restored next, the parameters assigned last.
+            Also for a ``ckpt_file_name`` that does not exist, and an empty ``filter_prefix``
+            (``""`` or ``[]``, as MindSpore) or one naming a prefix twice.
         TypeError: if ``ckpt_file_name`` is not a str or ``os.PathLike`` path, ``net`` is not a
-            Cell or ``filter_prefix`` is not a str or a list of str.
+            Cell, ``strict_load`` is not a bool, ``filter_prefix`` is not a str or a list of
+            str, or ``optimizer`` is not an ``Optimizer``.
     """
-    prefixes = [filter_prefix] if isinstance(filter_prefix, str) else filter_prefix
-    if prefixes is None:
-        prefixes = []
-    elif not (isinstance(prefixes, (list, tuple)) and all(isinstance(p, str) for p in prefixes)):
-        raise TypeError(f"filter_prefix must be a str or a list of str, got {filter_prefix!r}")
+    prefixes = _check_prefixes(filter_prefix)
+    check_bool("strict_load", strict_load, owner="load_checkpoint")
     if net is not None:
         _check_cell(net)
+    if optimizer is not None:
+        _check_optimizer(optimizer, "load_checkpoint")
     path = check_path("ckpt_file_name", ckpt_file_name, owner="load_checkpoint")
+    check_relation("ckpt_file_name", path, os.path.exists(path),
+                   "the path of a checkpoint file that exists", owner="load_checkpoint")
     manifest, arrays = checkpoint_file.read(path)
     params = CheckpointParams()
     for name, key in manifest["parameters"] + manifest["append"]:
@@ -207,6 +221,20 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
     if net is not None:
         params.param_not_load, params.ckpt_not_load = _apply(plan, stacklevel=3)
     return params
+
+
+def _check_prefixes(filter_prefix):
+    """``filter_prefix`` (None, a str or a list/tuple of strs) as a tuple of prefixes."""
+    if filter_prefix is None:
+        return ()
+    prefixes = check_str_tuple("filter_prefix", filter_prefix, owner="load_checkpoint")
+    check_relation("filter_prefix", filter_prefix, len(prefixes) > 0,
+                   "a str or a non-empty tuple or list of non-empty strs", owner="load_checkpoint")
+    return prefixes
+
+
+def _check_optimizer(optimizer, owner):
+    check_type("optimizer", optimizer, Optimizer, expected="an Optimizer or None", owner=owner)
 
 
 def _check_optimizer_state(path, manifest, optimizer):
@@ -247,9 +275,16 @@ def load_param_into_net(net, parameter_dict, strict_load=False):
         ValueError: listing every mismatch (parameter name, both shapes or dtypes, values
             float16 cannot hold); when no network parameter matches any entry (naming both
             sides); with ``strict_load``, for any name not loaded. The network is then unchanged.
-        TypeError: if ``net`` is not a Cell or ``parameter_dict`` is not a dict.
+            Also for an empty ``parameter_dict`` when the network has parameters.
+        TypeError: if ``net`` is not a Cell, ``parameter_dict`` is not a dict or ``strict_load``
+            is not a bool.
     """
     _check_cell(net)
+    check_type("parameter_dict", parameter_dict, dict, owner="load_param_into_net")
+    check_bool("strict_load", strict_load, owner="load_param_into_net")
+    check_relation("parameter_dict", parameter_dict,
+                   len(parameter_dict) > 0 or not named_parameters(net),
+                   "a non-empty dict {name: value}", owner="load_param_into_net")
     return _apply(_plan_load(net, parameter_dict, strict_load), stacklevel=3)
 
 
@@ -274,8 +309,6 @@ def _apply(plan, stacklevel):
 def _plan_load(net, parameter_dict, strict_load):
     """Check ``parameter_dict`` against ``net``: a ``_Plan``, or a ValueError listing every
     problem."""
-    if not isinstance(parameter_dict, dict):
-        check_type("parameter_dict", parameter_dict, dict)
     params = named_parameters(net)
     keys = _match_names([name for name, _ in params], parameter_dict, strict_load)
     assign, not_loaded, errors = [], [], []

@@ -193,3 +193,38 @@ def test_mixed_bfloat16_policy():
         model.train_network(x, y)
     assert seen["fc1"] == BF16
     assert float(cross_entropy()(net(x), y).asnumpy()) < before
+
+
+@pytest.mark.requires_native
+def test_o2_bf16_step_is_the_same_with_and_without_the_native_conversion(monkeypatch):
+    """Five bf16 O2 steps give the same losses and parameter bits whether ``_fp16_host.convert``
+    runs its native bfloat16 twin (counted: both directions run) or ml_dtypes' ``astype``; the
+    casts of the input, of the parameters at build time and of the masters are large enough."""
+    from minigrad import _native
+
+    def train():
+        minigrad.set_seed(0)
+        net = nn.SequentialCell([nn.Dense(64, 96), nn.ReLU(), nn.Dense(96, 10)])
+        cell = amp.build_train_network(net, nn.Momentum(net.trainable_params(), 0.05, 0.9),
+                                       cross_entropy(), level="O2", dtype=BF16)
+        rng = np.random.default_rng(0)
+        x = Tensor(rng.standard_normal((128, 64)).astype(F32))
+        y = Tensor(rng.integers(0, 10, 128).astype(np.int32))
+        losses = [float(cell(x, y).asnumpy()) for _ in range(5)]
+        return losses, [p.data.copy() for p in net.trainable_params()]
+
+    native = {pair: fn for pair, fn in (_native.loaded().conversions or {}).items()
+              if BF16 in pair}
+    if not native:
+        pytest.skip("the host library has no bfloat16 conversion")
+    calls = []
+    monkeypatch.setattr(_native.loaded(), "conversions",
+                        {pair: (lambda pair, fn: lambda *a: calls.append(pair) or fn(*a))(pair, fn)
+                         for pair, fn in native.items()})
+    fast = train()
+    assert set(calls) == set(native), "the native bfloat16 conversion did not run both ways"
+    monkeypatch.setattr(_native.loaded(), "conversions", None)
+    plain = train()
+    assert fast[0] == plain[0]
+    for a, b in zip(fast[1], plain[1]):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()

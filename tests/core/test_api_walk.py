@@ -150,6 +150,17 @@ ACCEPTED = {
     "from_dlpack": {"obj": (frozenset({"array0d", "tensor"}),
                             "any array that speaks DLPack: a 0-d one, a Tensor (__dlpack__)")},
 }
+# Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
+ACCEPTED.update({
+    "load_checkpoint": {"filter_prefix": (frozenset({"str", "str_number", "list", "tuple"}),
+                                          "MindSpore's filter_prefix: a str or a list/tuple of "
+                                          "non-empty strs")},
+    "save_checkpoint": {"ckpt_file_name": (frozenset({"str_number"}),
+                                           "a file name: any non-empty str ('nan' saves "
+                                           "nan.ckpt)"),
+                        "append_dict": (frozenset({"object"}),
+                                        "a dict of extra values; an empty one appends nothing")},
+})
 # An op's operands are data (any Tensor, number or array); the names below, in every op.
 _OPERANDS = ("x", "a", "b", "y", "condition", "input", "value", "expr", "query", "key",
              "attn_mask", "gamma", "beta", "running_mean", "running_var", "weight", "bias",

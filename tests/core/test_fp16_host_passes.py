@@ -7,6 +7,7 @@ its bias gradient ``fp16(Σ_rows fp32(g))`` (ties at fp16 rounding boundaries, s
 without the native passes, and the cases the native passes leave to NumPy.
 """
 
+import math
 import warnings
 
 import numpy
@@ -114,7 +115,7 @@ def relu_numpy(x):
 
 def test_relu_forward_every_half():
     x = all_halves()
-    out, mask = _fp16_host.relu_half(x)
+    out, mask = _fp16_host.relu_pass(x)
     want, fn = relu_numpy(x)
     same_bits(out, want)
     same_bits(mask, fn.mask)
@@ -127,7 +128,53 @@ def test_relu_forward_every_half():
 def test_relu_backward_every_half():
     g = all_halves()
     mask = numpy.random.default_rng(0).random(g.shape) < 0.5
-    same_bits(_fp16_host.relu_half_backward(g, mask), (g.view(numpy.int16) * mask).view(F16))
+    same_bits(_fp16_host.relu_backward_pass(g, mask), (g.view(numpy.int16) * mask).view(F16))
+
+
+# every class of fp32 bit pattern: ±0, subnormals, normals, ±max, ±inf, quiet and signalling NaNs
+SPECIAL_FLOAT_BITS = numpy.array([0, 0x80000000, 1, 0x80000001, 0x007FFFFF, 0x00800000,
+                                  0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000,
+                                  0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0x3F800000,
+                                  0xBF800000], numpy.uint32)
+
+
+def floats_of_every_kind(n, seed):
+    """n fp32 values from random bit patterns, a fifth of them special ones."""
+    rng = numpy.random.default_rng(seed)
+    u = rng.integers(0, 1 << 32, n, dtype=numpy.uint64).astype(numpy.uint32)
+    special = rng.random(n) < 0.2
+    u[special] = rng.choice(SPECIAL_FLOAT_BITS, int(special.sum()))
+    return u.view(F32)
+
+
+def test_relu_forward_every_kind_of_float():
+    x = numpy.concatenate([SPECIAL_FLOAT_BITS.view(F32), floats_of_every_kind(1 << 16, 3)])
+    out, mask = _fp16_host.relu_pass(x)
+    want, fn = relu_numpy(x)
+    same_bits(out, want)
+    same_bits(mask, fn.mask)
+    same_bits(out, numpy.maximum(x, F32.type(0)))  # NumPy's own rule: -0 -> +0, NaNs kept
+
+
+def test_relu_backward_every_kind_of_float():
+    g = numpy.concatenate([SPECIAL_FLOAT_BITS.view(F32), floats_of_every_kind(1 << 16, 4)])
+    mask = numpy.random.default_rng(1).random(g.shape) < 0.5
+    mask[: SPECIAL_FLOAT_BITS.size] = False  # -0, NaN from inf, NaN kept where the mask is off
+    with numpy.errstate(invalid="ignore"):
+        same_bits(_fp16_host.relu_backward_pass(g, mask), g * mask)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=0, max_size=3), st.integers(0, 2**32 - 1))
+def test_relu_op_matches_numpy_fp32(shape, seed):
+    x = floats_of_every_kind(math.prod(shape), seed).reshape(shape)
+    g = floats_of_every_kind(math.prod(shape), seed + 1).reshape(shape)
+    fn = ops_math.ReLU()
+    out = fn.forward(x)
+    want, ref = relu_numpy(x)
+    same_bits(out, want)
+    with numpy.errstate(invalid="ignore"):
+        same_bits(fn.backward(g), ref.backward(g))
 
 
 @settings(max_examples=30, deadline=None)
@@ -303,7 +350,7 @@ def test_dense_op_matches_numpy(lead, fan_in, fan_out, with_bias, seed):
 
 def test_fused_passes_are_used_in_the_fp16_dense_relu(monkeypatch):
     calls = []
-    for name in ("relu_half", "relu_half_backward", "add_bias_to_half", "widen_sum_rows"):
+    for name in ("relu_pass", "relu_backward_pass", "add_bias_to_half", "widen_sum_rows"):
 
         def record(*args, _name=name, _fn=getattr(_fp16_host, name)):
             calls.append(_name)
@@ -318,18 +365,18 @@ def test_fused_passes_are_used_in_the_fp16_dense_relu(monkeypatch):
     ops.relu(ops.dense(x, w, b)).sum().backward()
     assert sorted(calls) == [
         "add_bias_to_half",
-        "relu_half",
-        "relu_half_backward",
+        "relu_backward_pass",
+        "relu_pass",
         "widen_sum_rows",
     ]
 
 
 def test_native_passes_leave_other_arrays_to_numpy():
     x = halves((6, 10), 5)
-    assert _fp16_host.relu_half(x[:, ::2]) is None  # a strided view
-    assert _fp16_host.relu_half(x.astype(F32)) is None
-    assert _fp16_host.relu_half(x[:0]) is None  # empty
-    assert _fp16_host.relu_half_backward(x, numpy.ones((6, 5), bool)) is None
+    assert _fp16_host.relu_pass(x[:, ::2]) is None  # a strided view
+    assert _fp16_host.relu_pass(x.astype(numpy.float64)) is None
+    assert _fp16_host.relu_pass(x[:0]) is None  # empty
+    assert _fp16_host.relu_backward_pass(x, numpy.ones((6, 5), bool)) is None
     assert _fp16_host.widen_sum_rows(x[:, :1].copy()) is None  # one column: NumPy sums pairwise
     assert _fp16_host.widen_sum_rows(x.reshape(-1)) is None
     y = numpy.ones((6, 10), F32)
@@ -342,7 +389,7 @@ def test_read_only_inputs_take_the_slow_address():
     x = halves((6, 10), 6, special_share=0)
     x[~numpy.isfinite(x)] = 1
     x.flags.writeable = False
-    out, mask = _fp16_host.relu_half(x)
+    out, mask = _fp16_host.relu_pass(x)
     same_bits(out, relu_numpy(x)[0])
     g32, gb = _fp16_host.widen_sum_rows(x)
     same_bits(gb, sum_rows_numpy(x)[1])
@@ -385,13 +432,13 @@ def test_bias_gradient_cannot_underflow():
 def test_relu_passes_take_a_channels_last_batch_and_keep_its_layout():
     # an (N, C, H, W) batch stored channels-last is dense: one native pass, the same layout
     x = numpy.ascontiguousarray(halves((2, 5, 6, 7), 8).transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    out, mask = _fp16_host.relu_half(x)
+    out, mask = _fp16_host.relu_pass(x)
     want, fn = relu_numpy(x)
     same_bits(out, want)
     same_bits(mask, fn.mask)
     assert out.strides == x.strides and mask.strides == tuple(s // 2 for s in x.strides)
     g = numpy.ascontiguousarray(halves((2, 6, 7, 5), 9).transpose(0, 3, 1, 2).copy().transpose(
         0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    same_bits(_fp16_host.relu_half_backward(g, mask), (g.view(numpy.int16) * mask).view(F16))
+    same_bits(_fp16_host.relu_backward_pass(g, mask), (g.view(numpy.int16) * mask).view(F16))
     # a gradient in another layout than the mask: left to NumPy
-    assert _fp16_host.relu_half_backward(numpy.ascontiguousarray(g), mask) is None
+    assert _fp16_host.relu_backward_pass(numpy.ascontiguousarray(g), mask) is None

@@ -100,7 +100,8 @@ def test_dlpack_out_and_in_share_memory():
 def test_set_context():
     minigrad.set_context(device_target="CPU", mode=0, device_id=0)  # MindSpore keys are accepted
     assert minigrad.get_context("device_target") == "CPU"
-    with pytest.raises(ValueError, match=r"device must be one of \('CPU', 'GPU'\), got 'TPU'"):
+    with pytest.raises(ValueError,
+                       match=r"device_target must be one of \('CPU', 'GPU'\), got 'TPU'"):
         minigrad.set_context(device_target="TPU")
     with pytest.raises(ValueError, match="unknown context key 'modes'"):
         minigrad.get_context("modes")

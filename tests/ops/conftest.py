@@ -14,6 +14,6 @@ def path(request):
             assert _native.loaded().conversions is None
             yield request.param
         return
-    if _native.loaded().conversions is None:
+    if _native.loaded().fp16_passes is None:
         pytest.skip("no host library with vector fp16 conversion here")
     yield request.param

@@ -204,3 +204,31 @@ def test_attention_in_bf16():
     layer = nn.MultiheadAttention(4, 2)
     layer.to_float(BF16)
     assert layer(Tensor(q), Tensor(k), Tensor(v))[0].dtype == BF16
+
+
+@pytest.mark.requires_native
+def test_cast_between_float32_and_bfloat16_runs_the_native_twin(monkeypatch):
+    """``Tensor.astype``/``ops.cast`` to bfloat16 and back, and the cast's gradient, take the
+    native conversion for a large dense array and give ml_dtypes' ``astype`` bits."""
+    from minigrad import _native
+    from minigrad._fp16_host import MIN_SIZE
+
+    fns = {pair: fn for pair, fn in (_native.loaded().conversions or {}).items() if BF16 in pair}
+    if not fns:
+        pytest.skip("the host library has no bfloat16 conversion")
+    calls = []
+    monkeypatch.setattr(_native.loaded(), "conversions",
+                        {pair: (lambda pair, fn: lambda *a: calls.append(pair) or fn(*a))(pair, fn)
+                         for pair, fn in fns.items()})
+    rng = numpy.random.default_rng(11)
+    x = (rng.standard_normal((MIN_SIZE // 64, 64)) * 1e3).astype(F32)
+    x.flat[:4] = [numpy.inf, -0.0, 1e-40, numpy.nan]
+    t = Tensor(x, requires_grad=True)
+    low = t.astype(BF16)
+    assert low.dtype == BF16 and low.data.tobytes() == x.astype(BF16).tobytes()
+    back = ops.cast(low, F32)
+    assert back.data.tobytes() == x.astype(BF16).astype(F32).tobytes()
+    g = rng.standard_normal(x.shape).astype(BF16)
+    ops.sum(ops.cast(t, BF16) * Tensor(g)).backward()  # the gradient is cast back to float32
+    assert t.grad.dtype == F32 and t.grad.data.tobytes() == g.astype(F32).tobytes()
+    assert (F32, BF16) in calls and (BF16, F32) in calls

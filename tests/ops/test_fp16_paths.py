@@ -193,8 +193,9 @@ def test_o2_step_is_the_same_with_and_without_the_native_conversion(monkeypatch)
         losses = [float(cell(x, y)[0].asnumpy()) for _ in range(5)]
         return losses, [p.data.copy() for p in net.trainable_params()]
 
-    native = _native.loaded().conversions
-    if native is None:
+    native = {pair: fn for pair, fn in (_native.loaded().conversions or {}).items()
+              if F16 in pair}
+    if not native:
         pytest.skip("the host library has no vector conversion (a CPU without F16C)")
     calls = []
 

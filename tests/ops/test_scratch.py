@@ -1,12 +1,18 @@
 """The pool of reusable temporaries (ops/_scratch.py): an array is handed out again only once
 nothing refers to it, and a conv's saved patch matrices survive other convs of the same
 shape."""
+import os
+import platform
+import subprocess
+import sys
+
 import numpy
 import pytest
 
 from minigrad import Tensor, ops
 from minigrad.ops import _scratch
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIG = (1 << 15,)  # float32 elements: above the threshold the tests set
 
 
@@ -62,3 +68,39 @@ def test_saved_patch_matrices_survive_later_convolutions():
         return wt.grad.data
     alone = weight_gradient(x1)
     assert numpy.array_equal(weight_gradient(x1, other=x2), alone)
+
+
+GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+# 8 arrays of 8 MiB filled, freed, again, five times: the pattern of a training step's
+# activations, which glibc's default thresholds hand back to the system every time
+_FAULTS = """
+import resource
+import numpy
+import minigrad
+
+def round_():
+    arrays = [numpy.ones(1 << 21, numpy.float32) for _ in range(8)]
+    del arrays
+round_(); round_()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    round_()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def page_faults(keep):
+    env = dict(os.environ, MINIGRAD_KEEP_HOST_MEMORY=keep)
+    out = subprocess.run([sys.executable, "-c", _FAULTS], env=env, capture_output=True,
+                         text=True, check=True, cwd=ROOT)
+    return int(out.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not GLIBC, reason="the malloc thresholds are glibc's")
+def test_freed_heap_memory_is_kept_for_the_next_step():
+    assert page_faults("1") < 100  # the same memory again: no new pages
+    assert page_faults("0") > 5000  # glibc's defaults: 64 MiB of new pages a round
+
+
+def test_keep_freed_memory_says_whether_it_applies():
+    assert _scratch.keep_freed_memory() is GLIBC

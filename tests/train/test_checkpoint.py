@@ -203,7 +203,8 @@ def test_damaged_file_gives_clear_error_and_network_is_untouched(tmp_path, how):
 
 
 def test_missing_and_foreign_files(tmp_path):
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(ValueError, match=r"load_checkpoint: ckpt_file_name must be the path of a "
+                       r"checkpoint file that exists, got '.*nope\.ckpt'"):
         load_checkpoint(tmp_path / "nope.ckpt")
     foreign = tmp_path / "foreign.npz"
     numpy.savez(foreign, w=numpy.ones(3))
@@ -274,14 +275,38 @@ def test_checkpoint_functions_name_bad_arguments(tmp_path):
         save_checkpoint(net, tmp_path / "a", append_dict=[1])
     assert os.listdir(tmp_path) == []
     path = save_checkpoint(net, tmp_path / "b")
-    with pytest.raises(TypeError, match=r"filter_prefix must be a str or a list of str.*5"):
+    with pytest.raises(TypeError, match=r"filter_prefix must be a str or a tuple or list of "
+                       r"non-empty strs, got 5 \(int\)"):
         load_checkpoint(path, filter_prefix=5)
-    with pytest.raises(TypeError, match=r"filter_prefix must be a str or a list of str.*\[1\]"):
+    with pytest.raises(TypeError, match=r"filter_prefix must be a str or a tuple or list of "
+                       r"non-empty strs, got \[1\]"):
         load_checkpoint(path, filter_prefix=[1])
     with pytest.raises(TypeError, match=r"'net' must be a Cell.*str"):
         load_checkpoint(path, net="net")
     with pytest.raises(TypeError, match=r"'net' must be a Cell.*str"):
         load_param_into_net("net", {})
+    with pytest.raises(ValueError, match=r"load_checkpoint: filter_prefix must be a str or a "
+                       r"tuple or list of non-empty strs, each once, got \['fc', ''\]"):
+        load_checkpoint(path, filter_prefix=["fc", ""])
+    with pytest.raises(ValueError, match=r"filter_prefix must be a str or a non-empty tuple or "
+                       r"list of non-empty strs, got \[\]"):
+        load_checkpoint(path, filter_prefix=[])
+    with pytest.raises(TypeError, match=r"load_checkpoint: strict_load must be a bool, got 1 "
+                       r"\(int\)"):
+        load_checkpoint(path, net=net, strict_load=1)
+    with pytest.raises(TypeError, match=r"load_checkpoint: optimizer must be an Optimizer or "
+                       r"None, got 'sgd' \(str\)"):
+        load_checkpoint(path, optimizer="sgd")
+    with pytest.raises(TypeError, match=r"load_param_into_net: strict_load must be a bool, got "
+                       r"'yes' \(str\)"):
+        load_param_into_net(net, {"weight": numpy.ones((2, 3))}, strict_load="yes")
+    with pytest.raises(TypeError, match=r"save_checkpoint: optimizer must be an Optimizer or "
+                       r"None, got 'sgd' \(str\)"):
+        save_checkpoint(net, tmp_path / "c", optimizer="sgd")
+    with pytest.raises(ValueError, match=r"save_checkpoint: save_obj must be a Cell, a non-empty "
+                       r"list of \{'name', 'data'\} dicts or a non-empty dict, got \[\]"):
+        save_checkpoint([], tmp_path / "d")
+    assert sorted(os.listdir(tmp_path)) == ["b.ckpt"]  # a refused save writes nothing
 
 
 class _TwoDense(nn.Cell):
