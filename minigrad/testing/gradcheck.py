@@ -197,8 +197,12 @@ def check_double_backward(fn, inputs, grad_outputs=None, grad_grad_inputs=None, 
     if grad_grad_inputs is None:
         grad_grad_inputs = tuple(rng.standard_normal(arrays[i].shape) for i in diff)
     else:  # one per differentiated input (the outputs of the first derivative)
+        given_seeds = grad_grad_inputs
         grad_grad_inputs = tuple(_seeds(owner, "grad_grad_inputs", grad_grad_inputs,
                                         [arrays[i].shape for i in diff]))
+        check_relation("grad_grad_inputs", given_seeds,
+                       any(s is not None for s in grad_grad_inputs), "seeds with one for a "
+                       "differentiated input at least (else no gradient is checked)", owner=owner)
     check_backward(first_derivative, arrays + seed_arrays, grad_outputs=grad_grad_inputs,
                    atol=atol, rtol=rtol, eps=eps, seed=seed,
                    no_grads=[i for i in range(n) if i not in diff])
@@ -357,6 +361,10 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
         roots.append(o)
         seeds.append(gy)
         seeds64.append(gy.astype(numpy.float64))
+    if grad_outputs is not None and not roots and any(
+            dtypes.is_float(o.dtype) and o.requires_grad for o in outs):
+        check_relation("grad_outputs", grad_outputs, False, "seeds with one for a float output "
+                       "at least (else no gradient is checked)", owner=f"check_backward({name})")
     if roots:
         run_backward(roots, seeds, targets=[leaves[i] for i in diff])
     grads = [box[0] if box else

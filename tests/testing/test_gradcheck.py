@@ -175,6 +175,12 @@ def square(x):
     (lambda: check_double_backward(square, [numpy.ones(2)], grad_outputs=[None]), ValueError,
      r"^check_double_backward\(square\): grad_outputs must be seeds with one for a float output "
      r"at least"),
+    (lambda: check_backward(square, [numpy.ones(2)], grad_outputs=[None]), ValueError,
+     r"^check_backward\(square\): grad_outputs must be seeds with one for a float output at "
+     r"least \(else no gradient is checked\), got \[None\]"),
+    (lambda: check_double_backward(square, [numpy.ones(2)], grad_grad_inputs=(None,)), ValueError,
+     r"^check_double_backward\(square\): grad_grad_inputs must be seeds with one for a "
+     r"differentiated input at least"),
     (lambda: numerical_grad(square, [numpy.ones(2)], numpy.ones(2), eps=None), TypeError,
      r"^numerical_grad: eps must be a finite float in \(0.0, inf\), got None"),
     (lambda: numerical_grad(square, [numpy.ones(2)], "abc"), TypeError,
