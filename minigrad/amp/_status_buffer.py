@@ -13,11 +13,14 @@ import minigrad.tensor as _tensor
 from minigrad import _native, backend
 from minigrad._config import config
 from minigrad.amp import _status_launch
-from minigrad._checks import check_type
+from minigrad._checks import check_non_negative, check_relation, check_type
 
 CHECKED_DTYPES = (numpy.dtype(numpy.float16), numpy.dtype(numpy.float32),
                   numpy.dtype(numpy.float64))
 STATUS_SHAPE = (8,)
+_HALF = CHECKED_DTYPES[:1]
+_FP32 = CHECKED_DTYPES[1]
+_STATUS_WORDS = "a float32 Tensor or array of shape (8,) (alloc_status())"
 
 
 def alloc_status(like=None):
@@ -28,11 +31,15 @@ def alloc_status(like=None):
             ``"GPU"``), or None for the default device (``set_context(device_target=...)``).
 
     Raises:
-        ValueError: an unknown device name. RuntimeError: ``"GPU"`` without CuPy and a GPU.
+        TypeError: ``like`` neither None, a str, a Tensor nor an array. ValueError: an
+            unknown device name. RuntimeError: ``"GPU"`` without CuPy and a GPU.
     """
     if like is None:
         device = backend.check_device(config.device_target)
     elif isinstance(like, str):
+        check_relation("like", like, like.upper() in (*backend.DEVICES, "CUDA"),
+                       f"a Tensor, an array, a device name (one of {list(backend.DEVICES)}, any "
+                       f"case) or None")
         device = backend.check_device(like)
     else:
         data = _array(like, "like")
@@ -81,21 +88,20 @@ def check_and_unscale(status, arrays, inv_scale):
     Args:
         status: the status buffer.
         arrays: a sequence of Tensors/arrays (``None`` entries skipped), or a single one.
-        inv_scale: a finite real number (typically ``1 / loss_scale``), or a one-element
-            Tensor/array holding it.
+        inv_scale: a finite real number >= 0 (typically ``1 / loss_scale``; not a bool), or a
+            one-element Tensor/array holding one (PyTorch passes a one-element tensor).
 
     Returns:
         ``status``.
 
     Raises:
-        TypeError: as ``check_overflow``, or ``inv_scale`` not a number.
-        ValueError: as ``check_overflow``, ``inv_scale`` not finite, or a read-only array.
+        TypeError: as ``check_overflow``, or ``inv_scale`` not a number (a bool, a str, an array
+            of no number dtype).
+        ValueError: as ``check_overflow``, ``inv_scale`` negative, not finite or an array of
+            more than one element, or a read-only array. Nothing is written then.
     """
     buffer = _status_array(status)
-    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays")
-    for i, x in enumerate(checked):
-        if isinstance(x, numpy.ndarray) and not x.flags.writeable:
-            raise ValueError(f"arrays[{i}] is read-only; check_and_unscale writes in place")
+    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays", writes=True)
     _status_launch.run(buffer, checked, _inv_scale(inv_scale))
     return status
 
@@ -120,11 +126,9 @@ def check_and_unscale_to_fp32(status, arrays, inv_scale):
             a number. ValueError: as ``check_and_unscale``.
     """
     buffer = _status_array(status)
-    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays")
-    for i, x in enumerate(checked):
-        if x.dtype != CHECKED_DTYPES[0]:  # a dtype object compares faster than numpy.float16
-            raise TypeError(f"arrays[{i}] must have dtype float16 for check_and_unscale_to_fp32, "
-                            f"got {x.dtype}")
+    checked = _checked_arrays(buffer, _as_sequence(arrays), "arrays", _HALF,
+                              "a float16 Tensor or array (check_and_unscale_to_fp32 widens "
+                              "float16)")
     return _status_launch.widen(buffer, checked, _inv_scale(inv_scale))
 
 
@@ -182,15 +186,22 @@ def _array(x, name):
 
 
 def _status_array(status):
+    """The array behind ``status`` (O(1): its type, dtype and shape; no pass over the data)."""
     data = _array(status, "status")
-    if data.dtype != numpy.float32:
-        raise TypeError(f"status must have dtype float32, got {data.dtype}")
+    if data.dtype != _FP32:
+        check_relation("status", status, False, f"{_STATUS_WORDS}, not of dtype {data.dtype}",
+                       error=TypeError)
     if data.shape != STATUS_SHAPE:
-        raise ValueError(f"status must have shape {STATUS_SHAPE}, got {data.shape}")
+        check_relation("status", status, False, f"{_STATUS_WORDS}, not of shape {data.shape}")
     return data
 
 
-def _checked_arrays(buffer, arrays, name):
+def _checked_arrays(buffer, arrays, name, accepted=CHECKED_DTYPES,
+                    words="a float16, float32 or float64 Tensor or array", writes=False):
+    """The arrays behind ``arrays`` (None entries dropped), each of a dtype in ``accepted``, on
+    the status' device and, with ``writes``, writable; O(1) per array (its type, dtype, device
+    and flags), never a pass over the data. Errors name ``name[i]``, ``i`` counting the None
+    entries too."""
     device = backend.device_of(buffer)
     out = []
     on_host = device == "CPU"
@@ -202,12 +213,15 @@ def _checked_arrays(buffer, arrays, name):
         fast = on_host and type(data) is numpy.ndarray
         if not fast:
             data = _array(x, f"{name}[{i}]")
-        if data.dtype not in CHECKED_DTYPES:
-            raise TypeError(f"{name}[{i}] must have dtype float16, float32 or float64, "
-                            f"got {data.dtype}")
+        if data.dtype not in accepted:
+            check_relation(f"{name}[{i}]", x, False, f"{words}, not of dtype {data.dtype}",
+                           error=TypeError)
         if not fast and backend.device_of(data) != device:
-            raise ValueError(f"{name}[{i}] is on {backend.device_of(data)} but status is on "
-                             f"{device}")
+            check_relation(f"{name}[{i}]", x, False, f"on the status' device ({device}), not on "
+                           f"{backend.device_of(data)}")
+        if writes and isinstance(data, numpy.ndarray) and not data.flags.writeable:
+            check_relation(f"{name}[{i}]", x, False, "writable (check_and_unscale writes in "
+                           "place), not read-only")
         out.append(data)
     return out
 
@@ -217,19 +231,27 @@ def _as_sequence(arrays):
 
 
 def _inv_scale(inv_scale):
-    if isinstance(inv_scale, numbers.Real):
+    """``inv_scale`` as a Python float: a finite real number >= 0, or a one-element Tensor or
+    array of one (PyTorch passes its ``inv_scale`` as a one-element tensor). O(1): one element
+    read."""
+    if type(inv_scale) in _PLAIN_FLOATS:  # the per-step case, in one comparison
         value = float(inv_scale)
-    else:
-        try:
-            data = _array(inv_scale, "inv_scale")
-        except TypeError:
-            data = None
-        if data is None:
-            check_type("inv_scale", inv_scale, (),
-                       expected="a real number or a one-element Tensor/array")
-        if data.size != 1:
-            raise ValueError(f"inv_scale must hold one number, got shape {data.shape}")
+        if 0.0 <= value < math.inf:  # (False for NaN)
+            return value
+    if isinstance(inv_scale, _tensor.Tensor) or isinstance(inv_scale, numpy.ndarray) or (
+            backend.cupy is not None and isinstance(inv_scale, backend.cupy.ndarray)):
+        data = _array(inv_scale, "inv_scale")
+        check_relation("inv_scale", inv_scale, data.size == 1 and data.dtype.kind in "fiu",
+                       _INV_SCALE_WORDS, error=TypeError if data.dtype.kind not in "fiu"
+                       else ValueError)
         value = float(data.reshape(-1)[0])
-    if not math.isfinite(value):
-        raise ValueError(f"inv_scale must be finite, got {value}")
-    return value
+        check_relation("inv_scale", inv_scale, math.isfinite(value) and value >= 0.0,
+                       _INV_SCALE_WORDS)
+        return value
+    if not isinstance(inv_scale, numbers.Real) or isinstance(inv_scale, (bool, numpy.bool_)):
+        check_type("inv_scale", inv_scale, (), expected=_INV_SCALE_WORDS)
+    return check_non_negative("inv_scale", inv_scale)
+
+
+_PLAIN_FLOATS = (float, numpy.float32, numpy.float64)
+_INV_SCALE_WORDS = "a finite real number >= 0 or a one-element Tensor/array holding one"

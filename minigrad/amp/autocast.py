@@ -21,7 +21,7 @@ import functools
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_relation, check_type
+from minigrad._checks import check_callable, check_relation, check_type
 from minigrad._config import config, using_config
 from minigrad.autograd.function import Function
 from minigrad.ops import cast
@@ -167,24 +167,27 @@ def custom_fwd(fwd=None, *, device_type=None, cast_inputs=None):
     gradients of cast arguments return in the arguments' own dtypes.)
 
     Args:
+        fwd: the ``forward`` to wrap (callable), or None (``@custom_fwd(...)`` with options).
         device_type: ``"cpu"``/``"cuda"`` (or ``"CPU"``/``"GPU"``), checked against the
             context's device (PyTorch 2.4+ requires it; minigrad takes the context's when None).
         cast_inputs: the dtype to run ``forward`` in under autocast (float16 or float32), or
             None.
 
     Raises:
-        TypeError: for a ``cast_inputs`` that is not a float dtype of minigrad, or a
-            ``device_type`` that is not a str. ValueError: for an unknown or another device.
+        TypeError: for a ``fwd`` that is not callable, a ``cast_inputs`` that is not a float
+            dtype of minigrad, or a ``device_type`` that is not a str. ValueError: for an unknown
+            or another device, or a ``cast_inputs`` name that is no dtype.
     """
     if device_type is not None:
         check_device("device_type", device_type, owner="custom_fwd")
     if cast_inputs is not None:
-        cast_inputs = dtypes.as_dtype(cast_inputs)
+        cast_inputs = dtypes.as_dtype(cast_inputs, "cast_inputs", owner="custom_fwd")
         check_relation("cast_inputs", cast_inputs, dtypes.is_float(cast_inputs),
                        "a float dtype (float16, bfloat16, float32) or None", error=TypeError,
                        owner="custom_fwd")
     if fwd is None:
         return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+    check_callable("fwd", fwd, owner="custom_fwd")
 
     @functools.wraps(fwd)
     def forward(ctx, *args, **kwargs):
@@ -204,12 +207,14 @@ def custom_bwd(bwd=None, *, device_type=None):
     in the forward's dtypes).
 
     Raises:
-        TypeError, ValueError: for ``device_type``, as ``custom_fwd``.
+        TypeError: for a ``bwd`` that is not callable. TypeError, ValueError: for
+            ``device_type``, as ``custom_fwd``.
     """
     if device_type is not None:
         check_device("device_type", device_type, owner="custom_bwd")
     if bwd is None:
         return functools.partial(custom_bwd, device_type=device_type)
+    check_callable("bwd", bwd, owner="custom_bwd")
 
     @functools.wraps(bwd)
     def backward(ctx, *args, **kwargs):

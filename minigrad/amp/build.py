@@ -267,9 +267,10 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
 
     level = _check_level(level)
-    if boost_level != "O0":
-        raise ValueError("build_train_network: only boost_level 'O0' is supported, but got "
-                         f"{boost_level!r}")
+    check_in("boost_level", boost_level, ("O0", "O1", "O2"), owner="build_train_network")
+    check_relation("boost_level", boost_level, boost_level == "O0",
+                   "'O0' (MindSpore's boost levels 'O1' and 'O2' are not implemented)",
+                   owner="build_train_network")
     low = _low_dtype(kwargs.pop("dtype", dtypes.float16), "build_train_network")
     config = _level_config(level, low)
     for key, value in kwargs.items():

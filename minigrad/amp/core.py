@@ -58,9 +58,12 @@ from minigrad._checks import (
     check_positive,
     check_positive_int,
     check_relation,
+    check_str_tuple,
     check_type,
+    describe,
 )
 from minigrad.fp8.autocast import take_step_stats
+from minigrad.tensor import Tensor
 
 # the smallest scale a backoff leaves: float32's smallest normal value, whose inverse (8.5e37)
 # is still finite in float32, so unscaling by it never divides by zero or multiplies by inf
@@ -361,9 +364,11 @@ def underflow_stats(names, scaled_grads):
     """Per parameter: share of gradient values that are zero or subnormal in fp16.
 
     Args:
-        names: one name per gradient.
+        names: one name per gradient (a tuple or list of distinct non-empty strs).
         scaled_grads: the gradients as backprop produced them, i.e. multiplied by the loss
-            scale (fp16 arrays are taken as they are; wider arrays are rounded to fp16 first).
+            scale, a tuple or list of NumPy/CuPy float arrays or Tensors (None entries skipped),
+            as many as ``names`` (fp16 arrays are taken as they are; wider arrays are rounded to
+            fp16 first).
 
     Returns:
         ``{name: {"zero": z, "subnormal": s, "max_abs": m}}``: ``z`` counts exact zeros (values
@@ -372,9 +377,20 @@ def underflow_stats(names, scaled_grads):
         to fp16's 65504 tells how much higher the scale could go).
 
     On the GPU every count comes back in one read of the device (``backend.read_scalars``).
+
+    Raises:
+        TypeError: ``names`` or ``scaled_grads`` not a tuple or list, a name not a str, a
+            gradient not a float array or Tensor. ValueError: an empty or repeated name, or not
+            one gradient per name.
     """
+    given, names = names, check_str_tuple("names", names, scalar=False)
+    check_type("scaled_grads", scaled_grads, (tuple, list),
+               expected="a tuple or list of float arrays (None entries skipped)")
+    check_relation("scaled_grads", scaled_grads, len(scaled_grads) == len(names),
+                   f"one gradient per name (names={describe(given)})")
     kept, values = [], []
-    for name, g in zip(names, scaled_grads):
+    for i, (name, g) in enumerate(zip(names, scaled_grads)):
+        g = _float_array(f"scaled_grads[{i}]", g)
         if g is None or g.size == 0:
             continue
         xp = backend.get_array_module(g)
@@ -386,3 +402,12 @@ def underflow_stats(names, scaled_grads):
     host = backend.read_scalars(values)
     return {name: {"zero": host[3 * k] / n, "subnormal": host[3 * k + 1] / n,
                    "max_abs": host[3 * k + 2]} for k, (name, n) in enumerate(kept)}
+
+
+def _float_array(name, value):
+    """The NumPy/CuPy float array behind ``value`` (a Tensor or such an array), or None."""
+    data = value.data if isinstance(value, Tensor) else value
+    kinds = numpy.ndarray if backend.cupy is None else (numpy.ndarray, backend.cupy.ndarray)
+    array = data is None or (isinstance(data, kinds) and dtypes.is_float(data.dtype))
+    check_relation(name, value, array, "a float array or Tensor, or None", error=TypeError)
+    return data

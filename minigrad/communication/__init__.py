@@ -16,9 +16,9 @@ step; an ``Optimizer`` made in that mode checks that every rank has the same mod
 rank 0's parameter values (``synchronize_parameters``); ``NumpySlicesDataset`` reads one shard
 per rank.
 
-Layer 1 (see ``minigrad``'s docstring): the package imports nothing of minigrad but ``backend``
-and ``_checks`` (parameters are used through their attributes), so that the single places where
-training reduces (``amp.float_status._reduce_overflow``, ``Optimizer``,
+Layer 1 (see ``minigrad``'s docstring): the package imports nothing of minigrad but ``backend``,
+``dtype`` and ``_checks`` (parameters are used through their attributes), so that the single
+places where training reduces (``amp.float_status._reduce_overflow``, ``Optimizer``,
 ``nn.DistributedGradReducer``, THOR's factor reduction) can call it from their own layers.
 """
 from minigrad.communication.management import (GlobalComm, WORLD_COMM_GROUP, init, release,

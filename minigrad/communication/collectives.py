@@ -4,11 +4,11 @@ Each one takes a NumPy or CuPy array and is called by every rank in the same ord
 a rank that skips a collective leaves the others waiting in it). Without ``init()`` (a group of
 one) each returns its input's values.
 
-On the host the arrays go to MPI as they are (float16, which MPI has no type for, is reduced in
-float32), except a row of a shared window (``all_reduce_buffer``), which the ranks of one
-machine reduce in the memory they share (``shared_memory``). CuPy arrays are reduced by NCCL
-after ``init("nccl")``, otherwise staged through host memory (copied to the host, reduced by
-MPI, copied back).
+On the host the arrays go to MPI as they are (float16 and bfloat16, which MPI has no type for,
+are reduced in float32), except a row of a shared window (``all_reduce_buffer``), which the
+ranks of one machine reduce in the memory they share (``shared_memory``). CuPy arrays are
+reduced by NCCL after ``init("nccl")``, otherwise staged through host memory (copied to the
+host, reduced by MPI, copied back).
 
 ``all_reduce_start`` begins an all-reduce without waiting for it (MPI's ``Iallreduce``); its
 ``wait()`` ends it. Every rank must start and wait in the same order, and a started all-reduce
@@ -18,19 +18,29 @@ blocking ones).
 import numpy
 
 from minigrad import _checks, backend
+from minigrad import dtype as dtypes
 from minigrad.communication import _nccl, management, shared_memory
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 
 
 def _check_op(op, caller):
-    if op not in REDUCE_OPS:
-        raise ValueError(f"{caller}: 'op' must be one of {REDUCE_OPS}, got {op!r}")
+    _checks.check_in("op", op, REDUCE_OPS, owner=caller)
 
 
 def _check_array(array, caller):
-    if not hasattr(array, "dtype") or not hasattr(array, "shape"):
+    """``array`` is a NumPy or CuPy array (a 0-d one included); a NumPy scalar, a Tensor or a
+    list is not (the in-place collectives could not write it)."""
+    if not isinstance(array, numpy.ndarray) and not (
+            backend.cupy is not None and isinstance(array, backend.cupy.ndarray)):
         _checks.check_type("array", array, (), expected="a NumPy or CuPy array", owner=caller)
+
+
+def _check_in_place(array, caller):
+    writable = array.flags.c_contiguous and (not isinstance(array, numpy.ndarray)
+                                             or array.flags.writeable)
+    _checks.check_relation("array", array, writable, f"C-contiguous and writeable ("
+                           f"{caller.rstrip('_')}(array) works on a copy)", owner=caller)
 
 
 def _mpi_op(group, op):
@@ -46,17 +56,16 @@ def all_reduce_(array, op="sum"):
     An array from ``all_reduce_buffer`` is reduced through shared memory, without MPI messages.
 
     Raises:
-        TypeError: if ``array`` is not an array, or ``"mean"`` of a non-float array.
+        TypeError: if ``array`` is not an array, ``op`` not a str, or ``"mean"`` of an array
+            that is not of a float dtype (float16, bfloat16, float32, float64).
         ValueError: for another ``op``, or an array that is not contiguous and writeable.
     """
     _check_op(op, "all_reduce_")
     _check_array(array, "all_reduce_")
-    if not array.flags.c_contiguous or (isinstance(array, numpy.ndarray)
-                                        and not array.flags.writeable):
-        raise ValueError("all_reduce_: the array must be C-contiguous and writeable; "
-                         "all_reduce(array) reduces a copy")
-    if op == "mean" and array.dtype.kind != "f":
-        raise TypeError(f"all_reduce_: op 'mean' needs a floating-point array, got {array.dtype}")
+    _check_in_place(array, "all_reduce_")
+    if op == "mean" and not dtypes.is_float(array.dtype):
+        _checks.check_relation("array", array, False, f"of a float dtype for op='mean', not "
+                               f"{array.dtype}", error=TypeError, owner="all_reduce_")
     group = management.current()
     if group is None or group.size == 1 or array.size == 0:
         return array
@@ -116,16 +125,16 @@ def all_reduce_start(array, op="sum"):
             or not isinstance(array, numpy.ndarray)
             or array.dtype not in (numpy.float32, numpy.float64)):
         return PendingAllReduce(all_reduce_(array, op), None, 1)
-    if not array.flags.c_contiguous or not array.flags.writeable:
-        raise ValueError("all_reduce_start: the array must be C-contiguous and writeable")
+    _check_in_place(array, "all_reduce_start")
     request = group.comm.Iallreduce(group.MPI.IN_PLACE, array, op=_mpi_op(group, op))
     return PendingAllReduce(array, request, group.size if op == "mean" else 1)
 
 
 def _host_all_reduce(group, array, op):
     """MPI all-reduce of a contiguous host array in place, without the mean's division
-    (float16 through a float32 copy; bool: "sum"/"max" is a logical or, "min"/"prod" an and)."""
-    if array.dtype == numpy.float16:
+    (float16 and bfloat16, which MPI has no type for, through a float32 copy; bool: "sum"/"max"
+    is a logical or, "min"/"prod" an and)."""
+    if dtypes.is_low_precision(array.dtype):
         wide = array.astype(numpy.float32)
         _host_all_reduce(group, wide, op)
         array[...] = wide
@@ -142,7 +151,7 @@ def all_reduce(array, op="sum"):
     input is not changed. Any layout is accepted.
 
     Raises:
-        TypeError: if ``array`` is not an array.  ValueError: for another ``op``.
+        TypeError: as ``all_reduce_``.  ValueError: for another ``op``.
     """
     _check_op(op, "all_reduce")
     _check_array(array, "all_reduce")
@@ -161,8 +170,8 @@ def broadcast_(array, root=0):
     group = management.current()
     size = 1 if group is None else group.size
     root = _checks.check_int("root", root, low=0, high=size - 1, owner="broadcast")
-    if not array.flags.c_contiguous:
-        raise ValueError("broadcast_: the array must be C-contiguous; broadcast(array) copies it")
+    _checks.check_relation("array", array, array.flags.c_contiguous,
+                           "C-contiguous (broadcast(array) works on a copy)", owner="broadcast_")
     if size == 1 or array.size == 0:
         return array
     if backend.device_of(array) == "GPU":

@@ -23,6 +23,8 @@ import os
 import sys
 import traceback
 
+from minigrad import _checks
+
 WORLD_COMM_GROUP = "world"
 # MindSpore's names for the world group (``GlobalComm.WORLD_COMM_GROUP`` on each backend)
 _WORLD_NAMES = frozenset((WORLD_COMM_GROUP, "hccl_world_group", "nccl_world_group",
@@ -135,9 +137,12 @@ def is_initialized():
 
 
 def _check_group(group, caller):
-    if group is not None and group not in _WORLD_NAMES:
-        raise ValueError(f"{caller}: 'group' must be None or the world group "
-                         f"{WORLD_COMM_GROUP!r}, got {group!r} (minigrad has one group)")
+    if group is None:
+        return
+    expected = (f"None or the world group {WORLD_COMM_GROUP!r} (or another of MindSpore's names "
+                f"for it: minigrad has one group)")
+    _checks.check_type("group", group, str, expected=expected, owner=caller)
+    _checks.check_relation("group", group, group in _WORLD_NAMES, expected, owner=caller)
 
 
 def _of_group(group, caller, attribute, alone):

@@ -5,12 +5,36 @@ data-parallel mode, before any forward pass of every face (the train cells, ``Gr
 ``LossScaleOptimizer`` all take an optimizer). Parameters are used through their attributes
 (``name``, ``shape``, ``dtype``, ``data``, ``set_data``), so this module needs no import of them.
 """
+import collections.abc
+
+from minigrad import _checks
 from minigrad.communication import collectives, management, parallel_context
+
+_PARAMETER_ATTRIBUTES = ("name", "shape", "dtype", "data", "set_data")
+
+
+def _parameters(parameters, owner):
+    """``parameters`` (a tuple or list of Parameters, or an iterator of them such as
+    ``Cell.get_parameters()``) as a tuple, each entry checked for the attributes used here."""
+    _checks.check_type("parameters", parameters, (tuple, list, collections.abc.Iterator),
+                       expected="a tuple, list or iterator of Parameters", owner=owner)
+    parameters = tuple(parameters)
+    for i, p in enumerate(parameters):
+        _checks.check_relation(f"parameters[{i}]", p, all(
+            hasattr(p, a) for a in _PARAMETER_ATTRIBUTES), "a Parameter", error=TypeError,
+            owner=owner)
+    return parameters
 
 
 def check_same_model(parameters):
     """Raise ValueError on every rank unless every rank has the same parameters (count, names,
-    shapes, dtypes, in order); the message names the first difference. One all-gather."""
+    shapes, dtypes, in order); the message names the first difference. One all-gather.
+
+    Raises:
+        TypeError: ``parameters`` is not a tuple, list or iterator of Parameters.
+        ValueError: the ranks' models differ.
+    """
+    parameters = _parameters(parameters, "check_same_model")
     mine = [(p.name, tuple(p.shape), str(p.dtype)) for p in parameters]
     every = collectives.all_gather_object(mine)
     reference = every[0]
@@ -29,7 +53,15 @@ def check_same_model(parameters):
 
 def broadcast_parameters(parameters, root=0):
     """Give every rank rank ``root``'s parameter values: one broadcast per parameter, written
-    through ``set_data`` (so an optimizer's fp32 master copy of an fp16 parameter is re-read)."""
+    through ``set_data`` (so an optimizer's fp32 master copy of an fp16 parameter is re-read).
+
+    Raises:
+        TypeError: as ``check_same_model``; a ``root`` that is not an int.
+        ValueError: a ``root`` that is not a rank of the group.
+    """
+    parameters = _parameters(parameters, "broadcast_parameters")
+    root = _checks.check_int("root", root, low=0, high=management.get_group_size() - 1,
+                             owner="broadcast_parameters")
     for p in parameters:
         value = collectives.broadcast(p.data, root)
         if management.get_rank() != root:
@@ -38,10 +70,15 @@ def broadcast_parameters(parameters, root=0):
 
 def synchronize_parameters(parameters):
     """``check_same_model``, then (with the context's ``parameter_broadcast``, default True)
-    ``broadcast_parameters`` from rank 0; nothing in a group of one."""
+    ``broadcast_parameters`` from rank 0; nothing in a group of one (the parameters are
+    checked there too).
+
+    Raises:
+        TypeError / ValueError: as ``check_same_model``.
+    """
+    parameters = _parameters(parameters, "synchronize_parameters")
     if management.get_group_size() == 1:
         return
-    parameters = tuple(parameters)
     check_same_model(parameters)
     if parallel_context.get_auto_parallel_context("parameter_broadcast"):
         broadcast_parameters(parameters)

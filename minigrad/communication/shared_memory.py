@@ -33,6 +33,8 @@ from minigrad import _checks
 from minigrad.communication import management, parallel_context
 
 DTYPES = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
+# what all_reduce_buffer makes: NumPy's bool, int, uint and float dtypes
+NUMERIC = tuple(dict.fromkeys(numpy.dtype(c) for c in "?bhilqBHILQefd"))
 _UFUNCS = {"sum": numpy.add, "mean": numpy.add, "max": numpy.maximum, "min": numpy.minimum,
            "prod": numpy.multiply}
 _ALIGN = 64  # bytes: chunk boundaries on cache lines, so no two ranks write one line
@@ -104,9 +106,10 @@ def all_reduce_buffer(size, dtype, shared=None):
     a window: every rank calls it, in the same order, with the same arguments.
 
     Raises:
-        TypeError: a ``size`` that is not an int, a ``dtype`` that is not a NumPy numeric dtype,
-            a ``shared`` that is not None or a bool.
-        ValueError: a negative ``size``; ranks that ask for different sizes or dtypes (a
+        TypeError: a ``size`` that is not an int, a ``dtype`` that is not a dtype, a scalar
+            type or a dtype's name (``check_dtype``), a ``shared`` that is not None or a bool.
+        ValueError: a negative ``size``; a ``dtype`` that is not NumPy's bool, int, uint or
+            float; ranks that ask for different sizes or dtypes (a
             mismatched model).
         RuntimeError: no window could be mapped (``/dev/shm`` full or missing): the message
             says what to do; ``init``'s exception hook then ends the whole job.
@@ -115,12 +118,7 @@ def all_reduce_buffer(size, dtype, shared=None):
     size = _checks.check_non_negative_int("size", size, owner=owner)
     if shared is not None:
         shared = _checks.check_bool("shared", shared, owner=owner)
-    try:
-        kind = None if dtype is None else numpy.dtype(dtype)
-    except TypeError:
-        kind = None
-    _checks.check_relation("dtype", dtype, kind is not None and kind.kind in "biuf",
-                           "a NumPy numeric dtype", error=TypeError, owner=owner)
+    kind = _checks.check_dtype("dtype", dtype, NUMERIC, owner=owner)
     group = management.current()
     if kind not in DTYPES or size < 1 or not _usable(group, shared):
         return numpy.empty(size, kind)

@@ -6,21 +6,31 @@ The plan is greedy by cost, the same on every rank: the costliest item first, ea
 with the least cost so far (ties: the lowest rank). One ``all_gather_object`` then gives every
 rank every result, as its owner computed it, so the ranks hold the same values bit for bit.
 """
+from minigrad import _checks
 from minigrad.communication import collectives, management
+
+
+def _costs(costs, owner):
+    """``costs`` (a tuple or list of finite reals >= 0) as a list of floats."""
+    _checks.check_type("costs", costs, (tuple, list),
+                       expected="a tuple or list of finite numbers >= 0", owner=owner)
+    return [_checks.check_non_negative(f"costs[{i}]", c, owner=owner)
+            for i, c in enumerate(costs)]
 
 
 def plan_shares(costs, size):
     """Which rank computes each item: a list ``owner[i]`` in ``range(size)``.
 
+    Args:
+        costs: one cost per item, a tuple or list of finite real numbers >= 0.
+        size: the number of ranks, a positive int.
+
     Raises:
+        TypeError: ``costs`` not a tuple or list of real numbers, ``size`` not an int.
         ValueError: for a negative or non-finite cost, or ``size`` < 1.
     """
-    if size < 1:
-        raise ValueError(f"plan_shares: 'size' must be >= 1, got {size!r}")
-    for i, c in enumerate(costs):
-        if not 0 <= c < float("inf"):
-            raise ValueError(f"plan_shares: 'costs' element {i} must be a finite number >= 0, "
-                             f"got {c!r}")
+    costs = _costs(costs, "plan_shares")
+    size = _checks.check_positive_int("size", size, owner="plan_shares")
     load, owner = [0.0] * size, [0] * len(costs)
     for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
         rank = min(range(size), key=lambda r: (load[r], r))
@@ -35,8 +45,11 @@ def share_work(costs, compute):
     costs (it is a collective).
 
     Raises:
+        TypeError: as ``plan_shares``, or a ``compute`` that is not callable.
         ValueError: as ``plan_shares``, or when ``compute`` returns the wrong number of results.
     """
+    costs = _costs(costs, "share_work")
+    _checks.check_callable("compute", compute, owner="share_work")
     size = management.get_group_size()
     indices = list(range(len(costs)))
     owner = plan_shares(costs, size)

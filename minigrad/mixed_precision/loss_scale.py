@@ -15,7 +15,7 @@ import numpy
 
 from minigrad.amp import float_status
 from minigrad._checks import check_float, check_relation, describe, is_real
-from minigrad.amp.core import GROWTH_RANGE, ScaleCore, make_report
+from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report
 from minigrad.tensor import Tensor
 
 
@@ -120,7 +120,8 @@ class DynamicLossScale(LossScale):
         initial_loss_scale: starting scale (default 2**15, about half of fp16's max).
         increment_period: finite steps in a row before the scale grows (default 2000).
         multiplier: growth factor, and the divisor on overflow (default 2).
-        floor: the lowest scale (``ScaleCore``); default TF's 1.
+        floor: the lowest scale (``ScaleCore``); default TF's 1; None: no floor but float32's
+            smallest normal value, as PyTorch's ``GradScaler``.
         cap: the highest scale (``ScaleCore``; default off).
         hysteresis: overflowing steps in a row tolerated before backing off (``ScaleCore``;
             default 1: at once).
@@ -171,17 +172,14 @@ class DynamicLossScale(LossScale):
                 f"increment_period={self.increment_period}, multiplier={self.multiplier})")
 
 
-def _as_period(value):
+def _as_period(value, name="increment_period", owner="DynamicLossScale"):
     """``int(value)`` for a whole real number (TF converts ``increment_period`` with ``int``),
-    or TypeError/ValueError naming ``increment_period``; the range is ScaleCore's check."""
-    owner = "DynamicLossScale"
-    check_relation("increment_period", value,
-                   not isinstance(value, bool) and isinstance(value, numbers.Real),
-                   "an int", error=TypeError, owner=owner)
-    check_relation("increment_period", value, math.isfinite(value) and value == int(value),
+    or TypeError/ValueError naming ``name``; the range is ScaleCore's check."""
+    check_relation(name, value, is_real(value), "an int", error=TypeError, owner=owner)
+    check_relation(name, value, math.isfinite(value) and value == int(value),
                    "a whole number", owner=owner)
     # a float above 2**53 holds no exact whole number: 4.6e16 is not a step count anyone wrote
-    check_relation("increment_period", value, isinstance(value, numbers.Integral)
+    check_relation(name, value, isinstance(value, numbers.Integral)
                    or abs(value) <= 2 ** 53, "an int, or a whole float <= 2**53", owner=owner)
     return int(value)
 
@@ -195,11 +193,22 @@ def get(identifier):
     of a ``FixedLossScale`` (key ``loss_scale_value``); a ``LossScale`` -> itself; None -> None.
 
     Raises:
-        ValueError: for anything else, naming the identifier.
+        ValueError: for anything else, naming the identifier (TF's message: "Could not
+            interpret loss scale identifier: ..."), or a number below 1, not finite, or inf in
+            float32 (a ``FixedLossScale`` cannot hold it).
     """
+    return _get(identifier, "identifier")
+
+
+def _get(identifier, name, owner=None):
+    """``get(identifier)`` whose errors name the argument ``name`` the identifier came in (the
+    ``loss_scale`` of ``Policy`` or ``LossScaleOptimizer``)."""
     if identifier is None or isinstance(identifier, LossScale):
         return identifier
     if isinstance(identifier, (int, float)) and not isinstance(identifier, bool):
+        check_relation(name, identifier, math.isfinite(identifier) and identifier >= 1,
+                       "at least 1 and finite (a fixed loss scale)", owner=owner)
+        float32_scale(identifier, name, owner or "get")
         return FixedLossScale(identifier)
     # (a Tensor would compare elementwise)
     if isinstance(identifier, str) and identifier == "dynamic":
@@ -207,11 +216,14 @@ def get(identifier):
     if isinstance(identifier, dict):
         if set(identifier) == {"loss_scale_value"}:
             return FixedLossScale.from_config(identifier)
-        if set(identifier) <= {"initial_loss_scale", "increment_period", "multiplier",
-                               *DynamicLossScale._EXTRAS}:
+        dynamic_keys = {"initial_loss_scale", "increment_period", "multiplier",
+                        *DynamicLossScale._EXTRAS}
+        if identifier and set(identifier) <= dynamic_keys:
             return DynamicLossScale.from_config(identifier)
-    raise ValueError(f"Could not interpret loss scale identifier: {identifier!r} (expected an int "
-                     "or float, 'dynamic', a LossScale config dict, a LossScale or None)")
+    prefix = f"{owner}: " if owner else ""
+    raise ValueError(f"{prefix}Could not interpret loss scale identifier: {describe(identifier)} "
+                     f"({name} must be an int or float, 'dynamic', a LossScale config dict, a "
+                     f"LossScale or None)")
 
 
 def _arrays(grads):

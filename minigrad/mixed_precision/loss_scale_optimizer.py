@@ -29,11 +29,13 @@ import numpy
 
 from minigrad import backend, communication
 from minigrad import dtype as dtypes
-from minigrad._checks import (check_callable, check_float, check_int, check_non_negative,
+from minigrad._checks import (check_bool, check_callable, check_float, check_int,
+                              check_non_negative, check_positive_int, check_relation,
                               check_type)
 from minigrad.amp import float_status
 from minigrad.autograd import GradOperation
-from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, get
+from minigrad.amp.core import float32_scale
+from minigrad.mixed_precision.loss_scale import DynamicLossScale, FixedLossScale, _as_period, _get
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.distributed import DistributedGradReducer
 from minigrad.parameter import Parameter
@@ -59,6 +61,7 @@ class _DefaultScale:
 
 
 _DEFAULT_SCALE = _DefaultScale()
+_OWNER = "LossScaleOptimizer"
 
 
 class LossScaleOptimizer:
@@ -110,9 +113,10 @@ class LossScaleOptimizer:
         if isinstance(optimizer, LossScaleOptimizer):
             raise ValueError(f"LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
                              f"got: {optimizer!r}")
-        if not hasattr(optimizer, "apply_gradients") or not hasattr(optimizer, "parameters"):
-            raise TypeError(f"LossScaleOptimizer: 'optimizer' must be a minigrad Optimizer, "
-                            f"but got {type(optimizer).__name__}")
+        check_relation("optimizer", optimizer, hasattr(optimizer, "apply_gradients")
+                       and hasattr(optimizer, "parameters"),
+                       "a minigrad Optimizer (with parameters and apply_gradients)",
+                       error=TypeError, owner=_OWNER)
         if loss_scale is None:  # TF: an explicit None is an error, not the default
             raise ValueError("LossScaleOptimizer: loss_scale cannot be None. (leave it out for a "
                              "dynamic loss scale, or pass 'dynamic', a number or a LossScale)")
@@ -120,8 +124,11 @@ class LossScaleOptimizer:
             if dynamic is not None:
                 raise TypeError("LossScaleOptimizer: got 'dynamic' both positionally and by "
                                 "keyword")
+            check_relation("loss_scale", loss_scale, loss_scale or initial_scale is not None,
+                           "True, or False with initial_scale (a bool there is TF 2.4's "
+                           "'dynamic')", owner=_OWNER)
             loss_scale, dynamic = _DEFAULT_SCALE, loss_scale
-        keras = (dynamic, initial_scale, dynamic_growth_steps) != (None, None, None)
+        keras = any(v is not None for v in (dynamic, initial_scale, dynamic_growth_steps))
         if keras and loss_scale is not _DEFAULT_SCALE:
             raise TypeError("LossScaleOptimizer: pass either 'loss_scale' (the experimental "
                             "API) or 'dynamic'/'initial_scale'/'dynamic_growth_steps' (TF 2.4), "
@@ -132,7 +139,8 @@ class LossScaleOptimizer:
         else:
             if isinstance(loss_scale, numpy.number) and numpy.ndim(loss_scale) == 0:
                 loss_scale = loss_scale.item()  # a scale computed with NumPy: its Python number
-            scale = get("dynamic" if loss_scale is _DEFAULT_SCALE else loss_scale)
+            scale = _get("dynamic" if loss_scale is _DEFAULT_SCALE else loss_scale,
+                         "loss_scale", owner=_OWNER)
         self.inner_optimizer = optimizer
         self.loss_scale = scale
         self._skipped = 0  # steps skipped through this wrapper: iterations counts them
@@ -344,9 +352,17 @@ def _set_learning_rate(inner, value):
 
 
 def _keras_loss_scale(dynamic, initial_scale, dynamic_growth_steps):
-    """The ``LossScale`` of TF 2.4's ``LossScaleOptimizer`` arguments (TF's checks and errors)."""
-    if not isinstance(dynamic, bool):
-        raise TypeError(f"LossScaleOptimizer: 'dynamic' must be a bool, but got {dynamic!r}")
+    """The ``LossScale`` of TF 2.4's ``LossScaleOptimizer`` arguments (TF's checks and errors;
+    each argument checked under its own name before the loss scale is made)."""
+    dynamic = check_bool("dynamic", dynamic, owner=_OWNER)
+    if initial_scale is not None:
+        float32_scale(initial_scale, "initial_scale", _OWNER)
+        check_relation("initial_scale", initial_scale, dynamic or initial_scale >= 1,
+                       "at least 1 for a fixed loss scale (dynamic=False)", owner=_OWNER)
+    if dynamic_growth_steps is not None:
+        check_positive_int("dynamic_growth_steps",
+                           _as_period(dynamic_growth_steps, "dynamic_growth_steps", _OWNER),
+                           owner=_OWNER)
     if dynamic:
         return DynamicLossScale(2 ** 15 if initial_scale is None else initial_scale,
                                 2000 if dynamic_growth_steps is None else dynamic_growth_steps)

@@ -22,8 +22,9 @@ themselves are untouched: under
 ``LossScaleOptimizer``. TF 2.1-2.3's ``Policy(name, loss_scale=...)`` chooses that loss scale.
 """
 from minigrad import dtype as dtypes
+from minigrad._checks import check_in, check_type
 from minigrad._config import config
-from minigrad.mixed_precision.loss_scale import get
+from minigrad.mixed_precision.loss_scale import _get
 
 # name -> (compute dtype, variable dtype); Keras's names. The bfloat16 ones need ml_dtypes.
 _POLICIES = {"float32": ("float32", "float32"), "mixed_float16": ("float16", "float32"),
@@ -57,12 +58,7 @@ class Policy:
     """
 
     def __init__(self, name, loss_scale="auto"):
-        if not isinstance(name, str):
-            raise TypeError(f"Policy: 'name' must be a str, but got {name!r} of type "
-                            f"{type(name).__name__}")
-        if name not in _POLICIES:
-            raise ValueError(f"Policy: cannot convert value {name!r} to a mixed precision Policy; "
-                             f"expected one of {sorted(_POLICIES)}")
+        check_in("name", name, sorted(_POLICIES), owner="Policy")
         if "bfloat16" in name:
             dtypes.as_dtype("bfloat16", "name", owner="Policy")  # ImportError without ml_dtypes
         self.name = name
@@ -70,7 +66,7 @@ class Policy:
         self._default_loss_scale = isinstance(loss_scale, str) and loss_scale == "auto"
         if self._default_loss_scale:
             loss_scale = "dynamic" if name == "mixed_float16" else None
-        self.loss_scale = get(loss_scale)
+        self.loss_scale = _get(loss_scale, "loss_scale", owner="Policy")
 
     def __eq__(self, other):
         return isinstance(other, Policy) and other.name == self.name
@@ -89,10 +85,13 @@ def set_global_policy(policy):
     name, or None (``"float32"``). Tensors and the cells created before keep what they have.
 
     Raises:
-        TypeError / ValueError: as ``Policy``.
+        TypeError: ``policy`` is neither a Policy, a str nor None. ValueError: an unknown name.
+        ImportError: as ``Policy``.
     """
-    policy = Policy("float32") if policy is None else policy
-    policy = policy if isinstance(policy, Policy) else Policy(policy)
+    policy = "float32" if policy is None else policy
+    if not isinstance(policy, Policy):
+        check_type("policy", policy, (Policy, str), expected="a Policy, a policy's name or None")
+        policy = Policy(check_in("policy", policy, sorted(_POLICIES)))
     config.dtype_policy = None if policy.name == "float32" else policy
 
 

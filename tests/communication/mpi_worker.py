@@ -278,6 +278,9 @@ def run_collectives(rank):
     base = numpy.array([1.0, 10.0], numpy.float32) * (rank + 1)
     out = {name: communication.all_reduce(base, name) for name in ("sum", "mean", "max", "min")}
     out["fp16_sum"] = communication.all_reduce(numpy.array([30000.0], numpy.float16))  # > 65504/2
+    if minigrad.dtype.HAS_LOWP:  # a float dtype whose NumPy kind is not "f"
+        out["bf16_mean"] = communication.all_reduce(
+            numpy.array([1.0, 3.0], minigrad.dtype.bfloat16) * (rank + 1), "mean")
     out["any"] = [communication.any_rank(False), communication.any_rank(rank == 1)]
     out["bool_or"] = communication.all_reduce(numpy.array([rank == 1, False]))
     out["broadcast"] = communication.broadcast(numpy.full((2, 2), float(rank)), root=1)

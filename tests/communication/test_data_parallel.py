@@ -71,6 +71,9 @@ def test_collectives_on_two_ranks(ranks):
         assert got["mean"].tolist() == [1.5, 15.0]
         assert got["max"].tolist() == [2, 20] and got["min"].tolist() == [1, 10]
         assert got["fp16_sum"].dtype == numpy.float16 and got["fp16_sum"].tolist() == [60000.0]
+        if minigrad.dtype.HAS_LOWP:  # in float32 and back: [1, 3] and [2, 6] average exactly
+            assert got["bf16_mean"].dtype == minigrad.dtype.bfloat16
+            assert got["bf16_mean"].tolist() == [1.5, 4.5]
         assert got["any"] == [False, True]  # no rank's flag, rank 1's flag
         assert got["bool_or"].tolist() == [True, False]
         assert got["broadcast"].tolist() == [[1.0, 1.0], [1.0, 1.0]]  # rank 1's values

@@ -80,9 +80,12 @@ def test_without_a_window_the_job_ends_with_a_message_that_names_the_switch(tmp_
 
 def test_all_reduce_buffer_checks_its_arguments():
     minigrad.reset_auto_parallel_context()
-    for dtype in (None, "no such dtype", object, numpy.str_):
-        with pytest.raises(TypeError, match="all_reduce_buffer: dtype must be a NumPy numeric "
-                                            "dtype, got "):
+    # check_dtype's rule: not a dtype at all is a TypeError, a dtype (or a name) other than
+    # NumPy's bool, int, uint and float ones a ValueError
+    for dtype, error in ((None, TypeError), (object, TypeError), ("no such dtype", ValueError),
+                         (numpy.str_, ValueError), (numpy.complex64, ValueError)):
+        with pytest.raises(error, match=r"all_reduce_buffer: dtype must be one of \['bool', "
+                                        r"'int8', .*'float64'\].*, got "):
             communication.all_reduce_buffer(3, dtype)
     with pytest.raises(TypeError, match="all_reduce_buffer: shared must be a bool, got 'yes'"):
         communication.all_reduce_buffer(3, numpy.float32, shared="yes")

@@ -104,6 +104,56 @@ ACCEPTED = {
                                        "or array, or an Iterable of one rate per step")}),
     **dict.fromkeys(("communication.all_gather_object", "communication.broadcast_object"),
                     {"obj": (frozenset(walk.KINDS), "any picklable value")}),
+    **dict.fromkeys(("communication.all_reduce", "communication.all_reduce_",
+                     "communication.all_reduce_start", "communication.broadcast",
+                     "communication.broadcast_", "communication.all_gather"),
+                    {"array": (frozenset({"array0d"}), "a 0-d array is an array: one value "
+                                                       "per rank")}),
+    **dict.fromkeys(("communication.any_rank", "communication.reduce_flag"),
+                    {"flag": (frozenset({"int"}), "the int 0 or 1 is a flag (an overflow "
+                                                  "count of one step); 3 is refused")}),
+    # loss scaling and the float status
+    "DynamicLossScaleManager": dict.fromkeys(
+        ("init_loss_scale", "scale_factor"),
+        (ANY_REAL | {"huge", "huge_float"}, "MindSpore's loss scale and factor take any number "
+                                            "(its defaults, 2**24 and 2, are ints)")),
+    "mixed_precision.DynamicLossScale": {
+        "initial_loss_scale": (ANY_REAL | {"huge", "huge_float"},
+                               "TensorFlow's initial_loss_scale is a float (default 2**15)"),
+        "increment_period": (frozenset({"float", "np_float"}),
+                             "a whole float is a step count: TensorFlow converts it with int() "
+                             "(1.5 is refused)"),
+        "floor": (frozenset({"none"}), "None: no floor but float32's smallest normal scale, "
+                                       "as PyTorch's GradScaler")},
+    "mixed_precision.get": {"identifier": (ANY_REAL | {"huge", "huge_float"},
+                                           "a number is a FixedLossScale (TensorFlow's get)")},
+    "mixed_precision.Policy": {
+        "loss_scale": (ANY_REAL | {"huge", "huge_float", "none"},
+                       "a number is a FixedLossScale (TensorFlow's get); None: no loss scaling")},
+    "mixed_precision.LossScaleOptimizer": {
+        "loss_scale": (ANY_REAL | {"huge", "huge_float", "bool"},
+                       "a number is a FixedLossScale (TensorFlow's get); a bool is TF 2.4's "
+                       "dynamic, the second positional argument in its order"),
+        "initial_scale": (ANY_REAL | {"huge", "huge_float"}, "TF 2.4's first loss scale: a float"),
+        "dynamic_growth_steps": (frozenset({"int", "np_int", "float", "np_float"}),
+                                 "TF 2.4's growth steps: an int, or a whole float as "
+                                 "DynamicLossScale's increment_period")},
+    "amp.alloc_status": {"like": (frozenset({"array0d", "array", "tensor"}),
+                                  "a Tensor or array: the status goes on its device")},
+    "amp.all_finite": {"inputs": (frozenset({"tensor"}),
+                                  "one Tensor stands for a tuple of one")},
+    "amp.check_and_unscale": {
+        "arrays": (frozenset({"array0d", "array", "tensor"}),
+                   "one Tensor or array stands for a list of one"),
+        "inv_scale": (frozenset({"array0d", "tensor"}),
+                      "a one-element Tensor or array holding the factor, as PyTorch's inv_scale "
+                      "tensor")},
+    "amp.check_and_unscale_to_fp32": {
+        "inv_scale": (frozenset({"array0d", "tensor"}),
+                      "a one-element Tensor or array holding the factor, as PyTorch's inv_scale "
+                      "tensor")},
+    "amp.custom_fwd": {"cast_inputs": (frozenset({"str"}),
+                                       "a dtype's name ('half', 'float32': check_dtype)")},
     "Model": {"eval_indexes": (frozenset({"list", "tuple"}),
                                "[loss, predictions, labels]: positions in eval_network's outputs")},
     "nn.initializer": {"init": (ANY_REAL | {"huge", "huge_float"},

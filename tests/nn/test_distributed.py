@@ -81,7 +81,8 @@ def test_reducer_refuses_bad_arguments():
         nn.DistributedGradReducer(params((3,)), overlap="yes")
     with pytest.raises(TypeError, match="bucket_bytes must be a positive int, got 0.5"):
         nn.DistributedGradReducer(params((3,)), bucket_bytes=0.5)
-    with pytest.raises(ValueError, match="'group' must be None or the world group"):
+    with pytest.raises(ValueError, match="DistributedGradReducer: group must be None or the world "
+                                         "group"):
         nn.DistributedGradReducer(params((3,)), group="pairs")
     reducer = nn.DistributedGradReducer(params((3,), (2,)))
     with pytest.raises(ValueError, match="got 1 gradients for 2 parameters"):
