@@ -29,8 +29,10 @@ Three rules cover the arguments that are not single numbers:
   an array, a Tensor);
 * a path (``check_path``) is a non-empty str or an ``os.PathLike`` whose path is a str.
 
-A sequence of strs (column names) goes through ``check_str_tuple``.
+A sequence of strs (column names) goes through ``check_str_tuple``; an iterable of objects of
+one type (an optimizer's Parameters, a container's Cells) through ``check_items``.
 """
+import collections.abc
 import math
 import numbers
 import os
@@ -299,6 +301,29 @@ def check_callable(name, value, *, owner=None):
     if callable(value):
         return value
     _fail(TypeError, name, "callable", value, owner, True)
+
+
+def check_items(name, value, types, *, expected, owner=None):
+    """``value`` (a list, a tuple or another ordered iterable such as a generator; never a str,
+    a dict or a set, nor an array or a Tensor, which hold numbers) as a list of its items, each
+    an instance of ``types``: the parameters of an optimizer, the cells of a container.
+    ``expected`` words the message (``"an iterable of Parameters"``).
+
+    Raises:
+        TypeError: for a str, a dict, a set, an array, a Tensor, a value that is not iterable,
+            or an item of another type (the message shows the whole value, a generator as the
+            list of its items, and which element is of the wrong type).
+    """
+    if (isinstance(value, (str, bytes, collections.abc.Mapping, collections.abc.Set))
+            or hasattr(value, "shape") or not hasattr(value, "__iter__")):
+        _fail(TypeError, name, expected, value, owner, True)
+    items = list(value)
+    for index, item in enumerate(items):
+        if not isinstance(item, types):
+            shown = value if isinstance(value, (list, tuple)) else items
+            _fail(TypeError, name, f"{expected} (element {index} is a {type(item).__name__})",
+                  shown, owner, True)
+    return items
 
 
 def check_int_tuple(name, value, length=None, *, low=None, high=None, scalar=True,

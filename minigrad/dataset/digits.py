@@ -12,6 +12,7 @@ import os
 import numpy
 
 from minigrad import dtype as dtypes
+from minigrad._checks import check_bool, check_non_negative_int
 
 _INSTALL_HINT = ("minigrad.dataset.load_digits needs scikit-learn, which ships the digits data: "
                  "pip install minigrad[datasets]  (or: pip install scikit-learn)")
@@ -33,14 +34,17 @@ def load_digits(split=0.2, seed=0, flatten=True, dtype=numpy.float32):
 
     Raises:
         ImportError: if scikit-learn is not installed.
-        TypeError: if ``split`` is not a real number, or ``dtype`` not a float dtype.
-        ValueError: if ``split`` is not in (0, 1), or so close to 0 or 1 that the test or the
-            train set would be empty.
+        TypeError: if ``split`` is not a real number, ``seed`` not an int, ``flatten`` not a
+            bool, or ``dtype`` not a float dtype.
+        ValueError: if ``seed`` is negative, ``split`` is not in (0, 1), or so close to 0 or 1
+            that the test or the train set would be empty.
     """
     if isinstance(split, bool) or not isinstance(split, numbers.Real):
         raise TypeError(f"split must be a float in (0, 1), got {split!r} ({type(split).__name__})")
     if not 0 < split < 1:
         raise ValueError(f"split must lie in (0, 1), got {split!r}")
+    check_non_negative_int("seed", seed, owner="load_digits")
+    check_bool("flatten", flatten, owner="load_digits")
     dtype = dtypes.as_dtype(dtype)
     if dtype not in dtypes.FLOATS:
         raise TypeError(f"dtype must be a float dtype (float16, bfloat16, float32 or float64): the "

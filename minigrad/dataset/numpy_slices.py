@@ -3,7 +3,7 @@ import itertools
 
 import numpy
 
-from minigrad._checks import check_str_tuple, check_type
+from minigrad._checks import check_positive_int, check_relation, check_str_tuple, check_type
 from minigrad.dataset.sampling import IndexedSource
 from minigrad.tensor import Tensor
 
@@ -18,7 +18,8 @@ class NumpySlicesDataset(IndexedSource):
         column_names: names of the columns (a str, or a tuple or list of distinct non-empty
             strs); default the dict keys, else ``column_0``, ``column_1``...
         num_samples: rows per pass (see ``IndexedSource``).
-        num_parallel_workers: accepted for MindSpore compatibility; ignored.
+        num_parallel_workers: a positive int or None, accepted for MindSpore compatibility;
+            ignored.
         shuffle: shuffle each pass (see ``IndexedSource``: True by default unless a sampler is
             given, MindSpore's rule).
         sampler: row indices that fix the order (see ``IndexedSource``).
@@ -27,14 +28,18 @@ class NumpySlicesDataset(IndexedSource):
         shard_id: the shard this process reads (see ``IndexedSource``).
 
     Raises:
-        ValueError: columns of different lengths, a list whose entries do not stack, a wrong
-            number of column names, an empty dataset (and ``IndexedSource``'s checks).
-        TypeError: ``column_names`` that are not strs, and as ``IndexedSource``.
+        ValueError: columns of different lengths, a list whose entries do not stack, a scalar
+            column, a wrong number of column names, an empty dataset, a ``num_parallel_workers``
+            below 1 (and ``IndexedSource``'s checks).
+        TypeError: ``column_names`` that are not strs, a column of objects (``[None]``), a
+            ``num_parallel_workers`` that is not an int, and as ``IndexedSource``.
     """
 
     def __init__(self, data, column_names=None, num_samples=None, num_parallel_workers=None,
                  shuffle=None, sampler=None, num_shards=None, shard_id=None):
         names, columns = _columns(data)
+        check_positive_int("num_parallel_workers", num_parallel_workers, allow_none=True,
+                           owner="NumpySlicesDataset")
         if column_names is not None:
             column_names = list(check_str_tuple("column_names", column_names,
                                                 owner="NumpySlicesDataset"))
@@ -46,6 +51,8 @@ class NumpySlicesDataset(IndexedSource):
         if len(set(lengths)) != 1:
             raise ValueError(f"all columns must have the same length along axis 0, got "
                              f"{dict(zip(names, lengths))}")
+        check_relation("data", data, lengths[0] > 0, "columns of at least one row",
+                       owner="NumpySlicesDataset")
         super().__init__(lengths[0], num_samples, shuffle, sampler, num_shards, shard_id,
                          owner="NumpySlicesDataset")
         self.columns = columns
@@ -81,12 +88,15 @@ def _columns(data):
     else:
         check_type("data", data, (), expected="an array, a list, a tuple or a dict of arrays",
                    owner="NumpySlicesDataset")
-    if not columns:
-        raise ValueError("data has no columns")
+    owner = "NumpySlicesDataset"
+    check_relation("data", data, len(columns) > 0, "an array, a list, a tuple or a dict of at "
+                   "least one column", owner=owner)
     columns = [c.asnumpy() if isinstance(c, Tensor) else numpy.asarray(c) for c in columns]
     for name, c in zip(names or itertools.count(), columns):
-        if c.ndim == 0:
-            raise ValueError(f"column {name} is a scalar; data needs a first axis to slice")
+        check_relation("data", data, c.ndim > 0, f"columns with a first axis to slice (column "
+                       f"{name} is a scalar)", owner=owner)
+        check_relation("data", data, c.dtype.kind in "biufcUS", f"columns of numbers, bools or "
+                       f"strs (column {name} has dtype {c.dtype})", error=TypeError, owner=owner)
     if names is None:
         names = [f"column_{i}" for i in range(len(columns))]
     return names, columns

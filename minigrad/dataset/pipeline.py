@@ -22,6 +22,8 @@ from minigrad._checks import (
     check_callable,
     check_int,
     check_positive_int,
+    check_relation,
+    check_str_tuple,
     check_type,
     is_int,
 )
@@ -173,10 +175,10 @@ class Dataset:
             num_parallel_workers: accepted for MindSpore compatibility; ignored.
 
         Raises:
-            ValueError: for an unknown or repeated column name, or output names that clash with
-                the columns kept; while iterating, when the last operation returns a number of
-                values other than the number of output columns. TypeError for a non-callable
-                operation.
+            ValueError: for an unknown, empty or repeated column name, no column names, or
+                output names that clash with the columns kept; while iterating, when the last
+                operation returns a number of values other than the number of output columns.
+                TypeError for a non-callable operation, or column names that are not strs.
         """
         return MapDataset(self, operations, input_columns, output_columns)
 
@@ -383,9 +385,7 @@ def _column_list(columns, name, default):
     """``columns`` (None, a name or a list of names) as a non-empty list without repeats."""
     if columns is None:
         return list(default)
-    columns = [columns] if isinstance(columns, str) else list(columns)
-    if (not columns or not all(isinstance(c, str) for c in columns)
-            or len(set(columns)) != len(columns)):
-        raise ValueError(f"{name} must be a column name or a non-empty list of distinct names, "
-                         f"got {columns!r}")
-    return columns
+    names = list(check_str_tuple(name, columns, owner="MapDataset"))
+    check_relation(name, columns, len(names) > 0, "a column name or a non-empty list of names",
+                   owner="MapDataset")
+    return names

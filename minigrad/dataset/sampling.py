@@ -37,9 +37,9 @@ class IndexedSource(Dataset):
         owner: the class name for messages.
 
     Raises:
-        ValueError: no rows, both ``shuffle=True`` and a sampler, sampler indices outside the
-            rows, only one of ``num_shards`` / ``shard_id``, ``num_shards`` < 1, or a
-            ``shard_id`` outside ``[0, num_shards - 1]``.
+        ValueError: no rows, both ``shuffle=True`` and a sampler, an empty sampler, sampler
+            indices outside the rows, only one of ``num_shards`` / ``shard_id``, ``num_shards``
+            < 1, or a ``shard_id`` outside ``[0, num_shards - 1]``.
         TypeError: a ``shuffle`` that is neither a bool nor None; a ``sampler`` that is not a
             sequence of ints; a ``num_samples``,
             ``num_shards`` or ``shard_id`` that is not an int.
@@ -121,4 +121,7 @@ def _sampler(sampler, length, owner):
         sampler = list(sampler) if isinstance(sampler, range) else sampler.tolist()
     indices = _checks.check_int_tuple("sampler", sampler, low=-length, high=length - 1,
                                       scalar=False, owner=owner)
+    _checks.check_relation("sampler", sampler, len(indices) > 0,
+                           f"a non-empty sequence of row indices in [{-length}, {length - 1}]",
+                           owner=owner)
     return numpy.asarray(indices, dtype=numpy.int64)

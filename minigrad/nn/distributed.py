@@ -133,22 +133,24 @@ class DistributedGradReducer(Cell):
 
     Raises:
         TypeError: an element of ``parameters`` that is not a Parameter, a non-bool ``mean``
-            or ``overlap``, a non-int ``degree`` or ``bucket_bytes``.
-        ValueError: ``degree`` or ``bucket_bytes`` < 1, another ``group``; at a call, the wrong
-            number of gradients or a gradient of the wrong size.
+            or ``overlap``, a non-int ``degree``, ``bucket_bytes`` or ``fusion_type``, a
+            ``group`` that is neither None nor a str.
+        ValueError: ``degree`` or ``bucket_bytes`` < 1, ``fusion_type`` < 0, another
+            ``group``; at a call, the wrong number of gradients or a gradient of the wrong
+            size.
     """
     _takes_policy = False  # not a layer: no Keras dtype policy
 
     def __init__(self, parameters, mean=None, degree=None, fusion_type=1, group=None,
                  bucket_bytes=None, overlap=False):
         super().__init__(auto_prefix=False)
-        params = tuple(parameters)
-        for i, p in enumerate(params):
-            if not isinstance(p, Parameter):
-                raise TypeError(f"DistributedGradReducer: 'parameters' element {i} must be a "
-                                f"Parameter, got {type(p).__name__}")
-        management._check_group(group, "DistributedGradReducer")
         owner = "DistributedGradReducer"
+        params = tuple(_checks.check_items("parameters", parameters, Parameter,
+                                           expected="an iterable of Parameters", owner=owner))
+        _checks.check_non_negative_int("fusion_type", fusion_type, owner=owner)
+        _checks.check_type("group", group, (str, type(None)), expected="None or a str",
+                           owner=owner)
+        management._check_group(group, owner)
         self.mean = (communication.get_auto_parallel_context("gradients_mean") if mean is None
                      else _checks.check_bool("mean", mean, owner=owner))
         self.degree = (_group_degree() if degree is None

@@ -41,8 +41,12 @@ def _fans(shape):
 
 def _gain(nonlinearity, negative_slope):
     """Recommended gain of He/Kaiming initialisation for a nonlinearity."""
+    try:
+        square = negative_slope ** 2
+    except OverflowError:  # |slope| > 1e154: the gain is 0 to double precision
+        square = math.inf
     gains = {"linear": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
-             "leaky_relu": math.sqrt(2.0 / (1 + negative_slope ** 2))}
+             "leaky_relu": math.sqrt(2.0 / (1 + square))}
     return gains[check_in("nonlinearity", nonlinearity, sorted(gains))]
 
 
@@ -129,7 +133,10 @@ class Uniform(Initializer):
 
 class _He(Initializer):
     def __init__(self, negative_slope=0.0, mode="fan_in", nonlinearity="leaky_relu"):
-        check_in("mode", mode, ("fan_in", "fan_out"))
+        owner = type(self).__name__
+        # checked, and kept as given: a NumPy float32 slope squares in float32, as it always has
+        check_float("negative_slope", negative_slope, owner=owner)
+        check_in("mode", mode, ("fan_in", "fan_out"), owner=owner)
         _gain(nonlinearity, negative_slope)
         self.negative_slope, self.mode, self.nonlinearity = negative_slope, mode, nonlinearity
 
@@ -158,7 +165,8 @@ class XavierUniform(Initializer):
     """Glorot uniform: U(-b, b) with b = gain · sqrt(6 / (fan_in + fan_out)). Default gain 1."""
 
     def __init__(self, gain=1.0):
-        self.gain = gain
+        check_float("gain", gain, owner="XavierUniform")
+        self.gain = gain  # kept as given: a NumPy float32 gain scales in float32, as it always has
 
     def sample(self, shape):
         fan_in, fan_out = _fans(shape)
@@ -211,22 +219,25 @@ def init_tensor(name, init, shape, dtype=dtypes.float32):
     shape = check_int_tuple("shape", shape, low=0)
     dtype = dtypes.as_dtype(dtype)
     if isinstance(init, (Tensor, numpy.ndarray)):
-        if tuple(init.shape) != shape:
-            shown = describe(init)
-            if " of shape " not in shown:
-                shown += f" of shape {tuple(init.shape)}"
-            raise ValueError(f"{name} must have shape {shape}, got {shown}")
+        check_init(name, init, shape)
         # a copy: a new Parameter must not share memory with the tensor it was initialised from
         return Tensor(init.data.copy() if isinstance(init, Tensor) else init.copy(), dtype=dtype)
     init = check_init(name, init)
     return Tensor(init(numpy.empty(shape, numpy.float64)), dtype=dtype, device=config.device_target)
 
 
-def check_init(name, init):
+def check_init(name, init, shape=None):
     """``init`` (an Initializer, an initializer's name or a finite number; a Tensor or an array
-    passes as it is) checked under the argument ``name``, before any shape is known: a layer
-    checks the initializer of a bias it does not make too."""
-    if isinstance(init, (Tensor, numpy.ndarray, Initializer)):
+    passes as it is, of ``shape`` when that is given) checked under the argument ``name``: a
+    layer checks the initializer of a bias it does not make too."""
+    if isinstance(init, (Tensor, numpy.ndarray)):
+        if shape is not None and tuple(init.shape) != tuple(shape):
+            shown = describe(init)
+            if " of shape " not in shown:
+                shown += f" of shape {tuple(init.shape)}"
+            raise ValueError(f"{name} must have shape {tuple(shape)}, got {shown}")
+        return init
+    if isinstance(init, Initializer):
         return init
     if isinstance(init, str):
         return _BY_NAME[check_in(name, init, sorted(_BY_NAME),

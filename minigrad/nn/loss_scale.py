@@ -34,7 +34,8 @@ import numpy
 
 from minigrad import backend
 from minigrad.amp import float_status
-from minigrad._checks import check_bool, check_float, check_positive_int, describe
+from minigrad._checks import (check_bool, check_float, check_positive_int, check_relation,
+                              check_type, describe)
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report, underflow_stats
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
@@ -136,6 +137,7 @@ class DynamicLossScaleUpdateCell(_UpdateCell):
         factor = check_float("scale_factor", scale_factor, **GROWTH_RANGE, owner=owner)
         float32_scale(loss_scale_value, "loss_scale_value", owner)  # positive, and float32 holds it
         window = check_positive_int("scale_window", scale_window, owner=owner)
+        _check_core(core, dynamic=True, owner=owner)
         if core is None:
             core = ScaleCore(float(loss_scale_value), factor, 1.0 / factor, window, floor=1.0,
                              owner=owner)
@@ -162,6 +164,17 @@ class DynamicLossScaleUpdateCell(_UpdateCell):
         self.last_overflow_iter.data[...] = cur - self.core.counter - 1
 
 
+def _check_core(core, dynamic, owner):
+    """``core``: None, or a ``ScaleCore`` that grows (``dynamic``) or keeps its scale."""
+    if core is None:
+        return
+    kind = "a dynamic ScaleCore (growth_interval set)" if dynamic else (
+        "a fixed ScaleCore (growth_interval None)")
+    check_type("core", core, ScaleCore, expected=f"{kind} or None", owner=owner)
+    check_relation("core", core, (core.growth_interval is not None) == dynamic, f"{kind} or None",
+                   owner=owner)
+
+
 class FixedLossScaleUpdateCell(_UpdateCell):
     """A constant loss scale; used by ``TrainOneStepWithLossScaleCell`` it still skips the
     optimizer on overflow. ``cell(loss_scale, overflow)`` returns ``overflow``.
@@ -177,6 +190,7 @@ class FixedLossScaleUpdateCell(_UpdateCell):
 
     def __init__(self, loss_scale_value, *, core=None):
         float32_scale(loss_scale_value, "loss_scale_value", "FixedLossScaleUpdateCell")
+        _check_core(core, dynamic=False, owner="FixedLossScaleUpdateCell")
         if core is None:
             core = ScaleCore(float(loss_scale_value), growth_interval=None,
                              owner="FixedLossScaleUpdateCell")

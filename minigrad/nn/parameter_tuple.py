@@ -1,5 +1,6 @@
 """``ParameterTuple``: the tuple of Parameters optimizers hold; a Cell registers one assigned to
 an attribute."""
+from minigrad._checks import check_items
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
@@ -8,15 +9,12 @@ class ParameterTuple(tuple):
     """A tuple of Parameters (what optimizers hold); a Cell attribute of this type is registered.
 
     Raises:
-        TypeError: if an element is not a Parameter.
+        TypeError: if ``iterable`` is a str or not iterable, or an element is not a Parameter.
     """
 
     def __new__(cls, iterable=()):
-        items = tuple(iterable)
-        for i, item in enumerate(items):
-            if not isinstance(item, Parameter):
-                raise TypeError(f"ParameterTuple element {i} must be a Parameter, got "
-                                f"{type(item).__name__}")
+        items = check_items("iterable", iterable, Parameter,
+                            expected="an iterable of Parameters", owner="ParameterTuple")
         return super().__new__(cls, items)
 
     def clone(self, prefix, init="same"):

@@ -19,7 +19,8 @@ from minigrad._fp16_host import store, widen
 from minigrad.tensor import Tensor
 from minigrad.autograd.function import Function
 from minigrad._checks import check_axis
-from minigrad.ops._util import dot_axes, per_channel, sum_axes
+from minigrad.ops._util import (dot_axes, per_channel, per_channel_dx, per_channel_scale_shift,
+                                 sum_axes)
 from minigrad.ops.arithmetic import float_tensor, leaf
 
 
@@ -87,8 +88,7 @@ class Normalize(Function):
                 self.mean, var = stats
                 out = _private_centred(x, self.mean)
             self.rstd = 1 / xp.sqrt(var + eps)
-            per_channel(xp.multiply, out, self.rstd * self.gamma, out)
-            per_channel(xp.add, out, beta, out)
+            per_channel_scale_shift(out, self.rstd * self.gamma, beta)
             return store(out, x.dtype)
         self.mean, var, centred = stats
         self.rstd = 1 / xp.sqrt(var + eps)
@@ -149,11 +149,8 @@ class Normalize(Function):
             xp = backend.get_array_module(g)
             a = self.rstd * self.gamma
             if self.through_stats:
-                gx = centred  # becomes dx, in place
-                per_channel(xp.multiply, gx, -(self.rstd * self.rstd * sum_hc / count), gx)
-                gx += g
-                per_channel(xp.subtract, gx, sum_h / count, gx)
-                per_channel(xp.multiply, gx, a, gx)
+                gx = per_channel_dx(centred, g, -(self.rstd * self.rstd * sum_hc / count),
+                                    sum_h / count, a)  # centred becomes dx, in place
             else:
                 gx = per_channel(xp.multiply, g, a, xp.empty_like(g))
             gx = store(gx, self.x_dtype)

@@ -32,6 +32,7 @@ from minigrad._checks import (
     check_positive_int,
     check_relation,
     check_type,
+    describe,
 )
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -185,15 +186,19 @@ def piecewise_constant_lr(milestone, learning_rates):
     owner = "piecewise_constant_lr"
     for name, value in (("milestone", milestone), ("learning_rates", learning_rates)):
         check_type(name, value, (list, tuple), owner=owner)
-    check_relation("len(learning_rates)", len(learning_rates),
-                   len(learning_rates) == len(milestone), f"len(milestone) ({len(milestone)})",
-                   owner=owner)
-    lrs, last = [], 0
-    for i, (stop, lr) in enumerate(zip(milestone, learning_rates)):
+    stops, last = [], 0
+    for i, stop in enumerate(milestone):
         stop = check_positive_int(f"milestone[{i}]", stop, owner=owner)
-        lr = check_float(f"learning_rates[{i}]", lr, owner=owner)
         check_relation(f"milestone[{i}]", stop, stop >= last, f">= milestone[{i - 1}] ({last})",
                        owner=owner)
+        stops.append(stop)
+        last = stop
+    rates = [check_float(f"learning_rates[{i}]", lr, owner=owner)
+             for i, lr in enumerate(learning_rates)]
+    check_relation("learning_rates", learning_rates, len(rates) == len(stops),
+                   f"one rate per milestone (milestone={describe(milestone)})", owner=owner)
+    lrs, last = [], 0
+    for stop, lr in zip(stops, rates):
         lrs += [lr] * (stop - last)
         last = stop
     return lrs
@@ -266,10 +271,10 @@ def _check_decay(owner, learning_rate, decay_rate, decay_steps, is_stair, steps_
 
 
 def _check_min_max(owner, min_lr, max_lr):
-    min_lr = check_non_negative("min_lr", min_lr, owner=owner)
-    max_lr = check_positive("max_lr", max_lr, owner=owner)
-    check_relation("max_lr", max_lr, max_lr > min_lr, f"> min_lr ({min_lr})", owner=owner)
-    return min_lr, max_lr
+    low = check_non_negative("min_lr", min_lr, owner=owner)
+    high = check_positive("max_lr", max_lr, owner=owner)
+    check_relation("max_lr", max_lr, high > low, f"> min_lr ({describe(min_lr)})", owner=owner)
+    return low, high
 
 
 def _per_epoch(owner, schedule, total_step, step_per_epoch):

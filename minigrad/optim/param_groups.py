@@ -11,7 +11,12 @@ GROUP_KEYS = ("params", "lr", "weight_decay", "grad_centralization", "order_para
 
 
 def default_decay_filter(param):
-    """MindSpore's default for ungrouped parameters: decay unless the name has 'beta' or 'gamma'."""
+    """MindSpore's default for ungrouped parameters: decay unless the name has 'beta' or 'gamma'.
+
+    Raises:
+        TypeError: for a ``param`` that is not a Parameter.
+    """
+    check_type("param", param, Parameter, owner="default_decay_filter")
     name = param.name or ""
     return "beta" not in name and "gamma" not in name
 

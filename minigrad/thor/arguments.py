@@ -5,10 +5,13 @@ from minigrad._checks import (
     check_callable,
     check_float,
     check_int,
+    check_non_negative_int,
+    check_relation,
     check_type,
 )
 from minigrad.optim.lr_schedule import LearningRateSchedule
 from minigrad.tensor import Tensor
+from minigrad.thor.fisher import check_loss
 
 
 def check_seed_arguments(net, learning_rate, momentum, weight_decay, loss_scale, use_nesterov,
@@ -19,7 +22,7 @@ def check_seed_arguments(net, learning_rate, momentum, weight_decay, loss_scale,
         check_type("net", net, (), expected="a Cell", owner=owner)
     learning_rate = learning_rate_object(learning_rate, owner)
     if isinstance(loss_scale, int) and not isinstance(loss_scale, bool):
-        loss_scale = float(loss_scale)
+        loss_scale = check_float("loss_scale", loss_scale, low=0.0, low_open=True, owner=owner)
     check_type("loss_scale", loss_scale, float, expected="a float > 0.0", owner=owner)
     check_float("loss_scale", loss_scale, low=0.0, low_open=True, owner=owner)
     check_type("momentum", momentum, float, expected="a float >= 0.0", owner=owner)
@@ -51,11 +54,25 @@ def learning_rate_object(value, owner):
 
 
 def check_split_indices(value, count, owner):
+    """``split_indices`` (None: one group of all ``count`` layers) as a list of layer indices."""
     if value is None:
         return [count - 1]
-    if not isinstance(value, (list, tuple)):
-        raise TypeError(f"{owner}: split_indices must be a list of ints or None, got {value!r}")
+    check_type("split_indices", value, (list, tuple), expected="a list of ints or None",
+               owner=owner)
     out = [check_int("split_indices", v, low=0, high=count - 1, owner=owner) for v in value]
-    if out != sorted(set(out)):
-        raise ValueError(f"{owner}: split_indices must be strictly increasing, got {value!r}")
+    check_relation("split_indices", value, len(out) > 0 and out == sorted(set(out)),
+                   "a non-empty, strictly increasing list of layer indices or None", owner=owner)
     return out
+
+
+def check_fisher_arguments(fisher, fisher_loss, fisher_seed, owner):
+    """``fisher_seed`` (an int >= 0 or None) and ``fisher_loss`` (a loss THOR can sample, or
+    None), both None unless ``fisher`` is ``"mc"``; returns ``fisher_seed`` as an int or None."""
+    fisher_seed = check_non_negative_int("fisher_seed", fisher_seed, allow_none=True, owner=owner)
+    if fisher_loss is not None:
+        check_loss(fisher_loss, owner, "fisher_loss")
+    for name, value in (("fisher_loss", fisher_loss), ("fisher_seed", fisher_seed)):
+        check_relation(name, value, value is None or fisher == "mc",
+                       f"None with fisher={fisher!r} (it applies to fisher='mc' only)",
+                       owner=owner)
+    return fisher_seed

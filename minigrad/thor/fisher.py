@@ -30,6 +30,7 @@ import numpy
 
 from minigrad import backend, communication
 from minigrad import random as mg_random
+from minigrad._checks import check_non_negative_int, check_relation
 from minigrad._config import enable_grad, is_grad_enabled
 from minigrad.autograd.engine import run_backward
 from minigrad.tensor import Tensor, make, seed_like
@@ -48,13 +49,14 @@ def supported_losses():
     return sorted(cls.__name__ for cls in _SAMPLERS)
 
 
-def check_loss(loss, owner="THOR"):
-    """``loss`` if THOR can sample its model distribution, else TypeError naming it."""
-    if type(loss) not in _SAMPLERS:
-        raise TypeError(f"{owner}: fisher='mc' samples labels from the model distribution of the "
-                        f"loss; supported losses are {supported_losses()} (exact types), got "
-                        f"{loss!r} ({type(loss).__name__})")
-    return loss
+def check_loss(loss, owner="THOR", name="loss"):
+    """``loss`` if THOR can sample its model distribution, else TypeError naming it (as the
+    argument ``name``)."""
+    return check_relation(name, loss, type(loss) in _SAMPLERS,
+                          f"a loss whose model distribution fisher='mc' can sample labels from "
+                          f"(supported losses: {supported_losses()}, exact types)",
+                          error=TypeError,
+                          owner=owner)
 
 
 def sample_categorical(logits, rng, one_hot, dtype):
@@ -94,8 +96,8 @@ class SampledFisher:
         self.blocks = blocks
         if seed is None:
             seed = int(mg_random.get_rng(numpy).integers(2 ** 32))
-        elif isinstance(seed, bool) or not isinstance(seed, (int, numpy.integer)) or seed < 0:
-            raise TypeError(f"{owner}: fisher_seed must be an int >= 0 or None, got {seed!r}")
+        else:
+            seed = check_non_negative_int("fisher_seed", seed, owner=owner)
         self.seed = int(seed)
         self.loss, self._handle, self.explicit = None, None, False
         self.armed, self.ran, self.seconds = False, None, 0.0

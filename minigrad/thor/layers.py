@@ -23,6 +23,7 @@ A layer records its last call of a step: a layer shared by two calls in one step
 supported by THOR.
 """
 from minigrad import backend, ops
+from minigrad._checks import check_positive_int, check_relation
 from minigrad._config import is_grad_enabled
 from minigrad.nn.layers.basic import Dense
 from minigrad.nn.layers.conv import Conv2d
@@ -128,9 +129,9 @@ class Conv2dThor(Conv2d, _Recorder):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same",
                  padding=0, dilation=1, group=1, has_bias=False, weight_init="normal",
                  bias_init="zeros", data_format="NCHW"):
-        if group != 1:
-            raise ValueError(f"Conv2dThor: 'group' must be 1 (THOR's factor A treats all input "
-                             f"channels as one Kronecker block), but got {group!r}")
+        group = check_positive_int("group", group, owner="Conv2dThor")
+        check_relation("group", group, group == 1, "1 (THOR's factor A treats all input channels "
+                       "as one Kronecker block)", owner="Conv2dThor")
         super().__init__(in_channels, out_channels, kernel_size, stride, pad_mode, padding,
                          dilation, group, has_bias, weight_init, bias_init, data_format)
         self._init_recording()

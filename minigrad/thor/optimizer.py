@@ -30,7 +30,8 @@ from minigrad import backend
 from minigrad._checks import check_bool, check_float, check_in, check_positive_int
 from minigrad.optim.momentum import Momentum
 from minigrad.optim.optimizer import Optimizer, _inverse_scale
-from minigrad.thor.arguments import check_seed_arguments, check_split_indices
+from minigrad.thor.arguments import (check_fisher_arguments, check_seed_arguments,
+                                      check_split_indices)
 from minigrad.thor.blocks import find_blocks
 from minigrad.thor.fisher import FISHERS, SampledFisher
 from minigrad.thor.precondition import prepare_gradients
@@ -133,9 +134,7 @@ class THOR(Optimizer):
         self.kl_clip = check_float("kl_clip", kl_clip, low=0.0, low_open=True, allow_none=True,
                                    owner=owner)
         self.fisher = check_in("fisher", fisher, FISHERS, owner=owner)
-        if fisher == "empirical" and (fisher_loss is not None or fisher_seed is not None):
-            raise ValueError(f"{owner}: fisher_loss and fisher_seed apply to fisher='mc' only, "
-                             f"got fisher={fisher!r}")
+        fisher_seed = check_fisher_arguments(fisher, fisher_loss, fisher_seed, owner)
         self.blocks, self._roles = find_blocks(net, self.parameters, self.split_dim, owner)
         self.loss_reduction, self._reduction_explicit = "mean", loss_reduction is not None
         if loss_reduction is not None:

@@ -8,7 +8,7 @@ receive ``(logits, labels)``.
 import numpy
 
 from minigrad.backend import as_numpy
-from minigrad._checks import check_in, check_type
+from minigrad._checks import check_in, check_positive_int, check_type
 
 
 class Metric:
@@ -50,17 +50,16 @@ class Accuracy(Metric):
     first must have the same number of classes ``C`` (until ``clear``).
 
     Raises:
-        ValueError: from ``update``, for mismatched shapes, labels of ``y_pred``'s shape that are
-            not one-hot, a number of classes different from the earlier updates', or a wrong
-            number of inputs (nothing is counted then). RuntimeError from ``eval``, before any
-            ``update``.
+        TypeError: for an ``eval_type`` that is not a str.
+        ValueError: for another ``eval_type``; from ``update``, for mismatched shapes, labels of
+            ``y_pred``'s shape that are not one-hot, a number of classes different from the
+            earlier updates', or a wrong number of inputs (nothing is counted then).
+            RuntimeError from ``eval``, before any ``update``.
     """
 
     def __init__(self, eval_type="classification"):
-        if eval_type not in ("classification", "multilabel"):
-            raise ValueError(f"eval_type must be 'classification' or 'multilabel', got "
-                             f"{eval_type!r}")
-        self._type = eval_type
+        self._type = check_in("eval_type", eval_type, ("classification", "multilabel"),
+                              owner=type(self).__name__)
         super().__init__()
 
     def clear(self):
@@ -139,12 +138,7 @@ class TopKCategoricalAccuracy(Accuracy):
     """
 
     def __init__(self, k):
-        if isinstance(k, bool) or not isinstance(k, (int, numpy.integer)):
-            raise TypeError(f"TopKCategoricalAccuracy: 'k' must be an int, got {k!r} "
-                            f"({type(k).__name__})")
-        if k < 1:
-            raise ValueError(f"TopKCategoricalAccuracy: 'k' must be at least 1, got {k}")
-        self.k = int(k)
+        self.k = check_positive_int("k", k, owner="TopKCategoricalAccuracy")
         super().__init__()
 
     def _count_correct(self, y_pred, y):

@@ -155,9 +155,13 @@ ACCEPTED = {
     "amp.custom_fwd": {"cast_inputs": (frozenset({"str"}),
                                        "a dtype's name ('half', 'float32': check_dtype)")},
     "Model": {"eval_indexes": (frozenset({"list", "tuple"}),
-                               "[loss, predictions, labels]: positions in eval_network's outputs")},
-    "nn.initializer": {"init": (ANY_REAL | {"huge", "huge_float"},
-                                "a number initialises every element to it (nn.Constant)")},
+                               "[loss, predictions, labels]: positions in eval_network's outputs"),
+              "metrics": (frozenset({"list", "tuple", "object"}),
+                          "a dict of Metrics or a set/list of names (MindSpore's dict or set, "
+                          "Keras' list); an empty one is no metrics, as None")},
+    "nn.initializer": {"init": (ANY_REAL | {"huge", "huge_float", "array", "tensor"},
+                                "a number initialises every element to it (nn.Constant); a "
+                                "Tensor or array of the shape is used as is (MindSpore)")},
     "ops.reshape": {"shape": ({"negative"}, "-1 stands for the size reshape infers")},
     "ops.full": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value: any number")},
     "ops.full_like": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
@@ -202,6 +206,48 @@ ACCEPTED = {
 }
 # Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
 ACCEPTED.update({
+    "dataset.RepeatDataset": {"count": (frozenset({"huge"}),
+                                        "a loop bound, never stored in an array: any positive "
+                                        "int, beyond int64 too (repeat(2 ** 70))")},
+    "dataset.MapDataset": dict.fromkeys(
+        ("input_columns", "output_columns"),
+        (frozenset({"str", "str_number", "list", "tuple"}),
+         "MindSpore's column names: a str or a list of strs")),
+    "dataset.NumpySlicesDataset": {
+        "column_names": (frozenset({"str", "str_number", "list", "tuple"}),
+                         "MindSpore's column names: a str or a list of strs"),
+        "data": (frozenset({"list"}), "MindSpore: a list is one column, numpy.array(data)"),
+        "num_parallel_workers": (frozenset({"int", "np_int"}),
+                                 "a count of workers (MindSpore's; None: the default)"),
+        "sampler": (frozenset({"list", "tuple"}),
+                    "row indices that fix the order, negative from the end (IndexedSource)"),
+    },
+    "train.CheckpointConfig": {
+        **dict.fromkeys(("save_checkpoint_seconds", "keep_checkpoint_per_n_minutes"),
+                        (frozenset({"none", "float", "np_float", "huge", "huge_float"}),
+                         "a time: any number >= 0, fractions included (MindSpore takes an "
+                         "int); None or 0 turns it off")),
+        "keep_checkpoint_max": (frozenset({"none"}), "None turns it off (MindSpore)"),
+        "append_info": (frozenset({"list", "tuple"}),
+                        "MindSpore's append_info: a list of 'epoch_num', 'step_num' and dicts"),
+    },
+    **dict.fromkeys(("optim.THOR", "optim.thor"),
+                    {"split_indices": (frozenset({"list", "tuple"}),
+                                       "MindSpore's split_indices: increasing layer indices "
+                                       "closing each all-reduce group")}),
+    "nn.DistributedGradReducer": {"mean": (frozenset({"bool", "np_bool"}),
+                                           "a flag (None: the context's gradients_mean)")},
+    "nn.DynamicLossScaleUpdateCell": {"scale_factor": (frozenset({"float", "np_float", "huge",
+                                                                  "huge_float"}),
+                                                       "a growth factor > 1, any real (the one "
+                                                       "ScaleCore's rule)")},
+    "nn.TrainOneStepWithLossScaleCell": {"scale_sense": (frozenset({"tensor"}),
+                                                         "MindSpore's scale_sense: an update "
+                                                         "Cell or a Tensor of shape () or (1,)")},
+    **dict.fromkeys(("nn.HeNormal", "nn.HeUniform"),
+                    {"negative_slope": (frozenset({"negative", "negative_float"}),
+                                        "the slope of a leaky ReLU, any real (the gain squares "
+                                        "it; PyTorch's kaiming_uniform_ takes any a)")}),
     "load_checkpoint": {"filter_prefix": (frozenset({"str", "str_number", "list", "tuple"}),
                                           "MindSpore's filter_prefix: a str or a list/tuple of "
                                           "non-empty strs")},
@@ -251,9 +297,10 @@ ACCEPTED_BY_ARGUMENT = {
     **dict.fromkeys(("dtype", "output_type", "cast_model_type", "type"),
                     (frozenset({"str"}), "a dtype's name ('half', 'float16'...: check_dtype)")),
     **dict.fromkeys(("weight_init", "bias_init"),
-                    (ANY_REAL | {"none", "huge", "huge_float"},
-                     "a constant initial value (nn.Constant), or None: Dense's and Conv2d's "
-                     "default initializers")),
+                    (ANY_REAL | {"none", "huge", "huge_float", "array", "tensor"},
+                     "a constant initial value (nn.Constant), a Tensor or array of the "
+                     "parameter's shape (used as is), or None: Dense's and Conv2d's default "
+                     "initializers")),
     **dict.fromkeys(("gamma_init", "beta_init", "moving_mean_init", "moving_var_init",
                      "embedding_table", "value"),
                     (ANY_REAL | {"huge", "huge_float"}, "a constant initial value")),

@@ -355,3 +355,26 @@ def test_check_in_folds_the_spelling_and_shows_the_value_as_given():
         c.check_in("pad_mode", "A", ("same", "valid"), fold=str.lower)
     with pytest.raises(TypeError, match=r"got 3 \(int\)$"):
         c.check_in("pad_mode", 3, ("same", "valid"), fold=str.lower)
+
+
+def test_check_items_takes_any_ordered_iterable_of_the_type():
+    assert c.check_items("xs", (1, 2), int, expected="ints") == [1, 2]
+    assert c.check_items("xs", (n for n in (3, 4)), int, expected="ints") == [3, 4]
+    assert c.check_items("xs", {1: 0}.values(), int, expected="ints") == [0]
+    assert c.check_items("xs", [], int, expected="ints") == []
+
+
+@pytest.mark.parametrize("value", ["ab", b"ab", {1: 2}, {1}, numpy.ones(2), numpy.array(1), 3,
+                                   None])
+def test_check_items_refuses_non_sequences(value):
+    with pytest.raises(TypeError, match=r"^own: xs must be an iterable of ints, got .*\("):
+        c.check_items("xs", value, int, expected="an iterable of ints", owner="own")
+
+
+def test_check_items_names_the_element_and_shows_the_value():
+    with pytest.raises(TypeError, match=re.escape(
+            "xs must be an iterable of ints (element 1 is a str), got [1, 'a'] (list)")):
+        c.check_items("xs", [1, "a"], int, expected="an iterable of ints")
+    with pytest.raises(TypeError, match=re.escape(
+            "xs must be an iterable of ints (element 0 is a float), got [0.5] (list)")):
+        c.check_items("xs", (v for v in [0.5]), int, expected="an iterable of ints")

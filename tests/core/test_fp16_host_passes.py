@@ -442,3 +442,88 @@ def test_relu_passes_take_a_channels_last_batch_and_keep_its_layout():
     same_bits(_fp16_host.relu_backward_pass(g, mask), (g.view(numpy.int16) * mask).view(F16))
     # a gradient in another layout than the mask: left to NumPy
     assert _fp16_host.relu_backward_pass(numpy.ascontiguousarray(g), mask) is None
+
+
+# ---- batch norm's per-channel passes ------------------------------------------------------------
+
+
+def channels_last(shape, seed):
+    """Random fp32 values of every kind in an (N, C, ...) array stored channels-last."""
+    n, c, *rest = shape
+    x = floats_of_every_kind(math.prod(shape), seed).reshape(n, *rest, c)
+    return x.transpose(0, x.ndim - 1, *range(1, x.ndim - 1))
+
+
+def channel_vector(c, seed, ndim):
+    return floats_of_every_kind(c, seed).reshape(1, c, *[1] * (ndim - 2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 37), st.lists(st.integers(1, 9), max_size=2),
+       st.integers(0, 2**31))
+def test_batch_norm_passes_give_numpy_bits(n, c, spatial, seed):
+    shape = (n, c, *spatial)
+    x, g = channels_last(shape, seed), channels_last(shape, seed + 1)
+    k, s, a, b = (channel_vector(c, seed + i, len(shape)) for i in range(2, 6))
+    with numpy.errstate(all="ignore"):
+        want = (x * a) + b
+        got = x.copy(order="K")
+        assert _fp16_host.batch_norm_scale_shift(got, a, b) is got
+        same_bits_but_nan_payloads(got, want)
+        want = (((x * k) + g) - s) * a
+        got = x.copy(order="K")
+        assert _fp16_host.batch_norm_dx(got, g, k, s, a) is got
+        same_bits_but_nan_payloads(got, want)
+
+
+def same_bits_but_nan_payloads(got, want):
+    """The same bits, except that a NaN may carry another NaN's sign and payload: where two
+    NaNs meet, which one an operation keeps depends on the operand order the compiler chose."""
+    nan = numpy.isnan(want)
+    assert (numpy.isnan(got) == nan).all()
+    same_bits(got[~nan], want[~nan])
+
+
+def test_batch_norm_passes_leave_other_layouts_to_numpy():
+    x = channels_last((2, 3, 4, 5), 7)
+    v = channel_vector(3, 8, 4)
+    nchw = numpy.ascontiguousarray(x)
+    assert _fp16_host.batch_norm_scale_shift(nchw, v, v) is None  # rows of one channel
+    assert _fp16_host.batch_norm_scale_shift(numpy.ones_like(x, numpy.float64), v, v) is None
+    assert _fp16_host.batch_norm_scale_shift(x, v.astype(numpy.float64), v) is None
+    assert _fp16_host.batch_norm_dx(x, nchw, v, v, v) is None  # g laid out otherwise
+    x.flags.writeable = False
+    assert _fp16_host.batch_norm_scale_shift(x, v, v) is None
+
+
+def test_batch_norm_uses_the_native_passes_and_keeps_its_bits(monkeypatch):
+    """A training-mode BatchNorm2d on a channels-last batch: output and every gradient the same
+    with the native passes as with the NumPy passes."""
+    from minigrad import nn
+
+    x = channels_last((4, 6, 5, 3), 11)
+    x[~numpy.isfinite(x)] = 1.0
+    x = numpy.clip(x, -1e3, 1e3).astype(F32)
+    g = numpy.clip(numpy.nan_to_num(channels_last((4, 6, 5, 3), 12)), -1e3, 1e3).astype(F32)
+
+    def run():
+        bn = nn.BatchNorm2d(6)
+        bn.set_train()
+        xt = Tensor(x.copy(order="K"), requires_grad=True)
+        y = bn(xt)
+        y.backward(Tensor(g))
+        return [y.data, xt.grad.data, bn.gamma.grad.data, bn.beta.grad.data]
+
+    calls = []
+    for name in ("batch_norm_scale_shift", "batch_norm_dx"):
+        def record(*args, _name=name, _fn=getattr(_fp16_host, name)):
+            calls.append(_name)
+            return _fn(*args)
+        monkeypatch.setattr(_fp16_host, name, record)
+    fused = run()
+    assert sorted(calls) == ["batch_norm_dx", "batch_norm_scale_shift"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_native.loaded(), "fp16_passes", None)
+        plain = run()
+    for got, want in zip(fused, plain):
+        same_bits(got, want)

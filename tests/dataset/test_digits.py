@@ -23,6 +23,17 @@ def test_load_digits_refuses_a_split_that_leaves_a_side_empty():
     assert len(x_test) > 0 and len(x_train) + len(x_test) == 1797
 
 
+def test_load_digits_checks_seed_and_flatten_before_reading():
+    from minigrad.dataset import load_digits
+    with pytest.raises(ValueError, match="load_digits: seed must be a non-negative int, got -1"):
+        load_digits(seed=-1)
+    with pytest.raises(TypeError, match=r"load_digits: seed must be a non-negative int, got None "
+                                        r"\(NoneType\)"):
+        load_digits(seed=None)
+    with pytest.raises(TypeError, match=r"load_digits: flatten must be a bool, got 1 \(int\)"):
+        load_digits(flatten=1)
+
+
 def test_load_digits_missing_scikit_learn_is_an_import_error_with_the_install_hint(monkeypatch):
     import importlib.util
 

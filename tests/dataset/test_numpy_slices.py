@@ -64,7 +64,17 @@ def test_dict_tuple_array_and_list_inputs():
     [
         (dict(data=(numpy.zeros(3), numpy.zeros(4))), "same length"),
         (dict(data=(numpy.zeros(3),), column_names=["a", "b"]), "column_names"),
-        (dict(data=numpy.zeros((0, 2))), "no rows"),
+        (dict(data=numpy.zeros((0, 2))),
+         r"NumpySlicesDataset: data must be columns of at least one row, got array\(\[\], "),
+        (dict(data=[]), r"data must be columns of at least one row, got \[\]"),
+        (dict(data={}), r"data must be an array, a list, a tuple or a dict of at least one column, "
+                        r"got \{\}"),
+        (dict(data=numpy.array(2.0)), r"data must be columns with a first axis to slice \(column "
+                                      r"0 is a scalar\), got array\(2\.\)"),
+        (dict(data=numpy.zeros(3), sampler=[]), r"sampler must be a non-empty sequence of row "
+                                                r"indices in \[-3, 2\], got \[\]"),
+        (dict(data=numpy.zeros(3), num_parallel_workers=0),
+         "num_parallel_workers must be a positive int or None, got 0"),
         (dict(data=numpy.zeros(3), shuffle=True, sampler=[0, 1]), "sampler"),
         (dict(data=numpy.zeros(3), sampler=[0, 5]), "sampler must be a tuple or list of ints in"),
     ],
@@ -104,6 +114,15 @@ def test_bad_batch_shuffle_map_arguments():
         ds.map(abs, input_columns="nope")
     with pytest.raises(TypeError, match=r"operations\[0\] must be callable"):
         ds.map(3)
+    with pytest.raises(TypeError, match=r"MapDataset: input_columns must be a str or a tuple or "
+                                        r"list of non-empty strs, got True \(bool\)"):
+        ds.map(abs, input_columns=True)
+    with pytest.raises(ValueError, match=r"MapDataset: output_columns must be a column name or a "
+                                         r"non-empty list of names, got \[\]"):
+        ds.map(abs, output_columns=[])
+    with pytest.raises(TypeError, match=r"data must be columns of numbers, bools or strs \(column "
+                                        r"0 has dtype object\), got \[None\]"):
+        NumpySlicesDataset([None])
     with pytest.raises(ValueError, match="num_epochs"):
         ds.create_tuple_iterator(num_epochs=0)
 

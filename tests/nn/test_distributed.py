@@ -69,8 +69,16 @@ def test_reducer_defaults_come_from_the_context():
 
 
 def test_reducer_refuses_bad_arguments():
-    with pytest.raises(TypeError, match="'parameters' element 1 must be a Parameter, got ndarray"):
+    with pytest.raises(TypeError, match=r"DistributedGradReducer: parameters must be an iterable "
+                                        r"of Parameters \(element 1 is a ndarray\), got \[Param"):
         nn.DistributedGradReducer(params((3,)) + [numpy.zeros(3)])
+    with pytest.raises(TypeError, match=r"parameters must be an iterable of Parameters, got "
+                                        r"Parameter\(name='p0'.*\(Parameter\)"):
+        nn.DistributedGradReducer(params((3,))[0])  # one Parameter, not a list of them
+    with pytest.raises(ValueError, match="fusion_type must be a non-negative int, got -1"):
+        nn.DistributedGradReducer(params((3,)), fusion_type=-1)
+    with pytest.raises(TypeError, match=r"group must be None or a str, got \[0\] \(list\)"):
+        nn.DistributedGradReducer(params((3,)), group=[0])
     with pytest.raises(TypeError, match="DistributedGradReducer: mean must be a bool, got 1"):
         nn.DistributedGradReducer(params((3,)), mean=1)
     with pytest.raises(ValueError, match="DistributedGradReducer: degree must be a positive int, "

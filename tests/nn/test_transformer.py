@@ -189,8 +189,12 @@ def test_bad_arguments_name_the_argument():
         nn.TransformerEncoderLayer(8, 2, activation="tanh")
     with pytest.raises(TypeError, match="activation must be callable"):
         nn.TransformerEncoderLayer(8, 2, activation=3)
-    with pytest.raises(ValueError, match="num_heads must be a divisor of embed_dim"):
+    with pytest.raises(ValueError, match=r"TransformerEncoderLayer: d_model must be a multiple of "
+                                         r"nhead \(3\), got 8"):
         nn.TransformerEncoderLayer(8, 3)
+    with pytest.raises(TypeError, match=r"TransformerEncoderLayer: nhead must be a positive int, "
+                                        r"got None \(NoneType\)"):
+        nn.TransformerEncoderLayer(8, None)
     with pytest.raises(ValueError, match="layer_norm_eps must be a finite float in \\(0.0, inf\\)"):
         nn.TransformerEncoderLayer(8, 2, layer_norm_eps=0)
     with pytest.raises(TypeError, match="norm_first must be a bool"):

@@ -106,7 +106,18 @@ def test_schedules_follow_their_formula(schedule, formula):
         (
             lambda: piecewise_constant_lr([2], [0.1, 0.2]),
             ValueError,
-            ["piecewise_constant_lr: len(learning_rates) must be len(milestone) (1), got 2"],
+            ["piecewise_constant_lr: learning_rates must be one rate per milestone "
+             "(milestone=[2]), got [0.1, 0.2]"],
+        ),
+        (
+            lambda: piecewise_constant_lr(["a"], [0.1, 0.2]),
+            TypeError,
+            ["piecewise_constant_lr: milestone[0] must be a positive int, got 'a' (str)"],
+        ),
+        (
+            lambda: CosineDecayLR(10 ** 30, 0.1, 4),
+            ValueError,
+            ["CosineDecayLR: max_lr must be > min_lr (1000000000000000000000000000000), got 0.1"],
         ),
         (
             lambda: piecewise_constant_lr(2, [0.1]),

@@ -58,7 +58,7 @@ def test_frequency_not_int_is_a_type_error():
         nn.thor(mlp(), T, T, 0.9, frequency=10.0)
 
 
-@pytest.mark.parametrize("value", [0.0, -1.0])
+@pytest.mark.parametrize("value", [0.0, -1.0, -1])
 def test_loss_scale_not_positive_is_a_value_error(value):
     with pytest.raises(ValueError, match="loss_scale"):
         nn.thor(mlp(), T, T, 0.9, loss_scale=value)
@@ -92,6 +92,12 @@ def test_int_loss_scale_is_converted_and_checks_come_before_the_conversion():
     ({"factor_decay": 1.0}, ValueError, "factor_decay"), ({"kl_clip": 0.0}, ValueError, "kl_clip"),
     ({"split_indices": [1, 0]}, ValueError, "increasing"),
     ({"split_indices": [5]}, ValueError, "split_indices"),
+    ({"split_indices": []}, ValueError,
+     r"thor: split_indices must be a non-empty, strictly increasing list of layer indices or "
+     r"None, got \[\]"),
+    ({"split_indices": "0"}, TypeError, r"split_indices must be a list of ints or None, got '0'"),
+    ({"loss_scale": -10 ** 30}, ValueError,
+     r"loss_scale must be a finite float in \(0.0, inf\), got -1000000000000000000000000000000$"),
     ({"enable_clip_grad": "yes"}, TypeError, "enable_clip_grad"),
     ({"batch_size": 0}, ValueError, "batch_size")])
 def test_options_are_checked(kwargs, error, match):

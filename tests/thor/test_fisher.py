@@ -177,7 +177,10 @@ def test_o2_scale_is_divided_out_of_the_sampled_g():
     ({"fisher_seed": 3}, ValueError, "fisher='mc' only"),
     ({"fisher": "mc", "fisher_loss": nn.L1Loss()}, TypeError, "L1Loss"),
     ({"fisher": "mc", "fisher_loss": nn.MSELoss}, TypeError, "supported losses"),
-    ({"fisher": "mc", "fisher_seed": -1}, TypeError, "fisher_seed"),
+    ({"fisher": "mc", "fisher_seed": -1}, ValueError,
+     r"thor: fisher_seed must be a non-negative int or None, got -1"),
+    ({"fisher_loss": "abc"}, TypeError, r"thor: fisher_loss must be a loss .*, got 'abc' \(str\)"),
+    ({"fisher_seed": "abc"}, TypeError, r"thor: fisher_seed must be a non-negative int or None"),
     ({"fisher": "mc", "fisher_seed": 1.5}, TypeError, "fisher_seed"),
 ])
 def test_arguments_are_checked(kwargs, error, match):

@@ -6,6 +6,7 @@ import os
 
 import numpy
 import numpy as np
+import pytest
 
 import minigrad
 from minigrad import Model, Tensor, nn
@@ -144,3 +145,38 @@ def test_reused_modelcheckpoint_saves_the_final_step_of_every_train_call(tmp_pat
     saved = load_checkpoint(ckpt.latest_ckpt_file_name)
     np.testing.assert_array_equal(saved["weight"].asnumpy(), net.weight.asnumpy())
     np.testing.assert_array_equal(saved["bias"].asnumpy(), net.bias.asnumpy())
+
+
+def test_callback_arguments_are_named_with_their_value(tmp_path):
+    import re
+
+    from minigrad.train import ProgressBar, RunContext
+
+    def raises(error, message):
+        return pytest.raises(error, match=re.escape(message))
+
+    with raises(ValueError, "CheckpointConfig: save_checkpoint_steps must be a positive int when "
+                            "save_checkpoint_seconds is 0 (set save_checkpoint_steps or "
+                            "save_checkpoint_seconds), got None"):
+        CheckpointConfig(save_checkpoint_steps=None)
+    with raises(TypeError, "CheckpointConfig: saved_network must be a Cell or None, got 'net' "
+                           "(str)"):
+        CheckpointConfig(saved_network="net")
+    with raises(ValueError, "CheckpointConfig: append_info must be a list of 'epoch_num', "
+                            "'step_num' and dicts, or None, got ['epoch']"):
+        CheckpointConfig(append_info=["epoch"])
+    with raises(TypeError, "append_info must be a list of 'epoch_num', 'step_num' and dicts, or "
+                           "None, got 'epoch_num' (str)"):
+        CheckpointConfig(append_info="epoch_num")
+    assert CheckpointConfig(append_info=("epoch_num", {"lr": 0.1})).append_info == [
+        "epoch_num", {"lr": 0.1}]
+    with raises(ValueError, "ModelCheckpoint: directory must be a non-empty str or os.PathLike "
+                            "path or None, got ''"):
+        ModelCheckpoint(directory="")
+    with raises(TypeError, "ProgressBar: file must be a stream with a write method (sys.stdout, "
+                           "an open text file) or None, got 'log.txt' (str)"):
+        ProgressBar(file="log.txt")
+    ProgressBar(file=io.StringIO())
+    with raises(TypeError, "RunContext: original_args must be a dict (the cb_params), got "
+                           "[1] (list)"):
+        RunContext([1])

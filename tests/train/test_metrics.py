@@ -4,7 +4,7 @@ import numpy
 import pytest
 
 from minigrad import Tensor
-from minigrad.train.metrics import Accuracy, get_metric_fn
+from minigrad.train.metrics import Accuracy, TopKCategoricalAccuracy, get_metric_fn
 
 
 def test_accuracy_multilabel_counts_samples_whose_every_label_matches():
@@ -76,3 +76,15 @@ def test_accuracy_one_hot_and_class_count_across_updates():
     metric.clear()
     metric.update(numpy.eye(4)[[0, 1]], numpy.array([0, 1]))  # clear() forgets the class count
     assert metric.eval() == 1.0
+
+
+def test_metric_arguments_are_named_with_their_value():
+    with pytest.raises(ValueError, match=r"Accuracy: eval_type must be one of \['classification', "
+                                         r"'multilabel'\], got 'binary'"):
+        Accuracy("binary")
+    with pytest.raises(TypeError,
+                       match=r"eval_type must be one of .*, got array\(\[1\]\) \(ndarray"):
+        Accuracy(numpy.array([1]))
+    with pytest.raises(ValueError, match=r"TopKCategoricalAccuracy: k must be a positive int that "
+                                         r"fits in int64"):
+        TopKCategoricalAccuracy(2 ** 63)

@@ -80,4 +80,9 @@ def get_activation(name):
         TypeError: for a name that is not a str.
         ValueError: for an unknown name, listing the known ones.
     """
-    return _ACTIVATIONS[check_in("activation", name, sorted(_ACTIVATIONS), fold=str.lower)]()
+    return activation_by_name("name", name)
+
+
+def activation_by_name(argument, name):
+    """``get_activation(name)`` with messages naming ``argument`` (a layer's ``activation``)."""
+    return _ACTIVATIONS[check_in(argument, name, sorted(_ACTIVATIONS), fold=str.lower)]()

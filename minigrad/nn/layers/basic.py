@@ -8,7 +8,7 @@ from minigrad.fp8.autocast import get_fp8_recipe
 from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import check_init, default_initializers, init_tensor
 from minigrad._checks import check_bool, check_float, check_positive_int, check_relation
-from minigrad.nn.layers.activation import get_activation
+from minigrad.nn.layers.activation import activation_by_name
 from minigrad.parameter import Parameter
 
 
@@ -42,11 +42,11 @@ class Dense(Cell):
         shape = (out_channels, in_channels)
         weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
         self.weight = Parameter(init_tensor("weight_init", weight_init, shape))
-        check_init("bias_init", bias_init)  # checked even when there is no bias to make
+        check_init("bias_init", bias_init, (out_channels,))  # even with no bias to make
         self.bias = (Parameter(init_tensor("bias_init", bias_init, (out_channels,)))
                      if has_bias else None)
         if isinstance(activation, str):
-            activation = get_activation(activation)
+            activation = activation_by_name("activation", activation)
         elif activation is not None and not isinstance(activation, Cell):
             raise TypeError(f"Dense: activation must be None, a str or a Cell, got "
                             f"{activation!r} ({type(activation).__name__})")

@@ -1,6 +1,7 @@
 """Containers: SequentialCell (runs its cells in order) and CellList (holds cells)."""
 from collections import OrderedDict
 
+from minigrad._checks import check_items
 from minigrad.nn.cell import Cell
 
 
@@ -140,7 +141,7 @@ class CellList(_CellSequence):
     It has no ``construct``: calling it raises NotImplementedError.
 
     Raises:
-        TypeError: for an element that is not a Cell.
+        TypeError: for ``cells`` that is a str or not iterable, or an element that is not a Cell.
     """
 
     def __init__(self, cells=()):
@@ -148,9 +149,11 @@ class CellList(_CellSequence):
         self.extend(cells)
 
     def extend(self, cells):
-        """Append each cell of ``cells``."""
-        for cell in cells:
-            self.append(cell)
+        """Append each cell of ``cells`` (an iterable of Cells; one that is not a Cell is a
+        TypeError, and nothing is appended)."""
+        cells = check_items("cells", cells, Cell, expected="an iterable of Cells",
+                            owner=type(self).__name__)
+        self._set_cells(self._renumbered(list(self._cells.values()) + cells))
         return self
 
     def insert(self, index, cell):

@@ -59,7 +59,7 @@ class Conv2d(Cell):
         shape = (out_channels, in_channels // group) + self.kernel_size
         weight_init, bias_init = default_initializers(weight_init, bias_init, shape)
         self.weight = Parameter(init_tensor("weight_init", weight_init, shape))
-        check_init("bias_init", bias_init)  # checked even when there is no bias to make
+        check_init("bias_init", bias_init, (out_channels,))  # even with no bias to make
         self.bias = (Parameter(init_tensor("bias_init", bias_init, (out_channels,)))
                      if has_bias else None)
 

@@ -4,7 +4,7 @@ import math
 
 from minigrad import dtype as dtypes
 from minigrad._checks import (check_bool, check_callable, check_float, check_in, check_positive,
-                              check_positive_int, check_type)
+                              check_positive_int, check_relation, check_type)
 from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import HeUniform, Uniform
 from minigrad.nn.layers.activation import GELU, ReLU
@@ -71,6 +71,9 @@ class TransformerEncoderLayer(Cell):
         super().__init__()
         owner = "TransformerEncoderLayer"
         d_model = check_positive_int("d_model", d_model, owner=owner)
+        nhead = check_positive_int("nhead", nhead, owner=owner)
+        check_relation("d_model", d_model, d_model % nhead == 0, f"a multiple of nhead ({nhead})",
+                       owner=owner)
         dim_feedforward = check_positive_int("dim_feedforward", dim_feedforward, owner=owner)
         dropout = check_float("dropout", dropout, low=0.0, high=1.0, high_open=True, owner=owner)
         layer_norm_eps = check_positive("layer_norm_eps", layer_norm_eps, owner=owner)

@@ -20,6 +20,7 @@ The older MindSpore hook names (``begin``, ``epoch_begin``, ``step_begin``, ``st
 """
 
 from minigrad import backend, communication
+from minigrad._checks import check_type
 
 
 class CallbackParam(dict):
@@ -40,7 +41,8 @@ class RunContext:
     ``request_stop()``."""
 
     def __init__(self, original_args):
-        self._original_args = original_args
+        self._original_args = check_type("original_args", original_args, dict,
+                                         expected="a dict (the cb_params)", owner="RunContext")
         self._stop_requested = False
 
     def original_args(self):

@@ -2,7 +2,9 @@
 import os
 import time
 
-from minigrad._checks import check_bool, check_non_negative, check_non_negative_int, check_type
+from minigrad._checks import (check_bool, check_non_negative, check_non_negative_int, check_path,
+                              check_relation, check_type, describe)
+from minigrad.nn.cell import Cell
 from minigrad.train.callback.hooks import Callback, step_in_epoch
 from minigrad.train.checkpoint import save_checkpoint
 
@@ -16,7 +18,8 @@ class CheckpointConfig:
     Args:
         save_checkpoint_steps: save every this many steps (counted over all epochs). Default 1.
         save_checkpoint_seconds: save when this many seconds passed since the last save; used
-            only when ``save_checkpoint_steps`` is None or 0.
+            only when ``save_checkpoint_steps`` is None or 0. Any number >= 0 (MindSpore takes
+            an int); None or 0 turns it off.
         keep_checkpoint_max: keep at most this many of the files this callback wrote (the oldest
             are deleted). Default 5. 0 or None turns it off.
         keep_checkpoint_per_n_minutes: when ``keep_checkpoint_max`` is off: keep the newest file
@@ -31,9 +34,11 @@ class CheckpointConfig:
         async_save: accepted for MindSpore compatibility (saving is synchronous).
 
     Raises:
-        TypeError: for a count that is not an int, a time that is not a number, or a flag that
-            is not a bool.
-        ValueError: for negative values, or when neither steps nor seconds is set.
+        TypeError: for a count that is not an int, a time that is not a number, a flag that
+            is not a bool, a ``saved_network`` that is not a Cell, or an ``append_info`` that is
+            not a list of strs and dicts.
+        ValueError: for negative values, when neither steps nor seconds is set, or for an
+            ``append_info`` str other than ``"epoch_num"`` and ``"step_num"``.
     """
 
     def __init__(self, save_checkpoint_steps=1, save_checkpoint_seconds=0, keep_checkpoint_max=5,
@@ -43,9 +48,10 @@ class CheckpointConfig:
                                        allow_none=True, owner=_OWNER)
         seconds = check_non_negative("save_checkpoint_seconds", save_checkpoint_seconds,
                                      allow_none=True, owner=_OWNER)
-        if not steps and not seconds:
-            raise ValueError("CheckpointConfig: set save_checkpoint_steps or "
-                             "save_checkpoint_seconds (both are empty)")
+        check_relation("save_checkpoint_steps", save_checkpoint_steps, bool(steps or seconds),
+                       f"a positive int when save_checkpoint_seconds is "
+                       f"{describe(save_checkpoint_seconds)} (set save_checkpoint_steps or "
+                       f"save_checkpoint_seconds)", owner=_OWNER)
         self.save_checkpoint_steps = steps or None
         self.save_checkpoint_seconds = None if steps else seconds
         keep_max = check_non_negative_int("keep_checkpoint_max", keep_checkpoint_max,
@@ -59,13 +65,26 @@ class CheckpointConfig:
             self.keep_checkpoint_max, self.keep_checkpoint_per_n_minutes = None, per_minutes
         self.integrated_save = check_bool("integrated_save", integrated_save, owner=_OWNER)
         self.async_save = check_bool("async_save", async_save, owner=_OWNER)
-        self.saved_network = saved_network
-        self.append_info = list(append_info or [])
-        for item in self.append_info:
-            if not (isinstance(item, dict) or item in ("epoch_num", "step_num")):
-                raise ValueError(f"append_info entries must be 'epoch_num', 'step_num' or a dict, "
-                                 f"got {item!r}")
+        self.saved_network = check_type("saved_network", saved_network, (Cell, type(None)),
+                                        expected="a Cell or None", owner=_OWNER)
+        self.append_info = _check_append_info(append_info)
         self.save_optimizer = check_bool("save_optimizer", save_optimizer, owner=_OWNER)
+
+
+def _check_append_info(append_info):
+    """``append_info`` (None, or a list of ``"epoch_num"``, ``"step_num"`` and dicts) as a
+    list."""
+    if append_info is None:
+        return []
+    expected = "a list of 'epoch_num', 'step_num' and dicts, or None"
+    check_type("append_info", append_info, (list, tuple), expected=expected, owner=_OWNER)
+    for item in append_info:
+        check_relation("append_info", append_info, isinstance(item, (str, dict)), expected,
+                       error=TypeError, owner=_OWNER)
+        check_relation("append_info", append_info,
+                       isinstance(item, dict) or item in ("epoch_num", "step_num"), expected,
+                       owner=_OWNER)
+    return list(append_info)
 
 
 class ModelCheckpoint(Callback):
@@ -86,6 +105,12 @@ class ModelCheckpoint(Callback):
         directory: folder (created if needed); default the current directory.
         config: a ``CheckpointConfig``; default ``CheckpointConfig()``.
 
+    Raises:
+        TypeError: for a ``prefix`` that is not a str, a ``directory`` that is not a str or
+            ``os.PathLike`` path, or a ``config`` that is not a ``CheckpointConfig``.
+        ValueError: for an empty ``prefix`` or one holding a path separator, or an empty
+            ``directory``.
+
     Attributes:
         prefix: the prefix the files get (``prefix``, or ``prefix_<n>`` as above).
         latest_ckpt_file_name: path of the last file written (None before the first save).
@@ -100,6 +125,7 @@ class ModelCheckpoint(Callback):
         if config is not None and not isinstance(config, CheckpointConfig):
             check_type("config", config, CheckpointConfig, expected="a CheckpointConfig or None",
                        owner="ModelCheckpoint")
+        directory = check_path("directory", directory, allow_none=True, owner="ModelCheckpoint")
         self.directory = os.path.abspath(directory if directory is not None else os.getcwd())
         self.prefix = _unused_prefix(self.directory, prefix)
         self.config = config or CheckpointConfig()

@@ -1,7 +1,7 @@
 """``ProgressBar``: one bar per epoch with the running mean loss (tqdm when installed)."""
 import sys
 
-from minigrad._checks import check_bool, check_positive_int
+from minigrad._checks import check_bool, check_positive_int, check_relation
 from minigrad.train.callback.hooks import Callback, loss_value, optimizer_note
 
 
@@ -20,9 +20,9 @@ class ProgressBar(Callback):
         file: the stream written to; default ``sys.stderr``.
 
     Raises:
-        TypeError: for a ``use_tqdm`` that is neither a bool nor None, or a ``lines_per_epoch``
-            that is not an int; ValueError for one below 1; ImportError for ``use_tqdm=True``
-            without tqdm.
+        TypeError: for a ``use_tqdm`` that is neither a bool nor None, a ``lines_per_epoch``
+            that is not an int, or a ``file`` that is not a stream; ValueError for a
+            ``lines_per_epoch`` below 1; ImportError for ``use_tqdm=True`` without tqdm.
     """
     rank_zero_only = True  # one log for a data-parallel job (see Callback)
 
@@ -41,6 +41,9 @@ class ProgressBar(Callback):
         else:
             self._tqdm = None
         self.lines_per_epoch = check_positive_int("lines_per_epoch", lines_per_epoch)
+        check_relation("file", file, file is None or callable(getattr(file, "write", None)),
+                       "a stream with a write method (sys.stdout, an open text file) or None",
+                       error=TypeError, owner="ProgressBar")
         self.file = file
         self._bar = None
         self._sum, self._count = 0.0, 0
