@@ -49,6 +49,12 @@ class IndexRangeError(IndexError, ValueError):
     """
 
 
+class RequiresGradError(RuntimeError, ValueError):
+    """A Tensor argument that autograd cannot differentiate (an output or an input that does
+    not require grad): the RuntimeError PyTorch raises there, and a ValueError (a value the
+    argument does not take) by this module's rule, so either ``except`` takes it."""
+
+
 def describe(value):
     """``value`` as a message shows it: its repr, cut to 80 characters; an array or a Tensor
     whose repr is longer (or spans lines) by its type, shape and dtype."""

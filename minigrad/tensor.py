@@ -271,22 +271,28 @@ def make(array, ctx, index):
 _new = object.__new__
 
 
-def seed_like(tensor, gradient):
-    """The backprop seed for ``tensor``: ones, or ``gradient`` broadcast and cast to it."""
+def seed_like(tensor, gradient, name="gradient"):
+    """The backprop seed for ``tensor``: ones, or ``gradient`` (argument ``name``: a Tensor, an
+    array or a number) broadcast and cast to it."""
     xp = backend.get_array_module(tensor.data)
     if gradient is None:
         if tensor.size != 1:
             raise RuntimeError(f"backward() of a tensor of shape {tensor.shape} needs a gradient "
                                f"argument (implicit ones only for one-element tensors)")
         return xp.ones(tensor.shape, tensor.dtype)
-    g = gradient.data if isinstance(gradient, Tensor) else gradient
+    if isinstance(gradient, Tensor):
+        g = gradient.data
+    elif isinstance(gradient, numpy.ndarray) or hasattr(gradient, "__cuda_array_interface__"):
+        g = gradient
+    else:  # None entries, strs ("nan" would become NaN), ragged lists: named
+        g = check_operand(name, gradient)
     # the seed (sens) may live on another device or in another dtype
     g = backend.to_device(g, tensor.device).astype(tensor.dtype, copy=False)
     if g.shape != tensor.shape:
         try:
             g = xp.broadcast_to(g, tensor.shape)
         except ValueError:
-            raise ValueError(f"gradient of shape {g.shape} does not broadcast to the tensor's "
+            raise ValueError(f"{name} of shape {g.shape} does not broadcast to the tensor's "
                              f"shape {tensor.shape}") from None
     return g
 

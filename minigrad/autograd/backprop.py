@@ -9,7 +9,7 @@ gradient penalties, Hessian-vector products (``minigrad.autograd.functional``)::
     (h,) = autograd.grad(g.sum(), x)                 # 6x
 """
 from minigrad import backend
-from minigrad._checks import check_bool, check_relation, check_type
+from minigrad._checks import RequiresGradError, check_bool, check_relation, check_type
 from minigrad.autograd.engine import accumulate, run_backward
 from minigrad.tensor import Tensor, make, seed_like
 
@@ -61,10 +61,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                    "True (or None) with materialize_grads=True", owner=owner)
     for i, t in enumerate(inputs):
         if not t.requires_grad:
-            raise RuntimeError(f"{owner}: inputs[{i}] does not require grad: nothing is "
-                               f"differentiated with respect to it (set requires_grad=True "
-                               f"before computing the outputs)")
-    seeds = _seeds(owner, outputs, grad_outputs, create_graph)
+            check_relation(f"inputs[{i}]", t, False, "a Tensor that requires grad (nothing is "
+                           "differentiated with respect to it otherwise: set requires_grad=True "
+                           "before computing the outputs)", error=RequiresGradError, owner=owner)
+    seeds = _seeds(owner, outputs, grad_outputs, create_graph, ("outputs", "grad_outputs"))
     retain = create_graph if retain_graph is None else check_bool("retain_graph", retain_graph,
                                                                   owner=owner)
     grads = run_backward(outputs, seeds, retain, targets=inputs, create_graph=create_graph)
@@ -102,7 +102,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     owner = "autograd.backward"
     tensors = _tensors("tensors", tensors, owner)
     create_graph = check_bool("create_graph", create_graph, owner=owner)
-    seeds = _seeds(owner, tensors, grad_tensors, create_graph)
+    seeds = _seeds(owner, tensors, grad_tensors, create_graph, ("tensors", "grad_tensors"))
     retain = create_graph if retain_graph is None else check_bool("retain_graph", retain_graph,
                                                                   owner=owner)
     if inputs is None:
@@ -116,39 +116,48 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 
 def _tensors(name, value, owner):
-    """``value`` (a Tensor or an iterable of them) as a list of Tensors."""
+    """``value`` (a Tensor, or a non-empty sequence or iterator of them) as a list of Tensors.
+    A str, a dict or an array is no sequence of Tensors (an array would give its elements)."""
     if isinstance(value, Tensor):
         return [value]
-    try:
-        items = list(value)
-    except TypeError:
-        items = None
-    if items is None or isinstance(value, str):
-        check_type(name, value, (), expected="a Tensor or a sequence of Tensors", owner=owner)
+    expected = "a Tensor or a non-empty sequence of Tensors"
+    items = None
+    if not isinstance(value, (str, bytes, dict)) and not hasattr(value, "shape"):
+        try:
+            items = list(value)
+        except TypeError:
+            pass
+    if items is None:
+        check_type(name, value, (), expected=expected, owner=owner)
+    # PyTorch refuses empty outputs and inputs too: there is nothing to differentiate
+    check_relation(name, value, len(items) > 0, expected, owner=owner)
     for i, t in enumerate(items):
         if not isinstance(t, Tensor):
             check_type(f"{name}[{i}]", t, Tensor, owner=owner)
     return items
 
 
-def _seeds(owner, outputs, grad_outputs, create_graph):
+def _seeds(owner, outputs, grad_outputs, create_graph, names):
     """One seed per output: an array, or under ``create_graph`` a given seed that requires grad
-    (cast and broadcast by recorded ops)."""
+    (cast and broadcast by recorded ops). ``names``: the arguments (outputs, seeds) as the
+    caller calls them, for the messages."""
     if grad_outputs is None or isinstance(grad_outputs, Tensor) or not isinstance(
             grad_outputs, (list, tuple)):
         grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    outs, gs = names
     if len(grad_outputs) != len(outputs):
-        raise ValueError(f"{owner}: got {len(grad_outputs)} grad_outputs for {len(outputs)} "
-                         f"outputs (one per output, None for ones)")
+        raise ValueError(f"{owner}: got {len(grad_outputs)} {gs} for {len(outputs)} {outs} (one "
+                         f"per output, None for ones)")
     seeds = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if not out.requires_grad:
-            raise RuntimeError(f"{owner}: element {i} of the outputs does not require grad (no "
-                               f"input had requires_grad=True, or it was made under no_grad)")
+            check_relation(f"{outs}[{i}]", out, False, "a Tensor that requires grad (an input "
+                           "had requires_grad=True, and it was not made under no_grad)",
+                           error=RequiresGradError, owner=owner)
         if create_graph and isinstance(g, Tensor) and g.requires_grad:
             if g.dtype != out.dtype:
                 g = g.astype(out.dtype)
             seeds.append(g if g.shape == out.shape else g.broadcast_to(out.shape))
         else:
-            seeds.append(seed_like(out, g))
+            seeds.append(seed_like(out, g, gs if len(outputs) == 1 else f"{gs}[{i}]"))
     return seeds

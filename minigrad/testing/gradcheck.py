@@ -21,6 +21,7 @@ from minigrad._checks import (
     check_non_negative,
     check_operand,
     check_positive,
+    check_relation,
 )
 from minigrad._config import enable_grad, no_grad
 from minigrad.autograd.backprop import grad
@@ -87,18 +88,20 @@ def check_backward(fn, inputs, grad_outputs=None, dtype=None, atol=None, rtol=No
 
     Raises:
         AssertionError: naming the function, the input, both derivatives and the tolerances.
-        ValueError: if no input is differentiated (no float input left after ``no_grads``), or
-            ``grad_outputs`` has a different number of entries than ``fn`` has outputs.
-        TypeError: if ``fn`` returns something other than Tensors.
+        ValueError: if no input is differentiated (no float input left after ``no_grads``), a
+            ``no_grads`` position is not an input's, ``grad_outputs`` has a different number of
+            entries than ``fn`` has outputs or a seed that does not broadcast to its output, or
+            a tolerance or ``eps`` is out of range.
+        TypeError: if ``fn`` returns something other than Tensors, or an argument is of the
+            wrong kind (a seed that is not a number or an array, a float ``no_grads``).
     """
+    given = inputs
     inputs, skip = _check_arguments("check_backward", fn, inputs, dtype, atol, rtol, eps, seed,
                                     no_grads)
     name = getattr(fn, "__name__", repr(fn))
     rng = numpy.random.RandomState(seed)
     arrays = [_as_array(x, dtype) for x in inputs]
-    diff = [i for i, a in enumerate(arrays) if dtypes.is_float(a.dtype) and i not in skip]
-    if not diff:
-        raise ValueError(f"check_backward({name}): no float input to differentiate")
+    diff = _differentiated(f"check_backward({name})", given, arrays, skip, no_grads)
     if atol is None or rtol is None:
         lowest = min((arrays[i].dtype for i in diff), key=lambda d: d.itemsize)
         default_atol, default_rtol = tolerance(lowest)
@@ -146,8 +149,8 @@ def check_double_backward(fn, inputs, grad_outputs=None, grad_grad_inputs=None, 
         inputs: as ``check_backward``.
         grad_outputs: the seed ``gy`` of each output (as ``check_backward``'s); default
             standard-normal values in the output's dtype.
-        grad_grad_inputs: the seed of each first derivative (one per differentiated input);
-            default standard-normal values.
+        grad_grad_inputs: the seed of each first derivative (one per differentiated input,
+            broadcast to its shape); default standard-normal values.
         dtype: as ``check_backward``.
         atol: as ``check_backward``.
         rtol: as ``check_backward``.
@@ -160,19 +163,23 @@ def check_double_backward(fn, inputs, grad_outputs=None, grad_grad_inputs=None, 
             ``create_graph`` through an op without second derivatives.
     """
     from minigrad.tensor import Tensor
+    given = inputs
     inputs, skip = _check_arguments("check_double_backward", fn, inputs, dtype, atol, rtol, eps,
                                     seed, no_grads)
     name = getattr(fn, "__name__", repr(fn))
+    owner = f"check_double_backward({name})"
     rng = numpy.random.RandomState(seed + 1)  # other draws than check_backward's own
     arrays = [_as_array(x, dtype) for x in inputs]
-    diff = [i for i, a in enumerate(arrays) if dtypes.is_float(a.dtype) and i not in skip]
+    diff = _differentiated(owner, given, arrays, skip, no_grads)
     with no_grad():
         outs = _outputs(fn(*[Tensor(a) for a in arrays]), name)
     if grad_outputs is None:
         seeds = [rng.standard_normal(o.shape).astype(o.dtype) for o in outs]
     else:
-        seeds = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
+        seeds = _seeds(owner, "grad_outputs", grad_outputs, [o.shape for o in outs])
     seeded = [j for j, s in enumerate(seeds) if s is not None and dtypes.is_float(outs[j].dtype)]
+    check_relation("grad_outputs", grad_outputs, bool(seeded), "seeds with one for a float "
+                   "output at least (else there is no first derivative to check)", owner=owner)
     n = len(arrays)
 
     def first_derivative(*args):
@@ -189,6 +196,13 @@ def check_double_backward(fn, inputs, grad_outputs=None, grad_grad_inputs=None, 
     seed_arrays = [_as_array(seeds[j], None).astype(outs[j].dtype) for j in seeded]
     if grad_grad_inputs is None:
         grad_grad_inputs = tuple(rng.standard_normal(arrays[i].shape) for i in diff)
+    else:  # one per differentiated input (the outputs of the first derivative)
+        given_seeds = grad_grad_inputs
+        grad_grad_inputs = tuple(_seeds(owner, "grad_grad_inputs", grad_grad_inputs,
+                                        [arrays[i].shape for i in diff]))
+        check_relation("grad_grad_inputs", given_seeds,
+                       any(s is not None for s in grad_grad_inputs), "seeds with one for a "
+                       "differentiated input at least (else no gradient is checked)", owner=owner)
     check_backward(first_derivative, arrays + seed_arrays, grad_outputs=grad_grad_inputs,
                    atol=atol, rtol=rtol, eps=eps, seed=seed,
                    no_grads=[i for i in range(n) if i not in diff])
@@ -203,14 +217,20 @@ def numerical_grad(fn, inputs, grad_outputs, eps=DEFAULT_EPS):
         fn: as for ``check_backward``.
         inputs: Tensors or arrays; integer ones are passed through.
         grad_outputs: an array (or tuple of arrays, None entries skipped) per output.
-        eps: the step.
+        eps: the step (a positive number).
 
     Returns:
         A list with a float64 NumPy array per float input (None for integer inputs).
+
+    Raises:
+        TypeError, ValueError: naming the argument, as ``check_backward``.
     """
+    check_positive("eps", eps, owner="numerical_grad")
     inputs, _ = _check_arguments("numerical_grad", fn, inputs, None, None, None, eps, 0, None)
     arrays = [_as_array(x, None) for x in inputs]
     seeds = grad_outputs if isinstance(grad_outputs, (list, tuple)) else [grad_outputs]
+    for j, s in enumerate(seeds):
+        _check_seed("numerical_grad", _entry("grad_outputs", grad_outputs, j), s)
     seeds = [None if s is None else _as_array(s, None).astype(numpy.float64) for s in seeds]
     result = []
     for i, x in enumerate(arrays):
@@ -242,8 +262,54 @@ def _check_arguments(owner, fn, inputs, dtype, atol, rtol, eps, seed, no_grads):
     check_non_negative("rtol", rtol, allow_none=True, owner=owner)
     check_positive("eps", eps, allow_none=True, owner=owner)
     check_int("seed", seed, low=0, high=2 ** 32 - 2, owner=owner)  # RandomState's seeds, and +1
-    skip = () if no_grads is None else check_int_tuple("no_grads", no_grads, low=0, owner=owner)
+    skip = () if no_grads is None else check_int_tuple("no_grads", no_grads, low=0,
+                                                       high=max(len(listed) - 1, 0), owner=owner)
     return listed, set(skip)
+
+
+def _differentiated(owner, given, arrays, skip, no_grads):
+    """The positions of the float inputs not in ``no_grads``; ValueError naming both when there
+    are none."""
+    diff = [i for i, a in enumerate(arrays) if dtypes.is_float(a.dtype) and i not in skip]
+    check_relation("inputs", given, bool(diff), f"Tensors or arrays with a float input to "
+                                                f"differentiate that no_grads={no_grads!r} "
+                                                f"leaves", owner=owner)
+    return diff
+
+
+def _entry(name, value, j):
+    """The name of entry ``j`` of argument ``name`` (the argument itself when not a sequence)."""
+    return f"{name}[{j}]" if isinstance(value, (tuple, list)) else name
+
+
+def _check_seed(owner, name, seed):
+    """A seed (None, a Tensor, an array, a number or nested lists of numbers) checked."""
+    if seed is not None and not (hasattr(seed, "dtype") and hasattr(seed, "shape")):
+        check_operand(name, seed, owner=owner)
+
+
+def _seeds(owner, name, value, shapes):
+    """``value`` (one seed, or a tuple/list with one per shape; None entries: no seed) as a list
+    of arrays (or None) broadcast to ``shapes``; errors name ``name``."""
+    seeds = list(value) if isinstance(value, (tuple, list)) else [value]
+    check_relation(name, value, len(seeds) == len(shapes),
+                   f"one seed or a tuple/list of {len(shapes)} (one per output)", owner=owner)
+    out = []
+    for j, (seed, shape) in enumerate(zip(seeds, shapes)):
+        _check_seed(owner, _entry(name, value, j), seed)
+        if seed is None:
+            out.append(None)
+            continue
+        array = _as_array(seed, None)
+        if array.shape != shape:
+            xp = backend.get_array_module(array)
+            try:
+                array = xp.broadcast_to(array, shape)
+            except ValueError:
+                check_relation(_entry(name, value, j), seed, False,
+                               f"a seed that broadcasts to the shape {shape}", owner=owner)
+        out.append(array)
+    return out
 
 
 def _as_array(x, dtype):
@@ -278,10 +344,8 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
     if grad_outputs is None:
         given = [None] * len(outs)
     else:
-        given = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
-        if len(given) != len(outs):
-            raise ValueError(f"check_backward({name}): {len(given)} grad_outputs for "
-                             f"{len(outs)} outputs")
+        given = _seeds(f"check_backward({name})", "grad_outputs", grad_outputs,
+                       [o.shape for o in outs])
     roots, seeds, seeds64 = [], [], []
     for o, gy in zip(outs, given):
         xp = backend.get_array_module(o.data)
@@ -297,6 +361,10 @@ def _analytic(fn, arrays, diff, grad_outputs, rng, name):
         roots.append(o)
         seeds.append(gy)
         seeds64.append(gy.astype(numpy.float64))
+    if grad_outputs is not None and not roots and any(
+            dtypes.is_float(o.dtype) and o.requires_grad for o in outs):
+        check_relation("grad_outputs", grad_outputs, False, "seeds with one for a float output "
+                       "at least (else no gradient is checked)", owner=f"check_backward({name})")
     if roots:
         run_backward(roots, seeds, targets=[leaves[i] for i in diff])
     grads = [box[0] if box else

@@ -20,11 +20,15 @@ def noncontiguous(array):
     Ops must not assume C-contiguous inputs (CUDA kernels especially); Chainer's op tests use
     views like this by default.
 
+    A 0-d array is returned as it is (it has no stride to change).
+
     Raises:
-        TypeError: for an ``array`` that is not a NumPy or CuPy array.
+        TypeError: for an ``array`` that is not a NumPy or CuPy array (a NumPy scalar, a Tensor,
+            a list).
     """
-    check_relation("array", array, hasattr(array, "ndim") and hasattr(array, "dtype"),
-                   "a NumPy or CuPy array", error=TypeError, owner="noncontiguous")
+    check_relation("array", array, isinstance(array, numpy.ndarray)
+                   or hasattr(array, "__cuda_array_interface__"), "a NumPy or CuPy array",
+                   error=TypeError, owner="noncontiguous")
     xp = backend.get_array_module(array)
     if array.ndim == 0:
         return array

@@ -143,7 +143,15 @@ ACCEPTED = {
     **dict.fromkeys(("testing.check_backward", "testing.check_double_backward",
                      "testing.numerical_grad"),
                     {"inputs": (OPERAND, _DATA), "grad_outputs": (OPERAND | {"none"}, _DATA),
-                     "grad_grad_inputs": (OPERAND | {"none"}, _DATA)}),
+                     "grad_grad_inputs": (OPERAND | {"none"}, _DATA),
+                     "atol": (ANY_REAL | {"huge", "huge_float"},
+                              "a tolerance: any real >= 0 (a large one passes every gradient)"),
+                     "rtol": (ANY_REAL | {"huge", "huge_float"}, "a tolerance, as atol"),
+                     "eps": (ANY_REAL | {"huge", "huge_float"},
+                             "a finite-difference step: any real > 0 (the verdict on too large a "
+                             "step is the checker's AssertionError)"),
+                     "no_grads": (frozenset({"int", "np_int", "list", "tuple"}),
+                                  "positions of inputs not to differentiate (check_int_tuple)")}),
     **dict.fromkeys(("optim.Optimizer", "optim.SGD", "optim.Momentum", "optim.Adam",
                      "optim.AdamWeightDecay", "optim.RMSProp"),
                     {"learning_rate": (frozenset({"array0d", "array", "tensor", "list", "tuple"}),
@@ -235,6 +243,21 @@ ACCEPTED = {
                               "NumPy's and PyTorch's indices: an int counted from the end when "
                               "negative, a bool or None (a new axis), integer or bool arrays, "
                               "Tensors or lists, a tuple of them")},
+    "autograd.grad": {"grad_outputs": (OPERAND, "the seeds: a Tensor, an array or a number "
+                                                "(broadcast to the output), or one per output")},
+    "autograd.backward": {"grad_tensors": (OPERAND, "the seeds, as autograd.grad's grad_outputs"),
+                          "inputs": (frozenset({"tensor", "list", "tuple"}),
+                                     "a Tensor or a sequence of Tensors (PyTorch's inputs)")},
+    **dict.fromkeys(("grad", "value_and_grad"), {
+        "grad_position": (frozenset({"negative", "list", "tuple"}),
+                          "a position counted from the end when negative, or a tuple of "
+                          "positions (MindSpore); the range is checked when the inputs are"),
+        "weights": (frozenset({"tensor", "list", "tuple"}),
+                    "a Parameter or a list/tuple of Parameters (a Cell's trainable_params())")}),
+    "testing.noncontiguous": {"array": (frozenset({"array0d"}), "a 0-d array, returned as it is "
+                                                                "(no stride to change)")},
+    "from_dlpack": {"obj": (frozenset({"array0d", "tensor"}),
+                            "any array that speaks DLPack: a 0-d one, a Tensor (__dlpack__)")},
 }
 # Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
 ACCEPTED.update({

@@ -5,7 +5,8 @@ import pytest
 import minigrad
 from minigrad import ops
 from minigrad.autograd.function import Function
-from minigrad.testing import check_backward, check_double_backward, numerical_grad, tolerance
+from minigrad.testing import (check_backward, check_double_backward, noncontiguous, numerical_grad,
+                              tolerance)
 
 
 class WrongSquare(Function):
@@ -142,8 +143,59 @@ def test_numerical_grad_elementwise():
 
 
 def test_error_without_float_inputs():
-    with pytest.raises(ValueError, match="no float input"):
+    with pytest.raises(ValueError, match=r"^check_backward\(<lambda>\): inputs must be Tensors or "
+                                         r"arrays with a float input to differentiate that "
+                                         r"no_grads=None leaves, got \[array\(\[1, 2\]\)\]"):
         check_backward(lambda i: i, [numpy.array([1, 2])])
+    with pytest.raises(ValueError, match=r"^check_double_backward\(square\): inputs must be .* "
+                                         r"that no_grads=\[0\] leaves"):
+        check_double_backward(square, [numpy.ones(2)], no_grads=[0])
+
+
+def square(x):
+    return x * x
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: check_backward(square, [numpy.ones(2)], grad_outputs="nan"), TypeError,
+     r"^check_backward\(square\): grad_outputs must be a Tensor, a number or an array "
+     r"of numbers, got 'nan'"),
+    (lambda: check_backward(square, [numpy.ones(2)], grad_outputs=numpy.ones(3)), ValueError,
+     r"^check_backward\(square\): grad_outputs must be a seed that broadcasts to the shape "
+     r"\(2,\), got array"),
+    (lambda: check_backward(square, [numpy.ones(2)], grad_outputs=[1.0, 2.0]), ValueError,
+     r"grad_outputs must be one seed or a tuple/list of 1 \(one per output\), got \[1.0, 2.0\]"),
+    (lambda: check_backward(square, [numpy.ones(2)], no_grads=1), ValueError,
+     r"^check_backward: no_grads must be an int in \[0, 0\] or a tuple or list of ints in "
+     r"\[0, 0\], got 1"),
+    (lambda: check_double_backward(square, [numpy.ones(2)], grad_grad_inputs=[None, 1.0]),
+     ValueError, r"grad_grad_inputs must be one seed or a tuple/list of 1"),
+    (lambda: check_double_backward(square, [numpy.ones(2)], grad_grad_inputs="a"), TypeError,
+     r"^check_double_backward\(square\): grad_grad_inputs must be a Tensor, a number"),
+    (lambda: check_double_backward(square, [numpy.ones(2)], grad_outputs=[None]), ValueError,
+     r"^check_double_backward\(square\): grad_outputs must be seeds with one for a float output "
+     r"at least"),
+    (lambda: check_backward(square, [numpy.ones(2)], grad_outputs=[None]), ValueError,
+     r"^check_backward\(square\): grad_outputs must be seeds with one for a float output at "
+     r"least \(else no gradient is checked\), got \[None\]"),
+    (lambda: check_double_backward(square, [numpy.ones(2)], grad_grad_inputs=(None,)), ValueError,
+     r"^check_double_backward\(square\): grad_grad_inputs must be seeds with one for a "
+     r"differentiated input at least"),
+    (lambda: numerical_grad(square, [numpy.ones(2)], numpy.ones(2), eps=None), TypeError,
+     r"^numerical_grad: eps must be a finite float in \(0.0, inf\), got None"),
+    (lambda: numerical_grad(square, [numpy.ones(2)], "abc"), TypeError,
+     r"^numerical_grad: grad_outputs must be a Tensor, a number or an array of numbers"),
+    (lambda: noncontiguous(numpy.float32(3.0)), TypeError,
+     r"^noncontiguous: array must be a NumPy or CuPy array, got np.float32\(3.0\)"),
+])
+def test_argument_errors_name_the_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_seeds_broadcast_to_the_outputs():
+    check_backward(square, [numpy.ones((2, 3))], grad_outputs=2.0)
+    check_double_backward(square, [numpy.ones(2)], grad_outputs=1.0, grad_grad_inputs=0.5)
 
 
 def test_non_finite_values_fail():
