@@ -55,6 +55,12 @@ class RequiresGradError(RuntimeError, ValueError):
     argument does not take) by this module's rule, so either ``except`` takes it."""
 
 
+class StateValueError(RuntimeError, ValueError):
+    """A value the object's state cannot take (an empty state dict for an enabled GradScaler):
+    the RuntimeError that PyTorch raises there, and a ValueError by this module's rule, so either
+    ``except`` takes it."""
+
+
 def describe(value):
     """``value`` as a message shows it: its repr, cut to 80 characters; an array or a Tensor
     whose repr is longer (or spans lines) by its type, shape and dtype."""
@@ -114,6 +120,17 @@ def check_bool(name, value, *, owner=None):
     if isinstance(value, _BOOLS):
         return bool(value)
     _fail(TypeError, name, "a bool", value, owner, True)
+
+
+def check_flag(name, value, *, owner=None):
+    """``value`` as a Python bool: a bool (Python or NumPy) or a one-element bool Tensor or array,
+    as ``amp.all_finite`` and the overflow checks return a step's verdict. Anything else (0, 1,
+    None, a str, a float Tensor) raises TypeError."""
+    if isinstance(value, _BOOLS):
+        return bool(value)
+    if getattr(value, "dtype", None) == numpy.bool_ and getattr(value, "size", None) == 1:
+        return bool(value)
+    _fail(TypeError, name, "a bool or a one-element bool Tensor", value, owner, True)
 
 
 def _int_words(low, high):

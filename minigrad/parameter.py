@@ -46,7 +46,7 @@ class Parameter(Tensor):
 
         Raises:
             ValueError: naming both shapes if they differ.
-            TypeError: for data of another kind (a list, a str, ...), naming its type.
+            TypeError: for data of another kind (a list, a str, ...), showing it.
         """
         if isinstance(data, Tensor):
             array = data.data
@@ -55,12 +55,12 @@ class Parameter(Tensor):
         elif hasattr(data, "shape") and hasattr(data, "dtype"):
             array = data
         else:
-            raise TypeError(f"set_data for parameter {self.name!r}: data must be a Tensor, an "
-                            f"array or a number, got {type(data).__name__}")
+            check_relation("data", data, False, "a Tensor, an array or a number",
+                           error=TypeError, owner=f"set_data for parameter {self.name!r}")
         shape = tuple(getattr(array, "shape", ()))
         if shape != self.shape:
-            raise ValueError(f"set_data for parameter {self.name!r}: shape {shape} "
-                             f"does not match {self.shape}")
+            check_relation(f"data of shape {shape}", data, False, f"of shape {self.shape}",
+                           owner=f"set_data for parameter {self.name!r}")
         self.data[...] = array
         self.version += 1
         return self

@@ -15,7 +15,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool, check_operand, check_relation
+from minigrad._checks import check_bool, check_callable, check_operand, check_relation
 from minigrad._config import config
 
 
@@ -235,8 +235,7 @@ class Tensor:
             RuntimeError: on a tensor that does not require grad (no gradient ever reaches it;
                 PyTorch refuses the same).
         """
-        if not callable(hook):
-            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        check_callable("hook", hook, owner="Tensor.register_hook")
         if not self.requires_grad:
             raise RuntimeError("register_hook on a tensor that does not require grad: no gradient "
                                "reaches it (set requires_grad, or hook a tensor computed from one "

@@ -20,7 +20,7 @@ import abc
 import numpy
 
 from minigrad.amp import float_status
-from minigrad._checks import check_positive_int, check_relation, check_type
+from minigrad._checks import check_flag, check_positive_int, check_relation, check_type
 from minigrad.amp.core import ScaleCore, float32_scale
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
@@ -64,9 +64,13 @@ def _array(t, name):
     return t.data
 
 
-def _map(fn, inputs):
+def _map(fn, inputs, owner):
+    """``fn`` of each Tensor of ``inputs`` (a Tensor, or a nested tuple or list of them)."""
     if isinstance(inputs, (tuple, list)):
-        return type(inputs)(_map(fn, x) for x in inputs)
+        return type(inputs)(_map(fn, x, owner) for x in inputs)
+    if not isinstance(inputs, Tensor):
+        check_type("inputs", inputs, Tensor, expected="a Tensor or a tuple or list of Tensors",
+                   owner=owner)
     return fn(inputs)
 
 
@@ -79,14 +83,23 @@ class LossScaler(abc.ABC):
         self.scale_value = Parameter(Tensor(value), name="scale_value", requires_grad=False)
 
     def scale(self, inputs):
-        """``inputs * scale_value`` (scale cast to each input's dtype); tuples are mapped."""
+        """``inputs * scale_value`` (scale cast to each input's dtype); tuples are mapped.
+
+        Raises:
+            TypeError: for an input that is not a Tensor (MindSpore's ``Union[Tensor,
+                tuple(Tensor)]``).
+        """
         s = self.scale_value.data
-        return _map(lambda x: x * s.astype(x.dtype), inputs)
+        return _map(lambda x: x * s.astype(x.dtype), inputs, f"{type(self).__name__}.scale")
 
     def unscale(self, inputs):
-        """``inputs * (1 / scale_value)`` in each input's dtype (as MindSpore: fp16 stays fp16)."""
+        """``inputs * (1 / scale_value)`` in each input's dtype (as MindSpore: fp16 stays fp16).
+
+        Raises:
+            TypeError: for an input that is not a Tensor, as ``scale``.
+        """
         inv = float_status.inverse(self.scale_value.data)
-        return _map(lambda x: x * inv.astype(x.dtype), inputs)
+        return _map(lambda x: x * inv.astype(x.dtype), inputs, f"{type(self).__name__}.unscale")
 
     def __repr__(self):
         extra = "".join(f", {k}={getattr(self, k)}" for k in ("scale_factor",
@@ -110,6 +123,12 @@ class StaticLossScaler(LossScaler):
         super().__init__(scale_value, "StaticLossScaler")
 
     def adjust(self, grads_finite):
+        """Nothing to adjust; returns False.
+
+        Raises:
+            TypeError: for a ``grads_finite`` that is not a bool or a one-element bool Tensor.
+        """
+        check_flag("grads_finite", grads_finite, owner="StaticLossScaler.adjust")
         return False
 
 
@@ -141,11 +160,17 @@ class DynamicLossScaler(LossScaler):
         self.counter = Parameter(Tensor(numpy.int32(0)), name="counter", requires_grad=False)
 
     def adjust(self, grads_finite):
-        """Update the scale from ``grads_finite`` (a bool or bool Tensor); returns True."""
+        """Update the scale from ``grads_finite`` (a bool or a one-element bool Tensor); returns
+        True.
+
+        Raises:
+            TypeError: for a ``grads_finite`` of another kind (0, 1, None...), the scale unchanged.
+        """
+        finite = check_flag("grads_finite", grads_finite, owner="DynamicLossScaler.adjust")
         core = self.core
         core.scale = numpy.float32(self.scale_value.data)  # the user (or a checkpoint) may have
         core.counter = int(self.counter.data)               # set either Parameter
-        core.update(not bool(grads_finite))
+        core.update(not finite)
         self.scale_value.data[...] = core.scale
         self.counter.data[...] = core.counter
         return True

@@ -28,13 +28,14 @@ In data-parallel mode ``unscale_`` also all-reduces the unscaled gradients
 and broadcasts rank 0's parameters) and the overflow flag, so every rank clips, steps or skips
 with the same gradients and scale.
 """
+import collections.abc
 import enum
 
 from minigrad import backend, communication
 from minigrad.amp import float_status
 from minigrad.amp.autocast import check_device
 from minigrad._checks import (check_bool, check_float, check_non_negative_int, check_positive_int,
-                              check_relation, check_type, is_int)
+                              check_relation, check_type, is_int, StateValueError)
 from minigrad.amp.core import (BACKOFF_RANGE, GROWTH_RANGE, ScaleCore, as_number, float32_scale,
                                make_report, underflow_stats)
 from minigrad.nn.layers.normalization import running_stats
@@ -143,7 +144,8 @@ class GradScaler:
         """``outputs * scale`` for a Tensor, or for each Tensor of a (nested) list/tuple.
 
         Raises:
-            ValueError: if ``outputs`` is neither a Tensor nor an iterable of Tensors.
+            ValueError: if ``outputs`` is neither a Tensor nor an iterable of Tensors (a str, a
+                dict, a set or an array is not one), naming the value.
         """
         if not self._enabled:
             return outputs
@@ -152,11 +154,11 @@ class GradScaler:
             return outputs * self.core.scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
-        try:
-            return map(self.scale, iter(outputs))
-        except TypeError:
-            raise ValueError(f"outputs must be a Tensor or an iterable of Tensors, "
-                             f"got {type(outputs).__name__}") from None
+        # an iterable other than a str, a dict, a set or an array (which hold no Tensors)
+        check_relation("outputs", outputs, hasattr(outputs, "__iter__") and not isinstance(
+            outputs, (str, bytes, collections.abc.Mapping, collections.abc.Set)) and not hasattr(
+            outputs, "shape"), "a Tensor or an iterable of Tensors", owner="GradScaler.scale")
+        return map(self.scale, iter(outputs))
 
     def unscale_(self, optimizer):
         """Divide ``optimizer``'s gradients by the scale in place and record whether any is inf/NaN.
@@ -180,8 +182,8 @@ class GradScaler:
             raise RuntimeError("unscale_() is being called after step().")
         everything = getattr(optimizer, "parameters", None)
         if everything is None:
-            raise TypeError(f"GradScaler needs a minigrad optimizer (with .parameters), got "
-                            f"{type(optimizer).__name__}")
+            check_relation("optimizer", optimizer, False, "a minigrad optimizer (with "
+                           ".parameters)", error=TypeError, owner="GradScaler")
         params, scaled = [], []
         for p in everything() if callable(everything) else everything:
             g = p.grad
@@ -371,7 +373,8 @@ class GradScaler:
 
         Raises:
             TypeError: ``state_dict`` is not a dict, or a value of the wrong type.
-            RuntimeError: for an empty dict (saved from a disabled scaler).
+            RuntimeError: for an empty dict (saved from a disabled scaler); a
+                ``_checks.StateValueError``, so ``except ValueError`` takes it too.
             KeyError: naming the missing keys.
             ValueError: a value out of range, naming its key.
         """
@@ -379,9 +382,9 @@ class GradScaler:
             return
         owner = "GradScaler.load_state_dict"
         check_type("state_dict", state_dict, dict, owner=owner)
-        if len(state_dict) == 0:
-            raise RuntimeError("The source state dict is empty, possibly because it was saved "
-                               "from a disabled instance of GradScaler.")
+        check_relation("state_dict", state_dict, len(state_dict) > 0,
+                       "a non-empty dict (an empty one is saved from a disabled GradScaler)",
+                       error=StateValueError, owner=owner)
         missing = sorted(set(self.state_dict()) - set(state_dict))
         check_relation("state_dict keys", sorted(state_dict), not missing,
                        f"a superset of {sorted(self.state_dict())} (missing {missing})",

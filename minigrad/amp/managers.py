@@ -13,8 +13,8 @@ DynamicLossScaleManager(s, f, w)       TrainOneStepWithLossScaleCell +  step ski
                                        DynamicLossScaleUpdateCell       scale / f (floor 1)
 =====================================  ===============================  ====================
 """
-from minigrad._checks import (check_bool, check_float, check_positive, check_positive_int,
-                              check_relation)
+from minigrad._checks import (check_bool, check_flag, check_float, check_positive,
+                              check_positive_int, check_relation)
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale
 
 
@@ -65,7 +65,12 @@ class FixedLossScaleManager(LossScaleManager):
         return self._drop_overflow_update
 
     def update_loss_scale(self, overflow):
-        """Nothing to do: the scale is fixed."""
+        """Nothing to do: the scale is fixed.
+
+        Raises:
+            TypeError: for an ``overflow`` that is not a bool or a one-element bool Tensor.
+        """
+        check_flag("overflow", overflow, owner="FixedLossScaleManager.update_loss_scale")
 
     def __repr__(self):
         return (f"FixedLossScaleManager(loss_scale={self.get_loss_scale()}, "
@@ -133,11 +138,14 @@ class DynamicLossScaleManager(LossScaleManager):
 
         Raises:
             RuntimeError: after more than ``bad_step_max`` (1000) overflows in a row.
+            TypeError: for an ``overflow`` that is not a bool or a one-element bool Tensor.
         """
         from minigrad.amp.core import StepReport
+        overflow = check_flag("overflow", overflow,
+                              owner="DynamicLossScaleManager.update_loss_scale")
         before = self.core.scale
-        self.core.update(bool(overflow))
-        self.core.record(StepReport(self.core.steps + 1, bool(overflow),
+        self.core.update(overflow)
+        self.core.record(StepReport(self.core.steps + 1, overflow,
                                     "gradient_overflow" if overflow else None,
                                     float(before), float(self.core.scale)))
 

@@ -13,11 +13,13 @@ equivalent (``Tensor.__getattr__`` reads ``PYTORCH_ONLY``).
 """
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_axis, check_bool
+from minigrad._checks import (check_axis, check_bool, check_broadcast, check_operand,
+                              check_relation)
 from minigrad.autograd import backprop
 from minigrad.autograd.engine import run_backward
 from minigrad.ops import arithmetic, creation, linalg, math, reduction, shape
 from minigrad.ops.arithmetic import leaf
+from minigrad.ops.shape import broadcast_to as _broadcast_to
 from minigrad.tensor import Tensor, seed_like
 
 # PyTorch Tensor names minigrad spells otherwise: name -> what to write instead
@@ -77,23 +79,38 @@ def to(self, *args, device=None, dtype=None):
     any case, or PyTorch's ``"cuda"``) is the device, anything else the dtype.
 
     Raises:
-        TypeError: for more than two positional arguments, or an unsupported dtype.
-        ValueError: for an unknown device name.
+        TypeError: for more than two positional arguments, a device or a dtype given twice
+            (positionally and by keyword), or a positional value that is neither a device name
+            nor a dtype (a str that is neither raises ValueError).
+        ValueError: for an unknown device name or dtype.
     """
     if len(args) > 2:
         raise TypeError(f"to() takes a device and/or a dtype, got {len(args)} positional "
                         f"arguments {args!r}")
     for arg in args:
         if isinstance(arg, str) and _device_name(arg) is not None:
+            check_relation("device", device, device is None, f"given once (positional {arg!r} "
+                           f"given too)", error=TypeError, owner="Tensor.to")
             device = _device_name(arg)
         else:
-            dtype = arg
+            check_relation("dtype", dtype, dtype is None, f"given once (positional {arg!r} "
+                           f"given too)", error=TypeError, owner="Tensor.to")
+            dtype = _positional_dtype(arg)
     out = self
     if device is not None and backend.check_device(device) != self.device:
         out = arithmetic.to_device(out, device)
     if dtype is not None:
         out = arithmetic.cast(out, dtype)
     return out
+
+
+def _positional_dtype(arg):
+    """``arg`` (a positional argument of ``to`` that names no device) as a dtype."""
+    try:
+        return dtypes.as_dtype(arg, "args", owner="Tensor.to")
+    except (TypeError, ValueError) as error:
+        check_relation("args", arg, False, f"a device name ({', '.join(backend.DEVICES)}) or a "
+                       f"dtype", error=type(error), owner="Tensor.to")
 
 
 def _device_name(name):
@@ -119,6 +136,31 @@ def _argext(name):
     method.__doc__ = (f"Indices of the {name[3:]}imum along ``axis`` (None: of the flattened "
                       f"tensor) as int32, MindSpore's index dtype; not differentiable.")
     return method
+
+
+def _other(self, value, name):
+    """``value``, the operand of an elementwise op method, checked under the method's own name:
+    data (``check_operand``) whose shape broadcasts with ``self``'s."""
+    if not isinstance(value, Tensor):
+        value = check_operand(name, value)
+    shape = getattr(value, "shape", ())
+    if shape != self.shape:
+        check_broadcast(("self", name), (self.shape, shape))
+    return value
+
+
+def _matmul_other(self, value):
+    """``value``, the right operand of ``matmul``, checked under the method's name: data with at
+    least one dimension whose rows match ``self``'s last axis."""
+    if not isinstance(value, Tensor):
+        value = check_operand("other", value)
+    shape = getattr(value, "shape", ())
+    rows = shape[-2] if len(shape) >= 2 else (shape[0] if shape else None)
+    if rows is None or not self.shape or rows != self.shape[-1]:
+        check_relation("other", value, False, f"of at least 1 dimension with "
+                       f"{self.shape[-1] if self.shape else '?'} rows (self has shape "
+                       f"{self.shape}), got shape {shape}", owner="Tensor.matmul")
+    return value
 
 
 def _cast_to(dtype):
@@ -202,7 +244,7 @@ _METHODS = {
     "expand_dims": lambda self, axis: shape.expand_dims(self, axis),
     "unsqueeze": lambda self, dim: shape.expand_dims(self, dim),
     "squeeze": lambda self, axis=None: shape.squeeze(self, axis),
-    "broadcast_to": lambda self, shape_: shape.broadcast_to(self, shape_),
+    "broadcast_to": lambda self, shape: _broadcast_to(self, shape),
     "exp": lambda self: math.exp(self),
     "log": lambda self: math.log(self),
     "sqrt": lambda self: math.sqrt(self),
@@ -214,12 +256,12 @@ _METHODS = {
     "relu": lambda self: math.relu(self),
     "clip": lambda self, min=None, max=None: math.clip(self, min, max),
     "clamp": lambda self, min=None, max=None: math.clip(self, min, max),
-    "add": lambda self, other: arithmetic.add(self, other),
-    "sub": lambda self, other: arithmetic.sub(self, other),
-    "mul": lambda self, other: arithmetic.mul(self, other),
-    "div": lambda self, other: arithmetic.div(self, other),
-    "pow": lambda self, exponent: arithmetic.pow(self, exponent),
-    "matmul": lambda self, other: linalg.matmul(self, other),
+    "add": lambda self, other: arithmetic.add(self, _other(self, other, "other")),
+    "sub": lambda self, other: arithmetic.sub(self, _other(self, other, "other")),
+    "mul": lambda self, other: arithmetic.mul(self, _other(self, other, "other")),
+    "div": lambda self, other: arithmetic.div(self, _other(self, other, "other")),
+    "pow": lambda self, exponent: arithmetic.pow(self, _other(self, exponent, "exponent")),
+    "matmul": lambda self, other: linalg.matmul(self, _matmul_other(self, other)),
     "T": property(lambda self: shape.transpose(self, None), doc="The axes reversed."),
 }
 

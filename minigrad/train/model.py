@@ -18,7 +18,10 @@ optimizer given as a ``mixed_precision.LossScaleOptimizer``, trains in a
 set the compute dtypes, so the network is not cast); a skipped step counts in the
 ``LossScaleOptimizer``'s ``iterations``, as in Keras.
 """
+import collections.abc
 import warnings
+
+import numpy
 
 from minigrad import dtype as dtypes, ops
 from minigrad._checks import (
@@ -27,12 +30,16 @@ from minigrad._checks import (
     check_in,
     check_int,
     check_int_tuple,
+    check_items,
     check_positive_int,
+    check_relation,
     check_type,
+    describe,
 )
 from minigrad._config import no_grad
 from minigrad.nn.cell import Cell
 from minigrad.nn.loss_scale import TrainOneStepWithLossScaleCell
+from minigrad.tensor import Tensor
 from minigrad.train.callback.hooks import CallbackList, CallbackParam, RunContext
 from minigrad.train.metrics import Loss, get_metrics
 
@@ -218,14 +225,14 @@ class Model:
         """
         epoch = check_positive_int("epoch", epoch, owner="Model.train")
         check_int("initial_epoch", initial_epoch, low=0, high=epoch - 1, owner="Model.train")
-        check_int("sink_size", sink_size, owner="Model.train")
+        check_relation("sink_size", check_int("sink_size", sink_size, low=-1,
+                                              owner="Model.train"),
+                       sink_size != 0, "-1 (the whole dataset) or a positive int",
+                       owner="Model.train")
         _check_dataset(train_dataset, "train_dataset", "Model.train")
         _warn_sink(dataset_sink_mode)
         callbacks = CallbackList(callbacks)
-        batch_num = _size(train_dataset)
-        if batch_num == 0:
-            raise ValueError("Model.train: 'train_dataset' yields no batch (its size is 0; a batch "
-                             "larger than the data with drop_remainder=True gives that)")
+        batch_num = _check_size(train_dataset, "train_dataset", "Model.train")
         cb_params = CallbackParam(
             train_network=self._train_network, network=self._network, optimizer=self._optimizer,
             loss_fn=self._loss_fn, train_dataset=train_dataset, epoch_num=epoch,
@@ -271,6 +278,7 @@ class Model:
         if self._eval_network is None:
             raise ValueError("Model.eval needs 'loss_fn' or 'eval_network'")
         _check_dataset(valid_dataset, "valid_dataset", "Model.eval")
+        _check_size(valid_dataset, "valid_dataset", "Model.eval")
         _warn_sink(dataset_sink_mode)
         callbacks = CallbackList(callbacks)
         cb_params = CallbackParam(
@@ -309,7 +317,20 @@ class Model:
                 metric.update(outputs[indexes[1]], outputs[indexes[2]])
 
     def predict(self, *predict_data):
-        """``network(*predict_data)`` in eval mode without recording a graph."""
+        """``network(*predict_data)`` in eval mode without recording a graph.
+
+        Args:
+            *predict_data: the network's inputs, each a Tensor or a NumPy array, or a non-empty
+                list or tuple of them (MindSpore's ``Union[Tensor, list[Tensor],
+                tuple[Tensor]]``).
+
+        Raises:
+            TypeError: for an input of another kind (None, a number, a str...), naming it
+                (``predict_data[0]``).
+            ValueError: for an empty list or tuple.
+        """
+        for index, item in enumerate(predict_data):
+            _check_input(f"predict_data[{index}]", item)
         self._predict_network.set_train(False)
         with no_grad():
             return self._predict_network(*predict_data)
@@ -394,6 +415,15 @@ def _size(dataset):
         return None
 
 
+def _check_size(dataset, name, owner):
+    """The number of batches of ``dataset`` (None when it has no length), which must not be 0."""
+    size = _size(dataset)
+    check_relation(name, dataset, size != 0,
+                   "a dataset that yields a batch (its size is 0; a batch larger than the data "
+                   "with drop_remainder=True gives that)", owner=owner)
+    return size
+
+
 def _check_dataset(dataset, name, owner):
     """A dataset, or a re-iterable of batches; a tuple of Tensors or arrays (``(x, y)``, one
     batch) is refused with the way to make a dataset of it."""
@@ -403,10 +433,35 @@ def _check_dataset(dataset, name, owner):
         raise TypeError(f"{owner}: {name} must be a dataset, got a tuple of {len(dataset)} "
                         f"arrays; wrap them: NumpySlicesDataset((x, y)).batch(32) (or pass a list "
                         f"of (x, y) batches)")
-    if isinstance(dataset, (str, bytes)) or not hasattr(dataset, "__iter__") or hasattr(
-            dataset, "shape"):
+    if (isinstance(dataset, (str, bytes, collections.abc.Mapping, collections.abc.Set))
+            or not hasattr(dataset, "__iter__") or hasattr(dataset, "shape")):
         raise TypeError(f"{owner}: {name} must be a minigrad.dataset dataset or a re-iterable of "
-                        f"batches, got {type(dataset).__name__}")
+                        f"batches, got {describe(dataset)} ({type(dataset).__name__})")
+    if isinstance(dataset, (list, tuple)):  # a list of batches: each one checked here
+        for index, batch in enumerate(dataset):
+            check_relation(name, dataset, _is_batch(batch),
+                           f"a list of batches, each {_INPUT} (batch {index} is "
+                           f"{describe(batch)})", error=TypeError, owner=owner)
+
+
+def _is_batch(batch):
+    """Whether ``batch`` is one batch of a list of batches (see ``_INPUT``)."""
+    if isinstance(batch, (list, tuple)):
+        return len(batch) > 0 and all(isinstance(v, (Tensor, numpy.ndarray)) for v in batch)
+    return isinstance(batch, (Tensor, numpy.ndarray))
+
+
+_INPUT = "a Tensor or a NumPy array, or a non-empty list or tuple of them"
+
+
+def _check_input(name, value):
+    """``value`` if it is a network input ``Model.predict`` takes (see ``_INPUT``)."""
+    if isinstance(value, (list, tuple)):
+        check_items(name, value, (Tensor, numpy.ndarray), expected=_INPUT,
+                    owner="Model.predict")
+        return check_relation(name, value, len(value) > 0, _INPUT, owner="Model.predict")
+    return check_type(name, value, (Tensor, numpy.ndarray), expected=_INPUT,
+                      owner="Model.predict")
 
 
 def _warn_sink(dataset_sink_mode):

@@ -86,10 +86,7 @@ METHODS_NOT_WALKED = {
     "autograd.Function.*": "the protocol of autograd's ops (each op calls them with its own "
                            "arrays); users call the ops, walked as ops.*",
     "ops.*.op": "the function of a primitive, walked under its own name (ops.concat...)",
-    "ops.*.reduce": "the function of a reduction primitive, walked as ops.sum, ops.mean...",
     "ops.AvgPool.padding": "the padding a pooling primitive computes for its own input",
-    "nn.LogSoftmax.op": "the function of the cell, walked as ops.log_softmax",
-    "nn.Softmax.op": "the function of the cell, walked as ops.softmax",
     "amp.ScaleCore.*": "the shared loss-scale rule under every face; its arguments come through "
                        "the faces' methods, walked there",
     "amp.LossScaler.adjust": "abstract: StaticLossScaler's and DynamicLossScaler's, walked there",
@@ -136,6 +133,7 @@ VERDICTS = {"testing.assert_forward", "testing.check_backward", "testing.check_d
 # Acceptances the API documents, per callable and argument (``"*"``: every argument of the
 # callable): {name: {argument: (kinds, reason)}}.
 _DATA = "data: a Tensor, a number, a bool or an array of numbers, finite or not (check_operand)"
+_AXIS = (frozenset({"negative"}), "an axis, counted from the end when negative (check_axis)")
 ACCEPTED = {
     "Tensor": {"data": (OPERAND, _DATA)},
     "Parameter": {"default_input": (OPERAND, _DATA)},
@@ -193,6 +191,17 @@ ACCEPTED = {
         "dynamic_growth_steps": (frozenset({"int", "np_int", "float", "np_float"}),
                                  "TF 2.4's growth steps: an int, or a whole float as "
                                  "DynamicLossScale's increment_period")},
+    "amp.GradScaler.scale": {"outputs": (frozenset({"list", "tuple"}),
+                                         "PyTorch's outputs: a Tensor or a (nested) list or tuple "
+                                         "of Tensors, each scaled (an empty one stays empty)")},
+    **dict.fromkeys(("amp.LossScaler.scale", "amp.LossScaler.unscale"), {
+        "inputs": (frozenset({"list", "tuple"}),
+                   "MindSpore's inputs: a Tensor or a tuple of Tensors, each scaled (an empty "
+                   "one stays empty)")}),
+    "amp.GradScaler.update": {"new_scale": (frozenset({"int", "np_int", "float", "np_float",
+                                                       "huge", "huge_float", "tensor"}),
+                                            "PyTorch's new_scale: a positive float or a "
+                                            "one-element Tensor (inf in float32 is refused)")},
     "amp.alloc_status": {"like": (frozenset({"array0d", "array", "tensor"}),
                                   "a Tensor or array: the status goes on its device")},
     "amp.all_finite": {"inputs": (frozenset({"tensor"}),
@@ -209,6 +218,11 @@ ACCEPTED = {
                       "tensor")},
     "amp.custom_fwd": {"cast_inputs": (frozenset({"str"}),
                                        "a dtype's name ('half', 'float32': check_dtype)")},
+    "Model.eval": {"callbacks": (frozenset({"list", "tuple"}),
+                                 "a list of Callbacks; an empty one is none, as None")},
+    "Model.predict": {"*predict_data": (frozenset({"array0d", "array", "tensor"}),
+                                        "the network's input: a Tensor or an array (MindSpore's "
+                                        "predict_data), whatever shape the network takes")},
     "Model": {"eval_indexes": (frozenset({"list", "tuple"}),
                                "[loss, predictions, labels]: positions in eval_network's outputs"),
               "metrics": (frozenset({"list", "tuple", "object"}),
@@ -221,11 +235,27 @@ ACCEPTED = {
     "ops.full": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value: any number")},
     "ops.full_like": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
     "ops.fill": {"value": (OPERAND - {"array", "list", "tuple"}, "the fill value")},
-    "ops.clip": {"min": (ANY_REAL | {"inf", "np_nonfinite", "huge_float", "array0d", "tensor"},
-                         "a bound: any real number, a 0-d array or a Tensor (an infinite "
-                         "bound clips nothing on that side)"),
-                 "max": (ANY_REAL | {"inf", "np_nonfinite", "huge_float", "array0d", "tensor"},
-                         "a bound, as min")},
+    **dict.fromkeys(("ops.clip", "Tensor.clip", "Tensor.clamp"), {
+        "min": (ANY_REAL | {"inf", "np_nonfinite", "huge", "huge_float", "array0d", "tensor"},
+                "a bound: any real number, a 0-d array or a Tensor (an infinite bound clips "
+                "nothing on that side)"),
+        "max": (ANY_REAL | {"inf", "np_nonfinite", "huge", "huge_float", "array0d", "tensor"},
+                "a bound, as min")}),
+    **dict.fromkeys(("Tensor.add", "Tensor.sub", "Tensor.mul", "Tensor.div", "Tensor.matmul"),
+                    {"other": (OPERAND, _DATA)}),
+    "Tensor.pow": {"exponent": (OPERAND, _DATA)},
+    "Tensor.backward": {"gradient": (OPERAND, "the seed: " + _DATA),
+                        "inputs": (frozenset({"tensor"}), "PyTorch's inputs: a Tensor or a "
+                                                          "sequence of Tensors")},
+    **dict.fromkeys(("Tensor.reshape", "Tensor.view"), {
+        "*shape_": (frozenset({"int", "np_int", "negative"}),
+                    "the new shape as ints (t.reshape(6) or t.reshape(2, 3)); -1 stands for the "
+                    "size reshape infers")}),
+    **dict.fromkeys(("Tensor.transpose", "Tensor.permute"), {
+        "*axes": (frozenset({"int", "np_int", "negative"}),
+                  "the axes as ints (t.permute(1, 0)), counted from the end when negative")}),
+    "Tensor.swapaxes": dict.fromkeys(("a", "b"), _AXIS),
+    "Tensor.unsqueeze": {"dim": _AXIS},
     "ops.leaky_relu": {"alpha": (ANY_REAL, "any finite slope, negative included (PyTorch's "
                                            "negative_slope, MindSpore's alpha)")},
     **dict.fromkeys(("ops.zeros", "ops.ones"), {
@@ -261,6 +291,12 @@ ACCEPTED = {
 }
 # Acceptances of the training API: checkpoints, the context, nn, optim, train and dataset.
 ACCEPTED.update({
+    "Model.train": {
+        "callbacks": (frozenset({"list", "tuple"}), "a list of Callbacks; an empty one is none, "
+                                                     "as None"),
+        "sink_size": (frozenset({"int", "np_int"}),
+                      "MindSpore's sink_size: -1 or a positive count of steps per sink (ignored: "
+                      "minigrad feeds the data step by step)")},
     "dataset.RepeatDataset": {"count": (frozenset({"huge"}),
                                         "a loop bound, never stored in an array: any positive "
                                         "int, beyond int64 too (repeat(2 ** 70))")},
@@ -554,7 +590,9 @@ def outcome(name, argument, value):
             return f"{call} raised {type(error).__name__} but changed the instance's state"
         # data (an op's operand) is described by its shape and dtype, not shown
         is_data = OPERAND - {"huge_float"} <= _accepted_kinds(name, argument, base, default)
-        if not is_data and not walk.shown(message, value):
+        # a method's *args shows as the tuple of positional values the call passed
+        if not is_data and not walk.shown(message, value) and not (
+                argument.startswith("*") and walk.shown(message, (value,))):
             return (f"{call} raised {type(error).__name__} without showing the value: "
                     f"{message}")
         return None

@@ -378,3 +378,26 @@ def test_check_items_names_the_element_and_shows_the_value():
     with pytest.raises(TypeError, match=re.escape(
             "xs must be an iterable of ints (element 0 is a float), got [0.5] (list)")):
         c.check_items("xs", (v for v in [0.5]), int, expected="an iterable of ints")
+
+
+# ---- flags: a step's verdict -----------------------------------------------------------------
+
+def test_check_flag_takes_bools_and_one_element_bool_tensors():
+    from minigrad import Tensor
+    for value in BOOLS:
+        assert c.check_flag("overflow", value) is bool(value)
+    assert c.check_flag("overflow", Tensor(numpy.array(True))) is True
+    assert c.check_flag("overflow", numpy.array([False])) is False
+
+
+@pytest.mark.parametrize("value", [0, 1, None, "True", 1.0, numpy.ones(2, bool),
+                                   numpy.array(1.0), [True]])
+def test_check_flag_refuses_other_values_by_name(value):
+    with pytest.raises(TypeError, match=r"^o: overflow must be a bool or a one-element bool "
+                                        r"Tensor, got "):
+        c.check_flag("overflow", value, owner="o")
+
+
+def test_state_value_error_is_both_runtime_and_value_error():
+    assert issubclass(c.StateValueError, RuntimeError)
+    assert issubclass(c.StateValueError, ValueError)

@@ -20,7 +20,7 @@ The older MindSpore hook names (``begin``, ``epoch_begin``, ``step_begin``, ``st
 """
 
 from minigrad import backend, communication
-from minigrad._checks import check_type
+from minigrad._checks import check_items, check_type
 
 
 class CallbackParam(dict):
@@ -100,10 +100,8 @@ class CallbackList:
             callbacks = []
         elif isinstance(callbacks, Callback):
             callbacks = [callbacks]
-        callbacks = list(callbacks)
-        for cb in callbacks:
-            if not isinstance(cb, Callback):
-                raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
+        callbacks = check_items("callbacks", callbacks, Callback,
+                                expected="a Callback, a list of Callbacks or None")
         self.callbacks = callbacks
         # rank_zero_only callbacks are skipped on the other ranks (the rank is fixed for a run);
         # the rank is asked for only when such a callback is there
