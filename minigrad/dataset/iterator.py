@@ -4,7 +4,7 @@ import numpy
 
 from minigrad import backend
 from minigrad import dtype as dtypes
-from minigrad._checks import check_bool, check_int, check_positive_int
+from minigrad._checks import check_bool, check_int, check_positive_int, check_str_tuple
 from minigrad._config import config
 from minigrad.tensor import Tensor, make
 
@@ -58,7 +58,7 @@ class RowIterator:
         self.output_numpy = check_bool("output_numpy", output_numpy)
         names = dataset.get_col_names()
         if columns is not None:
-            columns = [columns] if isinstance(columns, str) else list(columns)
+            columns = list(check_str_tuple("columns", columns, owner="create_tuple_iterator"))
             unknown = [c for c in columns if c not in names]
             if unknown:
                 raise ValueError(f"columns {unknown} are not columns of the dataset {names}")

@@ -3,7 +3,8 @@ import itertools
 
 import numpy
 
-from minigrad._checks import check_positive_int, check_relation, check_str_tuple, check_type
+from minigrad._checks import (INT64_MAX, INT64_MIN, IndexRangeError, check_positive_int,
+                              check_relation, check_str_tuple, check_type, is_int)
 from minigrad.dataset.sampling import IndexedSource
 from minigrad.tensor import Tensor
 
@@ -59,11 +60,35 @@ class NumpySlicesDataset(IndexedSource):
         self.column_names = names
 
     def take(self, indices):
-        """The rows at ``indices`` (an int or an index array), one array per column."""
-        return tuple(column[indices] for column in self.columns)
+        """The rows at ``indices`` (an int, or an array or a list of ints: a batch), one array per
+        column; negative indices count from the end.
+
+        Raises:
+            TypeError: for indices of another kind (None, a bool, a float, a str...).
+            IndexError: for an index outside the rows (an ``IndexRangeError``, a ValueError too).
+        """
+        # the iterator's every row or batch: an int or an int array passes on one type test
+        if not (is_int(indices) or (isinstance(indices, numpy.ndarray)
+                                    and indices.dtype.kind in "iu")):
+            indices = _index_array(indices)
+        try:
+            return tuple(column[indices] for column in self.columns)
+        except (IndexError, OverflowError):  # OverflowError: an int beyond int64
+            check_relation("indices", indices, False, f"indices of the {self.length} rows "
+                           f"(in [-{self.length}, {self.length - 1}])", error=IndexRangeError,
+                           owner="NumpySlicesDataset.take")
 
     def get_col_names(self):
         return list(self.column_names)
+
+
+def _index_array(indices):
+    """``indices`` (a list or a tuple of ints) as an int array, or a TypeError naming it."""
+    if (isinstance(indices, (list, tuple)) and indices
+            and all(is_int(i) and INT64_MIN <= i <= INT64_MAX for i in indices)):
+        return numpy.asarray(indices, dtype=numpy.int64)
+    check_relation("indices", indices, False, "an int, or a non-empty array or list of ints",
+                   error=TypeError, owner="NumpySlicesDataset.take")
 
 
 def _columns(data):

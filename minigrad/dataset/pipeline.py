@@ -134,12 +134,17 @@ class Dataset:
         Args:
             batch_size: rows per batch (int ≥ 1).
             drop_remainder: drop the last batch if it has fewer than ``batch_size`` rows.
-            num_parallel_workers: accepted for MindSpore compatibility; ignored.
+            num_parallel_workers: a positive int or None, accepted for MindSpore compatibility;
+                ignored.
 
         Raises:
             TypeError: if ``batch_size`` is not an int or ``drop_remainder`` not a bool.
             ValueError: if ``batch_size`` is not positive.
+            TypeError / ValueError: for a ``num_parallel_workers`` that is not a positive int or
+                None.
         """
+        check_positive_int("num_parallel_workers", num_parallel_workers, allow_none=True,
+                           owner="batch")
         return BatchDataset(self, batch_size, drop_remainder)
 
     def repeat(self, count=None):
@@ -172,7 +177,8 @@ class Dataset:
             input_columns: a column name or list of names; default the first column.
             output_columns: names of the last operation's outputs; default ``input_columns``
                 (then the last operation must return as many values as there are inputs).
-            num_parallel_workers: accepted for MindSpore compatibility; ignored.
+            num_parallel_workers: a positive int or None, accepted for MindSpore compatibility;
+                ignored.
 
         Raises:
             ValueError: for an unknown, empty or repeated column name, no column names, or
@@ -180,6 +186,8 @@ class Dataset:
                 operation returns a number of values other than the number of output columns.
                 TypeError for a non-callable operation, or column names that are not strs.
         """
+        check_positive_int("num_parallel_workers", num_parallel_workers, allow_none=True,
+                           owner="map")
         return MapDataset(self, operations, input_columns, output_columns)
 
     # ---- iteration --------------------------------------------------------------------------

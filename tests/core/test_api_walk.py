@@ -133,6 +133,7 @@ VERDICTS = {"testing.assert_forward", "testing.check_backward", "testing.check_d
 # Acceptances the API documents, per callable and argument (``"*"``: every argument of the
 # callable): {name: {argument: (kinds, reason)}}.
 _DATA = "data: a Tensor, a number, a bool or an array of numbers, finite or not (check_operand)"
+_WORKERS = (frozenset({"int", "np_int"}), "a count of workers (MindSpore's; None: the default)")
 _AXIS = (frozenset({"negative"}), "an axis, counted from the end when negative (check_axis)")
 ACCEPTED = {
     "Tensor": {"data": (OPERAND, _DATA)},
@@ -297,6 +298,25 @@ ACCEPTED.update({
         "sink_size": (frozenset({"int", "np_int"}),
                       "MindSpore's sink_size: -1 or a positive count of steps per sink (ignored: "
                       "minigrad feeds the data step by step)")},
+    "dataset.Dataset.batch": {"num_parallel_workers": _WORKERS},
+    "dataset.Dataset.map": {
+        **dict.fromkeys(("input_columns", "output_columns"),
+                        (frozenset({"str", "str_number", "list", "tuple"}),
+                         "MindSpore's column names: a str or a list of strs")),
+        "num_parallel_workers": _WORKERS},
+    **dict.fromkeys(("dataset.Dataset.create_tuple_iterator",
+                     "dataset.Dataset.create_dict_iterator"), {
+        "num_epochs": (frozenset({"int", "np_int"}), "a count of epochs (-1: no limit)"),
+        "columns": (frozenset({"str", "str_number", "list", "tuple"}),
+                    "MindSpore's column names: a str or a list of strs")}),
+    "dataset.Dataset.repeat": {"count": (frozenset({"huge", "none"}),
+                                         "a loop bound, never stored in an array: any positive "
+                                         "int, beyond int64 too (repeat(2 ** 70)); None: "
+                                         "without end")},
+    "dataset.NumpySlicesDataset.take": {"indices": (frozenset({"int", "np_int", "negative",
+                                                               "array0d", "array"}),
+                                                    "an int or an array of ints: a row or a "
+                                                    "batch, negative from the end")},
     "dataset.RepeatDataset": {"count": (frozenset({"huge"}),
                                         "a loop bound, never stored in an array: any positive "
                                         "int, beyond int64 too (repeat(2 ** 70))")},

@@ -57,6 +57,14 @@ class RunContext:
         return self._stop_requested
 
 
+def check_run_context(run_context, owner):
+    """``run_context`` if it is a ``RunContext`` (what ``Model`` passes every hook), else a
+    TypeError naming it: the first line of each hook of minigrad's callbacks (one isinstance)."""
+    if isinstance(run_context, RunContext):
+        return run_context
+    return check_type("run_context", run_context, RunContext, owner=owner)
+
+
 class Callback:
     """Base class of callbacks: override the hooks you need (all do nothing by default).
 

@@ -5,7 +5,7 @@ import time
 from minigrad._checks import (check_bool, check_non_negative, check_non_negative_int, check_path,
                               check_relation, check_type, describe)
 from minigrad.nn.cell import Cell
-from minigrad.train.callback.hooks import Callback, step_in_epoch
+from minigrad.train.callback.hooks import Callback, check_run_context, step_in_epoch
 from minigrad.train.checkpoint import save_checkpoint
 
 
@@ -135,12 +135,14 @@ class ModelCheckpoint(Callback):
         self._last_time = _clock()
 
     def on_train_begin(self, run_context):
+        check_run_context(run_context, "ModelCheckpoint.on_train_begin")
         # a new train() counts its steps afresh: forget the last run's saved step number, or the
         # final save of a run whose last step number equals it would be skipped
         self._last_saved_step = None
         super().on_train_begin(run_context)
 
     def on_train_step_end(self, run_context):
+        check_run_context(run_context, "ModelCheckpoint.on_train_step_end")
         cb_params = run_context.original_args()
         config = self.config
         if config.save_checkpoint_steps:
@@ -151,6 +153,7 @@ class ModelCheckpoint(Callback):
             self._save(cb_params)
 
     def on_train_end(self, run_context):
+        check_run_context(run_context, "ModelCheckpoint.on_train_end")
         cb_params = run_context.original_args()
         if cb_params.cur_step_num != self._last_saved_step:
             self._save(cb_params)

@@ -10,7 +10,8 @@ import numpy
 
 from minigrad import backend
 from minigrad._checks import check_non_negative_int, check_positive_int
-from minigrad.train.callback.hooks import Callback, loss_value, optimizer_note, step_in_epoch
+from minigrad.train.callback.hooks import (Callback, check_run_context, loss_value, optimizer_note,
+                                           step_in_epoch)
 
 
 
@@ -39,6 +40,7 @@ class LossMonitor(Callback):
         self._last_print_step = 0
 
     def on_train_step_end(self, run_context):
+        check_run_context(run_context, "LossMonitor.on_train_step_end")
         cb_params = run_context.original_args()
         loss = loss_value(cb_params)
         step = step_in_epoch(cb_params)
@@ -71,9 +73,11 @@ class TimeMonitor(Callback):
         self._start = None
 
     def on_train_epoch_begin(self, run_context):
+        check_run_context(run_context, "TimeMonitor.on_train_epoch_begin")
         self._start = time.perf_counter()
 
     def on_train_epoch_end(self, run_context):
+        check_run_context(run_context, "TimeMonitor.on_train_epoch_end")
         cb_params = run_context.original_args()
         epoch_ms = (time.perf_counter() - self._start) * 1000
         steps = self.data_size or cb_params.batch_num or 1
@@ -94,12 +98,15 @@ class History(Callback):
         self._epoch_start = 0
 
     def on_train_epoch_begin(self, run_context):
+        check_run_context(run_context, "History.on_train_epoch_begin")
         self._epoch_start = len(self.step_losses)
 
     def on_train_step_end(self, run_context):
+        check_run_context(run_context, "History.on_train_step_end")
         self.step_losses.append(loss_value(run_context.original_args()))
 
     def on_train_epoch_end(self, run_context):
+        check_run_context(run_context, "History.on_train_epoch_end")
         cb_params = run_context.original_args()
         losses = self.step_losses[self._epoch_start:]
         self.epoch.append(cb_params.cur_epoch_num)
@@ -124,6 +131,7 @@ class LossScaleMonitor(Callback):
         self.steps, self.scales, self.overflows = [], [], []
 
     def on_train_step_end(self, run_context):
+        check_run_context(run_context, "LossScaleMonitor.on_train_step_end")
         cb_params = run_context.original_args()
         outputs = cb_params.net_outputs
         if not isinstance(outputs, (tuple, list)) or len(outputs) < 3:

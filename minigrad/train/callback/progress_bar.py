@@ -2,7 +2,7 @@
 import sys
 
 from minigrad._checks import check_bool, check_positive_int, check_relation
-from minigrad.train.callback.hooks import Callback, loss_value, optimizer_note
+from minigrad.train.callback.hooks import Callback, check_run_context, loss_value, optimizer_note
 
 
 class ProgressBar(Callback):
@@ -50,6 +50,7 @@ class ProgressBar(Callback):
         self._refreshes, self._note = 0, None
 
     def on_train_epoch_begin(self, run_context):
+        check_run_context(run_context, "ProgressBar.on_train_epoch_begin")
         cb_params = run_context.original_args()
         self._sum, self._count = 0.0, 0
         self._refreshes, self._note = 0, None
@@ -59,6 +60,7 @@ class ProgressBar(Callback):
                                    file=self.file or sys.stderr, dynamic_ncols=True)
 
     def on_train_step_end(self, run_context):
+        check_run_context(run_context, "ProgressBar.on_train_step_end")
         cb_params = run_context.original_args()
         self._sum += loss_value(cb_params)
         self._count += 1
@@ -85,6 +87,7 @@ class ProgressBar(Callback):
         return postfix
 
     def on_train_epoch_end(self, run_context):
+        check_run_context(run_context, "ProgressBar.on_train_epoch_end")
         mean = self._sum / self._count if self._count else float("nan")
         if self._bar is not None:
             self._bar.set_postfix(self._postfix(mean))
