@@ -184,7 +184,14 @@ class Optimizer:
 
         Args:
             grads: one array (or None) per parameter.
+
+        Raises:
+            TypeError: for ``grads`` that are not a tuple or a list.
         """
+        if not isinstance(grads, (tuple, list)):
+            check_type("grads", grads, (tuple, list), expected="a tuple or list with one "
+                       "gradient per parameter", owner=f"{type(self).__name__}."
+                       "takes_scaled_gradients")
         cls = type(self)
         if (cls.__call__ is not Optimizer.__call__
                 or cls.apply_gradients is not Optimizer.apply_gradients):
@@ -210,9 +217,14 @@ class Optimizer:
         when none has one, a UserWarning says so: no parameter moves, the step still counts).
 
         ``closure``, if given, is called first (with gradient recording on) and its loss returned.
+
+        Raises:
+            TypeError: for a ``closure`` that is not callable (nothing changes), and
+                ``apply_gradients``'s errors.
         """
         loss = None
         if closure is not None:
+            check_callable("closure", closure, owner=f"{type(self).__name__}.step")
             with enable_grad():
                 loss = closure()
         grads = tuple(p.grad for p in self.parameters)
@@ -304,7 +316,8 @@ class Optimizer:
                        expected="a tuple or list with one gradient per parameter", owner=owner)
         n = len(self.parameters)
         if len(grads) != n:
-            check_relation("len(grads)", len(grads), False, f"{n}, one per parameter", owner=owner)
+            check_relation("grads", grads, False, f"{n} gradients, one per parameter (not "
+                           f"{len(grads)})", owner=owner)
         arrays = []
         for i, (param, grad) in enumerate(zip(self.parameters, grads)):
             if grad is not None:

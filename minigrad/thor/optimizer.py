@@ -27,7 +27,8 @@ import time
 import numpy
 
 from minigrad import backend
-from minigrad._checks import check_bool, check_float, check_in, check_positive_int
+from minigrad._checks import (check_bool, check_float, check_in, check_positive_int,
+                              check_relation, check_type)
 from minigrad.optim.momentum import Momentum
 from minigrad.optim.optimizer import Optimizer, _inverse_scale
 from minigrad.thor.arguments import (check_fisher_arguments, check_seed_arguments,
@@ -288,12 +289,13 @@ class THOR(Optimizer):
         """Restore ``state_dict()``; the THOR part is checked before anything changes.
 
         Raises:
+            TypeError: a ``state_dict`` that is not a dict.
             ValueError: a missing or malformed ``"thor"`` entry (naming the layer and field),
                 and the base class's errors.
         """
-        if not isinstance(state_dict, dict) or "thor" not in state_dict:
-            raise ValueError("THOR.load_state_dict: the state has no 'thor' entry (save it from "
-                             "a THOR optimizer)")
+        check_type("state_dict", state_dict, dict, owner="THOR.load_state_dict")
+        check_relation("state_dict", state_dict, "thor" in state_dict, "a THOR optimizer's "
+                       "state_dict() (it has no 'thor' entry)", owner="THOR.load_state_dict")
         rest = {k: v for k, v in state_dict.items() if k not in ("thor", "thor_fisher_seed")}
         seed = state_dict.get("thor_fisher_seed")
         if (seed is None) != (self.sampler is None):

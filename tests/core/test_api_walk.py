@@ -317,6 +317,13 @@ ACCEPTED.update({
                                                                "array0d", "array"}),
                                                     "an int or an array of ints: a row or a "
                                                     "batch, negative from the end")},
+    **dict.fromkeys(("optim.Optimizer.apply_gradients", "optim.THOR.apply_gradients"), {
+        "scale": (frozenset({"tensor"}), "a loss scale: a positive finite number or a "
+                                         "one-element Tensor holding it (a train cell's "
+                                         "scale_sense)")}),
+    "optim.Optimizer.get_lr_parameter": {"param": (frozenset({"list"}),
+                                                   "MindSpore's param: a Parameter or a list of "
+                                                   "them (an empty list gives an empty list)")},
     "dataset.RepeatDataset": {"count": (frozenset({"huge"}),
                                         "a loop bound, never stored in an array: any positive "
                                         "int, beyond int64 too (repeat(2 ** 70))")},

@@ -166,7 +166,8 @@ def test_bad_gradients_name_parameter_and_shapes_and_change_nothing():
     before = [p.data.copy() for p in ps]
     opt = Momentum(ps, 0.1, 0.9)
     with pytest.raises(
-        ValueError, match=r"^Momentum: len\(grads\) must be 2, one per parameter, got 1$"
+        ValueError, match=r"^Momentum: grads must be 2 gradients, one per parameter \(not 1\), "
+                          r"got \(array\("
     ):
         opt((numpy.ones((2, 3), numpy.float32),))
     with pytest.raises(
