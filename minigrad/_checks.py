@@ -55,6 +55,12 @@ class RequiresGradError(RuntimeError, ValueError):
     argument does not take) by this module's rule, so either ``except`` takes it."""
 
 
+class KeyValueError(KeyError, ValueError):
+    """A name that cannot be a key (an empty or dotted attribute name, or one already taken): the
+    KeyError that MindSpore raises there, and a ValueError by this module's rule, so either
+    ``except`` takes it."""
+
+
 class StateValueError(RuntimeError, ValueError):
     """A value the object's state cannot take (an empty state dict for an enabled GradScaler):
     the RuntimeError that PyTorch raises there, and a ValueError by this module's rule, so either

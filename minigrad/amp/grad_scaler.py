@@ -383,7 +383,8 @@ class GradScaler:
         owner = "GradScaler.load_state_dict"
         check_type("state_dict", state_dict, dict, owner=owner)
         check_relation("state_dict", state_dict, len(state_dict) > 0,
-                       "a non-empty dict (an empty one is saved from a disabled GradScaler)",
+                       "a non-empty dict (the source state dict is empty, possibly because it "
+                       "was saved from a disabled instance of GradScaler)",
                        error=StateValueError, owner=owner)
         missing = sorted(set(self.state_dict()) - set(state_dict))
         check_relation("state_dict keys", sorted(state_dict), not missing,

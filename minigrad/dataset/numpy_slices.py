@@ -68,13 +68,14 @@ class NumpySlicesDataset(IndexedSource):
             IndexError: for an index outside the rows (an ``IndexRangeError``, a ValueError too).
         """
         # the iterator's every row or batch: an int or an int array passes on one type test
+        given = indices
         if not (is_int(indices) or (isinstance(indices, numpy.ndarray)
                                     and indices.dtype.kind in "iu")):
             indices = _index_array(indices)
         try:
             return tuple(column[indices] for column in self.columns)
         except (IndexError, OverflowError):  # OverflowError: an int beyond int64
-            check_relation("indices", indices, False, f"indices of the {self.length} rows "
+            check_relation("indices", given, False, f"indices of the {self.length} rows "
                            f"(in [-{self.length}, {self.length - 1}])", error=IndexRangeError,
                            owner="NumpySlicesDataset.take")
 

@@ -33,7 +33,8 @@ from collections import OrderedDict
 import numpy
 
 from minigrad import dtype as dtypes, ops
-from minigrad._checks import check_bool, check_type
+from minigrad._checks import (KeyValueError, check_bool, check_callable, check_relation,
+                              check_type)
 from minigrad._fp16_host import convert
 from minigrad._config import config, using_config
 from minigrad.nn.cell_tree import CellTree
@@ -266,18 +267,22 @@ class Cell(CellTree):
 
         Raises:
             KeyError: if ``param_name`` is empty, contains "." (when checked) or is a
-                non-parameter attribute (or method) already.
-            TypeError: if ``param`` is not a Parameter.
+                non-parameter attribute (or method) already (a ``_checks.KeyValueError``, so
+                ``except ValueError`` takes it too).
+            TypeError: if ``param_name`` is not a str, ``param`` not a Parameter or
+                ``check_name_contain_dot`` not a bool.
         """
-        if not isinstance(param_name, str) or not param_name:
-            raise KeyError(f"param_name must be a non-empty str, got {param_name!r}")
-        if check_name_contain_dot and "." in param_name:
-            raise KeyError(f"param_name must not contain '.', got {param_name!r}")
-        if hasattr(self, param_name) and param_name not in self._params:  # methods included
-            raise KeyError(f"param_name {param_name!r} is already an attribute of "
-                           f"{type(self).__name__} that is not a Parameter")
-        if not isinstance(param, Parameter):
-            raise TypeError(f"param must be a Parameter, got {type(param).__name__}")
+        owner = "Cell.insert_param_to_cell"
+        check_type("param_name", param_name, str, owner=owner)
+        dotted = check_bool("check_name_contain_dot", check_name_contain_dot, owner=owner)
+        check_relation("param_name", param_name, bool(param_name) and not (
+            dotted and "." in param_name), "a non-empty str" + (" without '.'" if dotted else ""),
+            error=KeyValueError, owner=owner)
+        check_relation("param_name", param_name, not hasattr(self, param_name)
+                       or param_name in self._params,  # methods included
+                       f"a name that is not an attribute of {type(self).__name__} already",
+                       error=KeyValueError, owner=owner)
+        check_type("param", param, Parameter, owner=owner)
         setattr(self, param_name, param)
 
     def insert_child_to_cell(self, child_name, child_cell):
@@ -285,16 +290,19 @@ class Cell(CellTree):
 
         Raises:
             KeyError: for an empty name, one containing ".", or the name of an attribute (or
-                method) of this cell that is not a child cell (MindSpore: a duplicated name).
-            TypeError: if ``child_cell`` is not a Cell.
+                method) of this cell that is not a child cell (MindSpore: a duplicated name); a
+                ``_checks.KeyValueError``, so ``except ValueError`` takes it too.
+            TypeError: if ``child_name`` is not a str or ``child_cell`` not a Cell.
         """
-        if not isinstance(child_name, str) or not child_name or "." in child_name:
-            raise KeyError(f"child_name must be a non-empty str without '.', got {child_name!r}")
-        if hasattr(self, child_name) and child_name not in self._cells:
-            raise KeyError(f"child_name {child_name!r} is already an attribute of "
-                           f"{type(self).__name__} that is not a child cell")
-        if not isinstance(child_cell, Cell):
-            raise TypeError(f"child_cell must be a Cell, got {type(child_cell).__name__}")
+        owner = "Cell.insert_child_to_cell"
+        check_type("child_name", child_name, str, owner=owner)
+        check_relation("child_name", child_name, bool(child_name) and "." not in child_name,
+                       "a non-empty str without '.'", error=KeyValueError, owner=owner)
+        check_relation("child_name", child_name, not hasattr(self, child_name)
+                       or child_name in self._cells,
+                       f"a name that is not an attribute of {type(self).__name__} already",
+                       error=KeyValueError, owner=owner)
+        check_type("child_cell", child_cell, Cell, owner=owner)
         setattr(self, child_name, child_cell)
 
     # ---- modes and dtypes ---------------------------------------------------------------------
@@ -385,7 +393,7 @@ class Cell(CellTree):
         Raises:
             TypeError: if ``hook`` is not callable.
         """
-        return self._add_hook(self._forward_pre_hooks, hook)
+        return self._add_hook(self._forward_pre_hooks, hook, "Cell.register_forward_pre_hook")
 
     def register_forward_hook(self, hook):
         """Call ``hook(cell, inputs, output)`` after ``construct``; a non-None result replaces it.
@@ -395,12 +403,11 @@ class Cell(CellTree):
         Raises:
             TypeError: if ``hook`` is not callable.
         """
-        return self._add_hook(self._forward_hooks, hook)
+        return self._add_hook(self._forward_hooks, hook, "Cell.register_forward_hook")
 
     @staticmethod
-    def _add_hook(hooks, hook):
-        if not callable(hook):
-            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+    def _add_hook(hooks, hook, owner):
+        check_callable("hook", hook, owner=owner)
         handle = _HookHandle(hooks)
         hooks[handle.id] = hook
         return handle

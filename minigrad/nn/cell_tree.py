@@ -7,15 +7,23 @@ is listed at its first path), and the operations over all of them (``apply``, re
 """
 from collections import OrderedDict
 
-from minigrad._checks import check_callable
+from minigrad._checks import check_bool, check_callable, check_type
 
 
 class CellTree:
     """Traversal of a Cell and its sub-cells (see the module docstring)."""
 
     def cells_and_names(self, name_prefix=""):
-        """Yield ``(path, cell)`` for this cell (path ``name_prefix``) and every sub-cell, once
-        each."""
+        """An iterator of ``(path, cell)`` for this cell (path ``name_prefix``) and every
+        sub-cell, once each.
+
+        Raises:
+            TypeError: if ``name_prefix`` is not a str (when called, before any iteration).
+        """
+        check_type("name_prefix", name_prefix, str, owner="Cell.cells_and_names")
+        return self._cells_and_names(name_prefix)
+
+    def _cells_and_names(self, name_prefix):
         seen = set()
         stack = [(name_prefix, self)]
         while stack:  # iterative depth-first, children in definition order
@@ -44,9 +52,17 @@ class CellTree:
             expand: include the parameters of sub-cells (default True).
 
         Raises:
-            ValueError: if two different Parameters have the same ``name`` (naming both paths).
+            TypeError: if ``name_prefix`` is not a str or ``expand`` not a bool (when called,
+                before any iteration).
+            ValueError: while iterating, if two different Parameters have the same ``name``
+                (naming both paths).
         """
-        cells = self.cells_and_names(name_prefix) if expand else [(name_prefix, self)]
+        owner = "Cell.parameters_and_names"
+        check_type("name_prefix", name_prefix, str, owner=owner)
+        return self._parameters_and_names(name_prefix, check_bool("expand", expand, owner=owner))
+
+    def _parameters_and_names(self, name_prefix, expand):
+        cells = self._cells_and_names(name_prefix) if expand else [(name_prefix, self)]
         seen = set()
         paths_by_name = {}
         for cell_path, cell in cells:
@@ -66,22 +82,28 @@ class CellTree:
                 yield path, param
 
     def get_parameters(self, expand=True):
-        """Yield every parameter once, in definition order."""
-        for _, param in self.parameters_and_names(expand=expand):
-            yield param
+        """An iterator of every parameter once, in definition order (``expand``: a bool, those
+        of the sub-cells too)."""
+        expand = check_bool("expand", expand, owner="Cell.get_parameters")
+        return (param for _, param in self._parameters_and_names("", expand))
 
     def trainable_params(self, recurse=True):
-        """List of the parameters with ``requires_grad=True`` (what an optimizer takes)."""
-        return [p for p in self.get_parameters(expand=recurse) if p.requires_grad]
+        """List of the parameters with ``requires_grad=True`` (what an optimizer takes);
+        ``recurse``: a bool, those of the sub-cells too."""
+        recurse = check_bool("recurse", recurse, owner="Cell.trainable_params")
+        return [p for _, p in self._parameters_and_names("", recurse) if p.requires_grad]
 
     def untrainable_params(self, recurse=True):
         """List of the parameters with ``requires_grad=False`` (e.g. BatchNorm's moving
-        statistics)."""
-        return [p for p in self.get_parameters(expand=recurse) if not p.requires_grad]
+        statistics); ``recurse``: a bool, those of the sub-cells too."""
+        recurse = check_bool("recurse", recurse, owner="Cell.untrainable_params")
+        return [p for _, p in self._parameters_and_names("", recurse) if not p.requires_grad]
 
     def parameters_dict(self, recurse=True):
-        """OrderedDict ``param.name -> Parameter``."""
-        return OrderedDict((p.name, p) for p in self.get_parameters(expand=recurse))
+        """OrderedDict ``param.name -> Parameter``; ``recurse``: a bool, those of the sub-cells
+        too."""
+        recurse = check_bool("recurse", recurse, owner="Cell.parameters_dict")
+        return OrderedDict((p.name, p) for _, p in self._parameters_and_names("", recurse))
 
     def update_parameters_name(self, prefix="", recurse=True):
         """Rename every parameter to ``prefix + its attribute path`` (user-given names included).
@@ -89,13 +111,13 @@ class CellTree:
         Use it to give a second copy of a network distinct names before checkpointing both.
 
         Raises:
-            TypeError: if ``prefix`` is not a str.
+            TypeError: if ``prefix`` is not a str or ``recurse`` not a bool (nothing renamed).
         """
-        if not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
-        for path, param in self.parameters_and_names(expand=recurse):
+        check_type("prefix", prefix, str, owner="Cell.update_parameters_name")
+        recurse = check_bool("recurse", recurse, owner="Cell.update_parameters_name")
+        for path, param in self._parameters_and_names("", recurse):
             param.name = prefix + path
-        for path, cell in (self.cells_and_names() if recurse else [("", self)]):
+        for path, cell in (self._cells_and_names("") if recurse else [("", self)]):
             cell.__dict__["_scope"] = prefix + (f"{path}." if path else "")
 
     def apply(self, fn):

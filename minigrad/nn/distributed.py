@@ -211,7 +211,10 @@ class DistributedGradReducer(Cell):
 
     def _check_size(self, slot, grad):
         index, _, size, shape = slot
-        if grad is not None and grad.size != size:
+        if grad is not None and getattr(grad, "size", None) != size:
+            _checks.check_relation(f"arrays[{index}]", grad, hasattr(grad, "shape"),
+                                   f"an array (the gradient of {self.weights[index].name!r})",
+                                   error=TypeError, owner="DistributedGradReducer")
             raise ValueError(f"DistributedGradReducer: the gradient of "
                              f"{self.weights[index].name!r} has shape {grad.shape}, "
                              f"expected {shape}")
@@ -240,11 +243,16 @@ class DistributedGradReducer(Cell):
         started in order (the last one reduced at once) and every all-reduce is waited for.
 
         Raises:
+            TypeError: for ``arrays`` that are not a tuple or a list.
             ValueError: for the wrong number of arrays, or an array of the wrong size.
         """
+        if not isinstance(arrays, (tuple, list)):
+            _checks.check_type("arrays", arrays, (tuple, list), expected="a tuple or list with "
+                               "one array per parameter", owner="DistributedGradReducer")
         if len(arrays) != len(self.weights):
-            raise ValueError(f"DistributedGradReducer: got {len(arrays)} gradients for "
-                             f"{len(self.weights)} parameters")
+            _checks.check_relation("arrays", arrays, False, f"{len(self.weights)} arrays, one per "
+                                   f"parameter (not {len(arrays)})",
+                                   owner="DistributedGradReducer")
         for bucket in self.buckets:  # every size before the first copy: nothing half-reduced
             for slot in bucket.slots:
                 self._check_size(slot, arrays[slot[0]])

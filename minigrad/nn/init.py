@@ -18,6 +18,7 @@ from minigrad._checks import (
     check_in,
     check_int_tuple,
     check_non_negative,
+    check_relation,
     check_type,
     describe,
 )
@@ -28,6 +29,12 @@ from minigrad.tensor import Tensor
 
 def _rng():
     return get_rng(numpy)
+
+
+def _shape(shape, owner):
+    """``shape`` (a tuple or list of ints >= 0, or one int) as a tuple, for ``owner``'s
+    ``sample``."""
+    return check_int_tuple("shape", shape, low=0, owner=f"{owner}.sample")
 
 
 def _fans(shape):
@@ -77,7 +84,7 @@ class Constant(Initializer):
         self.value = check_float("value", value, owner="Constant")
 
     def sample(self, shape):
-        return numpy.full(shape, self.value, numpy.float64)
+        return numpy.full(_shape(shape, type(self).__name__), self.value, numpy.float64)
 
 
 class Zero(Constant):
@@ -102,7 +109,7 @@ class Normal(Initializer):
         self.mean = check_float("mean", mean, owner="Normal")
 
     def sample(self, shape):
-        return _rng().normal(self.mean, self.sigma, shape)
+        return _rng().normal(self.mean, self.sigma, _shape(shape, "Normal"))
 
 
 class TruncatedNormal(Initializer):
@@ -113,7 +120,7 @@ class TruncatedNormal(Initializer):
 
     def sample(self, shape):
         rng = _rng()
-        values = rng.standard_normal(shape)
+        values = rng.standard_normal(_shape(shape, "TruncatedNormal"))
         outside = numpy.abs(values) > 2
         while outside.any():
             values[outside] = rng.standard_normal(int(outside.sum()))
@@ -128,7 +135,7 @@ class Uniform(Initializer):
         self.scale = check_non_negative("scale", scale, owner="Uniform")
 
     def sample(self, shape):
-        return _rng().uniform(-self.scale, self.scale, shape)
+        return _rng().uniform(-self.scale, self.scale, _shape(shape, "Uniform"))
 
 
 class _He(Initializer):
@@ -141,8 +148,18 @@ class _He(Initializer):
         self.negative_slope, self.mode, self.nonlinearity = negative_slope, mode, nonlinearity
 
     def std(self, shape):
+        """The standard deviation ``gain / sqrt(fan)`` for a weight of ``shape``.
+
+        Raises:
+            TypeError / ValueError: for a ``shape`` that is not a tuple of ints >= 0, or whose
+                fan (``mode``) is 0.
+        """
+        owner = type(self).__name__
+        shape = _shape(shape, owner)
         fan_in, fan_out = _fans(shape)
         fan = fan_in if self.mode == "fan_in" else fan_out
+        check_relation("shape", shape, fan > 0, f"a shape whose {self.mode} is not 0",
+                       owner=f"{owner}.std")
         return _gain(self.nonlinearity, self.negative_slope) / math.sqrt(fan)
 
 
@@ -150,6 +167,9 @@ class HeUniform(_He):
     """Kaiming uniform: U(-b, b) with b = gain · sqrt(3 / fan); gain = sqrt(2 / (1 + slope²))."""
 
     def sample(self, shape):
+        shape = _shape(shape, "HeUniform")
+        if math.prod(shape) == 0:  # nothing to fill (PyTorch's kaiming_uniform_: a no-op)
+            return numpy.zeros(shape)
         bound = math.sqrt(3.0) * self.std(shape)
         return _rng().uniform(-bound, bound, shape)
 
@@ -158,6 +178,9 @@ class HeNormal(_He):
     """Kaiming normal: N(0, (gain / sqrt(fan))²); gain = sqrt(2 / (1 + slope²))."""
 
     def sample(self, shape):
+        shape = _shape(shape, "HeNormal")
+        if math.prod(shape) == 0:  # nothing to fill (PyTorch's kaiming_normal_: a no-op)
+            return numpy.zeros(shape)
         return _rng().normal(0.0, self.std(shape), shape)
 
 
@@ -169,6 +192,9 @@ class XavierUniform(Initializer):
         self.gain = gain  # kept as given: a NumPy float32 gain scales in float32, as it always has
 
     def sample(self, shape):
+        shape = _shape(shape, "XavierUniform")
+        if math.prod(shape) == 0:  # nothing to fill (PyTorch's xavier_uniform_: a no-op)
+            return numpy.zeros(shape)
         fan_in, fan_out = _fans(shape)
         bound = self.gain * math.sqrt(6.0 / (fan_in + fan_out))
         return _rng().uniform(-bound, bound, shape)

@@ -8,7 +8,8 @@ fp16 gradients). ``reduction`` is "mean", "sum" or "none" (per-element loss).
 import numpy
 
 from minigrad import backend, dtype as dtypes, ops
-from minigrad._checks import check_bool, check_float, check_in, check_int, check_relation
+from minigrad._checks import (check_bool, check_broadcast, check_float, check_in, check_int,
+                              check_operand, check_relation)
 from minigrad.autograd.function import Function
 from minigrad.ops._rules import exp, where
 from minigrad.ops.shape import scatter
@@ -41,10 +42,23 @@ class LossBase(Cell):
         self.reduction = check_in("reduction", reduction, _REDUCTIONS, owner=type(self).__name__)
 
     def get_loss(self, x, weights=1.0):
-        """float32 ``x · weights`` reduced by ``self.reduction`` (mean/sum over all elements)."""
+        """float32 ``x · weights`` reduced by ``self.reduction`` (mean/sum over all elements).
+
+        Raises:
+            TypeError / ValueError: for an ``x`` or ``weights`` that is not a Tensor, a number or
+                an array of numbers (``check_operand``), or weights whose shape does not
+                broadcast with ``x``'s.
+        """
+        owner = f"{type(self).__name__}.get_loss"
+        if not isinstance(x, Tensor):
+            x = check_operand("x", x, owner=owner)
         x = _fp32(x)
         if not (isinstance(weights, (int, float)) and weights == 1.0):
-            x = x * _fp32(weights)
+            if not isinstance(weights, Tensor):
+                weights = check_operand("weights", weights, owner=owner)
+            weights = _fp32(weights)
+            check_broadcast(("x", "weights"), (x.shape, weights.shape), owner=owner)
+            x = x * weights
         if self.reduction == "mean":
             return ops.mean(x)
         if self.reduction == "sum":

@@ -34,8 +34,8 @@ import numpy
 
 from minigrad import backend
 from minigrad.amp import float_status
-from minigrad._checks import (check_bool, check_float, check_positive_int, check_relation,
-                              check_type, describe)
+from minigrad._checks import (check_bool, check_flag, check_float, check_items,
+                              check_positive_int, check_relation, check_type, describe)
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report, underflow_stats
 from minigrad.nn.layers.normalization import running_stats
 from minigrad.nn.cell import Cell
@@ -391,14 +391,25 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         """
         outputs = compute_output if isinstance(compute_output, (tuple, list)) else (compute_output,)
         status = _overflow_status(status)
-        status.check([None if g is None else g.data for g in outputs])
+        try:
+            status.check([None if g is None else g.data for g in outputs])
+        except (AttributeError, TypeError):  # the step's every gradient: looked at on failure only
+            check_items("compute_output", outputs, (Tensor, type(None)),
+                        expected="a Tensor or a tuple or list of Tensors",
+                        owner="get_overflow_status")
+            raise
         return status.overflow()
 
     def process_loss_scale(self, overflow):
         """Let the update cell adjust the scale from ``overflow``; return ``overflow``.
 
         An update cell without a core writes ``scale_sense`` itself; the cell's core takes the
-        value from there."""
+        value from there.
+
+        Raises:
+            TypeError: for an ``overflow`` that is not a bool or a one-element bool Tensor.
+        """
+        check_flag("overflow", overflow, owner="process_loss_scale")
         manager = self.loss_scaling_manager
         if manager is None:
             self.core.update(bool(overflow))  # a fixed core: counts the update

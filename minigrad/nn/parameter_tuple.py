@@ -1,6 +1,6 @@
 """``ParameterTuple``: the tuple of Parameters optimizers hold; a Cell registers one assigned to
 an attribute."""
-from minigrad._checks import check_items
+from minigrad._checks import check_items, check_relation, check_type
 from minigrad.parameter import Parameter
 from minigrad.tensor import Tensor
 
@@ -21,8 +21,15 @@ class ParameterTuple(tuple):
         """New Parameters shaped like these, named ``prefix + "." + name`` (e.g. optimizer moments).
 
         ``init`` is ``"same"`` (copy the values) or anything ``nn.initializer`` accepts ("zeros").
+
+        Raises:
+            TypeError / ValueError: for a ``prefix`` that is not a non-empty str, or an ``init``
+                ``nn.initializer`` refuses.
         """
         from minigrad.nn.init import initializer
+        check_type("prefix", prefix, str, owner="ParameterTuple.clone")
+        check_relation("prefix", prefix, bool(prefix), "a non-empty str",
+                       owner="ParameterTuple.clone")
         clones = []
         for p in self:
             if isinstance(init, str) and init == "same":

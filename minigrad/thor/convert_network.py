@@ -26,6 +26,7 @@ from minigrad.thor.fisher import (
     sample_gaussian,
 )
 from minigrad.thor.build import register_converter
+from minigrad._checks import check_type
 
 _THOR_CLASS = {Dense: DenseThor, Conv2d: Conv2dThor, Embedding: EmbeddingThor}
 
@@ -42,7 +43,7 @@ class ConvertNetUtils:
                 channels as one block); nothing is converted then.
         """
         if not isinstance(net, Cell):
-            raise TypeError(f"convert_to_thor_net: net must be a Cell, got {type(net).__name__}")
+            check_type("net", net, Cell, owner="convert_to_thor_net")
         cells = [(path, cell) for path, cell in net.cells_and_names()]
         for path, cell in cells:
             if type(cell) is Conv2d and cell.group != 1 and cell.weight.requires_grad:

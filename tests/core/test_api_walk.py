@@ -133,6 +133,7 @@ VERDICTS = {"testing.assert_forward", "testing.check_backward", "testing.check_d
 # Acceptances the API documents, per callable and argument (``"*"``: every argument of the
 # callable): {name: {argument: (kinds, reason)}}.
 _DATA = "data: a Tensor, a number, a bool or an array of numbers, finite or not (check_operand)"
+_ATTRIBUTE = (frozenset({"str_number"}), "an attribute name: any non-empty str without '.'")
 _WORKERS = (frozenset({"int", "np_int"}), "a count of workers (MindSpore's; None: the default)")
 _AXIS = (frozenset({"negative"}), "an axis, counted from the end when negative (check_axis)")
 ACCEPTED = {
@@ -324,6 +325,25 @@ ACCEPTED.update({
     "optim.Optimizer.get_lr_parameter": {"param": (frozenset({"list"}),
                                                    "MindSpore's param: a Parameter or a list of "
                                                    "them (an empty list gives an empty list)")},
+    **dict.fromkeys(("nn.Cell.cells_and_names", "nn.Cell.parameters_and_names"), {
+        "name_prefix": (frozenset({"str", "str_number"}), "a prefix of the paths: any str")}),
+    "nn.Cell.insert_child_to_cell": {"child_name": _ATTRIBUTE},
+    "nn.Cell.insert_param_to_cell": {"param_name": _ATTRIBUTE},
+    "nn.CellList.insert": {"index": (frozenset({"negative"}), "as list.insert: a negative index "
+                                                              "counts from the end")},
+    "nn.ParameterTuple.clone": {"init": (ANY_REAL | {"huge", "huge_float", "array", "tensor"},
+                                         "what nn.initializer takes: a number initialises every "
+                                         "element to it; a Tensor or array of the shape is used "
+                                         "as is")},
+    "nn.TrainOneStepWithLossScaleCell.get_overflow_status": {
+        "compute_output": (frozenset({"tensor"}), "MindSpore's compute_output: a Tensor or a "
+                                                  "tuple of Tensors (the gradients)")},
+    "nn.LossBase.get_loss": {"x": (OPERAND, _DATA), "weights": (OPERAND, _DATA)},
+    "nn.TrainOneStepWithLossScaleCell.start_overflow_check": dict.fromkeys(
+        ("pre_cond", "compute_input"),
+        (frozenset(walk.KINDS), "MindSpore's ordering arguments: pre_cond is what runs before "
+                                "(eager execution orders it), compute_input is returned "
+                                "unchanged; any value")),
     "dataset.RepeatDataset": {"count": (frozenset({"huge"}),
                                         "a loop bound, never stored in an array: any positive "
                                         "int, beyond int64 too (repeat(2 ** 70))")},

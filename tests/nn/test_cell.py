@@ -500,13 +500,13 @@ def test_container_keeps_its_cells_when_a_non_cell_is_refused():
     x = Tensor(numpy.ones((1, 2), numpy.float32))
     expected = seq(x).asnumpy()
     for change in (lambda: seq.__setitem__(0, 3), lambda: seq.append(3)):
-        with pytest.raises(TypeError, match="only Cells, got int"):
+        with pytest.raises(TypeError, match=r"(only Cells|cell must be a Cell), got (int|3)"):
             change()
         assert len(seq) == 2
         assert [(path, id(p)) for path, p in seq.parameters_and_names()] == before
         numpy.testing.assert_array_equal(seq(x).asnumpy(), expected)
     cells = nn.CellList([nn.Dense(1, 1)])
-    with pytest.raises(TypeError, match="only Cells, got int"):
+    with pytest.raises(TypeError, match=r"CellList.insert: cell must be a Cell, got 3 \(int\)"):
         cells.insert(0, 3)
     assert len(cells) == 1 and [p.name for p in cells.get_parameters()] == ["0.weight", "0.bias"]
 

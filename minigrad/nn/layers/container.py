@@ -1,7 +1,7 @@
 """Containers: SequentialCell (runs its cells in order) and CellList (holds cells)."""
 from collections import OrderedDict
 
-from minigrad._checks import check_items
+from minigrad._checks import check_int, check_items, check_type
 from minigrad.nn.cell import Cell
 
 
@@ -102,7 +102,12 @@ class _CellSequence(Cell):
         return iter(list(self._cells.values()))
 
     def append(self, cell):
-        """Add ``cell`` at the end (named by its position)."""
+        """Add ``cell`` at the end (named by its position).
+
+        Raises:
+            TypeError: if ``cell`` is not a Cell (nothing changes).
+        """
+        check_type("cell", cell, Cell, owner=f"{type(self).__name__}.append")
         self._set_cells(self._renumbered(list(self._cells.values()) + [cell]))
         return self
 
@@ -158,7 +163,13 @@ class CellList(_CellSequence):
 
     def insert(self, index, cell):
         """Insert ``cell`` before position ``index`` (as ``list.insert``: an index past the end
-        appends, a negative one counts from the end)."""
+        appends, a negative one counts from the end).
+
+        Raises:
+            TypeError: if ``index`` is not an int or ``cell`` not a Cell (nothing changes).
+        """
+        check_int("index", index, owner="CellList.insert")
+        check_type("cell", cell, Cell, owner="CellList.insert")
         cells = list(self._cells.values())
         cells.insert(index, cell)
         self._set_cells(self._renumbered(cells))
