@@ -37,7 +37,6 @@ pool.
 import ctypes
 import math
 import os
-import platform
 import sys
 import threading
 
@@ -54,11 +53,11 @@ def keep_freed_memory(trim_bytes=TRIM_BYTES):
     """Tell glibc's malloc to serve blocks below 32 MiB from its heap and to keep up to
     ``trim_bytes`` of freed heap memory mapped (the module docstring says why). Returns whether
     it could: False where the C library is not glibc."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
     try:
+        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
+            return False
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    except (ValueError, OSError, AttributeError):  # no such confstr name: not glibc
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)
