@@ -14,7 +14,7 @@ import numbers
 import numpy
 
 from minigrad.amp import float_status
-from minigrad._checks import check_float, check_relation, describe, is_real
+from minigrad._checks import check_float, check_relation, check_type, describe, is_real
 from minigrad.amp.core import GROWTH_RANGE, ScaleCore, float32_scale, make_report
 from minigrad.tensor import Tensor
 
@@ -65,7 +65,13 @@ class LossScale(abc.ABC):
 
     @classmethod
     def from_config(cls, config):
-        """``cls(**config)``."""
+        """``cls(**config)``.
+
+        Raises:
+            TypeError: for a ``config`` that is not a dict, and the constructor's errors.
+        """
+        check_type("config", config, dict, expected="a dict (get_config()'s)",
+                   owner=f"{cls.__name__}.from_config")
         return cls(**config)
 
 
@@ -104,6 +110,14 @@ class FixedLossScale(LossScale):
         self._loss_scale_value = value
 
     def update(self, grads):
+        """``(None, True)``: a fixed scale applies every step.
+
+        Raises:
+            TypeError: for ``grads`` that are not Tensors or None (in lists, tuples or dicts),
+                as every loss scale's ``update``.
+        """
+        if not isinstance(grads, (Tensor, list, tuple)):
+            _arrays(grads)
         return None, True
 
     def get_config(self):
@@ -242,6 +256,6 @@ def _arrays(grads):
         elif isinstance(g, dict):
             stack.extend(g[k] for k in reversed(sorted(g)))
         else:
-            raise TypeError(f"grads must hold Tensors or None (in lists, tuples or dicts), "
-                            f"got {type(g).__name__}")
+            check_relation("grads", g, False, "Tensors or None (in lists, tuples or dicts)",
+                           error=TypeError, owner="LossScale.update")
     return out

@@ -29,9 +29,9 @@ import numpy
 
 from minigrad import backend, communication
 from minigrad import dtype as dtypes
-from minigrad._checks import (check_bool, check_callable, check_float, check_int,
-                              check_non_negative, check_positive_int, check_relation,
-                              check_type)
+from minigrad._checks import (check_bool, check_callable, check_float, check_int, check_items,
+                              check_non_negative, check_operand, check_positive_int,
+                              check_relation, check_type)
 from minigrad.amp import float_status
 from minigrad.autograd import GradOperation
 from minigrad.amp.core import float32_scale
@@ -230,16 +230,20 @@ class LossScaleOptimizer:
 
         Raises:
             TypeError: ``tape`` given; ``loss`` neither a function nor a Tensor; a ``var_list``
-                entry that is not a Parameter.
-            ValueError: as ``apply_gradients`` (a parameter of the optimizer without a
-                gradient).
+                that is not a Parameter or an iterable of them; a ``grad_loss`` that is not a
+                Tensor, a number or an array.
+            ValueError: an empty ``var_list``; as ``apply_gradients`` (a parameter of the
+                optimizer without a gradient).
         """
-        if tape is not None:
-            raise TypeError("LossScaleOptimizer.minimize: minigrad has no GradientTape; pass the "
-                            "loss as a function (or a Tensor, which carries its graph)")
+        owner = "LossScaleOptimizer.minimize"
+        check_relation("tape", tape, tape is None, "None (minigrad has no GradientTape; pass the "
+                       "loss as a function, or a Tensor, which carries its graph)",
+                       error=TypeError, owner=owner)
+        if grad_loss is not None and not isinstance(grad_loss, Tensor):
+            check_operand("grad_loss", grad_loss, owner=owner)
         params = self._var_list(var_list)
         if isinstance(loss, Tensor):
-            scaled = self.get_scaled_loss(loss)
+            scaled = self.get_scaled_loss(_seeds(loss, grad_loss))
 
             def forward():  # the graph exists already
                 return scaled
@@ -247,7 +251,7 @@ class LossScaleOptimizer:
             check_callable("loss", loss, owner="LossScaleOptimizer.minimize")
 
             def forward():
-                return self.get_scaled_loss(loss())
+                return self.get_scaled_loss(_seeds(loss(), grad_loss))
         seed = Tensor(numpy.float32(1.0)) if grad_loss is None else grad_loss
         grads = GradOperation(get_by_list=True, sens_param=True)(forward, params)(seed)
         return self.apply_gradients(zip(self.get_unscaled_gradients(grads), params))
@@ -257,16 +261,26 @@ class LossScaleOptimizer:
             return list(self.parameters)
         if callable(var_list) and not isinstance(var_list, Tensor):
             var_list = var_list()
-        var_list = [var_list] if isinstance(var_list, Tensor) else list(var_list)
-        for i, p in enumerate(var_list):
-            check_type(f"var_list[{i}]", p, Parameter, owner="LossScaleOptimizer.minimize")
-        return var_list
+        owner = "LossScaleOptimizer.minimize"
+        if isinstance(var_list, Tensor):
+            return [check_type("var_list", var_list, Parameter, owner=owner)]
+        var_list = check_items("var_list", var_list, Parameter, expected="a Parameter, an "
+                               "iterable of them or a function returning one", owner=owner)
+        return check_relation("var_list", var_list, len(var_list) > 0, "a non-empty list of "
+                              "Parameters (None: the optimizer's)", owner=owner)
 
     def get_scaled_loss(self, loss):
         """``loss * scale`` (the scale cast to the loss dtype); ``loss`` may be a zero-arg
-        callable."""
-        if callable(loss) and not isinstance(loss, Tensor):
-            return lambda: self.get_scaled_loss(loss())
+        callable.
+
+        Raises:
+            TypeError: for a ``loss`` that is neither a Tensor nor a function.
+        """
+        if not isinstance(loss, Tensor):
+            if callable(loss):
+                return lambda: self.get_scaled_loss(loss())
+            check_type("loss", loss, Tensor, expected="a Tensor or a zero-argument function "
+                       "returning one", owner="LossScaleOptimizer.get_scaled_loss")
         self._loss = loss
         return loss * self.loss_scale.core.scale
 
@@ -277,8 +291,18 @@ class LossScaleOptimizer:
         inside the loss) are unscaled by recorded ops, so the penalty stays differentiable;
         an inf or NaN among them reaches the loss, the outer gradients and ``apply_gradients``'
         check.
+
+        Raises:
+            TypeError: for ``grads`` that are not an iterable of Tensors (or None).
         """
-        if any(g is not None and g.requires_grad for g in grads):
+        if not isinstance(grads, (list, tuple)):
+            grads = _check_grads("grads", grads, "get_unscaled_gradients")
+        try:  # each step's gradients: looked at one by one only on failure
+            recorded = any(g is not None and g.requires_grad for g in grads)
+        except AttributeError:
+            _check_grads("grads", grads, "get_unscaled_gradients")
+            raise
+        if recorded:
             inverse = float_status.inverse(self.loss_scale.core.scale)
             return [None if g is None else g.astype(dtypes.acc_dtype(g.dtype)) * inverse
                     for g in grads]
@@ -302,10 +326,20 @@ class LossScaleOptimizer:
             counts it all the same, as Keras's).
 
         Raises:
+            TypeError: ``grads_and_vars`` that is not an iterable of pairs or gradients.
             ValueError: naming the parameters that have no gradient, or a count mismatch.
         """
-        grads = self._ordered(list(grads_and_vars))
-        arrays = [g.data for g in grads]
+        if not isinstance(grads_and_vars, (list, tuple)):
+            grads_and_vars = check_items("grads_and_vars", grads_and_vars, object,
+                                         expected=_PAIRS, owner="apply_gradients")
+        grads = self._ordered(list(grads_and_vars), grads_and_vars)
+        try:  # each step's gradients: looked at one by one only on failure
+            arrays = [g.data for g in grads]
+        except AttributeError:
+            check_relation("grads_and_vars", grads_and_vars, all(
+                isinstance(g, Tensor) for g in grads), _PAIRS + ", each gradient a Tensor",
+                error=TypeError, owner="apply_gradients")
+            raise
         checked = self._checked
         if checked is not None and checked[0] == [id(a) for a in arrays]:
             overflow = checked[1]
@@ -326,18 +360,45 @@ class LossScaleOptimizer:
             self._skipped += 1  # Keras counts the skipped step in iterations
         return apply
 
-    def _ordered(self, items):
+    def _ordered(self, items, given):
         params = list(self.parameters)
         if items and isinstance(items[0], tuple):
+            if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
+                check_relation("grads_and_vars", given, False, _PAIRS, error=TypeError,
+                               owner="apply_gradients")
             by_param = {id(v): g for g, v in items}
             missing = [p.name for p in params if by_param.get(id(p)) is None]
             if missing:
                 raise ValueError(f"apply_gradients: no gradient for parameters {missing}")
             return [by_param[id(p)] for p in params]
         if len(items) != len(params):
-            raise ValueError(f"apply_gradients: got {len(items)} gradients for {len(params)} "
-                             "parameters")
+            check_relation("grads_and_vars", given, False, f"(gradient, parameter) pairs or "
+                           f"{len(params)} gradients, one per parameter (not {len(items)})",
+                           owner="apply_gradients")
         return items
+
+
+def _seeds(loss, grad_loss):
+    """``loss``, once ``grad_loss`` (None or a seed) is known to broadcast to its shape: checked
+    before the loss is scaled and backprop runs, naming ``grad_loss``."""
+    if grad_loss is not None and isinstance(loss, Tensor):
+        shape = tuple(numpy.shape(grad_loss.data if isinstance(grad_loss, Tensor) else grad_loss))
+        try:
+            fits = numpy.broadcast_shapes(shape, loss.shape) == loss.shape
+        except ValueError:
+            fits = False
+        check_relation("grad_loss", grad_loss, fits, f"a seed that broadcasts to the loss's "
+                       f"shape {loss.shape} (not {shape})", owner="LossScaleOptimizer.minimize")
+    return loss
+
+
+_PAIRS = "an iterable of (gradient, parameter) pairs or of gradients"
+
+
+def _check_grads(name, grads, owner):
+    """``grads`` as a list, each a Tensor or None, or a TypeError naming ``name``."""
+    return check_items(name, grads, (Tensor, type(None)), expected="an iterable of Tensors (or "
+                       "None)", owner=owner)
 
 
 def _set_learning_rate(inner, value):

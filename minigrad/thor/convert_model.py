@@ -5,6 +5,8 @@ reuse steps; in minigrad the ``THOR`` optimizer tells its layers what to record 
 step, so the plain ``Model`` (every AMP level, every callback, ``eval`` included) trains a THOR
 network as it is.
 """
+from minigrad._checks import check_type
+from minigrad.optim.optimizer import Optimizer
 from minigrad.thor.optimizer import THOR
 from minigrad.train.model import Model
 
@@ -22,9 +24,16 @@ class ConvertModelUtils:
         given but ``network`` a training cell such as ``TrainOneStepCell``) the train step.
 
         Raises:
-            TypeError / ValueError: as ``Model`` for these arguments.
+            TypeError: for a ``model`` that is not a Model or an ``optimizer`` that is not an
+                Optimizer (or None).
+            TypeError / ValueError: as ``Model`` for the other arguments.
         """
+        owner = "convert_to_thor_model"
+        check_type("model", model, Model, owner=owner)
         if not isinstance(optimizer, THOR):
+            if optimizer is not None:
+                check_type("optimizer", optimizer, Optimizer,
+                           expected="an Optimizer (THOR to convert) or None", owner=owner)
             return model
         if loss_fn is None and hasattr(network, "optimizer") and network.optimizer is optimizer:
             return Model(network)  # already a training cell around the THOR optimizer

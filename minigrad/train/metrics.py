@@ -8,7 +8,9 @@ receive ``(logits, labels)``.
 import numpy
 
 from minigrad.backend import as_numpy
-from minigrad._checks import check_in, check_positive_int, check_type
+from minigrad._checks import (check_in, check_operand, check_positive_int, check_relation,
+                              check_type)
+from minigrad.tensor import Tensor
 
 
 class Metric:
@@ -68,8 +70,13 @@ class Accuracy(Metric):
         self._class_num = None
 
     def update(self, *inputs):
-        if len(inputs) != 2:
-            raise ValueError(f"Accuracy.update needs 2 inputs (y_pred, y), got {len(inputs)}")
+        """Count the correct predictions of one batch: ``update(y_pred, y)``.
+
+        Raises:
+            TypeError / ValueError: for other than 2 inputs, an input that is not a Tensor, an
+                array or a number (``check_operand``), or shapes that do not match.
+        """
+        _check_inputs(inputs, 2, "(y_pred, y)", "Accuracy.update")
         y_pred, y = as_numpy(inputs[0]), as_numpy(inputs[1])
         if self._type == "multilabel":
             return self._update_multilabel(y_pred, y)
@@ -163,9 +170,10 @@ class Loss(Metric):
     makes it the mean over the samples, whatever the split.
 
     Raises:
-        ValueError: from ``update``, for not exactly one input, a loss of more than one axis, or
-            a ``num_samples`` that is not a positive int; RuntimeError from ``eval`` before any
-            ``update``.
+        ValueError: from ``update``, for not exactly one input or a loss of more than one axis;
+            TypeError / ValueError for a loss that is not a Tensor, an array or a number, or a
+            ``num_samples`` that is not a positive int (or None); RuntimeError from ``eval``
+            before any ``update``.
     """
 
     def clear(self):
@@ -173,8 +181,9 @@ class Loss(Metric):
         self._samples = 0
 
     def update(self, *inputs, num_samples=None):
-        if len(inputs) != 1:
-            raise ValueError(f"Loss.update needs 1 input (the loss), got {len(inputs)}")
+        _check_inputs(inputs, 1, "(the loss)", "Loss.update")
+        num_samples = check_positive_int("num_samples", num_samples, allow_none=True,
+                                         owner="Loss.update")
         loss = as_numpy(inputs[0])
         if loss.ndim > 1:
             raise ValueError(f"Loss.update: the loss must be a scalar or 1-d, got shape "
@@ -183,12 +192,8 @@ class Loss(Metric):
             count = loss.shape[0]
         elif num_samples is None:
             count = 1
-        elif isinstance(num_samples, bool) or not isinstance(num_samples, (int, numpy.integer)) \
-                or num_samples < 1:
-            raise ValueError(f"Loss.update: num_samples must be a positive int, got "
-                             f"{num_samples!r}")
         else:
-            count = int(num_samples)
+            count = num_samples
         self._sum += float(loss.astype(numpy.float64).sum()) if loss.ndim else \
             float(loss.astype(numpy.float64)) * count
         self._samples += count
@@ -197,6 +202,15 @@ class Loss(Metric):
         if self._samples == 0:
             raise RuntimeError("Loss.eval: no batches; call update first")
         return self._sum / self._samples
+
+
+def _check_inputs(inputs, count, meaning, owner):
+    """``inputs`` (a metric's ``update(*inputs)``): ``count`` Tensors, arrays or numbers."""
+    check_relation("inputs", inputs, len(inputs) == count, f"{count} values {meaning}",
+                   owner=owner)
+    for index, value in enumerate(inputs):
+        if not isinstance(value, (Tensor, numpy.ndarray)):
+            check_operand(f"inputs[{index}]", value, owner=owner)
 
 
 _BY_NAME = {"accuracy": Accuracy, "acc": Accuracy, "top_1_accuracy": Top1CategoricalAccuracy,

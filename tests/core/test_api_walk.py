@@ -338,6 +338,19 @@ ACCEPTED.update({
     "nn.TrainOneStepWithLossScaleCell.get_overflow_status": {
         "compute_output": (frozenset({"tensor"}), "MindSpore's compute_output: a Tensor or a "
                                                   "tuple of Tensors (the gradients)")},
+    **dict.fromkeys(("mixed_precision.LossScale.update", "mixed_precision.FixedLossScale.update"),
+                    {"grads": (frozenset({"tensor", "object"}),
+                               "TensorFlow's grads: a Tensor or any nesting of lists, tuples and "
+                               "dicts of them (nest.flatten; an empty one holds none)")}),
+    "mixed_precision.LossScaleOptimizer.minimize": {
+        "loss": (frozenset({"tensor"}), "Keras's loss: a function returning the loss, or a loss "
+                                        "Tensor (which carries its graph)"),
+        "grad_loss": (OPERAND, "the seed of backprop: " + _DATA)},
+    "train.Loss.update": {"*inputs": (OPERAND, "the loss of a batch: " + _DATA)},
+    "train.ConvertModelUtils.convert_to_thor_model": {
+        "metrics": (frozenset({"list", "tuple", "object"}),
+                    "Model's metrics: a dict of Metrics or a set/list of names; an empty one is "
+                    "no metrics, as None")},
     "nn.LossBase.get_loss": {"x": (OPERAND, _DATA), "weights": (OPERAND, _DATA)},
     "nn.TrainOneStepWithLossScaleCell.start_overflow_check": dict.fromkeys(
         ("pre_cond", "compute_input"),

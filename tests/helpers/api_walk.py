@@ -505,9 +505,7 @@ METHOD_BASELINES = {
            ("train.ProgressBar.on_train_epoch_begin", "ProgressBar"),
            ("train.ProgressBar.on_train_epoch_end", "ProgressBar"),
            ("train.ProgressBar.on_train_step_end", "ProgressBar"))},
-    "train.ConvertModelUtils.convert_to_thor_model": lambda: (
-        _class("train.ConvertModelUtils")(), dict(model=_model(thor=True),
-                                                  network=_thor_net())),
+    "train.ConvertModelUtils.convert_to_thor_model": lambda: _thor_model_args(),
     "nn.ConvertNetUtils.convert_to_thor_net": lambda: (_class("nn.ConvertNetUtils")(),
                                                        dict(net=_net())),
     "Accuracy.update": lambda: (_class("Accuracy")(), {"*inputs": (_t(2, 3), _labels())}),
@@ -785,3 +783,14 @@ def _labels():
 def _sgd(net):
     from minigrad import nn
     return nn.SGD(net.trainable_params(), 0.1)
+
+
+def _thor_model_args():
+    """(ConvertModelUtils, the arguments converting a Model over a THOR optimizer)."""
+    from minigrad import optim
+    from minigrad.train import Model
+    net = _thor_net()
+    optimizer = optim.THOR(net, learning_rate=_t(), damping=_t(), momentum=0.9)
+    model = Model(net, loss_fn=_mse(), optimizer=optimizer)
+    return _class("train.ConvertModelUtils")(), dict(model=model, network=net, loss_fn=_mse(),
+                                                     optimizer=optimizer)
