@@ -94,3 +94,27 @@ def test_grad_scaler_last_report_describes_the_step_that_raised():
     with pytest.raises(RuntimeError, match="max_consecutive_skips=2"):
         scaler.update()
     assert scaler.last_report.step == 2
+
+
+@pytest.mark.parametrize("call", [
+    lambda s, opt: s.update(new_scale="abc"),
+    lambda s, opt: s.update(new_scale=0.0),
+    lambda s, opt: s.step("not an optimizer"),
+    lambda s, opt: s.scale("loss"),
+    lambda s, opt: s.load_state_dict({}),
+], ids=["update-str", "update-zero", "step", "scale", "load-empty"])
+def test_refused_calls_leave_the_scaler_as_it_was(call):
+    """Nothing half-applied: a refused call mid-iteration (after step, before update) changes
+    nothing reachable from the scaler or the optimizer, and the iteration then finishes."""
+    from helpers.state import reachable_state
+    net = nn.Dense(3, 2)
+    opt = nn.SGD(net.trainable_params(), 0.1)
+    scaler = GradScaler(init_scale=8.0, growth_interval=1)
+    scaler.scale(net(Tensor(np.ones((2, 3), np.float32))).sum()).backward()
+    scaler.step(opt)
+    before = reachable_state(scaler, opt)
+    with pytest.raises((TypeError, ValueError)):
+        call(scaler, opt)
+    assert reachable_state(scaler, opt) == before
+    scaler.update()
+    assert scaler.get_scale() == 16.0

@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 from helpers import api_walk as walk
 from helpers.api_walk import ANY_REAL, OPERAND
 from helpers.api_walk_gaps import GAPS
+from helpers.state import reachable_state
 
 CALLABLES = walk.public_callables()
 METHODS = walk.public_methods(CALLABLES)
@@ -635,7 +636,7 @@ def outcome(name, argument, value):
         return None
     Tally.calls += 1
     call = f"{name}({argument}={walk.describe(value)})"
-    before = walk.state_of(instance) if instance is not None else None
+    before = reachable_state(instance) if instance is not None else None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -646,7 +647,7 @@ def outcome(name, argument, value):
         named = argument.lstrip("*").rstrip("_") if argument.startswith("*") else argument
         if named not in message:
             return f"{call} raised {type(error).__name__} without naming {named!r}: {message}"
-        if instance is not None and walk.state_of(instance) != before:
+        if instance is not None and reachable_state(instance) != before:
             return f"{call} raised {type(error).__name__} but changed the instance's state"
         # data (an op's operand) is described by its shape and dtype, not shown
         is_data = OPERAND - {"huge_float"} <= _accepted_kinds(name, argument, base, default)

@@ -101,36 +101,6 @@ def call_method(instance, attribute, kwargs):
     return getattr(instance, attribute)(*positional, **kwargs)
 
 
-def state_of(obj, depth=4, _seen=None):
-    """A comparable snapshot of ``obj``'s state: numbers, strs, arrays (their bytes), Tensors and
-    the attributes of minigrad's objects, ``depth`` levels down; anything else by its type."""
-    from minigrad import Tensor
-    _seen = set() if _seen is None else _seen
-    if obj is None or isinstance(obj, (bool, int, float, str, bytes, numpy.generic)):
-        return obj if not (isinstance(obj, float) and math.isnan(obj)) else "nan"
-    if isinstance(obj, numpy.ndarray):
-        return ("array", obj.dtype.str, obj.shape, obj.tobytes())
-    if depth == 0 or id(obj) in _seen:
-        return type(obj).__name__
-    _seen.add(id(obj))
-    if isinstance(obj, Tensor):
-        return ("Tensor", state_of(obj.data, depth - 1, _seen), obj.requires_grad,
-                state_of(obj.grad, depth - 1, _seen))
-    if isinstance(obj, (list, tuple)):
-        return (type(obj).__name__, *(state_of(x, depth - 1, _seen) for x in obj))
-    if isinstance(obj, dict):
-        return ("dict", *((repr(k), state_of(v, depth - 1, _seen)) for k, v in obj.items()))
-    if (type(obj).__module__ or "").startswith("minigrad"):
-        fields = dict(getattr(obj, "__dict__", {}))
-        for klass in type(obj).__mro__:
-            for slot in getattr(klass, "__slots__", ()):
-                if slot != "__weakref__" and hasattr(obj, slot):
-                    fields[slot] = getattr(obj, slot)
-        return (type(obj).__name__, *((k, state_of(v, depth - 1, _seen))
-                                      for k, v in sorted(fields.items())))
-    return type(obj).__name__
-
-
 # ---- kinds of value --------------------------------------------------------------------------
 
 def kind(value):

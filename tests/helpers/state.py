@@ -2,13 +2,14 @@
 
 A refused call must leave every object as it was ("nothing half-applied"): take
 ``before = reachable_state(net, opt)``, make the call that raises, and assert
-``reachable_state(net, opt) == before``. The walk follows instance ``__dict__``s, containers,
-arrays (dtype, shape and bytes), Tensors and Parameters, so a changed attribute, a new hook, a
-cast parameter or a moved optimizer state anywhere below the objects shows. (``helpers.faults``'s
-``snapshot`` compares only parameters and optimizer state, which a skipped step must keep while
-its counters and report move on.) An object reached twice
-is recorded once and then by reference, so that sharing (an optimizer holding the network's very
-Parameters) is part of the value too; functions and modules are recorded by name.
+``reachable_state(net, opt) == before``. The walk follows instance ``__dict__``s and
+``__slots__`` (a Tensor's data, grad and flags), containers, arrays (dtype, shape and bytes),
+Tensors and Parameters, so a changed attribute, a new hook, a cast parameter or a moved
+optimizer state anywhere below the objects shows. (``helpers.faults``'s ``snapshot`` compares
+only parameters and optimizer state, which a skipped step must keep while its counters and
+report move on.) An object reached twice is recorded once and then by reference, so that
+sharing (an optimizer holding the network's very Parameters) is part of the value too;
+functions and modules are recorded by name.
 """
 import types
 
@@ -16,6 +17,17 @@ import numpy
 
 _ATOMS = (type(None), bool, int, float, complex, str, bytes, type, numpy.dtype)
 _NAMED = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType)
+
+
+def _slots(obj):
+    """The values of ``obj``'s ``__slots__`` (a Tensor's data, grad and flags), by name."""
+    values = {}
+    for klass in type(obj).__mro__:
+        names = getattr(klass, "__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name not in ("__weakref__", "__dict__") and hasattr(obj, name):
+                values[name] = getattr(obj, name)
+    return values
 
 
 def reachable_state(*objects):
@@ -42,8 +54,10 @@ def reachable_state(*objects):
         if isinstance(obj, (set, frozenset)):
             return (type(obj).__name__, tuple(sorted(repr(walk(v)) for v in obj)))
         state = getattr(obj, "__dict__", None)
-        if state is None:  # weak references, locks, ctypes buffers: their identity only
+        slots = _slots(obj)
+        if state is None and not slots:  # weak references, locks, ctypes buffers: their identity
             return ("opaque", type(obj).__qualname__)
-        return ("object", type(obj).__qualname__, walk(state))
+        return ("object", type(obj).__qualname__, walk(state),
+                tuple((name, walk(value)) for name, value in slots.items()))
 
     return walk(objects)

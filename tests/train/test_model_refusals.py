@@ -61,3 +61,20 @@ def test_convert_to_thor_model_refuses_before_casting():
         ConvertModelUtils.convert_to_thor_model(model, net, None, thor, metrics={"acc"},
                                                 amp_level="O2")
     assert reachable_state(net, loss, thor) == before
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(epoch=0), dict(callbacks="LossMonitor"), dict(sink_size=0), dict(initial_epoch=1),
+    dict(train_dataset=[(np.ones((2, 4), np.float32),), 3]), dict(train_dataset=[]),
+], ids=["epoch", "callbacks", "sink-size", "initial-epoch", "a-batch-of-an-int", "empty"])
+def test_train_refuses_before_touching_the_model(kwargs):
+    """Model.train checks every argument before it sets the network's mode or runs a step: the
+    model, its network and its optimizer are as they were after the error."""
+    net, loss, opt = _parts()
+    model = Model(net, loss, opt)
+    data = [(np.ones((2, 4), np.float32), np.zeros(2, np.int32))]
+    net.set_train(False)
+    before = reachable_state(model)
+    with pytest.raises((TypeError, ValueError)):
+        model.train(**{"epoch": 1, "train_dataset": data, **kwargs})
+    assert reachable_state(model) == before
