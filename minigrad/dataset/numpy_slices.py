@@ -69,8 +69,8 @@ class NumpySlicesDataset(IndexedSource):
         """
         # the iterator's every row or batch: an int or an int array passes on one type test
         given = indices
-        if not (is_int(indices) or (isinstance(indices, numpy.ndarray)
-                                    and indices.dtype.kind in "iu")):
+        if not ((isinstance(indices, numpy.ndarray) and indices.dtype.kind in "iu")
+                or is_int(indices)):
             indices = _index_array(indices)
         try:
             return tuple(column[indices] for column in self.columns)

@@ -363,10 +363,11 @@ class LossScaleOptimizer:
     def _ordered(self, items, given):
         params = list(self.parameters)
         if items and isinstance(items[0], tuple):
-            if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
+            try:  # each step's pairs: looked at one by one only on failure
+                by_param = {id(v): g for g, v in items}
+            except (TypeError, ValueError):  # an item that is no (gradient, parameter) pair
                 check_relation("grads_and_vars", given, False, _PAIRS, error=TypeError,
                                owner="apply_gradients")
-            by_param = {id(v): g for g, v in items}
             missing = [p.name for p in params if by_param.get(id(p)) is None]
             if missing:
                 raise ValueError(f"apply_gradients: no gradient for parameters {missing}")

@@ -174,12 +174,12 @@ class MultitypeFuncGraph:
 
 
 def _type_name(name):
-    check_type("type name", name, str, owner="MultitypeFuncGraph.register")
+    check_type("type_names", name, str, expected="type names (strs)",
+               owner="MultitypeFuncGraph.register")
     name = _ALIASES.get(name, name)
-    if name not in _TYPES:
-        raise ValueError(f"MultitypeFuncGraph.register: unknown type name {name!r}; expected one "
-                         f"of {sorted(_TYPES)}")
-    return name
+    return check_relation("type_names", name, name in _TYPES,
+                          f"type names, each one of {sorted(_TYPES)}",
+                          owner="MultitypeFuncGraph.register")
 
 
 class HyperMap:

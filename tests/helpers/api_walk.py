@@ -476,6 +476,8 @@ METHOD_BASELINES = {
            ("train.ProgressBar.on_train_epoch_end", "ProgressBar"),
            ("train.ProgressBar.on_train_step_end", "ProgressBar"))},
     "train.ConvertModelUtils.convert_to_thor_model": lambda: _thor_model_args(),
+    "ops.MultitypeFuncGraph.register": lambda: (_class("ops.MultitypeFuncGraph")("add"),
+                                                {"*type_names": ("Tensor",)}),
     "nn.ConvertNetUtils.convert_to_thor_net": lambda: (_class("nn.ConvertNetUtils")(),
                                                        dict(net=_net())),
     "Accuracy.update": lambda: (_class("Accuracy")(), {"*inputs": (_t(2, 3), _labels())}),
