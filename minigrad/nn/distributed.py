@@ -46,7 +46,7 @@ from minigrad.autograd import engine
 from minigrad.communication import management
 from minigrad.nn.cell import Cell
 from minigrad.parameter import Parameter
-from minigrad.tensor import make
+from minigrad.tensor import Tensor, make
 
 FIRST_BUCKET_BYTES = 2 ** 20  # PyTorch DDP's first bucket (torch.distributed's 1 MiB default)
 
@@ -170,7 +170,16 @@ class DistributedGradReducer(Cell):
         self._started = 0      # ... and how many buckets' all-reduces have started
 
     def construct(self, grads):
-        arrays = self.reduce_arrays([None if g is None else g.data for g in grads])
+        if not isinstance(grads, (tuple, list)):
+            _checks.check_type("grads", grads, (tuple, list), expected="a tuple or list with one "
+                               "gradient per parameter", owner="DistributedGradReducer")
+        try:  # each step's gradients: looked at one by one only on failure
+            arrays = [None if g is None else g.data for g in grads]
+        except AttributeError:
+            _checks.check_items("grads", grads, (Tensor, type(None)), expected="Tensors (or "
+                                "None), one per parameter", owner="DistributedGradReducer")
+            raise
+        arrays = self.reduce_arrays(arrays)
         return tuple(make(a, None, 0) for a in arrays)
 
     @contextlib.contextmanager

@@ -259,7 +259,11 @@ class CrossEntropyLoss(LossBase):
 
     def construct(self, logits, labels):
         owner = "CrossEntropyLoss"
-        logits = _classes_last(_fp32(check_tensor(owner, "logits", logits)))
+        check_tensor(owner, "logits", logits)
+        if not logits.shape:  # the classes are an axis: (C,), (N, C) or (N, C, d1, ...)
+            check_relation("logits.shape", logits.shape, False, "(C,), (N, C) or (N, C, d1, "
+                           "...): the classes are an axis", owner=owner)
+        logits = _classes_last(_fp32(logits))
         labels = check_tensor(owner, "labels", labels)
         c = logits.shape[-1]
         w = None

@@ -68,8 +68,12 @@ class _UpdateCell(Cell):
         return ()
 
     def construct(self, loss_scale, overflow):
+        if not isinstance(loss_scale, Parameter):  # the train cell's scale_sense, every step
+            check_type("loss_scale", loss_scale, Parameter, expected="a Parameter (the train "
+                       "cell's scale_sense)", owner=type(self).__name__)
+        overflow = check_flag("overflow", overflow, owner=type(self).__name__)
         self.read(loss_scale)
-        self.core.update(bool(overflow))
+        self.core.update(overflow)
         self.write(loss_scale)
         return overflow
 

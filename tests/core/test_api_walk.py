@@ -75,11 +75,13 @@ NOT_WALKED = {
 # public method with arguments that no pattern covers needs a ``helpers.api_walk.METHOD_BASELINES``
 # entry (none is needed when its class has a baseline and every argument has a default).
 METHODS_NOT_WALKED = {
-    "*.construct": "a Cell's forward pass (called through the Cell on data): its inputs are the "
-                   "operands of the ops it calls, which the function walk checks (ops.*), "
-                   "with no checks added to the hot path",
-    "train.Callback.*": "the base Callback's hooks do nothing (a subclass overrides those it "
-                        "needs); the hooks that do something are walked in their classes",
+    "*.construct": "a Cell's forward pass (called through the Cell) on data of the shape the "
+                   "layer documents; each layer refuses a non-Tensor input by name "
+                   "(check_tensor, tests/nn/test_forward_refusals.py) and its ops check the rest "
+                   "(ops.*); walking every forward needs a data baseline per layer",
+    "train.Callback.*": "the base Callback's hooks do nothing but call their older MindSpore "
+                        "twins (begin, step_end...), which do nothing; a subclass overrides "
+                        "those it needs, and the hooks that do something are walked there",
     "optim.*.update": "the per-parameter rule Optimizer.step calls with the optimizer's own "
                       "state (a subclass overrides it; users call step)",
     "optim.*.init_state": "the per-parameter state Optimizer builds for itself (a subclass "

@@ -52,6 +52,8 @@ def test_dense_activation_and_no_bias():
     assert isinstance(nn.Dense(2, 2, activation=nn.Tanh()).activation, nn.Tanh)
     with pytest.raises(ValueError, match=r"Dense\(in_channels=4\) got an input of shape \(6, 5\)"):
         dense(Tensor(_randn(6, 5)))
+    with pytest.raises(ValueError, match=r"Dense\(in_channels=4\) got an input of shape \(\)"):
+        dense(Tensor(numpy.float32(1.0)))  # no feature axis: refused, not an IndexError
 
 
 def test_dense_is_one_fused_node():

@@ -54,7 +54,7 @@ class Dense(Cell):
 
     def construct(self, x):
         check_tensor("Dense", "x", x)
-        if x.shape[-1] != self.in_channels:
+        if not x.shape or x.shape[-1] != self.in_channels:  # a 0-d input has no feature axis
             raise ValueError(f"Dense(in_channels={self.in_channels}) got an input of shape "
                              f"{x.shape}")
         recipe = get_fp8_recipe()  # inside fp8_autocast: the GEMM in FP8
@@ -73,6 +73,10 @@ class Flatten(Cell):
     """Reshape (N, d1, d2, ...) to (N, d1·d2·...)."""
 
     def construct(self, x):
+        check_tensor("Flatten", "x", x)
+        if not x.shape:  # one batch axis at least
+            check_relation("x", x, False, "a Tensor of at least 1 dimension (the batch)",
+                           owner="Flatten")
         # the product, not -1: a reshape cannot infer -1 next to a zero batch (N = 0)
         return ops.reshape(x, (x.shape[0], math.prod(x.shape[1:])))
 

@@ -2,7 +2,7 @@
 from minigrad import ops
 from minigrad.fp8 import gemm as fp8_gemm
 from minigrad.fp8.autocast import get_fp8_recipe
-from minigrad.nn.cell import Cell
+from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import check_init, default_initializers, init_tensor
 from minigrad._checks import check_bool, check_int_tuple, check_positive_int
 from minigrad.nn.layers.spatial_args import check_data_format, check_pad_mode_padding
@@ -64,6 +64,7 @@ class Conv2d(Cell):
                      if has_bias else None)
 
     def construct(self, x):
+        check_tensor(type(self).__name__, "x", x)
         padding = self.padding
         if self.pad_mode == "same":
             padding = same_padding(x.shape[2:], self.kernel_size, self.stride, self.dilation)

@@ -2,7 +2,7 @@
 import numpy
 
 from minigrad import backend, ops
-from minigrad.nn.cell import Cell
+from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import init_tensor
 from minigrad._checks import check_bool, check_positive_int
 from minigrad.parameter import Parameter
@@ -46,6 +46,7 @@ class Embedding(Cell):
         self.embedding_table = Parameter(table)
 
     def construct(self, ids):
+        check_tensor(type(self).__name__, "ids", ids)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"Embedding expects integer ids, got dtype {ids.dtype}")
         if not self.use_one_hot:

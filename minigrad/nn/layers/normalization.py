@@ -19,7 +19,7 @@ import threading
 import weakref
 
 from minigrad import dtype as dtypes, ops
-from minigrad.nn.cell import Cell
+from minigrad.nn.cell import Cell, check_tensor
 from minigrad.nn.init import init_tensor
 from minigrad._checks import (check_bool, check_float, check_int, check_positive,
                               check_positive_int)
@@ -98,6 +98,7 @@ class _BatchNorm(Cell):
             requires_grad=False)
 
     def construct(self, x):
+        check_tensor(type(self).__name__, "x", x)
         if x.ndim not in self._ndims:
             ranks = " or ".join(map(str, self._ndims))
             raise ValueError(f"{type(self).__name__} expects an input of {ranks} dimensions, got "
