@@ -28,7 +28,10 @@ def public_callables():
                                                      if not n.startswith("_")]
         prefix = package.partition(".")[2]
         for name in names:
-            obj = getattr(module, name, None)
+            try:
+                obj = getattr(module, name, None)
+            except ImportError:  # an optional extra's name (bfloat16 without ml_dtypes)
+                continue
             if (obj is None or inspect.ismodule(obj) or not callable(obj)
                     or not (getattr(obj, "__module__", None) or "").startswith("minigrad")
                     or id(obj) in seen):
