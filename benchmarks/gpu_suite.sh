@@ -35,7 +35,7 @@ out="$(cd "$out" && pwd)"
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
-BUDGET=${BUDGET:-450}     # seconds for everything (the device is lent for minutes)
+BUDGET=${BUDGET:-450}     # seconds for everything: the whole suite fits in under 8 minutes
 TEST_CAP=${TEST_CAP:-150} # seconds at most for the tests
 PER_TEST=${PER_TEST:-130} # seconds at most for one test
 OVERFLOW_CAP=${OVERFLOW_CAP:-60}
