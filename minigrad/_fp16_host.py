@@ -203,11 +203,12 @@ def relu_backward_pass(g, mask):
     return out
 
 
-def channel_rows(a):
+def channel_rows(a, written=True):
     """The float32 NumPy array ``a`` (N, C, ...) as its (rows, C) C-ordered matrix, a view, where
-    it is stored channels-last (an (N, C) array: as it is) and writable; else None."""
+    it is stored channels-last (an (N, C) array: as it is) and, if it is to be ``written``,
+    writable; else None."""
     if not (type(a) is numpy.ndarray and a.dtype == _F32 and a.ndim >= 2 and a.size
-            and a.flags.aligned and a.flags.writeable):
+            and a.flags.aligned and (a.flags.writeable or not written)):
         return None
     rows = a.transpose((0, *range(2, a.ndim), 1))
     return rows.reshape(-1, a.shape[1]) if rows.flags.c_contiguous else None
@@ -239,7 +240,8 @@ def batch_norm_dx(out, g, k, s, a):
     """``out = ((out * k + g) - s) * a`` per channel, in place and in one pass, for float32
     ``out`` and ``g`` stored channels-last alike: batch norm's dx from x - mean. ``out``, or
     None where it does not apply."""
-    rows, g_rows = channel_rows(out), channel_rows(g) if g.shape == out.shape else None
+    rows = channel_rows(out)
+    g_rows = channel_rows(g, written=False) if g.shape == out.shape else None
     vectors = (None if rows is None or g_rows is None
                else _channel_vectors(rows.shape[1], k, s, a))
     lib = None if vectors is None else _library()

@@ -16,8 +16,9 @@ So at import, on Linux with glibc, ``keep_freed_memory`` sets the mmap threshold
 32 MiB, and the trim threshold to ``TRIM_BYTES`` (``mallopt``, as the ``MALLOC_MMAP_THRESHOLD_``
 and ``MALLOC_TRIM_THRESHOLD_`` environment variables would): blocks below 32 MiB come from the
 heap and go back to it, and up to ``TRIM_BYTES`` of freed memory stays mapped for the next
-allocation. A ResNet-8 training step on 64 images of 32x32 (``benchmarks/cnn_step.py``) takes
-about 11,000 page faults and 40-60 ms of system time without it, none and 2 ms with it. It
+allocation. A ResNet-8 training step on 64 images of 32x32 (``benchmarks/cnn_step.py``'s net;
+``resource.getrusage`` over 8 steps, one busy 2-core machine) took about 11,000 page faults and
+40-60 ms of system time without it, none and 2 ms with it. It
 changes no result, only where freed memory waits; ``MINIGRAD_KEEP_HOST_MEMORY=0`` turns it off
 (elsewhere than glibc it does nothing).
 

@@ -492,6 +492,9 @@ def test_batch_norm_passes_leave_other_layouts_to_numpy():
     assert _fp16_host.batch_norm_scale_shift(numpy.ones_like(x, numpy.float64), v, v) is None
     assert _fp16_host.batch_norm_scale_shift(x, v.astype(numpy.float64), v) is None
     assert _fp16_host.batch_norm_dx(x, nchw, v, v, v) is None  # g laid out otherwise
+    g = x.copy(order="K")
+    g.flags.writeable = False  # read only: the pass still applies
+    assert _fp16_host.batch_norm_dx(x.copy(order="K"), g, v, v, v) is not None
     x.flags.writeable = False
     assert _fp16_host.batch_norm_scale_shift(x, v, v) is None
 
