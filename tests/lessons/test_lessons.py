@@ -105,6 +105,8 @@ def test_every_lesson_is_tested():
 def test_lesson_runs_prints_and_saves_images(number, ran):
     if number == "08" and not hasattr(minigrad.nn, "thor"):
         pytest.skip(NO_THOR)
+    if number == "10":  # bfloat16 and FP8 side by side
+        pytest.importorskip("ml_dtypes", reason="the lowp extra (bfloat16, FP8) is not installed")
     process, out = ran(number)
     assert process.returncode == 0, process.stderr[-3000:]
     assert f"figures go to {out}" in process.stdout
