@@ -46,7 +46,8 @@ STATUS_SOURCE = "float_status.cu"
 BENCH_SOURCE = "bench.cu"
 FP8_SOURCE = "fp8_cast.cu"
 HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp",
-                "norm_host.cpp", "optim_host.cpp", FP8_SOURCE, "fp8_cast_host.cpp")
+                "norm_host.cpp", "image_host.cpp", "optim_host.cpp", FP8_SOURCE,
+                "fp8_cast_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
                   "check_unscale_fp16_to_fp32")
 # Every CUDA source of kernels/ and the kernels it defines; tests/kernels/test_nvrtc.py compiles
@@ -301,6 +302,8 @@ _HOST_FUNCTIONS = {
     # kernels/norm_host.cpp: (io, vectors..., rows, channels)
     "mg_bn_scale_shift": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, None),
     "mg_bn_dx": ([ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2, None),
+    # kernels/image_host.cpp: (src, dst, geometry (int64[18]))
+    "mg_im2col_float": ([ctypes.c_void_p] * 3, None),
     "mg_add_bias_to_half": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_half_to_float_colsum": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_fused_update": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float,

@@ -1,11 +1,13 @@
 """2-D convolution (OIHW weight) by im2col and one matrix product per group, channels-last.
 
-Forward: the input, widened and zero-padded, is copied into a channels-last (N, Hp, Wp, C) array
-(a channels-last fp32 input with no padding is used as it is); a strided view exposes every
-kernel window, and one copy turns the windows into the patch matrix ``cols`` (rows: the N·Ho·Wo
-output pixels; columns: the kh·kw·C kernel taps in (i, j, c) order, so the copy moves the C
-channels of a pixel as one run). A 1x1, stride-1, unpadded convolution of such an input copies
-nothing: ``cols`` is a view of the input. ``out = cols @ Wᵀ`` (W: the weight as an
+Forward: the patch matrix ``cols`` (rows: the N·Ho·Wo output pixels; columns: the kh·kw·C kernel
+taps in (i, j, c) order, so each tap moves the C channels of a pixel as one run) is written in
+one pass from the widened input where it lies, the padding read as zeros, by a native host
+pass (``_image_host``). Without it (CuPy; no host library), the input, widened and
+zero-padded, is copied into a channels-last (N, Hp, Wp, C) array (a channels-last fp32 input
+with no padding is used as it is); a strided view exposes every kernel window, and one copy
+turns the windows into ``cols``. A 1x1, stride-1, unpadded convolution of a
+channels-last input copies nothing: ``cols`` is a view of the input. ``out = cols @ Wᵀ`` (W: the weight as an
 (O, kh·kw·C) matrix in the same column order, read transposed by the BLAS) has one row of O
 channels per output pixel: it is the output stored channels-last, returned as its
 (N, O, Ho, Wo) view without a copy. The bias is added in place (fp16: widened, added and
@@ -44,14 +46,14 @@ from minigrad._checks import check_positive_int, check_relation
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.ops.arithmetic import as_tensor, cast, check_same_float_dtype, float_tensor
-from minigrad.ops import _scratch
+from minigrad.ops import _image_host, _scratch
 from minigrad.ops._util import sum_axes
 from minigrad.ops.join import Concat, stack
 from minigrad.ops.linalg import add_bias_narrow
 from minigrad.ops.shape import scatter
 from minigrad.tensor import Tensor
-from minigrad.ops.windows import (inside_window_slices, output_hw, pad, padding4, pair,
-                                  same_padding, window_slices)
+from minigrad.ops.windows import (inside_window_slices, is_channels_last, output_hw, pad,
+                                  padding4, pair, same_padding, window_slices)
 
 __all__ = ["Conv2d", "conv2d", "im2col", "same_padding"]
 
@@ -114,8 +116,11 @@ def _join(parts, axis):
 
 def _patch_matrices(x, geometry, out_hw, groups):
     """Each group's (N·Ho·Wo, kh·kw·Cg) patch matrix of ``x`` (N, C, H, W), columns in
-    (i, j, c) order: views of ``_windows`` for an array; for a Tensor, its taps gathered by
-    recorded ops (getitem of each tap's slice of the zero-padded, channels-last x, stacked)."""
+    (i, j, c) order: for a NumPy array, written in one pass by the native host pass
+    (``_image_host.patch_matrix``; float32) or copied from ``_windows`` (a view, with no copy,
+    for a 1x1, stride-1, unpadded convolution of a channels-last input); for a CuPy array,
+    views of ``_windows``; for a Tensor, its taps gathered by recorded ops (getitem of each
+    tap's slice of the zero-padded, channels-last x, stacked)."""
     stride, padding, dilation, kernel = geometry
     (n, c, h, w), (ho, wo), cg = x.shape, out_hw, x.shape[1] // groups
     if isinstance(x, Tensor):
@@ -127,20 +132,23 @@ def _patch_matrices(x, geometry, out_hw, groups):
         taps = [padded[:, rows, cols] for _, _, rows, cols in
                 window_slices(kernel, stride, dilation, out_hw)]
         windows = stack(taps, axis=3).reshape(n, ho, wo, *kernel, c)
-    else:
-        windows = _windows(x, kernel, stride, padding, dilation, out_hw)
     # explicit sizes: an empty batch infers none
     shape = (n * ho * wo, kernel[0] * kernel[1] * cg)
-    parts = [windows[..., k * cg:(k + 1) * cg] for k in range(groups)]
     one_per_pixel = kernel == (1, 1) and stride == (1, 1) and not any(padding)
+    if isinstance(x, numpy.ndarray) and not (one_per_pixel and is_channels_last(x)):
+        # one pass from x where it lies (the native pass), into a pooled temporary when large
+        matrices = [_scratch.empty(numpy, shape, x.dtype) for _ in range(groups)]
+        if all(_image_host.patch_matrix(x, geometry, out_hw, cols, slice(k * cg, (k + 1) * cg))
+               is not None for k, cols in enumerate(matrices)):
+            return matrices
+    if not isinstance(x, Tensor):
+        windows = _windows(x, kernel, stride, padding, dilation, out_hw)
+    parts = [windows[..., k * cg:(k + 1) * cg] for k in range(groups)]
     if one_per_pixel or not isinstance(x, numpy.ndarray):
         # a view for 1x1, stride 1, unpadded (each row one pixel's channels); a Tensor; CuPy
         return [part.reshape(shape) for part in parts]
-    matrices = []
-    for part in parts:  # a copy, into a pooled temporary when it is large
-        cols = _scratch.empty(numpy, part.shape, part.dtype)
-        cols[...] = part
-        matrices.append(cols.reshape(shape))
+    for part, cols in zip(parts, matrices):  # NumPy's copy of the windows
+        cols.reshape(part.shape)[...] = part
     return matrices
 
 
