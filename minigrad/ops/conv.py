@@ -6,9 +6,9 @@ one pass from the widened input where it lies, the padding read as zeros, by a n
 pass (``_image_host``). Without it (CuPy; no host library), the input, widened and
 zero-padded, is copied into a channels-last (N, Hp, Wp, C) array (a channels-last fp32 input
 with no padding is used as it is); a strided view exposes every kernel window, and one copy
-turns the windows into ``cols``. A 1x1, stride-1, unpadded convolution of a
-channels-last input copies nothing: ``cols`` is a view of the input. ``out = cols @ Wᵀ`` (W: the weight as an
-(O, kh·kw·C) matrix in the same column order, read transposed by the BLAS) has one row of O
+turns the windows into ``cols``. A 1x1, stride-1, unpadded convolution of a channels-last
+input copies nothing: ``cols`` is a view of the input. ``out = cols @ Wᵀ`` (W: the weight as
+an (O, kh·kw·C) matrix in the same column order, read transposed by the BLAS) has one row of O
 channels per output pixel: it is the output stored channels-last, returned as its
 (N, O, Ho, Wo) view without a copy. The bias is added in place (fp16: widened, added and
 rounded in one pass, Dense's epilogue).
