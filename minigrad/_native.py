@@ -46,7 +46,7 @@ STATUS_SOURCE = "float_status.cu"
 BENCH_SOURCE = "bench.cu"
 FP8_SOURCE = "fp8_cast.cu"
 HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp",
-                "norm_host.cpp", "image_host.cpp", "optim_host.cpp", FP8_SOURCE,
+                "norm_host.cpp", "image_host.cpp", "conv_host.cpp", "optim_host.cpp", FP8_SOURCE,
                 "fp8_cast_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
                   "check_unscale_fp16_to_fp32")
@@ -304,6 +304,9 @@ _HOST_FUNCTIONS = {
     "mg_bn_dx": ([ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2, None),
     # kernels/image_host.cpp: (src, dst, geometry (int64[18]))
     "mg_im2col_float": ([ctypes.c_void_p] * 3, None),
+    # kernels/conv_host.cpp: (x, w or g, out or w, geometry (int64[9]))
+    "mg_conv_direct_float": ([ctypes.c_void_p] * 4, None),
+    "mg_conv_wgrad_float": ([ctypes.c_void_p] * 4, None),
     "mg_add_bias_to_half": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_half_to_float_colsum": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, ctypes.c_int64),
     "mg_fused_update": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float,

@@ -24,6 +24,15 @@ every kernel tap at once into a tap-major (kh·kw, N·Ho·Wo, C) array, and col2
 dense block back where that tap read the padded input (one add per tap, over runs of Wo·C values
 at stride 1; none for a 1x1, stride-1, unpadded convolution, whose one block is ``dx``).
 
+Direct kernel: a one-group, undilated convolution with 16 or 32 input and output channels and a
+kernel larger than 1x1 (``_image_host.direct_applies``; NumPy, with the host library) writes no
+patch matrix at all. A native kernel sums each output pixel's taps from the zero-padded,
+channels-last input, which backward keeps in place of the patch matrix (kh·kw times smaller);
+dW is a second kernel over that input and g, and dx at stride 1 the first kernel again, on g
+padded with the flipped kernel (at other strides, the tap products and col2im). These sums run
+in another order than the BLAS's, so results agree with the patch-matrix path to float32
+rounding; ``_image_host`` has the measurements that set where the kernel is used.
+
 fp16 follows the matmul rule (``dtype.acc_dtype``): the input is widened to fp32 once, before
 the im2col copy (cheaper than widening the kh·kw times larger patch matrix); the products and
 col2im's sums run in fp32, and each result is rounded to fp16 once.
@@ -177,11 +186,12 @@ class Conv2d(Function):
     """out[n, o] = Σ_{c, i, j} W[o, c, i, j] · x_pad[n, c, s·h + d·i, s·w + d·j] + b[o].
 
     dW = gᵀ @ cols (or (colsᵀ @ g)ᵀ),  dx = col2im(g @ W) (at stride 1: patches(g) @ flipped W),
-    db = Σ_{n, h, w} g  (the module docstring has the layout of each array).
+    db = Σ_{n, h, w} g  (the module docstring has the layout of each array); with the direct
+    kernel, the same sums without patch matrices.
     """
     autocast = "low"
     saves = {"cols": lambda node: _patch_matrices(widen(node.inputs[0]), node.geometry,
-                                                  node.out_hw, len(node.cols)),
+                                                  node.out_hw, len(node.w_rows)),
              "w_rows": lambda node: _weight_rows(widen(node.inputs[1]), len(node.w_rows))}
 
     def forward(self, x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
@@ -190,28 +200,39 @@ class Conv2d(Function):
         self.out_hw = ho, wo = output_hw((h, width), w.shape[2:], stride, padding, dilation)
         self.geometry = (stride, padding, dilation, w.shape[2:])
         self.x_shape, self.x_dtype, self.w_dtype = x.shape, x.dtype, w.dtype
-        self.cols = _patch_matrices(widen(x), self.geometry, self.out_hw, groups)
-        self.w_rows = _weight_rows(widen(w), groups)
-        out = _join(_products(self.cols, [w_rows.T for w_rows in self.w_rows]), axis=1)
-        out = add_bias_narrow(out, b, x.dtype)
+        x, w = widen(x), widen(w)
+        self.w_rows = _weight_rows(w, groups)
+        if _image_host.direct_applies(x, w, groups, dilation):
+            # the direct kernel: no patch matrix; backward reads the padded input instead
+            self.cols = None
+            self.padded = pad(x, padding, 0, channels_last=True, scratch=True).transpose(
+                0, 2, 3, 1)
+            self.w_taps = numpy.ascontiguousarray(w.transpose(2, 3, 1, 0))  # (kh, kw, C, O)
+            out = _image_host.direct_conv(self.padded, self.w_taps, stride).reshape(-1, o)
+        else:
+            self.cols = _patch_matrices(x, self.geometry, self.out_hw, groups)
+            out = _join(_products(self.cols, [w_rows.T for w_rows in self.w_rows]), axis=1)
+        out = add_bias_narrow(out, b, self.x_dtype)
         return out.reshape(n, ho, wo, o).transpose(0, 3, 1, 2)
 
     def backward(self, gy):
         xp = backend.get_array_module(gy)
-        o = gy.shape[1]
-        og = o // len(self.cols)
+        o, groups = gy.shape[1], len(self.w_rows)
+        og = o // groups
         needs = self.needs_grad
         g = widen(gy)
         gb = None
         if len(needs) > 2 and needs[2]:
             gb = store(sum_axes(g, (0, 2, 3)).reshape(o), gy.dtype)
+        if self.cols is None and not isinstance(g, Tensor):
+            return self._direct_gradients(g) + (gb,)
         rows = _pixel_rows(g)
-        blocks = [rows[:, k * og:(k + 1) * og] for k in range(len(self.cols))]
+        blocks = [rows[:, k * og:(k + 1) * og] for k in range(groups)]
         gx = gw = None
         if needs[1]:
             kh, kw = self.geometry[3]
             gw = _join(self._weight_gradient(blocks), axis=0)
-            gw = gw.reshape(o, kh, kw, self.x_shape[1] // len(self.cols)).transpose(0, 3, 1, 2)
+            gw = gw.reshape(o, kh, kw, self.x_shape[1] // groups).transpose(0, 3, 1, 2)
             gw = store(gw if isinstance(gw, Tensor) else xp.ascontiguousarray(gw), self.w_dtype)
         if needs[0]:
             if self._correlates(g):
@@ -219,14 +240,46 @@ class Conv2d(Function):
             elif isinstance(g, Tensor):
                 gx = self._col2im_tensor(_products(blocks, self.w_rows))
             else:
-                taps = self.geometry[3][0] * self.geometry[3][1]
-                tap_rows = [w.reshape(og, taps, -1).transpose(1, 0, 2) for w in self.w_rows]
-                dtype = numpy.result_type(rows.dtype, tap_rows[0].dtype)
-                outs = None if xp is not numpy else [
-                    _scratch.empty(xp, (taps, rows.shape[0], w.shape[2]), dtype)
-                    for w in tap_rows]
-                gx = self._col2im(_products(blocks, tap_rows, outs))
+                gx = self._tap_gradient(blocks)
         return gx, gw, gb
+
+    def _tap_gradient(self, blocks):
+        """dx by col2im of ``g @ W_tap`` for every tap at once, from each group's block of g's
+        (N·Ho·Wo, O/G) rows (arrays)."""
+        xp = backend.get_array_module(blocks[0])
+        taps = self.geometry[3][0] * self.geometry[3][1]
+        og = blocks[0].shape[1]
+        tap_rows = [w.reshape(og, taps, -1).transpose(1, 0, 2) for w in self.w_rows]
+        dtype = numpy.result_type(blocks[0].dtype, tap_rows[0].dtype)
+        outs = None if xp is not numpy else [
+            _scratch.empty(xp, (taps, blocks[0].shape[0], w.shape[2]), dtype) for w in tap_rows]
+        return self._col2im(_products(blocks, tap_rows, outs))
+
+    def _direct_gradients(self, g):
+        """(dx, dW) of a convolution the direct kernel computed (``_image_host``): dW from the
+        saved padded input and g; dx at stride 1 with padding within the kernel's reach as one
+        more direct convolution, of g padded by k-1 minus the forward padding with the kernel
+        flipped and its channel axes swapped (``_correlation_gradient`` has the formula),
+        otherwise by the tap products and col2im."""
+        needs = self.needs_grad
+        stride, padding, _, kernel = self.geometry
+        g_rows = numpy.ascontiguousarray(g.transpose(0, 2, 3, 1))  # a view when channels-last
+        gx = gw = None
+        if needs[1]:
+            gw = _image_host.direct_weight_grad(self.padded, g_rows, kernel, stride)
+            gw = store(numpy.ascontiguousarray(gw.transpose(3, 2, 0, 1)), self.w_dtype)
+        if not needs[0]:
+            return gx, gw
+        reversed_padding = tuple(k - 1 - p for k, p in zip((kernel[0],) * 2 + (kernel[1],) * 2,
+                                                           padding))
+        if stride == (1, 1) and min(reversed_padding) >= 0:
+            g_padded = pad(g, reversed_padding, 0, channels_last=True, scratch=True)
+            flipped = numpy.ascontiguousarray(self.w_taps[::-1, ::-1].transpose(0, 1, 3, 2))
+            gx = _image_host.direct_conv(g_padded.transpose(0, 2, 3, 1), flipped, (1, 1))
+            if gx.dtype != self.x_dtype:
+                gx = store(gx, self.x_dtype)
+            return gx.transpose(0, 3, 1, 2), gw
+        return self._tap_gradient([g_rows.reshape(-1, g.shape[1])]), gw
 
     def _weight_gradient(self, blocks):
         """Each group's (O/G, kh·kw·Cg) dW block, ``gᵀ @ cols``, computed as ``(colsᵀ @ g)ᵀ``
@@ -263,7 +316,7 @@ class Conv2d(Function):
         fp16), rounded once."""
         n, c, h, width = self.x_shape
         stride, padding, dilation, kernel = self.geometry
-        groups = len(self.cols)
+        groups = len(self.w_rows)
         (kh, kw), (dh, dw) = kernel, dilation
         top, bottom, left, right = padding
         reversed_padding = (dh * (kh - 1) - top, dh * (kh - 1) - bottom,

@@ -124,6 +124,8 @@ CASES = {
     "conv2d_dilated_on_a_conv": (lambda x, w: ops.conv2d(ops.conv2d(x, w, padding=1), w,
                                                           dilation=2),
                                  [_away((1, 2, 6, 6)), _away((2, 2, 2, 2), 1)]),
+    "conv2d_direct_kernel": (lambda x, w: ops.conv2d(x * x, w, stride=(1, 2), padding=1),
+                             [_away((1, 16, 3, 4)), _away((16, 16, 3, 3), 1)]),
     "conv2d_1x1": (lambda x, w: ops.conv2d(x * x, w),
                    [_away((2, 3, 2, 2)), _away((4, 3, 1, 1), 1)]),
     "max_pool2d": (lambda x: ops.max_pool2d(x * x, 2), [_distinct((2, 2, 4, 4))]),

@@ -1,0 +1,171 @@
+/* Direct convolution on the host, float32, channels-last (minigrad/ops/_image_host.py).
+
+   x is a zero-padded (N, Hp, Wp, C) batch, w the kernel as a (kh, kw, C, O) array, and g or out
+   the (N, Ho, Wo, O) output side, all C-ordered, with O a multiple of 16 (one 16-float vector):
+
+     mg_conv_direct_float:  out[n, y, x, o] = sum_{i, j, c} x[n, sh*y + i, sw*x + j, c] * w[i, j, c, o]
+     mg_conv_wgrad_float:   w[i, j, c, o]   = sum_{n, y, x} x[n, sh*y + i, sw*x + j, c] * g[n, y, x, o]
+
+   The first is also the input gradient of a stride-1 convolution (g padded, the kernel flipped
+   and its channel axes swapped). No patch matrix is written: the forward kernel keeps a block
+   of output pixels times one or two vectors of output channels in registers and adds every
+   tap's products into it, so each input value is read from cache once per block; the weight
+   kernel keeps a block of input channels times one or two vectors of output channels, and
+   sweeps one image's pixels. Each sum is accumulated in float32 with fused multiply-adds (this
+   file alone is compiled with contraction on), in the order (i, j, c) for the forward sums and
+   (n, y, x) for the weight sums: not the BLAS's order, so results agree with the patch-matrix
+   path to float32 rounding, not bit for bit. Single-threaded: the BLAS's threads spin-wait on
+   the other cores between products (kernels/image_host.cpp). */
+#pragma GCC optimize("fp-contract=fast")
+#include <cstdint>
+#include <cstring>
+
+typedef std::int64_t i64;
+typedef float vec __attribute__((vector_size(64)));  // 16 floats; the compiler splits it as needed
+
+static inline vec load(const float* p)
+{
+    vec v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
+
+/* P output pixels of one row (input pixels sx floats apart) times B vectors of output channels
+   from ob: the sum over the taps and input channels, stored to out. */
+template <int P, int B>
+static inline void direct_block(const float* __restrict x, i64 sx, i64 s_row,
+                                const float* __restrict w, i64 c, i64 o, i64 kh, i64 kw,
+                                float* __restrict out, i64 ob)
+{
+    vec acc[P][B];
+    for (int p = 0; p < P; ++p)
+        for (int b = 0; b < B; ++b)
+            acc[p][b] = vec{};
+    for (i64 i = 0; i < kh; ++i)
+        for (i64 j = 0; j < kw; ++j) {
+            const float* xt = x + i * s_row + j * c;
+            const float* wt = w + (i * kw + j) * c * o + ob;
+            for (i64 k = 0; k < c; ++k) {
+                vec wv[B];
+                for (int b = 0; b < B; ++b)
+                    wv[b] = load(wt + k * o + 16 * b);
+                for (int p = 0; p < P; ++p) {
+                    const float xv = xt[p * sx + k];
+                    for (int b = 0; b < B; ++b)
+                        acc[p][b] += xv * wv[b];
+                }
+            }
+        }
+    for (int p = 0; p < P; ++p)
+        for (int b = 0; b < B; ++b)
+            store(out + p * o + ob + 16 * b, acc[p][b]);
+}
+
+/* Blocks of P pixels of one output row from pixel x0 while P fit, for the channel vectors
+   [o_lo, o_hi) in groups of B; returns the first pixel left. */
+template <int P, int B>
+static inline i64 direct_row(const float* x, i64 sx, i64 s_row, const float* w, i64 c, i64 o,
+                             i64 kh, i64 kw, float* out, i64 x0, i64 wo, i64 o_lo, i64 o_hi)
+{
+    for (; x0 + P <= wo; x0 += P)
+        for (i64 ob = o_lo; ob < o_hi; ob += 16 * B)
+            direct_block<P, B>(x + x0 * sx, sx, s_row, w, c, o, kh, kw, out + x0 * o, ob);
+    return x0;
+}
+
+template <int B>
+static void direct_rows(const float* x, const float* w, float* out, const i64* p, i64 o_lo,
+                        i64 o_hi)
+{
+    /* two vectors of channels: 8 pixels (16 accumulators); one: 12 pixels */
+    constexpr int P = B == 1 ? 12 : 8;
+    const i64 n = p[0], hp = p[1], wp = p[2], c = p[3], o = p[4], kh = p[5], kw = p[6];
+    const i64 sh = p[7], sw = p[8];
+    const i64 ho = (hp - kh) / sh + 1, wo = (wp - kw) / sw + 1;
+    for (i64 ny = 0; ny < n * ho; ++ny) {
+        const i64 b = ny / ho, y = ny % ho;
+        const float* xr = x + (b * hp + y * sh) * wp * c;
+        float* row = out + ny * wo * o;
+        i64 x0 = direct_row<P, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, 0, wo, o_lo, o_hi);
+        x0 = direct_row<4, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, x0, wo, o_lo, o_hi);
+        direct_row<1, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, x0, wo, o_lo, o_hi);
+    }
+}
+
+/* p: n, hp, wp, c, o, kh, kw, stride (h, w): 9 values. */
+extern "C" void mg_conv_direct_float(const float* x, const float* w, float* out, const i64* p)
+{
+    const i64 o = p[4], pairs = o / 32 * 32;
+    if (pairs)
+        direct_rows<2>(x, w, out, p, 0, pairs);
+    if (o % 32)
+        direct_rows<1>(x, w, out, p, pairs, o);
+}
+
+/* Adds to w[c0 + k, ob + 16 b] (k < CB) the products of one image: x at the tap and c0, its
+   output pixels sx floats apart in a row and sy between rows; g the image's gradient rows. */
+template <int CB, int B>
+static inline void wgrad_block(const float* __restrict x, i64 sx, i64 sy,
+                               const float* __restrict g, i64 o, i64 ho, i64 wo,
+                               float* __restrict w, i64 ob)
+{
+    vec acc[CB][B];
+    for (int k = 0; k < CB; ++k)
+        for (int b = 0; b < B; ++b)
+            acc[k][b] = load(w + k * o + ob + 16 * b);
+    for (i64 y = 0; y < ho; ++y) {
+        const float* xr = x + y * sy;
+        const float* gr = g + y * wo * o;
+        for (i64 px = 0; px < wo; ++px) {
+            vec gv[B];
+            for (int b = 0; b < B; ++b)
+                gv[b] = load(gr + px * o + ob + 16 * b);
+            for (int k = 0; k < CB; ++k) {
+                const float xv = xr[px * sx + k];
+                for (int b = 0; b < B; ++b)
+                    acc[k][b] += xv * gv[b];
+            }
+        }
+    }
+    for (int k = 0; k < CB; ++k)
+        for (int b = 0; b < B; ++b)
+            store(w + k * o + ob + 16 * b, acc[k][b]);
+}
+
+template <int B>
+static inline void wgrad_channels(const float* x, i64 sx, i64 sy, const float* g, i64 c, i64 o,
+                                  i64 ho, i64 wo, float* w, i64 ob)
+{
+    /* two vectors of channels: blocks of 8 input channels (16 accumulators); one: 16 */
+    constexpr int CB = B == 1 ? 16 : 8;
+    i64 k = 0;
+    for (; k + CB <= c; k += CB)
+        wgrad_block<CB, B>(x + k, sx, sy, g, o, ho, wo, w + k * o, ob);
+    for (; k + 4 <= c; k += 4)
+        wgrad_block<4, B>(x + k, sx, sy, g, o, ho, wo, w + k * o, ob);
+    for (; k < c; ++k)
+        wgrad_block<1, B>(x + k, sx, sy, g, o, ho, wo, w + k * o, ob);
+}
+
+/* p as for mg_conv_direct_float; w is overwritten. */
+extern "C" void mg_conv_wgrad_float(const float* x, const float* g, float* w, const i64* p)
+{
+    const i64 n = p[0], hp = p[1], wp = p[2], c = p[3], o = p[4], kh = p[5], kw = p[6];
+    const i64 sh = p[7], sw = p[8];
+    const i64 ho = (hp - kh) / sh + 1, wo = (wp - kw) / sw + 1, pairs = o / 32 * 32;
+    std::memset(w, 0, sizeof(float) * kh * kw * c * o);
+    for (i64 b = 0; b < n; ++b) {
+        const float* gi = g + b * ho * wo * o;
+        for (i64 i = 0; i < kh; ++i)
+            for (i64 j = 0; j < kw; ++j) {
+                const float* xt = x + ((b * hp + i) * wp + j) * c;
+                float* wt = w + (i * kw + j) * c * o;
+                for (i64 ob = 0; ob < pairs; ob += 32)
+                    wgrad_channels<2>(xt, sw * c, sh * wp * c, gi, c, o, ho, wo, wt, ob);
+                if (o % 32)
+                    wgrad_channels<1>(xt, sw * c, sh * wp * c, gi, c, o, ho, wo, wt, pairs);
+            }
+    }
+}
