@@ -21,7 +21,9 @@ It prints and records:
    PyTorch's come from ``torch.profiler`` (inclusive times of the same ops, with the
    profiler's own overhead).
 3. gemms: the conv GEMMs inside a minigrad step against the same products (shapes, dtypes and
-   memory orders) timed alone.
+   memory orders) timed alone. Convolutions that run minigrad's direct kernels (16 or 32
+   channels in and out, on the CPU with the host library) make no BLAS product: their time is
+   in the conv phases, not here.
 4. memory: the peak resident memory one step adds (MB; Linux: the high-water mark over the
    step minus the resident size before it, after returning freed heap memory to the OS), and
    for minigrad the peak of NumPy's traced allocations (``tracemalloc``).
