@@ -11,10 +11,10 @@
    of output pixels times one or two vectors of output channels in registers and adds every
    tap's products into it, so each input value is read from cache once per block; the weight
    kernel keeps a block of input channels times one or two vectors of output channels, and
-   sweeps one image's pixels. Each sum is accumulated in float32 with fused multiply-adds (this
-   file alone is compiled with contraction on), in the order (i, j, c) for the forward sums and
-   (n, y, x) for the weight sums: not the BLAS's order, so results agree with the patch-matrix
-   path to float32 rounding, not bit for bit. Single-threaded: the BLAS's threads spin-wait on
+   sweeps one image's pixels. Each sum is accumulated in float32, with fused multiply-adds
+   under GCC (the pragma below turns contraction on for this file alone), in the order
+   (i, j, c) for the forward sums and (n, y, x) for the weight sums: not the BLAS's order, so
+   results agree with the patch-matrix path to float32 rounding, not bit for bit. Single-threaded: the BLAS's threads spin-wait on
    the other cores between products (kernels/image_host.cpp). */
 #pragma GCC optimize("fp-contract=fast")
 #include <cstdint>
