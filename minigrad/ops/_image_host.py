@@ -15,6 +15,7 @@ import numpy
 
 from minigrad import _native
 from minigrad.backend import data_address
+from minigrad.ops.windows import output_hw
 
 _F32 = numpy.dtype(numpy.float32)
 
@@ -81,11 +82,9 @@ def direct_conv(x, w, stride):
     padded channels-last float32 ``x`` (N, Hp, Wp, C) and ``w`` (kh, kw, C, O), both
     C-ordered, O a multiple of 16: a new (N, Ho, Wo, O) array, summed in float32 in the order
     (i, j, c) with fused multiply-adds."""
-    _check_direct(x, w, x.ndim == w.ndim == 4 and w.shape[2] == x.shape[3]
-                  and min(_out_hw(x, w.shape[:2], stride)) > 0)
-    n, hp, wp, _ = x.shape
+    _check_direct(x, w, x.ndim == w.ndim == 4 and w.shape[2] == x.shape[3])
     kh, kw, _, o = w.shape
-    out = numpy.empty((n, *_out_hw(x, (kh, kw), stride), o), _F32)
+    out = numpy.empty((x.shape[0], *_out_hw(x, (kh, kw), stride), o), _F32)
     params = _geometry(x, (kh, kw), o, stride)
     _native.host_build.lib.mg_conv_direct_float(data_address(x), data_address(w),
                                                  data_address(out), data_address(params))
@@ -97,7 +96,7 @@ def direct_weight_grad(x, g, kernel, stride):
     padded channels-last float32 ``x`` (N, Hp, Wp, C) and ``g`` (N, Ho, Wo, O), both
     C-ordered, O a multiple of 16: a new (kh, kw, C, O) array, summed in float32 in the order
     (n, y, x) with fused multiply-adds."""
-    _check_direct(x, g, x.ndim == g.ndim == 4 and min(_out_hw(x, kernel, stride)) > 0
+    _check_direct(x, g, x.ndim == g.ndim == 4
                   and g.shape[:3] == (x.shape[0], *_out_hw(x, kernel, stride)))
     o = g.shape[3]
     dw = numpy.empty((*kernel, x.shape[3], o), _F32)
@@ -108,14 +107,14 @@ def direct_weight_grad(x, g, kernel, stride):
 
 
 def _out_hw(x, kernel, stride):
-    return tuple((size - k) // s + 1 for size, k, s in zip(x.shape[1:3], kernel, stride))
+    """(Ho, Wo) of the padded channels-last ``x``; ValueError where the kernel does not fit."""
+    return output_hw(x.shape[1:3], kernel, stride, (0, 0, 0, 0), (1, 1))
 
 
 def _check_direct(x, other, shapes_match):
     # the kernels read and write without bounds checks: refuse what they cannot take
     if not (_dense_f32(x, other) and shapes_match and other.shape[-1] % 16 == 0
             and _native.host_build is not None and _native.host_build.lib is not None):
-        raise ValueError("direct convolution needs C-ordered float32 arrays of matching shapes "
-                         "(x (N, Hp, Wp, C) no smaller than the kernel), output channels a "
-                         f"multiple of 16 and the host library; got x {x.dtype} {x.shape}, "
-                         f"{other.dtype} {other.shape}")
+        raise ValueError("direct convolution needs C-ordered float32 arrays of matching shapes, "
+                         "output channels a multiple of 16 and the host library; got x "
+                         f"{x.dtype} {x.shape}, {other.dtype} {other.shape}")

@@ -207,8 +207,8 @@ class Conv2d(Function):
             self.cols = None
             self.padded = pad(x, padding, 0, channels_last=True, scratch=True).transpose(
                 0, 2, 3, 1)
-            self.w_taps = numpy.ascontiguousarray(w.transpose(2, 3, 1, 0))  # (kh, kw, C, O)
-            out = _image_host.direct_conv(self.padded, self.w_taps, stride).reshape(-1, o)
+            w_taps = numpy.ascontiguousarray(self.w_rows[0].T).reshape(*w.shape[2:], c, o)
+            out = _image_host.direct_conv(self.padded, w_taps, stride).reshape(-1, o)
         else:
             self.cols = _patch_matrices(x, self.geometry, self.out_hw, groups)
             out = _join(_products(self.cols, [w_rows.T for w_rows in self.w_rows]), axis=1)
@@ -262,7 +262,7 @@ class Conv2d(Function):
         flipped and its channel axes swapped (``_correlation_gradient`` has the formula),
         otherwise by the tap products and col2im."""
         needs = self.needs_grad
-        stride, padding, _, kernel = self.geometry
+        stride, _, _, kernel = self.geometry
         g_rows = numpy.ascontiguousarray(g.transpose(0, 2, 3, 1))  # a view when channels-last
         gx = gw = None
         if needs[1]:
@@ -270,15 +270,12 @@ class Conv2d(Function):
             gw = store(numpy.ascontiguousarray(gw.transpose(3, 2, 0, 1)), self.w_dtype)
         if not needs[0]:
             return gx, gw
-        reversed_padding = tuple(k - 1 - p for k, p in zip((kernel[0],) * 2 + (kernel[1],) * 2,
-                                                           padding))
-        if stride == (1, 1) and min(reversed_padding) >= 0:
-            g_padded = pad(g, reversed_padding, 0, channels_last=True, scratch=True)
-            flipped = numpy.ascontiguousarray(self.w_taps[::-1, ::-1].transpose(0, 1, 3, 2))
+        if stride == (1, 1) and min(self._reversed_padding()) >= 0:
+            g_padded = pad(g, self._reversed_padding(), 0, channels_last=True, scratch=True)
+            c = self.x_shape[1]
+            flipped = numpy.ascontiguousarray(self._flipped_rows()[0]).reshape(*kernel, -1, c)
             gx = _image_host.direct_conv(g_padded.transpose(0, 2, 3, 1), flipped, (1, 1))
-            if gx.dtype != self.x_dtype:
-                gx = store(gx, self.x_dtype)
-            return gx.transpose(0, 3, 1, 2), gw
+            return store(gx, self.x_dtype).transpose(0, 3, 1, 2), gw
         return self._tap_gradient([g_rows.reshape(-1, g.shape[1])]), gw
 
     def _weight_gradient(self, blocks):
@@ -298,11 +295,25 @@ class Conv2d(Function):
         gradient, stride 1, a kernel larger than 1x1, padding within the dilated kernel's
         reach, and no more output than input channels (g's patch matrix then is no larger than
         the patch gradients col2im would add up)."""
-        stride, padding, dilation, kernel = self.geometry
-        reach = [d * (k - 1) for d, k in zip(dilation, kernel) for _ in range(2)]
+        stride, _, _, kernel = self.geometry
         return (not isinstance(g, Tensor) and stride == (1, 1) and kernel != (1, 1)
-                and all(p <= r for p, r in zip(padding, reach))
-                and g.shape[1] <= self.x_shape[1])
+                and min(self._reversed_padding()) >= 0 and g.shape[1] <= self.x_shape[1])
+
+    def _reversed_padding(self):
+        """g's padding (top, bottom, left, right) for dx as a stride-1 correlation of g with the
+        flipped kernel: d·(k-1) minus the forward padding on each side (negative where the
+        forward padding reaches past the dilated kernel)."""
+        _, padding, dilation, kernel = self.geometry
+        reach = [d * (k - 1) for d, k in zip(dilation, kernel) for _ in range(2)]
+        return tuple(r - p for r, p in zip(reach, padding))
+
+    def _flipped_rows(self):
+        """Each group's weight rows (O/G, (i, j, c)), taps reversed, as a ((i, j, o), c)
+        matrix: the weight of dx as a correlation of g."""
+        kh, kw = self.geometry[3]
+        cg = self.x_shape[1] // len(self.w_rows)
+        return [w.reshape(w.shape[0], kh, kw, cg)[:, ::-1, ::-1].transpose(1, 2, 0, 3)
+                .reshape(kh * kw * w.shape[0], cg) for w in self.w_rows]
 
     def _correlation_gradient(self, g):
         """dx of a stride-1 convolution as one more convolution, with no col2im:
@@ -315,19 +326,11 @@ class Conv2d(Function):
         as col2im's sums of ``g @ W``, in the BLAS's order and the products' dtype (fp32 for
         fp16), rounded once."""
         n, c, h, width = self.x_shape
-        stride, padding, dilation, kernel = self.geometry
+        stride, _, dilation, kernel = self.geometry
         groups = len(self.w_rows)
-        (kh, kw), (dh, dw) = kernel, dilation
-        top, bottom, left, right = padding
-        reversed_padding = (dh * (kh - 1) - top, dh * (kh - 1) - bottom,
-                            dw * (kw - 1) - left, dw * (kw - 1) - right)
-        cols = _patch_matrices(g, (stride, reversed_padding, dilation, kernel), (h, width),
-                               groups)
-        og, cg = g.shape[1] // groups, c // groups
-        # each group's weight rows (O/G, (i, j, c)), taps reversed, as ((i, j, o), c)
-        flipped = [w.reshape(og, kh, kw, cg)[:, ::-1, ::-1].transpose(1, 2, 0, 3)
-                   .reshape(kh * kw * og, cg) for w in self.w_rows]
-        dx = _join(_products(cols, flipped), axis=1).reshape(n, h, width, c)
+        cols = _patch_matrices(g, (stride, self._reversed_padding(), dilation, kernel),
+                               (h, width), groups)
+        dx = _join(_products(cols, self._flipped_rows()), axis=1).reshape(n, h, width, c)
         if dx.dtype != self.x_dtype:
             dx = store(dx, self.x_dtype)
         return dx.transpose(0, 3, 1, 2)

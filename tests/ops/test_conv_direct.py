@@ -132,9 +132,10 @@ def test_direct_kernels_refuse_arrays_they_cannot_read():
         _image_host.direct_conv(x, w.astype(numpy.float64), (1, 1))
     with pytest.raises(ValueError, match="multiple of 16"):
         _image_host.direct_weight_grad(x, numpy.zeros((1, 3, 3, 8), F32), (3, 3), (1, 1))
-    for bad in (numpy.zeros((3, 3, 8, 16), F32), numpy.zeros((6, 6, 16, 16), F32),
-                numpy.zeros((3, 16, 16), F32)):  # other channels; kernel past x; not 4-D
-        with pytest.raises(ValueError, match="matching shapes"):
+    for bad in (numpy.zeros((3, 3, 8, 16), F32), numpy.zeros((3, 16, 16), F32)):
+        with pytest.raises(ValueError, match="matching shapes"):  # other channels; not 4-D
             _image_host.direct_conv(x, bad, (1, 1))
+    with pytest.raises(ValueError, match="must fit the input"):  # a kernel past x
+        _image_host.direct_conv(x, numpy.zeros((6, 6, 16, 16), F32), (1, 1))
     with pytest.raises(ValueError, match="matching shapes"):  # g not (1, 3, 3, O)
         _image_host.direct_weight_grad(x, numpy.zeros((1, 4, 3, 16), F32), (3, 3), (1, 1))
