@@ -7,11 +7,10 @@
        dst[((n*Ho + y)*Wo + x)*kh*kw*C + (i*kw + j)*C + c]
            = src[n, c, y*sh - top + i*dh, x*sw - left + j*dw]   (0 outside the input).
 
-   It only copies, so its bits are the input's. It runs on the calling thread: in a training
-   step, host threads woken between two BLAS calls compete for the cores with the BLAS's own
-   threads, which spin-wait after each product (ResNet-8 step of benchmarks/cnn_step.py, 2
-   cores: with two OpenMP threads the step's GEMMs took twice as long; with OpenMP's passive
-   waiting the patch matrices were no faster than on one thread). */
+   It only copies, so its bits are the input's. It runs on the calling thread: inside a
+   training step the BLAS's own threads spin-wait on the other cores after each product, so a
+   second host thread finds its core taken, and an OpenMP team left spinning would in turn
+   take cores from the next product. */
 #include <cstdint>
 #include <cstring>
 

@@ -46,12 +46,16 @@ def patch_matrix(x, geometry, out_hw, out, channels=None):
     return out
 
 
-# Direct convolution (kernels/conv_host.cpp): where it runs faster than the patch matrix and
-# the BLAS, on one thread against the BLAS's two (2 cores, OpenBLAS SkylakeX kernels, batch
-# 64): a 16-to-16-channel 3x3 conv on 32x32 images, forward 2.1 ms against 1.7 ms for the
-# patch matrix plus 1.8 ms for the product, weight gradient 1.7 ms against 2.1 ms for the
-# product alone; at 64 channels the BLAS's two threads win. So it takes convolutions with
-# input and output channels multiples of 16 and at most ``DIRECT_MAX_CHANNELS`` of each.
+# Direct convolution (kernels/conv_host.cpp), on one thread against the BLAS's two:
+# ``benchmarks/conv_kernels.py`` (``results/conv_kernels.json``: 2 cores, OpenBLAS SkylakeX
+# kernels, batch 64, 3x3) has the forward pass 1.6-2.2x faster than the patch matrix plus the
+# product from 16 to 64 channels; the weight gradient, against the BLAS product alone (the
+# patch matrix already written), 1.2x faster at 16->16, 1.2x slower at 16->32, even at
+# 32->32 and 1.5-1.6x slower at 64 output channels. Both passes together, the direct kernels
+# win up to 32 channels (16->16: 4.1 against 7.1 ms) and, in that run, at 64 too (64->64: 4.3
+# against 5.0 ms), by less than the machine's run-to-run noise moved other runs: they take
+# convolutions with input and output channels multiples of 16 and at most
+# ``DIRECT_MAX_CHANNELS`` of each.
 DIRECT_MAX_CHANNELS = 32
 
 
