@@ -270,8 +270,9 @@ class Conv2d(Function):
             gw = store(numpy.ascontiguousarray(gw.transpose(3, 2, 0, 1)), self.w_dtype)
         if not needs[0]:
             return gx, gw
-        if stride == (1, 1) and min(self._reversed_padding()) >= 0:
-            g_padded = pad(g, self._reversed_padding(), 0, channels_last=True, scratch=True)
+        g_padding = self._reversed_padding()
+        if stride == (1, 1) and min(g_padding) >= 0:
+            g_padded = pad(g, g_padding, 0, channels_last=True, scratch=True)
             c = self.x_shape[1]
             flipped = numpy.ascontiguousarray(self._flipped_rows()[0]).reshape(*kernel, -1, c)
             gx = _image_host.direct_conv(g_padded.transpose(0, 2, 3, 1), flipped, (1, 1))
