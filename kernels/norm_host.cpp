@@ -1,37 +1,168 @@
-/* Host passes of batch norm over a channels-last batch: the (rows, C) matrix of an (N, C, H, W)
-   array stored channels-last (or an (N, C) batch), with one value per channel in each vector.
-   Each pass does in one sweep what ``minigrad.ops.normalization`` otherwise does in several
-   NumPy passes (``ops._util.per_channel``), with the same operations in the same order, each
-   rounded to float32 (the library is built with -ffp-contract=off: no fused multiply-adds), so
-   the bits are NumPy's, except for which NaN a result carries where two NaNs meet (the
-   compiler may swap the operands of a product or a sum, and x86 keeps the first operand's
-   NaN); tests/core/test_fp16_host_passes.py checks them. Single-threaded, as the other host
-   passes. */
+/* Host passes of batch norm in training over a channels-last batch: the (rows, C) matrix of an
+   (N, C, H, W) array stored channels-last (or an (N, C) batch), with one value per channel in
+   each vector. ``minigrad.ops._norm_host`` calls them; without them ``minigrad.ops.normalization``
+   runs about twice as many NumPy passes over the batch (the statistics, x - mean, its square
+   sum, the scale and shift), and at these sizes each pass costs what a read of the batch from
+   memory costs.
+
+   Forward: mg_bn_moments (one read: the mean and biased variance) and mg_bn_normalize (one read,
+   one write). Backward: mg_bn_grad_sums (one read of x and g: the two sums of the gradient rule)
+   and mg_bn_dx (one read of each, one write).
+
+   The elementwise passes apply the NumPy code's operations in its order, each rounded to float32
+   (the library is built with -ffp-contract=off: no fused multiply-adds), so given the same
+   vectors their bits are NumPy's, except for which NaN a result carries where two NaNs meet.
+   The sums are added in float64, row after row, so they differ from NumPy's float32 sums by
+   NumPy's rounding error, not by theirs: tests/ops/test_norm_host.py checks both.
+
+   Each pass runs over blocks of whole rows with the per-channel vectors repeated to the block's
+   width, so the inner loop runs over a few hundred values however few channels there are.
+   Single-threaded, as the other host passes. */
 #include <cstdint>
+#include <vector>
 
 typedef std::int64_t i64;
 
-/* io = io * a + b per channel: the normalised output from x - mean (forward). */
-extern "C" void mg_bn_scale_shift(float* __restrict io, const float* __restrict a,
-                                  const float* __restrict b, i64 rows, i64 c)
+namespace {
+
+// A block holds whole rows and about kBlockValues values (one row if a row is longer).
+const i64 kBlockValues = 256;
+
+struct Blocks {
+    i64 rows, c, per, width;  // per: rows in a full block; width = per * c values
+    Blocks(i64 rows_, i64 c_)
+        : rows(rows_), c(c_), per(c_ >= kBlockValues ? 1 : kBlockValues / c_), width(per * c) {}
+
+    // The c values of v repeated over one block's width.
+    template <class T>
+    std::vector<T> tile(const float* v) const
+    {
+        std::vector<T> out(width);
+        for (i64 k = 0; k < width; ++k)
+            out[k] = v[k % c];
+        return out;
+    }
+
+    // f(offset, n) for each block: n values from value offset (the last block may be short).
+    template <class F>
+    void each(F f) const
+    {
+        for (i64 r = 0; r < rows; r += per) {
+            const i64 n = (rows - r < per ? rows - r : per) * c;
+            f(r * c, n);
+        }
+    }
+
+    // Fold per-position sums of one block's width to one sum per channel.
+    void fold(const std::vector<double>& by_position, std::vector<double>& by_channel) const
+    {
+        by_channel.assign(c, 0.0);
+        for (i64 k = 0; k < width; ++k)
+            by_channel[k % c] += by_position[k];
+    }
+};
+
+}  // namespace
+
+/* mean and biased variance of each channel over the rows, as float32 (rounded once from
+   float64). The sums are taken of d = x - x[row 0] (exact in float64): the shift keeps
+   Σd² - (Σd)²/rows free of cancellation when the mean is large against the spread. A channel
+   with an inf or NaN gets a NaN variance. */
+extern "C" void mg_bn_moments(const float* __restrict x, float* __restrict mean,
+                              float* __restrict var, i64 rows, i64 c)
 {
-    for (i64 r = 0; r < rows; ++r) {
-        float* row = io + r * c;
-        for (i64 j = 0; j < c; ++j)
-            row[j] = row[j] * a[j] + b[j];
+    const Blocks blocks(rows, c);
+    const std::vector<double> shift = blocks.tile<double>(x);
+    std::vector<double> s1(blocks.width, 0.0), s2(blocks.width, 0.0);
+    double* __restrict p1 = s1.data();
+    double* __restrict p2 = s2.data();
+    const double* __restrict k0 = shift.data();
+    blocks.each([&](i64 at, i64 n) {
+        const float* __restrict xb = x + at;
+        for (i64 k = 0; k < n; ++k) {
+            const double d = static_cast<double>(xb[k]) - k0[k];
+            p1[k] += d;
+            p2[k] += d * d;
+        }
+    });
+    std::vector<double> sum, sumsq;
+    blocks.fold(s1, sum);
+    blocks.fold(s2, sumsq);
+    const double m = static_cast<double>(rows);
+    for (i64 j = 0; j < c; ++j) {
+        const double mean_d = sum[j] / m;
+        const double v = sumsq[j] / m - mean_d * mean_d;
+        mean[j] = static_cast<float>(shift[j] + mean_d);
+        var[j] = static_cast<float>(v > 0.0 ? v : (v == v ? 0.0 : v));
     }
 }
 
-/* io = ((io * k + g) - s) * a per channel: dx from x - mean (backward through the batch
-   statistics: k = -r^2 * sum(g (x - mean)) / M, s = sum(g) / M, a = gamma * r). */
-extern "C" void mg_bn_dx(float* __restrict io, const float* __restrict g,
-                         const float* __restrict k, const float* __restrict s,
-                         const float* __restrict a, i64 rows, i64 c)
+/* out = ((x - mean) * a) + b per channel: the normalised output (a = gamma * r). ``out`` may be
+   ``x`` (an fp16 batch's widened copy is written in place). */
+extern "C" void mg_bn_normalize(const float* x, float* out, const float* mean, const float* a,
+                                const float* b, i64 rows, i64 c)
 {
-    for (i64 r = 0; r < rows; ++r) {
-        float* row = io + r * c;
-        const float* grow = g + r * c;
-        for (i64 j = 0; j < c; ++j)
-            row[j] = ((row[j] * k[j] + grow[j]) - s[j]) * a[j];
+    const Blocks blocks(rows, c);
+    const std::vector<float> tm = blocks.tile<float>(mean), ta = blocks.tile<float>(a),
+                             tb = blocks.tile<float>(b);
+    const float* __restrict pm = tm.data();
+    const float* __restrict pa = ta.data();
+    const float* __restrict pb = tb.data();
+    blocks.each([&](i64 at, i64 n) {
+        const float* xb = x + at;
+        float* ob = out + at;
+        for (i64 k = 0; k < n; ++k)
+            ob[k] = ((xb[k] - pm[k]) * pa[k]) + pb[k];
+    });
+}
+
+/* sum_g = Σ g and sum_gc = Σ g·(x - mean) per channel over the rows, with x - mean rounded to
+   float32 (as mg_bn_dx computes it) and the products and sums in float64; float32 results. */
+extern "C" void mg_bn_grad_sums(const float* __restrict x, const float* __restrict g,
+                                const float* __restrict mean, float* __restrict sum_g,
+                                float* __restrict sum_gc, i64 rows, i64 c)
+{
+    const Blocks blocks(rows, c);
+    const std::vector<float> tm = blocks.tile<float>(mean);
+    std::vector<double> s1(blocks.width, 0.0), s2(blocks.width, 0.0);
+    double* __restrict p1 = s1.data();
+    double* __restrict p2 = s2.data();
+    const float* __restrict pm = tm.data();
+    blocks.each([&](i64 at, i64 n) {
+        const float* __restrict xb = x + at;
+        const float* __restrict gb = g + at;
+        for (i64 k = 0; k < n; ++k) {
+            const float centred = xb[k] - pm[k];
+            p1[k] += static_cast<double>(gb[k]);
+            p2[k] += static_cast<double>(gb[k]) * static_cast<double>(centred);
+        }
+    });
+    std::vector<double> sum, sum_c;
+    blocks.fold(s1, sum);
+    blocks.fold(s2, sum_c);
+    for (i64 j = 0; j < c; ++j) {
+        sum_g[j] = static_cast<float>(sum[j]);
+        sum_gc[j] = static_cast<float>(sum_c[j]);
     }
+}
+
+/* out = ((((x - mean) * k) + g) - s) * a per channel: dx through the batch statistics
+   (k = -r^2 * sum(g (x - mean)) / M, s = sum(g) / M, a = gamma * r). ``out`` may be ``x``. */
+extern "C" void mg_bn_dx(const float* x, const float* g, float* out, const float* mean,
+                         const float* k, const float* s, const float* a, i64 rows, i64 c)
+{
+    const Blocks blocks(rows, c);
+    const std::vector<float> tm = blocks.tile<float>(mean), tk = blocks.tile<float>(k),
+                             ts = blocks.tile<float>(s), ta = blocks.tile<float>(a);
+    const float* __restrict pm = tm.data();
+    const float* __restrict pk = tk.data();
+    const float* __restrict ps = ts.data();
+    const float* __restrict pa = ta.data();
+    blocks.each([&](i64 at, i64 n) {
+        const float* xb = x + at;
+        const float* gb = g + at;
+        float* ob = out + at;
+        for (i64 i = 0; i < n; ++i)
+            ob[i] = ((((xb[i] - pm[i]) * pk[i]) + gb[i]) - ps[i]) * pa[i];
+    });
 }

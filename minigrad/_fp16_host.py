@@ -40,12 +40,10 @@ convert_host.cpp``): inside a training step every separate call pays several mic
 cold caches, whatever its size. ``relu_pass`` and ``relu_backward_pass`` serve ``ops.relu`` (in
 fp32 too: NumPy's two passes and its bool-to-float product cost several times one native pass);
 ``add_bias_to_half`` serves the fp16 epilogue of Dense and conv2d, ``widen_sum_rows`` Dense's
-bias gradient (``ops.linalg``), ``batch_norm_scale_shift`` and ``batch_norm_dx`` batch norm's
-per-channel passes over a channels-last batch (``ops._util``; ``kernels/norm_host.cpp``). They
-return the NumPy code's bits (``tests/core/test_fp16_host_passes.py`` checks them), and None
-where they do not apply: not a NumPy array of the expected dtype that is dense (the ReLU passes,
-in any axis order: a channels-last image batch qualifies), C-ordered (the row passes) or stored
-channels-last (the batch norm passes), no host library or no
+bias gradient (``ops.linalg``); batch norm's passes are ``ops._norm_host``. They return the
+NumPy code's bits (``tests/core/test_fp16_host_passes.py`` checks them), and None where they do
+not apply: not a NumPy array of the expected dtype that is dense (the ReLU passes, in any axis
+order: a channels-last image batch qualifies) or C-ordered (the row passes), no host library or no
 vector conversion (``minigrad._native.HostBuild.fp16_passes`` is None), and for the two row
 passes, also a result that is inf or NaN: the op then runs its NumPy code, which gives NumPy's
 warnings. Only host arrays that qualify ever load the host library.
@@ -200,55 +198,6 @@ def relu_backward_pass(g, mask):
         return None
     out = numpy.empty_like(g)
     getattr(lib, names[1])(data_address(g), data_address(mask), data_address(out), g.size)
-    return out
-
-
-def channel_rows(a, written=True):
-    """The float32 NumPy array ``a`` (N, C, ...) as its (rows, C) C-ordered matrix, a view, where
-    it is stored channels-last (an (N, C) array: as it is) and, if it is to be ``written``,
-    writable; else None."""
-    if not (type(a) is numpy.ndarray and a.dtype == _F32 and a.ndim >= 2 and a.size
-            and a.flags.aligned and (a.flags.writeable or not written)):
-        return None
-    rows = a.transpose((0, *range(2, a.ndim), 1))
-    return rows.reshape(-1, a.shape[1]) if rows.flags.c_contiguous else None
-
-
-def _channel_vectors(c, *vectors):
-    """Each per-channel (1, C, 1, ...) float32 vector as a C-ordered array of C values, or None
-    if one is of another dtype or size (NumPy's broadcast then decides the result)."""
-    flat = [v.reshape(-1) for v in vectors]
-    if any(type(v) is not numpy.ndarray or v.dtype != _F32 or v.size != c for v in flat):
-        return None
-    return [numpy.ascontiguousarray(v) for v in flat]
-
-
-def batch_norm_scale_shift(out, a, b):
-    """``out = out * a + b`` per channel, in place and in one pass, for a float32 ``out`` stored
-    channels-last: batch norm's output from x - mean. ``out``, or None where it does not
-    apply."""
-    rows = channel_rows(out)
-    vectors = None if rows is None else _channel_vectors(rows.shape[1], a, b)
-    lib = None if vectors is None else _library()
-    if lib is None:
-        return None
-    lib.mg_bn_scale_shift(data_address(rows), *(data_address(v) for v in vectors), *rows.shape)
-    return out
-
-
-def batch_norm_dx(out, g, k, s, a):
-    """``out = ((out * k + g) - s) * a`` per channel, in place and in one pass, for float32
-    ``out`` and ``g`` stored channels-last alike: batch norm's dx from x - mean. ``out``, or
-    None where it does not apply."""
-    rows = channel_rows(out)
-    g_rows = channel_rows(g, written=False) if g.shape == out.shape else None
-    vectors = (None if rows is None or g_rows is None
-               else _channel_vectors(rows.shape[1], k, s, a))
-    lib = None if vectors is None else _library()
-    if lib is None:
-        return None
-    lib.mg_bn_dx(data_address(rows), data_address(g_rows), *(data_address(v) for v in vectors),
-                 *rows.shape)
     return out
 
 

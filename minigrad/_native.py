@@ -299,9 +299,11 @@ _HOST_FUNCTIONS = {
     "mg_relu_half_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
     "mg_relu_float": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
     "mg_relu_float_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
-    # kernels/norm_host.cpp: (io, vectors..., rows, channels)
-    "mg_bn_scale_shift": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, None),
-    "mg_bn_dx": ([ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2, None),
+    # kernels/norm_host.cpp: (arrays and vectors..., rows, channels)
+    "mg_bn_moments": ([ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, None),
+    "mg_bn_normalize": ([ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2, None),
+    "mg_bn_grad_sums": ([ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2, None),
+    "mg_bn_dx": ([ctypes.c_void_p] * 7 + [ctypes.c_int64] * 2, None),
     # kernels/image_host.cpp: (src, dst, geometry (int64[18]))
     "mg_im2col_float": ([ctypes.c_void_p] * 3, None),
     # kernels/conv_host.cpp: (x, w or g, out or w, geometry (int64[9]))

@@ -8,7 +8,6 @@ import numpy
 from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_axes
-from minigrad import _fp16_host
 from minigrad._fp16_host import convert
 from minigrad.tensor import Tensor
 
@@ -102,30 +101,6 @@ def per_channel(op, a, v, out):
             op(rows_a.reshape(-1, width), tiled, out=rows_out.reshape(-1, width))
             return out
     return op(a, v, out=out)
-
-
-def per_channel_scale_shift(out, a, b):
-    """``out = out * a + b`` in place for an (N, C, ...) ``out`` and per-channel ``a``, ``b``:
-    one native pass over a channels-last float32 batch (``_fp16_host.batch_norm_scale_shift``),
-    else two ``per_channel`` passes; the same bits either way."""
-    if _fp16_host.batch_norm_scale_shift(out, a, b) is None:
-        xp = backend.get_array_module(out)
-        per_channel(xp.multiply, out, a, out)
-        per_channel(xp.add, out, b, out)
-    return out
-
-
-def per_channel_dx(out, g, k, s, a):
-    """``out = ((out * k + g) - s) * a`` in place (per-channel ``k``, ``s``, ``a``): batch norm's
-    dx from x - mean, in one native pass where ``out`` and ``g`` are float32 batches stored
-    channels-last alike (``_fp16_host.batch_norm_dx``), else four passes; the same bits."""
-    if _fp16_host.batch_norm_dx(out, g, k, s, a) is None:
-        xp = backend.get_array_module(out)
-        per_channel(xp.multiply, out, k, out)
-        out += g
-        per_channel(xp.subtract, out, s, out)
-        per_channel(xp.multiply, out, a, out)
-    return out
 
 
 def normalize_axis(axis, ndim, name="axis"):

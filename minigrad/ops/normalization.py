@@ -19,8 +19,8 @@ from minigrad._fp16_host import store, widen
 from minigrad.tensor import Tensor
 from minigrad.autograd.function import Function
 from minigrad._checks import check_axis
-from minigrad.ops._util import (dot_axes, per_channel, per_channel_dx, per_channel_scale_shift,
-                                 sum_axes)
+from minigrad.ops import _norm_host
+from minigrad.ops._util import dot_axes, per_channel, sum_axes
 from minigrad.ops.arithmetic import float_tensor, leaf
 
 
@@ -60,8 +60,11 @@ class Normalize(Function):
     per-channel μ and r: forward computes x - μ into the buffer that becomes the output, and
     backward computes x - μ again into the buffer that becomes dx, as
     dx = a·((g - Σg / M) - (r²·Σ g·(x - μ) / M)·(x - μ)), a = γ·r, each step in place. The
-    sums Σ (x - μ)² and Σ g·(x - μ) need no product array (``_util.dot_axes``). Layer norm, and
-    the rule on Tensors, keep x - μ from the forward pass.
+    sums Σ (x - μ)² and Σ g·(x - μ) need no product array (``_util.dot_axes``). On a
+    channels-last float32 batch with the host library, each direction is two native passes
+    instead (``_norm_host``: the statistics or the two sums in one read, then the output or dx
+    in one read and one write; the sums in float64). Layer norm, and the rule on Tensors, keep
+    x - μ from the forward pass.
     """
     autocast = "fp32"
     saves = {"centred": _centred, "rstd": _rstd,
@@ -80,15 +83,15 @@ class Normalize(Function):
         beta = widen(beta).reshape(param_shape)
         if stats is None or len(stats) == 2:  # batch norm: x - μ is not kept (class docstring)
             self.x, self.centred = x, None
+            wide, centred = widen(x), None
             if stats is None:
-                self.mean, var, out = _batch_moments(x, axes, self.count)
+                self.mean, var, centred = _batch_moments(x, wide, axes, self.count)
                 if running is not None:
                     _update_running(running, self.mean, var, self.count)
             else:
                 self.mean, var = stats
-                out = _private_centred(x, self.mean)
             self.rstd = 1 / xp.sqrt(var + eps)
-            per_channel_scale_shift(out, self.rstd * self.gamma, beta)
+            out = _normalized(x, wide, self.mean, self.rstd * self.gamma, beta, centred)
             return store(out, x.dtype)
         self.mean, var, centred = stats
         self.rstd = 1 / xp.sqrt(var + eps)
@@ -136,11 +139,17 @@ class Normalize(Function):
         needs, axes, count = self.needs_grad, self.axes, self.count
         gx = ggamma = gbeta = None
         dx_sums = needs[0] and self.through_stats
-        sum_h = sum_axes(g, axes) if dx_sums or needs[2] else None
-        centred = None
+        sum_h = wide = centred = None
         if dx_sums or needs[1]:
-            centred = _private_centred(self.x, self.mean)
-            sum_hc = dot_axes(g, centred, axes)
+            wide = widen(self.x)
+            sums = _norm_host.grad_sums(wide, g, self.mean)
+            if sums is None:
+                centred = _private_centred(self.x, self.mean, wide)
+                sum_hc = dot_axes(g, centred, axes)
+            else:
+                sum_h, sum_hc = sums
+        if sum_h is None and (dx_sums or needs[2]):
+            sum_h = sum_axes(g, axes)
         if needs[1]:
             ggamma = self._param_grad(self.rstd * sum_hc, self.params[0])
         if needs[2]:
@@ -149,8 +158,8 @@ class Normalize(Function):
             xp = backend.get_array_module(g)
             a = self.rstd * self.gamma
             if self.through_stats:
-                gx = per_channel_dx(centred, g, -(self.rstd * self.rstd * sum_hc / count),
-                                    sum_h / count, a)  # centred becomes dx, in place
+                gx = _batch_dx(self.x, wide, g, self.mean, centred,
+                               (-(self.rstd * self.rstd * sum_hc / count), sum_h / count, a))
             else:
                 gx = per_channel(xp.multiply, g, a, xp.empty_like(g))
             gx = store(gx, self.x_dtype)
@@ -159,6 +168,41 @@ class Normalize(Function):
     def _param_grad(self, total, like):
         shape, dtype = like
         return store(total.reshape(shape), dtype)
+
+
+def _writable_like(x, wide):
+    """A float array for a result the shape of ``x`` and laid out as ``wide`` (= widen(x)): the
+    widened copy itself where widening made one, else a new array."""
+    return wide if wide is not x else backend.get_array_module(wide).empty_like(wide)
+
+
+def _normalized(x, wide, mean, a, b, centred=None):
+    """out = ((x - μ)·a) + b per channel, in x's memory order, each step rounded as written;
+    ``centred`` (x - μ in a writable array), if at hand, becomes out in place."""
+    if centred is None:
+        out = _norm_host.normalize(wide, mean, a, b, _writable_like(x, wide))
+        if out is not None:
+            return out
+        centred = _private_centred(x, mean, wide)
+    xp = backend.get_array_module(centred)
+    per_channel(xp.multiply, centred, a, centred)
+    return per_channel(xp.add, centred, b, centred)
+
+
+def _batch_dx(x, wide, g, mean, centred, vectors):
+    """dx = ((((x - μ)·k) + g) - s)·a per channel (``vectors`` = (k, s, a)), each step rounded as
+    written; ``centred`` (x - μ in a writable array), if at hand, becomes dx in place."""
+    if centred is None:
+        out = _norm_host.dx(wide, g, mean, *vectors, _writable_like(x, wide))
+        if out is not None:
+            return out
+        centred = _private_centred(x, mean, wide)
+    k, s, a = vectors
+    xp = backend.get_array_module(centred)
+    per_channel(xp.multiply, centred, k, centred)
+    centred += g
+    per_channel(xp.subtract, centred, s, centred)
+    return per_channel(xp.multiply, centred, a, centred)
 
 
 def _private_centred(x, mean, wide=None):
@@ -170,10 +214,14 @@ def _private_centred(x, mean, wide=None):
     return per_channel(xp.subtract, wide, mean, out)
 
 
-def _batch_moments(x, axes, count):
-    """(μ, σ² biased, x - μ in a new writable array) over ``axes``, two-pass, in the
-    accumulation dtype; σ² from ``dot_axes``, without an array of squares."""
-    wide = widen(x)
+def _batch_moments(x, wide, axes, count):
+    """(μ, σ² biased, x - μ in a writable array or None) over ``axes`` of ``wide`` = widen(x),
+    in the accumulation dtype: in one native read of a channels-last float32 batch
+    (``_norm_host.moments``: no x - μ), else two-pass, σ² from ``dot_axes`` without an array of
+    squares, x - μ in a new array (or in ``wide``, if widening made it)."""
+    native = _norm_host.moments(wide)
+    if native is not None:
+        return (*native, None)
     mean = sum_axes(wide, axes) / count
     centred = _private_centred(x, mean, wide)
     return mean, dot_axes(centred, centred, axes) / count, centred
