@@ -13,14 +13,22 @@
    kernel keeps a block of input channels times one or two vectors of output channels, and
    sweeps one image's pixels. Each sum is accumulated in float32, with fused multiply-adds
    under GCC (the pragma below turns contraction on for this file alone), in the order
-   (i, j, c) for the forward sums and (n, y, x) for the weight sums: not the BLAS's order, so
-   results agree with the patch-matrix path to float32 rounding, not bit for bit. Single-threaded: the BLAS's threads spin-wait on
-   the other cores between products (kernels/image_host.cpp). */
+   (i, j, c) for the forward sums and (n, y, x) within a fixed chunk of images for the weight
+   sums, the chunks then added in order: not the BLAS's order, so results agree with the
+   patch-matrix path to float32 rounding, not bit for bit. The output rows (forward) and the
+   chunks of images (weights) are shared among the pass threads (host_threads.h); no result
+   depends on their number. */
 #pragma GCC optimize("fp-contract=fast")
 #include <cstdint>
 #include <cstring>
+#include <vector>
+
+#include "host_threads.h"
 
 typedef std::int64_t i64;
+
+// Multiply-adds per thread below which a kernel stays on fewer threads (about 0.1 ms of work).
+const i64 kParallelFlops = 1 << 22;
 typedef float vec __attribute__((vector_size(64)));  // 16 floats; the compiler splits it as needed
 
 static inline vec load(const float* p)
@@ -84,14 +92,18 @@ static void direct_rows(const float* x, const float* w, float* out, const i64* p
     const i64 n = p[0], hp = p[1], wp = p[2], c = p[3], o = p[4], kh = p[5], kw = p[6];
     const i64 sh = p[7], sw = p[8];
     const i64 ho = (hp - kh) / sh + 1, wo = (wp - kw) / sw + 1;
-    for (i64 ny = 0; ny < n * ho; ++ny) {
-        const i64 b = ny / ho, y = ny % ho;
-        const float* xr = x + (b * hp + y * sh) * wp * c;
-        float* row = out + ny * wo * o;
-        i64 x0 = direct_row<P, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, 0, wo, o_lo, o_hi);
-        x0 = direct_row<4, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, x0, wo, o_lo, o_hi);
-        direct_row<1, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, x0, wo, o_lo, o_hi);
-    }
+    const i64 row_flops = wo * (o_hi - o_lo) * kh * kw * c;
+    mg_parallel_for(n * ho, kParallelFlops / (row_flops ? row_flops : 1), [&](i64 r0, i64 r1) {
+        for (i64 ny = r0; ny < r1; ++ny) {
+            const i64 b = ny / ho, y = ny % ho;
+            const float* xr = x + (b * hp + y * sh) * wp * c;
+            float* row = out + ny * wo * o;
+            i64 x0 = direct_row<P, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, 0, wo, o_lo,
+                                      o_hi);
+            x0 = direct_row<4, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, x0, wo, o_lo, o_hi);
+            direct_row<1, B>(xr, sw * c, wp * c, w, c, o, kh, kw, row, x0, wo, o_lo, o_hi);
+        }
+    });
 }
 
 /* p: n, hp, wp, c, o, kh, kw, stride (h, w): 9 values. */
@@ -149,23 +161,39 @@ static inline void wgrad_channels(const float* x, i64 sx, i64 sy, const float* g
         wgrad_block<1, B>(x + k, sx, sy, g, o, ho, wo, w + k * o, ob);
 }
 
-/* p as for mg_conv_direct_float; w is overwritten. */
+/* p as for mg_conv_direct_float; w is overwritten. The images are split into mg_chunks fixed
+   chunks: each chunk's sum (images in order) goes to its own array, in parallel, and the
+   chunks' arrays are added in order into w, so w is the same on any number of threads. */
 extern "C" void mg_conv_wgrad_float(const float* x, const float* g, float* w, const i64* p)
 {
     const i64 n = p[0], hp = p[1], wp = p[2], c = p[3], o = p[4], kh = p[5], kw = p[6];
     const i64 sh = p[7], sw = p[8];
     const i64 ho = (hp - kh) / sh + 1, wo = (wp - kw) / sw + 1, pairs = o / 32 * 32;
-    std::memset(w, 0, sizeof(float) * kh * kw * c * o);
-    for (i64 b = 0; b < n; ++b) {
-        const float* gi = g + b * ho * wo * o;
-        for (i64 i = 0; i < kh; ++i)
-            for (i64 j = 0; j < kw; ++j) {
-                const float* xt = x + ((b * hp + i) * wp + j) * c;
-                float* wt = w + (i * kw + j) * c * o;
-                for (i64 ob = 0; ob < pairs; ob += 32)
-                    wgrad_channels<2>(xt, sw * c, sh * wp * c, gi, c, o, ho, wo, wt, ob);
-                if (o % 32)
-                    wgrad_channels<1>(xt, sw * c, sh * wp * c, gi, c, o, ho, wo, wt, pairs);
+    const i64 size = kh * kw * c * o, image_flops = ho * wo * size;
+    const i64 chunks = mg_chunks(n, kParallelFlops / (image_flops ? image_flops : 1));
+    std::vector<float> partial((chunks - 1) * size);  // chunk 0 sums into w itself
+    mg_parallel_for(chunks, 1, [&](i64 k0, i64 k1) {
+        for (i64 k = k0; k < k1; ++k) {
+            float* own = k == 0 ? w : partial.data() + (k - 1) * size;
+            std::memset(own, 0, sizeof(float) * size);
+            for (i64 b = n * k / chunks; b < n * (k + 1) / chunks; ++b) {
+                const float* gi = g + b * ho * wo * o;
+                for (i64 i = 0; i < kh; ++i)
+                    for (i64 j = 0; j < kw; ++j) {
+                        const float* xt = x + ((b * hp + i) * wp + j) * c;
+                        float* wt = own + (i * kw + j) * c * o;
+                        for (i64 ob = 0; ob < pairs; ob += 32)
+                            wgrad_channels<2>(xt, sw * c, sh * wp * c, gi, c, o, ho, wo, wt, ob);
+                        if (o % 32)
+                            wgrad_channels<1>(xt, sw * c, sh * wp * c, gi, c, o, ho, wo, wt,
+                                              pairs);
+                    }
             }
+        }
+    });
+    for (i64 k = 1; k < chunks; ++k) {
+        const float* __restrict own = partial.data() + (k - 1) * size;
+        for (i64 i = 0; i < size; ++i)
+            w[i] += own[i];
     }
 }

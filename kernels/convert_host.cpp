@@ -1,8 +1,8 @@
 /* Host-only fp16 kernels for the CPU: fp16 <-> fp32 conversion, and the fp16 passes of ReLU and
    of Dense's bias (forward epilogue, backward column sum) fused with their conversions. Every
    result is bit for bit what the NumPy code it replaces gives (tests/core/test_fp16_host.py,
-   tests/core/test_fp16_host_passes.py); all are single-threaded (OpenBLAS's threads own the
-   other core).
+   tests/core/test_fp16_host_passes.py). The conversions and the ReLU passes run on the pass
+   threads (end of file); the others on the calling thread.
 
    Conversion. NumPy converts one element at a time in software (about 1-2 ns an element); the
    F16C instructions (vcvtph2ps / vcvtps2ph, x86 since 2012) convert 8 at a time (16 with
@@ -18,8 +18,11 @@
    says whether the F16C path was compiled in (the scalar code alone is slower than NumPy's).
 
    The fused fp16 kernels (after the conversions below) are used by minigrad/_fp16_host.py. */
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+
+#include "host_threads.h"
 #if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
 #define MG_F16C 1
@@ -28,6 +31,20 @@
 typedef std::uint16_t u16;
 typedef std::uint32_t u32;
 typedef std::int64_t i64;
+
+// Elements per thread below which a pass stays on fewer threads (256 KiB of floats).
+static const i64 kParallelValues = 1 << 16;
+
+/* pass(at, k) over [0, n) in ranges on the pass threads; the counts it returns, added. */
+template <class Pass>
+static i64 elementwise(i64 n, Pass pass)
+{
+    std::atomic<i64> total{0};
+    mg_parallel_for(n, kParallelValues, [&](i64 begin, i64 end) {
+        total.fetch_add(pass(begin, end - begin), std::memory_order_relaxed);
+    });
+    return total.load();
+}
 
 static inline u32 half_to_float_bits(u32 h)
 {
@@ -87,7 +104,7 @@ static i64 float_to_half_scalar(const u32* src, u16* dst, i64 n)
     return overflows;
 }
 
-extern "C" void mg_half_to_float(const u16* src, float* dst, i64 n)
+static void half_to_float_range(const u16* src, float* dst, i64 n)
 {
     u32* out = reinterpret_cast<u32*>(dst);
     i64 i = 0;
@@ -113,7 +130,7 @@ extern "C" void mg_half_to_float(const u16* src, float* dst, i64 n)
     half_to_float_scalar(src + i, out + i, n - i);
 }
 
-extern "C" i64 mg_float_to_half(const float* src, u16* dst, i64 n)
+static i64 float_to_half_range(const float* src, u16* dst, i64 n)
 {
     const u32* in = reinterpret_cast<const u32*>(src);
     i64 i = 0, overflows = 0;
@@ -169,14 +186,14 @@ extern "C" int mg_convert_vectorized(void)
    signalling NaNs: NumPy reports "invalid value encountered in cast" for those (ml_dtypes'
    conversion raises the CPU's invalid flag on them), so the caller lets astype redo the array
    for its warning. Overflow and underflow are never reported, here or by astype. */
-extern "C" void mg_bf16_to_float(const u16* __restrict src, float* __restrict dst, i64 n)
+static void bf16_to_float_range(const u16* __restrict src, float* __restrict dst, i64 n)
 {
     u32* out = reinterpret_cast<u32*>(dst);
     for (i64 i = 0; i < n; ++i)
         out[i] = (u32)src[i] << 16;
 }
 
-extern "C" i64 mg_float_to_bf16(const float* __restrict src, u16* __restrict dst, i64 n)
+static i64 float_to_bf16_range(const float* __restrict src, u16* __restrict dst, i64 n)
 {
     const u32* in = reinterpret_cast<const u32*>(src);
     i64 signalling = 0;
@@ -218,7 +235,7 @@ static bool any_nonfinite_half(const u16* h, i64 n)
        mask = x > 0                  (0 < bits <= 0x7C00 as int16: +inf included, NaN not)
        out  = x where mask or x is NaN (either sign, payload kept, as numpy.maximum(x, 0) keeps
               it), else +0 */
-extern "C" void mg_relu_half(const u16* __restrict x, u16* __restrict out, u8* __restrict mask, i64 n)
+static void relu_half_range(const u16* __restrict x, u16* __restrict out, u8* __restrict mask, i64 n)
 {
     for (i64 i = 0; i < n; ++i) {
         std::int16_t s = static_cast<std::int16_t>(x[i]);
@@ -232,7 +249,7 @@ extern "C" void mg_relu_half(const u16* __restrict x, u16* __restrict out, u8* _
 /* ReLU backward: dx = g where mask else +0 (g's bits as they are, NaN included). The select is
    an AND with a mask of all ones or all zeros: a branch on a mask that is half ones at random
    is mispredicted on every other element (about 25 times slower than this vector pass). */
-extern "C" void mg_relu_half_backward(const u16* __restrict g, const u8* __restrict mask,
+static void relu_half_backward_range(const u16* __restrict g, const u8* __restrict mask,
                                       u16* __restrict out, i64 n)
 {
     for (i64 i = 0; i < n; ++i)
@@ -242,7 +259,7 @@ extern "C" void mg_relu_half_backward(const u16* __restrict g, const u8* __restr
 /* ReLU forward on fp32 bit patterns, what ``x > 0`` and ``numpy.maximum(x, 0)`` give:
        mask = x > 0          (0 < bits <= 0x7F800000 as int32: +inf included, NaN not)
        out  = x where mask or x is NaN (payload kept), else +0 (so -0 gives +0) */
-extern "C" void mg_relu_float(const u32* __restrict x, u32* __restrict out, u8* __restrict mask,
+static void relu_float_range(const u32* __restrict x, u32* __restrict out, u8* __restrict mask,
                               i64 n)
 {
     for (i64 i = 0; i < n; ++i) {
@@ -258,7 +275,7 @@ extern "C" void mg_relu_float(const u32* __restrict x, u32* __restrict out, u8* 
    negative g, NaN for an infinite one, where the mask is off; NaNs quietened). g * 1.0 is
    written as g with a signalling NaN quietened: compilers assume no signalling NaNs and fold
    the product away. */
-extern "C" void mg_relu_float_backward(const u32* __restrict g, const u8* __restrict mask,
+static void relu_float_backward_range(const u32* __restrict g, const u8* __restrict mask,
                                        u32* __restrict out, i64 n)
 {
     for (i64 i = 0; i < n; ++i) {
@@ -317,7 +334,7 @@ extern "C" i64 mg_add_bias_to_half(const float* __restrict y, const u16* __restr
     i64 bad = 0;
     for (i64 j0 = 0; j0 < cols; j0 += MG_COLUMN_BLOCK) {
         i64 width = cols - j0 < MG_COLUMN_BLOCK ? cols - j0 : MG_COLUMN_BLOCK;
-        mg_half_to_float(b + j0, bias, width);
+        half_to_float_range(b + j0, bias, width);
         for (i64 i = 0; i < rows; ++i)
             bad += add_to_half(y + i * cols + j0, bias, out + i * cols + j0, width);
     }
@@ -362,8 +379,74 @@ extern "C" i64 mg_half_to_float_colsum(const u16* __restrict g, float* __restric
             sums[j] = 0.0f;
         for (i64 i = 0; i < rows; ++i)
             widen_and_add(g + i * cols + j0, g32 + i * cols + j0, sums, width);
-        mg_float_to_half(sums, gb + j0, width);
+        float_to_half_range(sums, gb + j0, width);
         bad += any_nonfinite_half(gb + j0, width);
     }
     return bad;
+}
+
+/* ---- The passes above on the pass threads ------------------------------------------------------
+
+   Each exported conversion and ReLU pass splits its n elements into contiguous ranges, one per
+   pass thread (host_threads.h); every element's result is the same, and the counts the ranges
+   return are added. */
+
+extern "C" void mg_half_to_float(const u16* src, float* dst, i64 n)
+{
+    elementwise(n, [&](i64 at, i64 k) {
+        half_to_float_range(src + at, dst + at, k); return i64(0);
+    });
+}
+
+extern "C" i64 mg_float_to_half(const float* src, u16* dst, i64 n)
+{
+    return elementwise(n, [&](i64 at, i64 k) {
+        return float_to_half_range(src + at, dst + at, k);
+    });
+}
+
+extern "C" void mg_bf16_to_float(const u16* __restrict src, float* __restrict dst, i64 n)
+{
+    elementwise(n, [&](i64 at, i64 k) {
+        bf16_to_float_range(src + at, dst + at, k); return i64(0);
+    });
+}
+
+extern "C" i64 mg_float_to_bf16(const float* __restrict src, u16* __restrict dst, i64 n)
+{
+    return elementwise(n, [&](i64 at, i64 k) {
+        return float_to_bf16_range(src + at, dst + at, k);
+    });
+}
+
+extern "C" void mg_relu_half(const u16* __restrict x, u16* __restrict out, u8* __restrict mask,
+                             i64 n)
+{
+    elementwise(n, [&](i64 at, i64 k) {
+        relu_half_range(x + at, out + at, mask + at, k); return i64(0);
+    });
+}
+
+extern "C" void mg_relu_half_backward(const u16* __restrict g, const u8* __restrict mask,
+                                      u16* __restrict out, i64 n)
+{
+    elementwise(n, [&](i64 at, i64 k) {
+        relu_half_backward_range(g + at, mask + at, out + at, k); return i64(0);
+    });
+}
+
+extern "C" void mg_relu_float(const u32* __restrict x, u32* __restrict out, u8* __restrict mask,
+                              i64 n)
+{
+    elementwise(n, [&](i64 at, i64 k) {
+        relu_float_range(x + at, out + at, mask + at, k); return i64(0);
+    });
+}
+
+extern "C" void mg_relu_float_backward(const u32* __restrict g, const u8* __restrict mask,
+                                       u32* __restrict out, i64 n)
+{
+    elementwise(n, [&](i64 at, i64 k) {
+        relu_float_backward_range(g + at, mask + at, out + at, k); return i64(0);
+    });
 }

@@ -7,14 +7,17 @@
        dst[((n*Ho + y)*Wo + x)*kh*kw*C + (i*kw + j)*C + c]
            = src[n, c, y*sh - top + i*dh, x*sw - left + j*dw]   (0 outside the input).
 
-   It only copies, so its bits are the input's. It runs on the calling thread: inside a
-   training step the BLAS's own threads spin-wait on the other cores after each product, so a
-   second host thread finds its core taken, and an OpenMP team left spinning would in turn
-   take cores from the next product. */
+   It only copies, so its bits are the input's. The output rows are shared among the pass
+   threads (host_threads.h). */
 #include <cstdint>
 #include <cstring>
 
+#include "host_threads.h"
+
 typedef std::int64_t i64;
+
+// Floats written per thread below which the pass stays on fewer threads (256 KiB).
+const i64 kParallelValues = 1 << 16;
 
 /* Copy n floats, src read with stride s (a loop the compiler vectorises: a libc memcpy call
    per pixel costs more than the copy of its few channels). */
@@ -47,7 +50,8 @@ extern "C" void mg_im2col_float(const float* __restrict src, float* __restrict d
     const i64 width = kh * kw * c;
     /* a row of taps whose pixels follow each other in memory is one run of kw * c floats */
     const bool runs = s_c == 1 && s_w * d_w == c;
-    for (i64 ny = 0; ny < n * ho; ++ny) {
+    mg_parallel_for(n * ho, kParallelValues / (wo * width), [&](i64 r0, i64 r1) {
+      for (i64 ny = r0; ny < r1; ++ny) {
         const i64 b = ny / ho, y = ny % ho;
         float* out = dst + ny * wo * width;
         for (i64 x = 0; x < wo; ++x) {
@@ -73,5 +77,6 @@ extern "C" void mg_im2col_float(const float* __restrict src, float* __restrict d
                 zero_run(tap + j1 * c, (kw - j1) * c);
             }
         }
-    }
+      }
+    });
 }

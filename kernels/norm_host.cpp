@@ -12,14 +12,17 @@
    The elementwise passes apply the NumPy code's operations in its order, each rounded to float32
    (the library is built with -ffp-contract=off: no fused multiply-adds), so given the same
    vectors their bits are NumPy's, except for which NaN a result carries where two NaNs meet.
-   The sums are added in float64, row after row, so they differ from NumPy's float32 sums by
+   The sums are added in float64, so they differ from NumPy's float32 sums by
    NumPy's rounding error, not by theirs: tests/ops/test_norm_host.py checks both.
 
    Each pass runs over blocks of whole rows with the per-channel vectors repeated to the block's
-   width, so the inner loop runs over a few hundred values however few channels there are.
-   Single-threaded, as the other host passes. */
+   width, so the inner loop runs over a few hundred values however few channels there are. The
+   blocks are shared among the pass threads (host_threads.h); the sums are taken per fixed
+   chunk of blocks and added in chunk order, so no result depends on the thread count. */
 #include <cstdint>
 #include <vector>
+
+#include "host_threads.h"
 
 typedef std::int64_t i64;
 
@@ -27,6 +30,8 @@ namespace {
 
 // A block holds whole rows and about kBlockValues values (one row if a row is longer).
 const i64 kBlockValues = 256;
+// Blocks per thread below which a pass stays on fewer threads (256 blocks: 256 KiB of floats).
+const i64 kParallelBlocks = 256;
 
 struct Blocks {
     i64 rows, c, per, width;  // per: rows in a full block; width = per * c values
@@ -43,22 +48,57 @@ struct Blocks {
         return out;
     }
 
-    // f(offset, n) for each block: n values from value offset (the last block may be short).
+    i64 count() const { return (rows + per - 1) / per; }
+
+    // f(offset, n) for blocks [first, last): n values from value offset (the last block of
+    // the batch may be short).
     template <class F>
-    void each(F f) const
+    void each(i64 first, i64 last, F f) const
     {
-        for (i64 r = 0; r < rows; r += per) {
+        for (i64 r = first * per; r < rows && r < last * per; r += per) {
             const i64 n = (rows - r < per ? rows - r : per) * c;
             f(r * c, n);
         }
     }
 
-    // Fold per-position sums of one block's width to one sum per channel.
-    void fold(const std::vector<double>& by_position, std::vector<double>& by_channel) const
+    // f(offset, n) for every block, the blocks shared among the pass threads.
+    template <class F>
+    void each_parallel(F f) const
     {
-        by_channel.assign(c, 0.0);
+        mg_parallel_for(count(), kParallelBlocks,
+                        [&](i64 first, i64 last) { each(first, last, f); });
+    }
+
+    // Per-position sums over the blocks: add(sums, offset, n) adds n values from value offset
+    // into a block's width of sums. The blocks are split into mg_chunks fixed chunks, summed
+    // in parallel and then added in chunk order: the same bits on any number of threads.
+    template <class Add>
+    std::vector<double> sums(int per_position, Add add) const
+    {
+        const i64 chunks = mg_chunks(count(), kParallelBlocks);
+        const i64 size = per_position * width;
+        std::vector<double> partial(chunks * size, 0.0);
+        mg_parallel_for(chunks, 1, [&](i64 first, i64 last) {
+            for (i64 k = first; k < last; ++k) {
+                double* own = partial.data() + k * size;
+                const i64 b0 = count() * k / chunks, b1 = count() * (k + 1) / chunks;
+                each(b0, b1, [&](i64 at, i64 n) { add(own, at, n); });
+            }
+        });
+        std::vector<double> total(size, 0.0);
+        for (i64 k = 0; k < chunks; ++k)
+            for (i64 i = 0; i < size; ++i)
+                total[i] += partial[k * size + i];
+        return total;
+    }
+
+    // Fold per-position sums of one block's width to one sum per channel.
+    std::vector<double> fold(const double* by_position) const
+    {
+        std::vector<double> by_channel(c, 0.0);
         for (i64 k = 0; k < width; ++k)
             by_channel[k % c] += by_position[k];
+        return by_channel;
     }
 };
 
@@ -73,11 +113,11 @@ extern "C" void mg_bn_moments(const float* __restrict x, float* __restrict mean,
 {
     const Blocks blocks(rows, c);
     const std::vector<double> shift = blocks.tile<double>(x);
-    std::vector<double> s1(blocks.width, 0.0), s2(blocks.width, 0.0);
-    double* __restrict p1 = s1.data();
-    double* __restrict p2 = s2.data();
     const double* __restrict k0 = shift.data();
-    blocks.each([&](i64 at, i64 n) {
+    const i64 width = blocks.width;
+    const std::vector<double> s = blocks.sums(2, [&](double* own, i64 at, i64 n) {
+        double* __restrict p1 = own;
+        double* __restrict p2 = own + width;
         const float* __restrict xb = x + at;
         for (i64 k = 0; k < n; ++k) {
             const double d = static_cast<double>(xb[k]) - k0[k];
@@ -85,9 +125,7 @@ extern "C" void mg_bn_moments(const float* __restrict x, float* __restrict mean,
             p2[k] += d * d;
         }
     });
-    std::vector<double> sum, sumsq;
-    blocks.fold(s1, sum);
-    blocks.fold(s2, sumsq);
+    const std::vector<double> sum = blocks.fold(s.data()), sumsq = blocks.fold(s.data() + width);
     const double m = static_cast<double>(rows);
     for (i64 j = 0; j < c; ++j) {
         const double mean_d = sum[j] / m;
@@ -108,7 +146,7 @@ extern "C" void mg_bn_normalize(const float* x, float* out, const float* mean, c
     const float* __restrict pm = tm.data();
     const float* __restrict pa = ta.data();
     const float* __restrict pb = tb.data();
-    blocks.each([&](i64 at, i64 n) {
+    blocks.each_parallel([&](i64 at, i64 n) {
         const float* xb = x + at;
         float* ob = out + at;
         for (i64 k = 0; k < n; ++k)
@@ -124,11 +162,11 @@ extern "C" void mg_bn_grad_sums(const float* __restrict x, const float* __restri
 {
     const Blocks blocks(rows, c);
     const std::vector<float> tm = blocks.tile<float>(mean);
-    std::vector<double> s1(blocks.width, 0.0), s2(blocks.width, 0.0);
-    double* __restrict p1 = s1.data();
-    double* __restrict p2 = s2.data();
     const float* __restrict pm = tm.data();
-    blocks.each([&](i64 at, i64 n) {
+    const i64 width = blocks.width;
+    const std::vector<double> sums = blocks.sums(2, [&](double* own, i64 at, i64 n) {
+        double* __restrict p1 = own;
+        double* __restrict p2 = own + width;
         const float* __restrict xb = x + at;
         const float* __restrict gb = g + at;
         for (i64 k = 0; k < n; ++k) {
@@ -137,9 +175,8 @@ extern "C" void mg_bn_grad_sums(const float* __restrict x, const float* __restri
             p2[k] += static_cast<double>(gb[k]) * static_cast<double>(centred);
         }
     });
-    std::vector<double> sum, sum_c;
-    blocks.fold(s1, sum);
-    blocks.fold(s2, sum_c);
+    const std::vector<double> sum = blocks.fold(sums.data()),
+                              sum_c = blocks.fold(sums.data() + width);
     for (i64 j = 0; j < c; ++j) {
         sum_g[j] = static_cast<float>(sum[j]);
         sum_gc[j] = static_cast<float>(sum_c[j]);
@@ -158,7 +195,7 @@ extern "C" void mg_bn_dx(const float* x, const float* g, float* out, const float
     const float* __restrict pk = tk.data();
     const float* __restrict ps = ts.data();
     const float* __restrict pa = ta.data();
-    blocks.each([&](i64 at, i64 n) {
+    blocks.each_parallel([&](i64 at, i64 n) {
         const float* xb = x + at;
         const float* gb = g + at;
         float* ob = out + at;

@@ -3,9 +3,10 @@
 The package is layered; a module imports only modules of its own layer or below (no import
 cycles, checked by the test suite). From the bottom up:
 
-1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_fp16_host``, ``context``,
-   ``random``: array dispatch, dtypes and the fp16 compute rule, global modes, argument checks,
-   the native kernel loader, fp16 on the host, the seeded RNG; ``communication`` (MPI group,
+1. ``backend``, ``dtype``, ``_config``, ``_checks``, ``_native``, ``_host_threads``,
+   ``_fp16_host``, ``context``, ``random``: array dispatch, dtypes and the fp16 compute rule,
+   global modes, argument checks, the native kernel loader and its threads (shared with
+   OpenBLAS), fp16 on the host, the seeded RNG; ``communication`` (MPI group,
    collectives over arrays, parallel context: it needs nothing above this layer, so the amp
    core, the optimizers and the network cells can reduce across ranks).
 2. ``tensor``, ``parameter``: the user handle; ``linalg`` (batched SPD inverse).
@@ -62,8 +63,8 @@ __version__ = "0.1.0"
 # "" is the package's own __init__. tests/core/test_import_layers.py checks every import against
 # this table, and the list above and the README's Layout against it.
 _LAYERS = (
-    ("backend", "dtype", "_config", "_checks", "_native", "_fp16_host", "context", "random",
-     "communication"),
+    ("backend", "dtype", "_config", "_checks", "_native", "_host_threads", "_fp16_host",
+     "context", "random", "communication"),
     ("tensor", "parameter", "linalg"),
     ("autograd",),
     ("ops", "", "autograd.functional"),

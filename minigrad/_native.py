@@ -39,15 +39,15 @@ import time
 
 import numpy
 
-from minigrad import backend
+from minigrad import _host_threads, backend
 from minigrad import dtype as dtypes
 
 STATUS_SOURCE = "float_status.cu"
 BENCH_SOURCE = "bench.cu"
 FP8_SOURCE = "fp8_cast.cu"
-HOST_SOURCES = ("host_shim.h", STATUS_SOURCE, "float_status_host.cpp", "convert_host.cpp",
-                "norm_host.cpp", "image_host.cpp", "conv_host.cpp", "optim_host.cpp", FP8_SOURCE,
-                "fp8_cast_host.cpp")
+HOST_SOURCES = ("host_shim.h", "host_threads.h", "threads_host.cpp", STATUS_SOURCE,
+                "float_status_host.cpp", "convert_host.cpp", "norm_host.cpp", "image_host.cpp",
+                "conv_host.cpp", "optim_host.cpp", FP8_SOURCE, "fp8_cast_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
                   "check_unscale_fp16_to_fp32")
 # Every CUDA source of kernels/ and the kernels it defines; tests/kernels/test_nvrtc.py compiles
@@ -164,6 +164,8 @@ def _load_once():
                 print(f"minigrad: native host kernels unavailable ({error}); using the NumPy "
                       f"fallback", file=sys.stderr)
             host_build = HostBuild(lib, error)
+            if lib is not None:
+                _host_threads.install(lib)
     return host_build
 
 
@@ -290,6 +292,11 @@ def _compile(compiler, flags, sources, path):
 # ctypes signatures of the host library's plain C functions: name -> (argument types, result type)
 _HOST_FUNCTIONS = {
     "host_threads": ([], ctypes.c_int),
+    # kernels/threads_host.cpp
+    "mg_pass_threads": ([], ctypes.c_int),
+    "mg_set_pass_threads": ([ctypes.c_int], None),
+    "mg_openmp": ([], ctypes.c_int),
+    "mg_openblas_calls": ([], ctypes.c_longlong),
     "mg_half_to_float": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_float_to_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_convert_vectorized": ([], ctypes.c_int),
