@@ -5,8 +5,8 @@ one pass, and the direct convolution kernels that need no patch matrix.
 NumPy writes a patch matrix by copying a strided window view of a zero-padded, channels-last
 copy of the input: two passes, the second over a six-axis view whose innermost run is one
 pixel's channels. ``patch_matrix`` reads the input where it lies (any axis order, the padding
-read as zeros without a padded copy) and writes every row once, on the calling thread
-(``kernels/image_host.cpp`` says why one). It only copies, so its bits are NumPy's
+read as zeros without a padded copy) and writes every row once, the rows shared among the
+host library's threads (``minigrad._host_threads``). It only copies, so its bits are NumPy's
 (``tests/ops/test_image_host.py``). It applies to float32 NumPy arrays when the host library
 is loaded; for everything else (and with ``MINIGRAD_NATIVE=0``) it returns None and the caller
 takes its NumPy path.
@@ -98,8 +98,9 @@ def direct_conv(x, w, stride):
 def direct_weight_grad(x, g, kernel, stride):
     """``dw[i, j, c, o] = Σ_{n, y, x} x[n, sh·y + i, sw·x + j, c] · g[n, y, x, o]`` for a
     padded channels-last float32 ``x`` (N, Hp, Wp, C) and ``g`` (N, Ho, Wo, O), both
-    C-ordered, O a multiple of 16: a new (kh, kw, C, O) array, summed in float32 in the order
-    (n, y, x) with fused multiply-adds."""
+    C-ordered, O a multiple of 16: a new (kh, kw, C, O) array, summed in float32 with fused
+    multiply-adds in the order (n, y, x) within fixed chunks of images, the chunks then added in
+    order (the same bits on any number of threads)."""
     _check_direct(x, g, x.ndim == g.ndim == 4
                   and g.shape[:3] == (x.shape[0], *_out_hw(x, kernel, stride)))
     o = g.shape[3]
