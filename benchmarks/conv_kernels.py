@@ -2,8 +2,8 @@
 and BLAS products, beside PyTorch's convolution.
 
 The claims behind it (``minigrad/ops/_image_host.py``, ``minigrad/ops/conv.py``): the direct
-kernels, on one thread, beat the patch matrix plus the BLAS product for 16 and 32 channels and
-lose to the BLAS's threads at 64; the weight gradient's product runs faster with the larger of
+kernels, forward and weight gradient together, beat the patch matrix plus the BLAS products up
+to 64 channels and lose at 64->128; the weight gradient's product runs faster with the larger of
 its two short sides as its output's rows (``(colsᵀ @ g)ᵀ`` for a wide patch matrix,
 ``gᵀ @ cols`` for a narrow one). Each row is one 3x3, stride-1, padding-1 convolution of a
 batch of 64 channels-last images, float32. PyTorch's rows run in the same process, its
@@ -77,7 +77,8 @@ def cases(c, o, h, torch):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", default="3x32@32,16x16@32,16x32@32,32x32@16,32x64@16,64x64@8",
+    parser.add_argument("--shapes",
+                        default="3x32@32,16x16@32,16x32@32,32x32@16,32x64@16,64x64@8,64x128@8",
                         help="comma-separated CxO@H: input, output channels and image size")
     parser.add_argument("--repeat", type=int, default=20, help="timing rounds (median reported)")
     parser.add_argument("--threads", type=int, default=None,

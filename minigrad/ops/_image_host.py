@@ -46,17 +46,14 @@ def patch_matrix(x, geometry, out_hw, out, channels=None):
     return out
 
 
-# Direct convolution (kernels/conv_host.cpp), on one thread against the BLAS's two:
-# ``benchmarks/conv_kernels.py`` (``results/conv_kernels.json``: 2 cores, OpenBLAS SkylakeX
-# kernels, batch 64, 3x3) has the forward pass 1.6-2.2x faster than the patch matrix plus the
-# product from 16 to 64 channels; the weight gradient, against the BLAS product alone (the
-# patch matrix already written), 1.2x faster at 16->16, 1.2x slower at 16->32, even at
-# 32->32 and 1.5-1.6x slower at 64 output channels. Both passes together, the direct kernels
-# win up to 32 channels (16->16: 4.1 against 7.1 ms) and, in that run, at 64 too (64->64: 4.3
-# against 5.0 ms), by less than the machine's run-to-run noise moved other runs: they take
-# convolutions with input and output channels multiples of 16 and at most
+# Direct convolution (kernels/conv_host.cpp) against the patch matrix plus the BLAS products,
+# both on the host library's threads (3x3, batch 64, 2 cores; ``benchmarks/conv_kernels.py``
+# times each pass): the forward and weight-gradient passes together take 0.59x the time at
+# 16->16 (32x32 images), 0.84x at 32->64 (16x16), 0.88x at 64->64 (8x8), and 1.07x at 64->128
+# (8x8); the direct kernels also need no patch matrix (kh·kw times the input's memory). They
+# take convolutions with input and output channels multiples of 16 and at most
 # ``DIRECT_MAX_CHANNELS`` of each.
-DIRECT_MAX_CHANNELS = 32
+DIRECT_MAX_CHANNELS = 64
 
 
 def direct_applies(x, w, groups, dilation):

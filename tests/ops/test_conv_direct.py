@@ -1,7 +1,7 @@
 """conv2d's direct kernel (kernels/conv_host.cpp through ops/_image_host.py) against its patch
 matrix path, and its gradients against the float64 checker.
 
-The direct kernel serves one-group, undilated convolutions with 16 or 32 input and output
+The direct kernel serves one-group, undilated convolutions with 16, 32, 48 or 64 input and output
 channels and a kernel larger than 1x1. It sums the same products in another order than the
 BLAS, so its results agree with the patch-matrix path to the dtype's rounding; the input's
 memory layout changes none of its bits (the output gradient's layout changes the order of the
@@ -60,7 +60,7 @@ def operands(rng, n, c, o, hw, kernel, dtype):
     return x, w.astype(dtype), rng.standard_normal(o).astype(dtype)
 
 
-@given(n=st.integers(1, 2), c=st.sampled_from([16, 32]), o=st.sampled_from([16, 32]),
+@given(n=st.integers(1, 2), c=st.sampled_from([16, 32, 64]), o=st.sampled_from([16, 48, 64]),
        hw=st.tuples(st.integers(1, 9), st.integers(1, 14)),
        kernel=st.tuples(st.integers(1, 4), st.integers(1, 4)).filter(lambda k: k != (1, 1)),
        stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
@@ -109,7 +109,8 @@ def test_what_the_direct_kernel_does_not_serve_takes_the_patch_matrix_path(monke
     monkeypatch.setattr(_image_host, "direct_conv", lambda *a: calls.append(1) or direct_conv(*a))
     rng = numpy.random.default_rng(0)
     for c, o, kernel, kwargs in ((16, 16, (1, 1), {}), (8, 16, (3, 3), {}),
-                                 (16, 48, (3, 3), {}), (64, 64, (3, 3), {}),
+                                 (16, 128, (3, 3), {}), (128, 64, (3, 3), {}),
+                                 (24, 32, (3, 3), {}),
                                  (32, 32, (3, 3), {"groups": 2}),
                                  (16, 16, (3, 3), {"dilation": 2})):
         groups = kwargs.get("groups", 1)
