@@ -21,9 +21,9 @@ It prints and records:
    PyTorch's come from ``torch.profiler`` (inclusive times of the same ops, with the
    profiler's own overhead).
 3. gemms: the conv GEMMs inside a minigrad step against the same products (shapes, dtypes and
-   memory orders) timed alone. Convolutions that run minigrad's direct kernels (16 or 32
-   channels in and out, on the CPU with the host library) make no BLAS product: their time is
-   in the conv phases, not here.
+   memory orders) timed alone. Convolutions that run minigrad's direct kernels (up to 64
+   channels in and out, on the CPU with the host library; ``ops/_image_host.py``) make no BLAS
+   product: their time is in the conv phases, not here (a net with no conv GEMM has no ratio).
 4. memory: the peak resident memory one step adds (MB; Linux: the high-water mark over the
    step minus the resident size before it, after returning freed heap memory to the OS), and
    for minigrad the peak of NumPy's traced allocations (``tracemalloc``).
@@ -407,9 +407,11 @@ def measure(args, worker, threads):
             time.sleep(PAUSE)
             phases[label]["torch"] = worker.ask(cmd="phases", net=key[0], precision=key[1],
                                                count=count)
-        alone = gemms_alone(recorded, max(5, count)) * 1e3
+        # a net whose convolutions all run the direct kernels makes no conv GEMM
+        alone = gemms_alone(recorded, max(5, count)) * 1e3 if recorded else None
         gemms[label] = {"in_step_ms": mine["conv GEMMs"], "alone_ms": alone,
-                        "ratio": mine["conv GEMMs"] / alone, "products": len(recorded)}
+                        "ratio": mine["conv GEMMs"] / alone if recorded else None,
+                        "products": len(recorded)}
         resident, traced = minigrad_memory(steps[key])
         memory[label] = {"minigrad_peak_mb": resident, "minigrad_traced_peak_mb": traced}
         if worker is not None:

@@ -47,24 +47,24 @@ def patch_matrix(x, geometry, out_hw, out, channels=None):
 
 
 # Direct convolution (kernels/conv_host.cpp) against the patch matrix plus the BLAS products,
-# both on the host library's threads (3x3, batch 64, 2 cores; ``benchmarks/conv_kernels.py``
-# times each pass): the forward and weight-gradient passes together take 0.59x the time at
-# 16->16 (32x32 images), 0.84x at 32->64 (16x16), 0.88x at 64->64 (8x8), and 1.07x at 64->128
-# (8x8); the direct kernels also need no patch matrix (kh·kw times the input's memory). They
-# take convolutions with input and output channels multiples of 16 and at most
-# ``DIRECT_MAX_CHANNELS`` of each.
+# both on the host library's threads (3x3, batch 64, 2 cores; ``benchmarks/conv_kernels.py``,
+# ``results/conv_kernels.json``): the forward and weight-gradient passes together take 0.49x
+# the time at 16->16 (32x32 images), 0.70x at 32->64 (16x16), 0.92x at 64->64 (8x8) and 1.02x
+# at 64->128 (8x8), and 0.64x at 3->32 (32x32); the direct kernels also need no patch matrix
+# (kh·kw times the input). They take convolutions with output channels a multiple of 16 and at
+# most ``DIRECT_MAX_CHANNELS`` input and output channels.
 DIRECT_MAX_CHANNELS = 64
 
 
 def direct_applies(x, w, groups, dilation):
     """Whether ``direct_conv`` and ``direct_weight_grad`` serve a convolution of the float32
     NumPy array ``x`` (N, C, H, W) with ``w`` (O, C, kh, kw): one group, no dilation, a kernel
-    larger than 1x1 (a 1x1 conv is the BLAS product alone), C and O multiples of 16 and at most
-    ``DIRECT_MAX_CHANNELS``, and the host library loaded."""
+    larger than 1x1 (a 1x1 conv is the BLAS product alone), O a multiple of 16 (the kernels'
+    vectors), C and O at most ``DIRECT_MAX_CHANNELS``, and the host library loaded."""
     c, o = x.shape[1], w.shape[0]
     return (groups == 1 and dilation == (1, 1) and w.shape[2:] != (1, 1)
             and type(x) is numpy.ndarray and x.dtype == _F32 and x.size > 0
-            and all(k % 16 == 0 and 0 < k <= DIRECT_MAX_CHANNELS for k in (c, o))
+            and o % 16 == 0 and 0 < c <= DIRECT_MAX_CHANNELS and 0 < o <= DIRECT_MAX_CHANNELS
             and (_native.host_build or _native.loaded()).lib is not None)
 
 

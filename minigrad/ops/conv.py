@@ -24,14 +24,15 @@ every kernel tap at once into a tap-major (kh·kw, N·Ho·Wo, C) array, and col2
 dense block back where that tap read the padded input (one add per tap, over runs of Wo·C values
 at stride 1; none for a 1x1, stride-1, unpadded convolution, whose one block is ``dx``).
 
-Direct kernel: a one-group, undilated convolution with 16 or 32 input and output channels and a
-kernel larger than 1x1 (``_image_host.direct_applies``; NumPy, with the host library) writes no
-patch matrix at all. A native kernel sums each output pixel's taps from the zero-padded,
-channels-last input, which backward keeps in place of the patch matrix (kh·kw times smaller);
-dW is a second kernel over that input and g, and dx at stride 1 the first kernel again, on g
-padded with the flipped kernel (at other strides, the tap products and col2im). These sums run
-in another order than the BLAS's, so results agree with the patch-matrix path to float32
-rounding; ``_image_host`` has the measurements that set where the kernel is used.
+Direct kernel: a one-group, undilated convolution with at most 64 input and output channels,
+output channels a multiple of 16, and a kernel larger than 1x1 (``_image_host.direct_applies``;
+NumPy, with the host library) writes no patch matrix at all. A native kernel sums each output
+pixel's taps from the zero-padded, channels-last input, which backward keeps in place of the
+patch matrix (kh·kw times smaller); dW is a second kernel over that input and g, and dx at
+stride 1 the first kernel again, on g padded with the flipped kernel (at other strides, or
+input channels not a multiple of 16, the tap products and col2im). These sums run in another
+order than the BLAS's, so results agree with the patch-matrix path to float32 rounding;
+``_image_host`` has the measurements that set where the kernel is used.
 
 fp16 follows the matmul rule (``dtype.acc_dtype``): the input is widened to fp32 once, before
 the im2col copy (cheaper than widening the kh·kw times larger patch matrix); the products and
@@ -271,9 +272,9 @@ class Conv2d(Function):
         if not needs[0]:
             return gx, gw
         g_padding = self._reversed_padding()
-        if stride == (1, 1) and min(g_padding) >= 0:
+        c = self.x_shape[1]
+        if stride == (1, 1) and min(g_padding) >= 0 and c % 16 == 0:  # dx's channels: vectors
             g_padded = pad(g, g_padding, 0, channels_last=True, scratch=True)
-            c = self.x_shape[1]
             flipped = numpy.ascontiguousarray(self._flipped_rows()[0]).reshape(*kernel, -1, c)
             gx = _image_host.direct_conv(g_padded.transpose(0, 2, 3, 1), flipped, (1, 1))
             return store(gx, self.x_dtype).transpose(0, 3, 1, 2), gw
@@ -284,9 +285,9 @@ class Conv2d(Function):
         when the patch width kh·kw·Cg is at least O/G: both sum the same products over the
         N·Ho·Wo pixels, but the BLAS runs faster with the larger of the two short sides as its
         output's rows (``benchmarks/conv_kernels.py``, OpenBLAS SkylakeX kernels, 2 threads: a
-        16-channel 3x3 conv on 64x32x32 takes 2.2 ms as (65536, 144)ᵀ @ (65536, 16), 5.5 ms
-        as (16, 65536) @ (65536, 144); a 3-to-32-channel one the other way round, 2.2 against
-        2.6 ms)."""
+        16-channel 3x3 conv on 64x32x32 takes 5.7 ms as (65536, 144)ᵀ @ (65536, 16), 8.4 ms
+        as (16, 65536) @ (65536, 144); for a narrow patch matrix, 3 to 32 channels, the two
+        orders were within 20 % of each other either way in different runs)."""
         if self.cols[0].shape[1] >= blocks[0].shape[1]:
             return [d.T for d in _products([cols.T for cols in self.cols], blocks)]
         return _products([block.T for block in blocks], self.cols)
