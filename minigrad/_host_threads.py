@@ -13,7 +13,8 @@ idle threads wait briefly and then sleep.
 ``install`` looks for the OpenBLAS libraries loaded in the process (numpy's bundled
 ``scipy_openblas``, ILP64, and scipy's, LP64, under their prefixed names; a system OpenBLAS
 under the plain name) and installs the callback into each that exports the setter. Other BLAS
-libraries (MKL, Accelerate, an OpenBLAS older than 0.3.27) keep their threads. It does nothing
+libraries (MKL, Accelerate, an OpenBLAS older than 0.3.27), and an OpenBLAS loaded after the
+host library (SciPy's, imported later), keep their threads. It does nothing
 when ``MINIGRAD_BLAS_THREADS=openblas`` (leave OpenBLAS's threads alone) or when the host
 library has no OpenMP. A process forked afterwards gets OpenBLAS's own threads back and runs
 the host passes on one thread: GNU OpenMP's team does not survive a fork.

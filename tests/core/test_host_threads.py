@@ -81,8 +81,8 @@ def test_products_run_on_the_callback_with_the_same_bits():
         try:
             assert lib().mg_pass_threads() == 1
             own_threads = a @ b
-        finally:
-            assert _host_threads.install(lib()) == paths
+        finally:  # an OpenBLAS loaded since (SciPy's) is found too
+            assert set(paths) <= set(_host_threads.install(lib()))
     assert (through_callback.view(numpy.uint32) == own_threads.view(numpy.uint32)).all()
 
 
@@ -153,12 +153,13 @@ def test_a_forked_child_gets_openblas_threads_back():
         pid = os.fork()
     if pid == 0:  # child: must neither hang nor go through the callback
         calls = lib().mg_openblas_calls()
-        ok = ((a @ a) == want).all() and lib().mg_openblas_calls() == calls
-        ok = ok and lib().mg_pass_threads() == 1 and not _host_threads.installed()
         x = rng.standard_normal((64, 16, 32, 32)).astype(F32)
-        ok = ok and _norm_host.moments(x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)) \
-            is not None
-        os._exit(0 if ok else 1)
+        checks = [numpy.allclose(a @ a, want, rtol=1e-5, atol=1e-4),
+                  lib().mg_openblas_calls() == calls, lib().mg_pass_threads() == 1,
+                  not _host_threads.installed(),
+                  _norm_host.moments(x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2))
+                  is not None]
+        os._exit(next((i + 1 for i, ok in enumerate(checks) if not ok), 0))
     deadline = time.monotonic() + 60
     while True:
         done, code = os.waitpid(pid, os.WNOHANG)
@@ -169,6 +170,8 @@ def test_a_forked_child_gets_openblas_threads_back():
             os.waitpid(pid, 0)
             pytest.fail("the forked child hung")
         time.sleep(0.02)
+    # 1: a wrong product, 2: the callback ran, 3: passes not on one thread, 4: still
+    # installed, 5: the batch-norm pass refused
     assert os.waitstatus_to_exitcode(code) == 0
 
 
