@@ -29,6 +29,8 @@ typedef std::int64_t i64;
 
 // Multiply-adds per thread below which a kernel stays on fewer threads (about 0.1 ms of work).
 const i64 kParallelFlops = 1 << 22;
+// Most chunks of images the weight gradient is split into (each has its own dW to add).
+const i64 kWeightChunks = 8;
 typedef float vec __attribute__((vector_size(64)));  // 16 floats; the compiler splits it as needed
 
 static inline vec load(const float* p)
@@ -170,7 +172,9 @@ extern "C" void mg_conv_wgrad_float(const float* x, const float* g, float* w, co
     const i64 sh = p[7], sw = p[8];
     const i64 ho = (hp - kh) / sh + 1, wo = (wp - kw) / sw + 1, pairs = o / 32 * 32;
     const i64 size = kh * kw * c * o, image_flops = ho * wo * size;
-    const i64 chunks = mg_chunks(n, kParallelFlops / (image_flops ? image_flops : 1));
+    // each chunk past the first writes and adds back a whole dW: a few chunks suffice
+    const i64 chunks = mg_chunks(n, (kParallelFlops + image_flops - 1) / image_flops,
+                                 kWeightChunks);
     std::vector<float> partial((chunks - 1) * size);  // chunk 0 sums into w itself
     mg_parallel_for(chunks, 1, [&](i64 k0, i64 k1) {
         for (i64 k = k0; k < k1; ++k) {

@@ -19,6 +19,7 @@
 
    The fused fp16 kernels (after the conversions below) are used by minigrad/_fp16_host.py. */
 #include <atomic>
+#include <type_traits>
 #include <cstdint>
 #include <cstring>
 
@@ -35,13 +36,17 @@ typedef std::int64_t i64;
 // Elements per thread below which a pass stays on fewer threads (256 KiB of floats).
 static const i64 kParallelValues = 1 << 16;
 
-/* pass(at, k) over [0, n) in ranges on the pass threads; the counts it returns, added. */
-template <class Pass>
-static i64 elementwise(i64 n, Pass pass)
+/* pass(arrays..., n) as ranges of the n elements on the pass threads, each array pointer moved
+   to its range; the counts that a counting pass returns, added. */
+template <class Pass, class... P>
+static i64 elementwise(i64 n, Pass pass, P*... arrays)
 {
     std::atomic<i64> total{0};
     mg_parallel_for(n, kParallelValues, [&](i64 begin, i64 end) {
-        total.fetch_add(pass(begin, end - begin), std::memory_order_relaxed);
+        if constexpr (std::is_void<decltype(pass(arrays..., n))>::value)
+            pass(arrays + begin..., end - begin);
+        else
+            total.fetch_add(pass(arrays + begin..., end - begin), std::memory_order_relaxed);
     });
     return total.load();
 }
@@ -393,60 +398,44 @@ extern "C" i64 mg_half_to_float_colsum(const u16* __restrict g, float* __restric
 
 extern "C" void mg_half_to_float(const u16* src, float* dst, i64 n)
 {
-    elementwise(n, [&](i64 at, i64 k) {
-        half_to_float_range(src + at, dst + at, k); return i64(0);
-    });
+    elementwise(n, half_to_float_range, src, dst);
 }
 
 extern "C" i64 mg_float_to_half(const float* src, u16* dst, i64 n)
 {
-    return elementwise(n, [&](i64 at, i64 k) {
-        return float_to_half_range(src + at, dst + at, k);
-    });
+    return elementwise(n, float_to_half_range, src, dst);
 }
 
 extern "C" void mg_bf16_to_float(const u16* __restrict src, float* __restrict dst, i64 n)
 {
-    elementwise(n, [&](i64 at, i64 k) {
-        bf16_to_float_range(src + at, dst + at, k); return i64(0);
-    });
+    elementwise(n, bf16_to_float_range, src, dst);
 }
 
 extern "C" i64 mg_float_to_bf16(const float* __restrict src, u16* __restrict dst, i64 n)
 {
-    return elementwise(n, [&](i64 at, i64 k) {
-        return float_to_bf16_range(src + at, dst + at, k);
-    });
+    return elementwise(n, float_to_bf16_range, src, dst);
 }
 
 extern "C" void mg_relu_half(const u16* __restrict x, u16* __restrict out, u8* __restrict mask,
                              i64 n)
 {
-    elementwise(n, [&](i64 at, i64 k) {
-        relu_half_range(x + at, out + at, mask + at, k); return i64(0);
-    });
+    elementwise(n, relu_half_range, x, out, mask);
 }
 
 extern "C" void mg_relu_half_backward(const u16* __restrict g, const u8* __restrict mask,
                                       u16* __restrict out, i64 n)
 {
-    elementwise(n, [&](i64 at, i64 k) {
-        relu_half_backward_range(g + at, mask + at, out + at, k); return i64(0);
-    });
+    elementwise(n, relu_half_backward_range, g, mask, out);
 }
 
 extern "C" void mg_relu_float(const u32* __restrict x, u32* __restrict out, u8* __restrict mask,
                               i64 n)
 {
-    elementwise(n, [&](i64 at, i64 k) {
-        relu_float_range(x + at, out + at, mask + at, k); return i64(0);
-    });
+    elementwise(n, relu_float_range, x, out, mask);
 }
 
 extern "C" void mg_relu_float_backward(const u32* __restrict g, const u8* __restrict mask,
                                        u32* __restrict out, i64 n)
 {
-    elementwise(n, [&](i64 at, i64 k) {
-        relu_float_backward_range(g + at, mask + at, out + at, k); return i64(0);
-    });
+    elementwise(n, relu_float_backward_range, g, mask, out);
 }

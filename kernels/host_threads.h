@@ -36,11 +36,11 @@ static void mg_parallel_for(long long n, long long grain, F f)
 #endif
 }
 
-/* How many fixed chunks a sum over n items is split into: partial sums are taken per chunk
-   and added in chunk order, so the result is the same on any number of threads. */
-static inline long long mg_chunks(long long n, long long grain)
+/* How many fixed chunks a sum over n items is split into, with at least `grain` items and at
+   most `most` chunks: partial sums are taken per chunk and added in chunk order, so the result
+   is the same on any number of threads. */
+static inline long long mg_chunks(long long n, long long grain, long long most = 32)
 {
-    const long long most = 32;
     long long k = grain > 0 ? n / grain : n;
     return k < 1 ? 1 : (k > most ? most : k);
 }

@@ -69,36 +69,37 @@ struct Blocks {
                         [&](i64 first, i64 last) { each(first, last, f); });
     }
 
-    // Per-position sums over the blocks: add(sums, offset, n) adds n values from value offset
-    // into a block's width of sums. The blocks are split into mg_chunks fixed chunks, summed
-    // in parallel and then added in chunk order: the same bits on any number of threads.
-    template <class Add>
-    std::vector<double> sums(int per_position, Add add) const
+    // Two sums per channel over the rows, in float64: terms(i, k, first, second) gives the
+    // two terms of value i, at position k of its block. Each position of a block's width
+    // gets its own sums, folded to the channels at the end. The blocks are split into
+    // mg_chunks fixed chunks, summed in parallel and then added in chunk order: the same bits
+    // on any number of threads.
+    template <class Terms>
+    void channel_sums(Terms terms, std::vector<double>& first, std::vector<double>& second) const
     {
         const i64 chunks = mg_chunks(count(), kParallelBlocks);
-        const i64 size = per_position * width;
-        std::vector<double> partial(chunks * size, 0.0);
-        mg_parallel_for(chunks, 1, [&](i64 first, i64 last) {
-            for (i64 k = first; k < last; ++k) {
-                double* own = partial.data() + k * size;
-                const i64 b0 = count() * k / chunks, b1 = count() * (k + 1) / chunks;
-                each(b0, b1, [&](i64 at, i64 n) { add(own, at, n); });
+        std::vector<double> partial(chunks * 2 * width, 0.0);
+        mg_parallel_for(chunks, 1, [&](i64 k0, i64 k1) {
+            for (i64 k = k0; k < k1; ++k) {
+                double* __restrict p1 = partial.data() + k * 2 * width;
+                double* __restrict p2 = p1 + width;
+                each(count() * k / chunks, count() * (k + 1) / chunks, [&](i64 at, i64 n) {
+                    for (i64 j = 0; j < n; ++j) {
+                        double t1, t2;
+                        terms(at + j, j, t1, t2);
+                        p1[j] += t1;
+                        p2[j] += t2;
+                    }
+                });
             }
         });
-        std::vector<double> total(size, 0.0);
+        first.assign(c, 0.0);
+        second.assign(c, 0.0);
         for (i64 k = 0; k < chunks; ++k)
-            for (i64 i = 0; i < size; ++i)
-                total[i] += partial[k * size + i];
-        return total;
-    }
-
-    // Fold per-position sums of one block's width to one sum per channel.
-    std::vector<double> fold(const double* by_position) const
-    {
-        std::vector<double> by_channel(c, 0.0);
-        for (i64 k = 0; k < width; ++k)
-            by_channel[k % c] += by_position[k];
-        return by_channel;
+            for (i64 j = 0; j < width; ++j) {
+                first[j % c] += partial[(2 * k) * width + j];
+                second[j % c] += partial[(2 * k + 1) * width + j];
+            }
     }
 };
 
@@ -114,18 +115,11 @@ extern "C" void mg_bn_moments(const float* __restrict x, float* __restrict mean,
     const Blocks blocks(rows, c);
     const std::vector<double> shift = blocks.tile<double>(x);
     const double* __restrict k0 = shift.data();
-    const i64 width = blocks.width;
-    const std::vector<double> s = blocks.sums(2, [&](double* own, i64 at, i64 n) {
-        double* __restrict p1 = own;
-        double* __restrict p2 = own + width;
-        const float* __restrict xb = x + at;
-        for (i64 k = 0; k < n; ++k) {
-            const double d = static_cast<double>(xb[k]) - k0[k];
-            p1[k] += d;
-            p2[k] += d * d;
-        }
-    });
-    const std::vector<double> sum = blocks.fold(s.data()), sumsq = blocks.fold(s.data() + width);
+    std::vector<double> sum, sumsq;
+    blocks.channel_sums([&](i64 i, i64 k, double& d, double& d2) {
+        d = static_cast<double>(x[i]) - k0[k];
+        d2 = d * d;
+    }, sum, sumsq);
     const double m = static_cast<double>(rows);
     for (i64 j = 0; j < c; ++j) {
         const double mean_d = sum[j] / m;
@@ -163,20 +157,12 @@ extern "C" void mg_bn_grad_sums(const float* __restrict x, const float* __restri
     const Blocks blocks(rows, c);
     const std::vector<float> tm = blocks.tile<float>(mean);
     const float* __restrict pm = tm.data();
-    const i64 width = blocks.width;
-    const std::vector<double> sums = blocks.sums(2, [&](double* own, i64 at, i64 n) {
-        double* __restrict p1 = own;
-        double* __restrict p2 = own + width;
-        const float* __restrict xb = x + at;
-        const float* __restrict gb = g + at;
-        for (i64 k = 0; k < n; ++k) {
-            const float centred = xb[k] - pm[k];
-            p1[k] += static_cast<double>(gb[k]);
-            p2[k] += static_cast<double>(gb[k]) * static_cast<double>(centred);
-        }
-    });
-    const std::vector<double> sum = blocks.fold(sums.data()),
-                              sum_c = blocks.fold(sums.data() + width);
+    std::vector<double> sum, sum_c;
+    blocks.channel_sums([&](i64 i, i64 k, double& gi, double& gc) {
+        const float centred = x[i] - pm[k];
+        gi = static_cast<double>(g[i]);
+        gc = gi * static_cast<double>(centred);
+    }, sum, sum_c);
     for (i64 j = 0; j < c; ++j) {
         sum_g[j] = static_cast<float>(sum[j]);
         sum_gc[j] = static_cast<float>(sum_c[j]);

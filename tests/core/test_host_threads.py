@@ -9,15 +9,14 @@ several.
 """
 import ctypes
 import os
-import signal
 import subprocess
 import sys
 import threading
-import time
 
 import numpy
 import pytest
 
+from helpers import forks
 from minigrad import _fp16_host, _host_threads, _native
 from minigrad.ops import _image_host, _norm_host
 
@@ -160,19 +159,9 @@ def test_a_forked_child_gets_openblas_threads_back():
                   _norm_host.moments(x.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2))
                   is not None]
         os._exit(next((i + 1 for i, ok in enumerate(checks) if not ok), 0))
-    deadline = time.monotonic() + 60
-    while True:
-        done, code = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung")
-        time.sleep(0.02)
     # 1: a wrong product, 2: the callback ran, 3: passes not on one thread, 4: still
     # installed, 5: the batch-norm pass refused
-    assert os.waitstatus_to_exitcode(code) == 0
+    assert forks.exit_code(pid, "after a fork from a process using the host threads") == 0
 
 
 def test_minigrad_blas_threads_openblas_leaves_openblas_alone():

@@ -12,15 +12,14 @@
 """
 import os
 import shutil
-import signal
 import subprocess
-import time
 
 import numpy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers import forks
 from helpers.bits import UINT, assert_same_values, ref_unscale
 from helpers.kernel_builds import SPECIALS, make_array
 from helpers.nvrtc import ARCHES
@@ -196,14 +195,4 @@ def test_forked_child_checks_on_one_thread():
         x[-1] = numpy.nan
         ok = _native.host_threads() == 1 and not fs.all_finite([x])
         os._exit(0 if ok else 1)
-    deadline = time.monotonic() + 60
-    while True:
-        done, code = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung in a host launch")
-        time.sleep(0.02)
-    assert os.waitstatus_to_exitcode(code) == 0
+    assert forks.exit_code(pid, "in a host launch") == 0
