@@ -11,9 +11,8 @@
 #define MG_HOST_SHIM_H
 
 #include <cstring>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+
+#include "host_threads.h"
 
 #define MG_HOST_SHIM 1
 #define MG_ILP 4
@@ -194,15 +193,9 @@ static inline void mg_unscale_half_vec(mg_vec& v, float inv_scale)
 }
 #endif
 
-/* Host threads a launch uses: OpenMP's (OMP_NUM_THREADS or the core count), else one. */
-static inline int mg_host_threads()
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
+/* Host threads a launch uses: the host passes' count (host_threads.h: OpenMP's while OpenBLAS's
+   products run on the same team, else one). */
+static inline int mg_host_threads() { return mg_pass_threads(); }
 
 /* Run `kernel(args...)` as `grid` blocks, one per host thread (the caller keeps grid at most
    mg_host_threads(), and 1 for work too small to repay waking other threads). */

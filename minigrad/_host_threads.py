@@ -67,7 +67,10 @@ def install(lib):
     library ``lib``'s OpenMP team, and let the host passes use that team's threads. Returns the
     paths of those libraries; where there are none (``MINIGRAD_BLAS_THREADS=openblas``, no
     OpenMP, no such OpenBLAS) the host passes run on one thread, since another BLAS's spinning
-    threads would take the second core from them."""
+    threads would take the second core from them. A library other than the one installed
+    takes the products and the passes over from it."""
+    if _lib and _lib[0] is not lib:
+        uninstall()
     _lib[:] = [lib]
     lib.mg_set_pass_threads(1)
     if os.environ.get(ENV, "").strip().lower() == "openblas" or not lib.mg_openmp():

@@ -186,7 +186,9 @@ def host_library():
 
 
 def host_threads():
-    """How many host threads a launch of ``host_library()`` may use (its OpenMP thread count).
+    """How many host threads a launch of ``host_library()`` may use: the host passes' count
+    (``minigrad._host_threads``: the OpenMP thread count while OpenBLAS's products run on the
+    same team, else 1).
 
     1 in a process forked after the library was loaded: GNU OpenMP's thread pool does not
     survive a fork, and a parallel region in the child can hang.

@@ -23,7 +23,7 @@ from helpers import forks
 from helpers.bits import UINT, assert_same_values, ref_unscale
 from helpers.kernel_builds import SPECIALS, make_array
 from helpers.nvrtc import ARCHES
-from minigrad import _native
+from minigrad import _host_threads, _native
 from minigrad.amp import _status_launch
 from minigrad.amp import float_status as fs
 
@@ -144,7 +144,18 @@ def test_sources_are_found():
     assert "mg_launch" in _native.read_source("host_shim.h")
 
 
-def test_host_library_is_built_once_and_moved_into_place(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def threads_back():
+    """Hand OpenBLAS's products and the host passes back to the process's own library after a
+    test that loads a second copy (loading one installs it)."""
+    own = _native.host_library()
+    yield
+    if own is not None:
+        _host_threads.install(own)
+
+
+def test_host_library_is_built_once_and_moved_into_place(tmp_path, monkeypatch, capsys,
+                                                         threads_back):
     if shutil.which("g++") is None and shutil.which("clang++") is None:
         pytest.skip("no C++ compiler")
     monkeypatch.setenv("MINIGRAD_CACHE_DIR", str(tmp_path))
