@@ -47,7 +47,7 @@ BENCH_SOURCE = "bench.cu"
 FP8_SOURCE = "fp8_cast.cu"
 HOST_SOURCES = ("host_shim.h", "host_threads.h", "threads_host.cpp", STATUS_SOURCE,
                 "float_status_host.cpp", "convert_host.cpp", "norm_host.cpp", "image_host.cpp",
-                "conv_host.cpp", "optim_host.cpp", FP8_SOURCE, "fp8_cast_host.cpp")
+                "pool_host.cpp", "conv_host.cpp", "optim_host.cpp", FP8_SOURCE, "fp8_cast_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
                   "check_unscale_fp16_to_fp32")
 # Every CUDA source of kernels/ and the kernels it defines; tests/kernels/test_nvrtc.py compiles
@@ -315,6 +315,9 @@ _HOST_FUNCTIONS = {
     "mg_bn_dx": ([ctypes.c_void_p] * 7 + [ctypes.c_int64] * 2, None),
     # kernels/image_host.cpp: (src, dst, geometry (int64[18]))
     "mg_im2col_float": ([ctypes.c_void_p] * 3, None),
+    # kernels/pool_host.cpp: (x, out, argmax, geometry (int64[15])); (g, argmax, dx, geometry, mode)
+    "mg_maxpool_float": ([ctypes.c_void_p] * 4, None),
+    "mg_maxpool_grad": ([ctypes.c_void_p] * 4 + [ctypes.c_int], None),
     # kernels/conv_host.cpp: (x, w or g, out or w, geometry (int64[9]))
     "mg_conv_direct_float": ([ctypes.c_void_p] * 4, None),
     "mg_conv_wgrad_float": ([ctypes.c_void_p] * 4, None),

@@ -14,6 +14,10 @@ as the common 2x2 pooling with stride 2), an element gets at most one share, so 
 written tap by tap straight into an array of the input's dtype: no sums and no rounding pass,
 the same bits.
 
+Max pooling of a channels-last NumPy batch takes one native pass each way instead
+(``ops/_pool_host.py``): each window read once for its maximum and argmax, each gradient
+element written once, with this path's bits (NumPy's tie and NaN rules, the first maximum).
+
 The rules also run on Tensors, for higher-order gradients (``saves``:
 ``minigrad.autograd.function``): there each tap's share is put back by a ``Scatter`` op (whose
 own rule reads it back), and the shares are summed by recorded adds.
@@ -26,6 +30,7 @@ from minigrad._checks import check_bool, check_relation
 from minigrad._fp16_host import store, widen
 from minigrad.autograd.function import Function
 from minigrad.tensor import Tensor
+from minigrad.ops import _pool_host
 from minigrad.ops._rules import where
 from minigrad.ops._util import select_bits
 from minigrad.ops.arithmetic import float_tensor
@@ -42,7 +47,13 @@ class _Pool2d(Function):
 
     def setup(self, x, kernel, stride, padding, fill):
         """The padded input, widened to the accumulation dtype; records the geometry."""
+        self.record(x, kernel, stride, padding)
+        return widen(pad(x, padding, fill, self.channels_last) if any(padding) else x)
+
+    def record(self, x, kernel, stride, padding):
+        """Keep the geometry of a pooling of ``x``: shapes, taps, and how windows overlap."""
         self.x_shape, self.padding, self.x_dtype = x.shape, padding, x.dtype
+        self.kernel, self.stride = kernel, stride
         self.out_hw = output_hw(x.shape[2:], kernel, stride, padding, _NO_DILATION)
         self.taps = [(rows, cols) for _, _, rows, cols in
                      window_slices(kernel, stride, _NO_DILATION, self.out_hw)]
@@ -52,7 +63,6 @@ class _Pool2d(Function):
         self.tiles = (stride == kernel and self.out_hw[0] * kernel[0] == x.shape[2] + top + bottom
                       and self.out_hw[1] * kernel[1] == x.shape[3] + left + right)
         self.channels_last = is_channels_last(x)
-        return widen(pad(x, padding, fill, self.channels_last) if any(padding) else x)
 
     def image(self, xp, hw, dtype, zero=False):
         """A new (N, C, *hw) array of ``dtype`` in the input's layout (zeros if ``zero``)."""
@@ -119,6 +129,12 @@ class MaxPool2d(_Pool2d):
     """
     def forward(self, x, kernel, stride, padding):
         xp = backend.get_array_module(x)
+        self.record(x, kernel, stride, padding)
+        if self.channels_last and xp is numpy:  # one native pass, the padding read in place
+            native = _pool_host.max_pool(widen(x), kernel, stride, padding, self.out_hw)
+            if native is not None:
+                out, self.argmax = native
+                return store(out, x.dtype)
         padded = self.setup(x, kernel, stride, padding, -numpy.inf)
         (rows, cols), *others = self.taps
         out = self.image(xp, self.out_hw, padded.dtype)
@@ -139,6 +155,11 @@ class MaxPool2d(_Pool2d):
         xp = backend.get_array_module(g)
         g = self.in_layout(xp, g)
         g = g if self.disjoint else widen(g)  # disjoint: each g is copied once, not summed
+        if self.channels_last and xp is numpy:
+            dx = _pool_host.max_pool_grad(g, self.argmax, self.x_shape, self.kernel,
+                                           self.stride, self.padding, self.disjoint)
+            if dx is not None:
+                return store(dx, self.x_dtype)
         return self.scatter(xp, lambda k: select_bits(g, self.argmax == k),
                             write=lambda slot, k: select_bits(g, self.argmax == k, out=slot))
 

@@ -18,7 +18,7 @@ import pytest
 
 from helpers import forks
 from minigrad import _fp16_host, _host_threads, _native
-from minigrad.ops import _image_host, _norm_host
+from minigrad.ops import _image_host, _norm_host, _pool_host
 
 pytestmark = pytest.mark.skipif(_native.host_library() is None,
                                 reason="needs the native host library")
@@ -117,7 +117,7 @@ def with_pass_threads(count, fn):
 def pass_results(rng):
     """Results of every parallel host pass, on inputs that each pass splits among 2 or 3
     threads (a batch norm, ReLU or conversion pass at 64K values or more per thread, a conv
-    at 4M multiply-adds per thread)."""
+    at 4M multiply-adds per thread, a max pooling at 32K values per thread)."""
     x = rng.standard_normal((8, 20, 20, 32)).astype(F32)
     g = rng.standard_normal((8, 18, 18, 32)).astype(F32)
     w = rng.standard_normal((3, 3, 32, 32)).astype(F32)
@@ -125,13 +125,16 @@ def pass_results(rng):
     v = rng.standard_normal((1, 16, 1, 1)).astype(F32)
     geometry = ((1, 1), (1, 1, 1, 1), (1, 1), (3, 3))
     patches = numpy.empty((8 * 20 * 20, 9 * 32), F32)
+    pooled, argmax = _pool_host.max_pool(batch, (3, 3), (2, 2), (1, 1, 1, 1), (16, 16))
     return [_image_host.direct_conv(x, w, (1, 1)),
             _image_host.direct_weight_grad(x, g, (3, 3), (1, 1)),
             *_norm_host.moments(batch), *_norm_host.grad_sums(batch, batch, v),
             _norm_host.normalize(batch, v, v, v, numpy.empty_like(batch)),
             _norm_host.dx(batch, batch, v, v, v, v, numpy.empty_like(batch)),
             _image_host.patch_matrix(x.transpose(0, 3, 1, 2), geometry, (20, 20), patches).copy(),
-            *(_fp16_host.relu_pass(batch) or ()), _fp16_host.convert(batch, numpy.float16)]
+            *(_fp16_host.relu_pass(batch) or ()), _fp16_host.convert(batch, numpy.float16),
+            pooled, argmax, _pool_host.max_pool_grad(pooled, argmax, batch.shape, (3, 3), (2, 2),
+                                                     (1, 1, 1, 1), False)]
 
 
 def test_parallel_passes_give_the_same_bits_on_any_number_of_threads():

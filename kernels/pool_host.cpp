@@ -1,0 +1,167 @@
+/* Max pooling over channels-last images in one pass each way (minigrad/ops/_pool_host.py).
+
+   mg_maxpool_float reads each window once and writes its maximum and argmax together. Taps are
+   visited in row-major window order, padding taps skipped (they read as -inf, which never
+   wins), with the rules of the NumPy path (minigrad/ops/pooling.py) so the bits are its bits:
+
+       best = (best > v || best is NaN) ? best : v     NumPy's maximum(best, v): ties and a
+                                                        first NaN give v, a NaN best stays
+       arg  = v > best ? k : arg                        strict: the first maximum keeps a tie
+
+   mg_maxpool_grad gathers each input element's gradient from the windows that read it, in tap
+   order: g where the window's argmax is the tap, else +0. Where windows are disjoint (stride
+   >= kernel on both axes) an element gets at most one share, copied as bits (2- or 4-byte
+   elements: fp16 or float32); where they overlap, the shares are added in float32 in tap
+   order starting from +0, as the NumPy path adds them into a zeroed array. Rows of the output
+   (forward) and of dx (backward) are shared among the pass threads (host_threads.h): each
+   element is written by one thread, so the bits do not depend on the thread count. */
+#include <cstdint>
+
+#include "host_threads.h"
+
+typedef std::int64_t i64;
+typedef std::uint8_t u8;
+
+// Elements written per thread below which a pass stays on fewer threads.
+const i64 kPoolValues = 1 << 15;
+
+namespace {
+
+/* Geometry p (int64[15]): n, c, h, w, x strides (n, h, w) in elements (channels adjacent),
+   kh, kw, ho, wo, stride (h, w), padding (top, left). */
+struct Pool {
+    i64 n, c, h, w, s_n, s_h, s_w, kh, kw, ho, wo, sh, sw, top, left;
+    explicit Pool(const i64* p)
+        : n(p[0]), c(p[1]), h(p[2]), w(p[3]), s_n(p[4]), s_h(p[5]), s_w(p[6]), kh(p[7]),
+          kw(p[8]), ho(p[9]), wo(p[10]), sh(p[11]), sw(p[12]), top(p[13]), left(p[14]) {}
+};
+
+/* The window rows (or columns) o with o·stride - pad + tap = e for tap = 0..k-1, as the taps
+   whose window index o lies in [0, count): calls f(tap, o) in tap order. */
+template <class F>
+inline void windows_reading(i64 e, i64 pad, i64 stride, i64 k, i64 count, F f)
+{
+    for (i64 tap = 0; tap < k; ++tap) {
+        const i64 at = e + pad - tap;
+        if (at >= 0 && at % stride == 0 && at / stride < count)
+            f(tap, at / stride);
+    }
+}
+
+/* One tap of a window over c channels: the running maximum and argmax (rules above). */
+inline void max_tap(float* __restrict best, u8* __restrict where, const float* __restrict v,
+                    u8 k, i64 c)
+{
+    for (i64 ch = 0; ch < c; ++ch) {
+        const float m = best[ch], e = v[ch];
+        where[ch] = e > m ? k : where[ch];
+        best[ch] = (m > e || m != m) ? m : e;
+    }
+}
+
+/* One window's share of an element's gradient over c channels: g's bits where the argmax is
+   tap k, else +0 (copied, or added in float32). */
+template <class Bits>
+inline void copy_share(Bits* __restrict out, const Bits* __restrict g, const u8* __restrict arg,
+                       u8 k, i64 c)
+{
+    for (i64 ch = 0; ch < c; ++ch)
+        out[ch] = (Bits)(g[ch] * (Bits)(arg[ch] == k));
+}
+
+inline void add_share(float* __restrict out, const float* __restrict g, const u8* __restrict arg,
+                      u8 k, i64 c)
+{
+    for (i64 ch = 0; ch < c; ++ch)
+        out[ch] += arg[ch] == k ? g[ch] : 0.0f;
+}
+
+/* dx row of one input element: the disjoint-window share copied as bits (Bits: u16 or u32). */
+template <class Bits>
+void grad_disjoint(const Pool& q, const void* g_, const u8* arg, void* dx_, i64 r0, i64 r1)
+{
+    const Bits* g = static_cast<const Bits*>(g_);
+    Bits* dx = static_cast<Bits*>(dx_);
+    for (i64 r = r0; r < r1; ++r) {
+        const i64 b = r / q.h, y = r % q.h;
+        for (i64 x = 0; x < q.w; ++x) {
+            Bits* out = dx + (r * q.w + x) * q.c;
+            for (i64 ch = 0; ch < q.c; ++ch)
+                out[ch] = 0;
+            windows_reading(y, q.top, q.sh, q.kh, q.ho, [&](i64 i, i64 oy) {
+                windows_reading(x, q.left, q.sw, q.kw, q.wo, [&](i64 j, i64 ox) {
+                    const i64 at = ((b * q.ho + oy) * q.wo + ox) * q.c;
+                    copy_share(out, g + at, arg + at, (u8)(i * q.kw + j), q.c);
+                });
+            });
+        }
+    }
+}
+
+void grad_overlapping(const Pool& q, const float* g, const u8* arg, float* dx, i64 r0, i64 r1)
+{
+    for (i64 r = r0; r < r1; ++r) {
+        const i64 b = r / q.h, y = r % q.h;
+        for (i64 x = 0; x < q.w; ++x) {
+            float* out = dx + (r * q.w + x) * q.c;
+            for (i64 ch = 0; ch < q.c; ++ch)
+                out[ch] = 0.0f;
+            windows_reading(y, q.top, q.sh, q.kh, q.ho, [&](i64 i, i64 oy) {
+                windows_reading(x, q.left, q.sw, q.kw, q.wo, [&](i64 j, i64 ox) {
+                    const i64 at = ((b * q.ho + oy) * q.wo + ox) * q.c;
+                    add_share(out, g + at, arg + at, (u8)(i * q.kw + j), q.c);
+                });
+            });
+        }
+    }
+}
+
+}  // namespace
+
+/* out, arg: C-ordered (n, ho, wo, c); at most 255 taps (arg is the tap index). */
+extern "C" void mg_maxpool_float(const float* __restrict x, float* __restrict out,
+                                 u8* __restrict arg, const i64* p)
+{
+    const Pool q(p);
+    mg_parallel_for(q.n * q.ho, kPoolValues / (q.wo * q.c), [&](i64 r0, i64 r1) {
+        for (i64 r = r0; r < r1; ++r) {
+            const i64 b = r / q.ho, oy = r % q.ho;
+            for (i64 ox = 0; ox < q.wo; ++ox) {
+                float* best = out + (r * q.wo + ox) * q.c;
+                u8* where = arg + (r * q.wo + ox) * q.c;
+                for (i64 ch = 0; ch < q.c; ++ch) {
+                    best[ch] = -__builtin_inff();
+                    where[ch] = 0;
+                }
+                for (i64 i = 0; i < q.kh; ++i) {
+                    const i64 y = oy * q.sh - q.top + i;
+                    if (y < 0 || y >= q.h)
+                        continue;
+                    for (i64 j = 0; j < q.kw; ++j) {
+                        const i64 xx = ox * q.sw - q.left + j;
+                        if (xx < 0 || xx >= q.w)
+                            continue;
+                        max_tap(best, where, x + b * q.s_n + y * q.s_h + xx * q.s_w,
+                                (u8)(i * q.kw + j), q.c);
+                    }
+                }
+            }
+        }
+    });
+}
+
+/* g, arg: C-ordered (n, ho, wo, c); dx: C-ordered (n, h, w, c). mode 2 or 4: disjoint windows,
+   elements of that many bytes; mode 0: overlapping windows, float32 sums. */
+extern "C" void mg_maxpool_grad(const void* g, const u8* arg, void* dx, const i64* p, int mode)
+{
+    const Pool q(p);
+    mg_parallel_for(q.n * q.h, kPoolValues / (q.w * q.c), [&](i64 r0, i64 r1) {
+        if (mode == 2)
+            grad_disjoint<std::uint16_t>(q, g, arg, dx, r0, r1);
+        else if (mode == 4)
+            grad_disjoint<std::uint32_t>(q, g, arg, dx, r0, r1);
+        else
+            grad_overlapping(q, static_cast<const float*>(g), arg, static_cast<float*>(dx),
+                             r0, r1);
+    });
+}
