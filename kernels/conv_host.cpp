@@ -11,7 +11,9 @@
    of output pixels times one or two vectors of output channels in registers and adds every
    tap's products into it, so each input value is read from cache once per block; the weight
    kernel keeps a block of input channels times one or two vectors of output channels, and
-   sweeps one image's pixels. Each sum is accumulated in float32, with fused multiply-adds
+   sweeps one image's pixels. Both take a kernel row's taps (j, c), kw·c adjacent floats of a
+   pixel row and of w, as one run of channels, so a 3-channel input fills the registers as
+   well as a wide one. Each sum is accumulated in float32, with fused multiply-adds
    under GCC (the pragma below turns contraction on for this file alone), in the order
    (i, j, c) for the forward sums and (n, y, x) within a fixed chunk of images for the weight
    sums, the chunks then added in order: not the BLAS's order, so results agree with the
@@ -53,21 +55,21 @@ static inline void direct_block(const float* __restrict x, i64 sx, i64 s_row,
     for (int p = 0; p < P; ++p)
         for (int b = 0; b < B; ++b)
             acc[p][b] = vec{};
-    for (i64 i = 0; i < kh; ++i)
-        for (i64 j = 0; j < kw; ++j) {
-            const float* xt = x + i * s_row + j * c;
-            const float* wt = w + (i * kw + j) * c * o + ob;
-            for (i64 k = 0; k < c; ++k) {
-                vec wv[B];
+    /* a kernel row's taps read kw·c adjacent floats of a pixel row: one run of "channels" */
+    for (i64 i = 0; i < kh; ++i) {
+        const float* xt = x + i * s_row;
+        const float* wt = w + i * kw * c * o + ob;
+        for (i64 k = 0; k < kw * c; ++k) {
+            vec wv[B];
+            for (int b = 0; b < B; ++b)
+                wv[b] = load(wt + k * o + 16 * b);
+            for (int p = 0; p < P; ++p) {
+                const float xv = xt[p * sx + k];
                 for (int b = 0; b < B; ++b)
-                    wv[b] = load(wt + k * o + 16 * b);
-                for (int p = 0; p < P; ++p) {
-                    const float xv = xt[p * sx + k];
-                    for (int b = 0; b < B; ++b)
-                        acc[p][b] += xv * wv[b];
-                }
+                    acc[p][b] += xv * wv[b];
             }
         }
+    }
     for (int p = 0; p < P; ++p)
         for (int b = 0; b < B; ++b)
             store(out + p * o + ob + 16 * b, acc[p][b]);
@@ -182,16 +184,16 @@ extern "C" void mg_conv_wgrad_float(const float* x, const float* g, float* w, co
             std::memset(own, 0, sizeof(float) * size);
             for (i64 b = n * k / chunks; b < n * (k + 1) / chunks; ++b) {
                 const float* gi = g + b * ho * wo * o;
-                for (i64 i = 0; i < kh; ++i)
-                    for (i64 j = 0; j < kw; ++j) {
-                        const float* xt = x + ((b * hp + i) * wp + j) * c;
-                        float* wt = own + (i * kw + j) * c * o;
-                        for (i64 ob = 0; ob < pairs; ob += 32)
-                            wgrad_channels<2>(xt, sw * c, sh * wp * c, gi, c, o, ho, wo, wt, ob);
-                        if (o % 32)
-                            wgrad_channels<1>(xt, sw * c, sh * wp * c, gi, c, o, ho, wo, wt,
-                                              pairs);
-                    }
+                /* a kernel row's taps (j, c) are kw·c adjacent floats: one run of channels */
+                for (i64 i = 0; i < kh; ++i) {
+                    const float* xt = x + (b * hp + i) * wp * c;
+                    float* wt = own + i * kw * c * o;
+                    for (i64 ob = 0; ob < pairs; ob += 32)
+                        wgrad_channels<2>(xt, sw * c, sh * wp * c, gi, kw * c, o, ho, wo, wt, ob);
+                    if (o % 32)
+                        wgrad_channels<1>(xt, sw * c, sh * wp * c, gi, kw * c, o, ho, wo, wt,
+                                          pairs);
+                }
             }
         }
     });
