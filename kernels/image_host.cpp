@@ -7,12 +7,23 @@
        dst[((n*Ho + y)*Wo + x)*kh*kw*C + (i*kw + j)*C + c]
            = src[n, c, y*sh - top + i*dh, x*sw - left + j*dw]   (0 outside the input).
 
-   It only copies, so its bits are the input's. The output rows are shared among the pass
-   threads (host_threads.h). */
+   It only copies, so its bits are the input's.
+
+   mg_col2im_float is the way back: a convolution's input gradient from its tap-major patch
+   gradients d (kh*kw, N*Ho*Wo, Cg), each element gathered from the windows that read it,
+
+       dx[n, y, x, c] = sum over taps (i, j) in row-major order, from +0, of
+                        d[i*kw + j, (n*Ho + oy)*Wo + ox, c]   where oy*sh - top + i*dh = y
+                                                                and ox*sw - left + j*dw = x,
+
+   the sums of NumPy's tap-by-tap adds into a zeroed array, in the same order (the same bits,
+   up to which payload survives where two NaNs meet). Each element is written once: the rows
+   of both passes are shared among the pass threads (host_threads.h). */
 #include <cstdint>
 #include <cstring>
 
 #include "host_threads.h"
+#include "windows.h"
 
 typedef std::int64_t i64;
 
@@ -78,5 +89,37 @@ extern "C" void mg_im2col_float(const float* __restrict src, float* __restrict d
             }
         }
       }
+    });
+}
+
+static inline void add_run(float* __restrict dst, const float* __restrict src, i64 n)
+{
+    for (i64 k = 0; k < n; ++k)
+        dst[k] += src[k];
+}
+
+/* p: n, h, w, c (dx's channels in all; dx points at the group's first), cg, kh, kw, ho, wo,
+   stride (h, w), padding (top, left), dilation (h, w); 15 values. d is C-ordered
+   (kh*kw, n*ho*wo, cg); dx is (n, h, w, c), C-ordered, written at its first cg channels. */
+extern "C" void mg_col2im_float(const float* __restrict d, float* __restrict dx, const i64* p)
+{
+    const i64 n = p[0], h = p[1], w = p[2], c = p[3], cg = p[4], kh = p[5], kw = p[6];
+    const i64 ho = p[7], wo = p[8], st_h = p[9], st_w = p[10], top = p[11], left = p[12];
+    const i64 d_h = p[13], d_w = p[14];
+    const i64 tap = n * ho * wo * cg;
+    mg_parallel_for(n * h, kParallelValues / (w * cg), [&](i64 r0, i64 r1) {
+        for (i64 r = r0; r < r1; ++r) {
+            const i64 b = r / h, y = r % h;
+            for (i64 x = 0; x < w; ++x) {
+                float* out = dx + (r * w + x) * c;
+                zero_run(out, cg);
+                mg_windows_reading(y, top, st_h, d_h, kh, ho, [&](i64 i, i64 oy) {
+                    mg_windows_reading(x, left, st_w, d_w, kw, wo, [&](i64 j, i64 ox) {
+                        add_run(out, d + (i * kw + j) * tap + ((b * ho + oy) * wo + ox) * cg,
+                                cg);
+                    });
+                });
+            }
+        }
     });
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "host_threads.h"
+#include "windows.h"
 
 typedef std::int64_t i64;
 typedef std::uint8_t u8;
@@ -35,18 +36,6 @@ struct Pool {
         : n(p[0]), c(p[1]), h(p[2]), w(p[3]), s_n(p[4]), s_h(p[5]), s_w(p[6]), kh(p[7]),
           kw(p[8]), ho(p[9]), wo(p[10]), sh(p[11]), sw(p[12]), top(p[13]), left(p[14]) {}
 };
-
-/* The window rows (or columns) o with o·stride - pad + tap = e for tap = 0..k-1, as the taps
-   whose window index o lies in [0, count): calls f(tap, o) in tap order. */
-template <class F>
-inline void windows_reading(i64 e, i64 pad, i64 stride, i64 k, i64 count, F f)
-{
-    for (i64 tap = 0; tap < k; ++tap) {
-        const i64 at = e + pad - tap;
-        if (at >= 0 && at % stride == 0 && at / stride < count)
-            f(tap, at / stride);
-    }
-}
 
 /* One tap of a window over c channels: the running maximum and argmax (rules above). */
 inline void max_tap(float* __restrict best, u8* __restrict where, const float* __restrict v,
@@ -88,8 +77,8 @@ void grad_disjoint(const Pool& q, const void* g_, const u8* arg, void* dx_, i64 
             Bits* out = dx + (r * q.w + x) * q.c;
             for (i64 ch = 0; ch < q.c; ++ch)
                 out[ch] = 0;
-            windows_reading(y, q.top, q.sh, q.kh, q.ho, [&](i64 i, i64 oy) {
-                windows_reading(x, q.left, q.sw, q.kw, q.wo, [&](i64 j, i64 ox) {
+            mg_windows_reading(y, q.top, q.sh, 1, q.kh, q.ho, [&](i64 i, i64 oy) {
+                mg_windows_reading(x, q.left, q.sw, 1, q.kw, q.wo, [&](i64 j, i64 ox) {
                     const i64 at = ((b * q.ho + oy) * q.wo + ox) * q.c;
                     copy_share(out, g + at, arg + at, (u8)(i * q.kw + j), q.c);
                 });
@@ -106,8 +95,8 @@ void grad_overlapping(const Pool& q, const float* g, const u8* arg, float* dx, i
             float* out = dx + (r * q.w + x) * q.c;
             for (i64 ch = 0; ch < q.c; ++ch)
                 out[ch] = 0.0f;
-            windows_reading(y, q.top, q.sh, q.kh, q.ho, [&](i64 i, i64 oy) {
-                windows_reading(x, q.left, q.sw, q.kw, q.wo, [&](i64 j, i64 ox) {
+            mg_windows_reading(y, q.top, q.sh, 1, q.kh, q.ho, [&](i64 i, i64 oy) {
+                mg_windows_reading(x, q.left, q.sw, 1, q.kw, q.wo, [&](i64 j, i64 ox) {
                     const i64 at = ((b * q.ho + oy) * q.wo + ox) * q.c;
                     add_share(out, g + at, arg + at, (u8)(i * q.kw + j), q.c);
                 });

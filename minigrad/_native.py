@@ -45,7 +45,7 @@ from minigrad import dtype as dtypes
 STATUS_SOURCE = "float_status.cu"
 BENCH_SOURCE = "bench.cu"
 FP8_SOURCE = "fp8_cast.cu"
-HOST_SOURCES = ("host_shim.h", "host_threads.h", "threads_host.cpp", STATUS_SOURCE,
+HOST_SOURCES = ("host_shim.h", "host_threads.h", "windows.h", "threads_host.cpp", STATUS_SOURCE,
                 "float_status_host.cpp", "convert_host.cpp", "norm_host.cpp", "image_host.cpp",
                 "pool_host.cpp", "conv_host.cpp", "optim_host.cpp", FP8_SOURCE, "fp8_cast_host.cpp")
 STATUS_KERNELS = ("check_fp16", "check_fp32", "check_unscale_fp16", "check_unscale_fp32",
@@ -315,6 +315,7 @@ _HOST_FUNCTIONS = {
     "mg_bn_dx": ([ctypes.c_void_p] * 7 + [ctypes.c_int64] * 2, None),
     # kernels/image_host.cpp: (src, dst, geometry (int64[18]))
     "mg_im2col_float": ([ctypes.c_void_p] * 3, None),
+    "mg_col2im_float": ([ctypes.c_void_p] * 3, None),
     # kernels/pool_host.cpp: (x, out, argmax, geometry (int64[15])); (g, argmax, dx, geometry, mode)
     "mg_maxpool_float": ([ctypes.c_void_p] * 4, None),
     "mg_maxpool_grad": ([ctypes.c_void_p] * 4 + [ctypes.c_int], None),

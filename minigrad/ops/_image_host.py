@@ -1,15 +1,18 @@
 """Native host passes of the image ops (``kernels/image_host.cpp`` and ``kernels/conv_host.cpp``,
 built into the host library of ``minigrad._native``): a convolution's patch matrix written in
-one pass, and the direct convolution kernels that need no patch matrix.
+one pass, its input gradient gathered back from the patch gradients in one pass, and the
+direct convolution kernels that need no patch matrix.
 
 NumPy writes a patch matrix by copying a strided window view of a zero-padded, channels-last
 copy of the input: two passes, the second over a six-axis view whose innermost run is one
 pixel's channels. ``patch_matrix`` reads the input where it lies (any axis order, the padding
 read as zeros without a padded copy) and writes every row once, the rows shared among the
 host library's threads (``minigrad._host_threads``). It only copies, so its bits are NumPy's
-(``tests/ops/test_image_host.py``). It applies to float32 NumPy arrays when the host library
-is loaded; for everything else (and with ``MINIGRAD_NATIVE=0``) it returns None and the caller
-takes its NumPy path.
+(``tests/ops/test_image_host.py``). ``col2im`` replaces a zeroed array and one strided add
+per kernel tap with one pass that writes each input-gradient element once, adding its
+windows' patch gradients in the same tap order (the same bits). They apply to float32 NumPy
+arrays when the host library is loaded; for everything else (and with
+``MINIGRAD_NATIVE=0``) they return None and the caller takes its NumPy path.
 """
 import numpy
 
@@ -44,6 +47,29 @@ def patch_matrix(x, geometry, out_hw, out, channels=None):
                           *stride, padding[0], padding[2], *dilation], numpy.int64)
     host.lib.mg_im2col_float(data_address(x), data_address(out), data_address(params))
     return out
+
+
+def col2im(dcols, x_shape, geometry, out_hw):
+    """A convolution's input gradient, a new C-ordered (N, H, W, C) float32 array, from each
+    group's tap-major patch gradients ``dcols[k]`` (kh·kw, N·Ho·Wo, Cg), C-ordered float32:
+    every element the sum, from +0 in row-major tap order, of the patch gradients of the
+    windows that read it (what a tap read in the padding is dropped). ``x_shape`` is the input's
+    (N, C, H, W), ``geometry`` (stride, padding (top, bottom, left, right), dilation, kernel).
+    None (nothing computed) where the pass does not apply."""
+    host = _native.host_build or _native.loaded()
+    n, c, h, w = x_shape
+    stride, padding, dilation, kernel = geometry
+    cg = c // len(dcols)
+    rows = (kernel[0] * kernel[1], n * out_hw[0] * out_hw[1], cg)
+    if host.lib is None or not all(_dense_f32(d) and d.shape == rows for d in dcols):
+        return None
+    dx = numpy.empty((n, h, w, c), _F32)
+    params = numpy.array([n, h, w, c, cg, *kernel, *out_hw, *stride, padding[0], padding[2],
+                          *dilation], numpy.int64)
+    for k, d in enumerate(dcols):  # group k's channels of dx
+        host.lib.mg_col2im_float(data_address(d), data_address(dx) + k * cg * dx.itemsize,
+                                 data_address(params))
+    return dx
 
 
 # Direct convolution (kernels/conv_host.cpp) against the patch matrix plus the BLAS products,

@@ -348,7 +348,10 @@ class Conv2d(Function):
         stride, padding, dilation, kernel = self.geometry
         if kernel == (1, 1) and stride == (1, 1) and not any(padding):
             dx = _join([d[0] for d in dcols], axis=1).reshape(n, h, width, c)  # no sums
-        else:
+        else:  # natively, each element gathered once from its windows in tap order
+            dx = (_image_host.col2im(dcols, self.x_shape, self.geometry, self.out_hw)
+                  if xp is numpy else None)
+        if dx is None:
             ho, wo = self.out_hw
             cg = c // len(dcols)
             dx = xp.zeros((n, h, width, c), dcols[0].dtype)

@@ -112,3 +112,42 @@ def test_conv2d_is_the_same_with_and_without_the_native_pass(layout, dtype):
         fallback = run()
     for got, want in zip(native, fallback):
         numpy.testing.assert_array_equal(got, want)
+
+
+@needs_host
+@given(n=st.integers(1, 2), c=st.integers(1, 5), groups=st.integers(1, 3),
+       hw=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+       kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       padding=st.tuples(*[st.integers(0, 2)] * 4), seed=st.integers(0, 2**31))
+def test_col2im_gives_the_tap_by_tap_adds_bits(n, c, groups, hw, kernel, stride, dilation,
+                                               padding, seed):
+    (h, w), (kh, kw), (dh, dw), (top, bottom, left, right) = hw, kernel, dilation, padding
+    h, w = max(h, dh * (kh - 1) + 1 - top - bottom), max(w, dw * (kw - 1) + 1 - left - right)
+    rng = numpy.random.default_rng(seed)
+    x = Tensor(numpy.zeros((n, c * groups, h, w), F32), requires_grad=True)
+    weight = Tensor(numpy.zeros((c * groups, c, kh, kw), F32))
+    conv = ops.conv2d(x, weight, stride=stride, padding=padding, dilation=dilation,
+                      groups=groups)._ctx  # its geometry
+    rows = (kh * kw, n * conv.out_hw[0] * conv.out_hw[1], c)
+    dcols = [special_values(rng, rows) for _ in range(groups)]
+    native = conv._col2im(dcols)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_image_host, "col2im", lambda *args: None)
+        with numpy.errstate(invalid="ignore"):  # inf - inf: NumPy's warning
+            want = conv._col2im(dcols)
+    # where two NaNs meet in a sum, the add instruction's operand order picks the payload
+    nan = numpy.isnan(want)
+    numpy.testing.assert_array_equal(numpy.isnan(native), nan)
+    numpy.testing.assert_array_equal(numpy.where(nan, 0, native).view(numpy.uint32),
+                                     numpy.where(nan, 0, want).view(numpy.uint32))
+
+
+@pytest.mark.parametrize("case", ["float64", "wrong shape", "non-contiguous"])
+def test_col2im_declines_what_it_does_not_handle(case):
+    geometry = ((2, 2), (1, 1, 1, 1), (1, 1), (3, 3))
+    d = numpy.ones((9, 2 * 2 * 2, 3), F32)
+    d = {"float64": d.astype(numpy.float64), "wrong shape": d[:, :4],
+         "non-contiguous": numpy.ones((9, 8, 6), F32)[:, :, ::2]}[case]
+    assert _image_host.col2im([d], (2, 3, 4, 4), geometry, (2, 2)) is None
