@@ -390,6 +390,29 @@ extern "C" i64 mg_half_to_float_colsum(const u16* __restrict g, float* __restric
     return bad;
 }
 
+/* Two fp16 arrays added in fp32 and rounded once, what
+       `(a.astype(float32) + b.astype(float32)).astype(float16)` gives:
+       out[i] = fp16(fp32(a[i]) + fp32(b[i]))
+   (fp32's 24 significand bits >= 2*11 + 2: the double rounding gives the correctly rounded
+   fp16 sum; of two NaNs, the add instruction's operand order picks the payload). Returns how
+   many blocks hold an inf or NaN sum: the caller then adds through NumPy, for its warnings. */
+static i64 add_halves_range(const u16* __restrict a, const u16* __restrict b,
+                            u16* __restrict out, i64 n)
+{
+    float wa[MG_COLUMN_BLOCK], wb[MG_COLUMN_BLOCK];
+    i64 bad = 0;
+    for (i64 i = 0; i < n; i += MG_COLUMN_BLOCK) {
+        const i64 m = n - i < MG_COLUMN_BLOCK ? n - i : MG_COLUMN_BLOCK;
+        half_to_float_range(a + i, wa, m);
+        half_to_float_range(b + i, wb, m);
+        for (i64 k = 0; k < m; ++k)
+            wa[k] = wa[k] + wb[k];
+        float_to_half_range(wa, out + i, m);
+        bad += any_nonfinite_half(out + i, m);
+    }
+    return bad;
+}
+
 /* ---- The passes above on the pass threads ------------------------------------------------------
 
    Each exported conversion and ReLU pass splits its n elements into contiguous ranges, one per
@@ -438,4 +461,10 @@ extern "C" void mg_relu_float_backward(const u32* __restrict g, const u8* __rest
                                        u32* __restrict out, i64 n)
 {
     elementwise(n, relu_float_backward_range, g, mask, out);
+}
+
+extern "C" i64 mg_add_halves(const u16* __restrict a, const u16* __restrict b,
+                             u16* __restrict out, i64 n)
+{
+    return elementwise(n, add_halves_range, a, b, out);
 }

@@ -201,6 +201,21 @@ def relu_backward_pass(g, mask):
     return out
 
 
+def add_halves(a, b):
+    """``(a.astype(float32) + b.astype(float32)).astype(float16)`` for two fp16 arrays of one
+    shape and memory layout, in one pass (neither is written): a new array in their axis order.
+    None where it does not apply (also while NumPy does not ignore underflow), and where a sum
+    is inf or NaN: the caller's NumPy code then computes it, with NumPy's warnings."""
+    lib = (_library() if _host(a, _F16, any_order=True) and _host(b, _F16, any_order=True)
+           and a.shape == b.shape and same_layout(a, b) and underflow_ignored() else None)
+    if lib is None:
+        return None
+    out = numpy.empty_like(a)
+    if lib.mg_add_halves(data_address(a), data_address(b), data_address(out), a.size):
+        return None
+    return out
+
+
 def add_bias_to_half(y, b):
     """``(y + b.astype(float32)).astype(float16)`` for an fp32 (rows, cols) ``y`` and an fp16
     (cols,) ``b``, in one pass (``y`` is not written): Dense's fp16 epilogue. None where it does

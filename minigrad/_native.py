@@ -306,6 +306,7 @@ _HOST_FUNCTIONS = {
     "mg_float_to_bf16": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64),
     "mg_relu_half": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], None),
     "mg_relu_half_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
+    "mg_add_halves": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], ctypes.c_int64),
     "mg_relu_float": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
     "mg_relu_float_backward": ([ctypes.c_void_p] * 3 + [ctypes.c_int64], None),
     # kernels/norm_host.cpp: (arrays and vectors..., rows, channels)

@@ -24,7 +24,7 @@ import sys
 import numpy
 
 from minigrad import backend
-from minigrad._fp16_host import MIN_SIZE, store, widen
+from minigrad._fp16_host import MIN_SIZE, add_halves, store, widen
 from minigrad.autograd.function import Copy
 from minigrad.tensor import Tensor, make
 
@@ -205,6 +205,9 @@ def _sum(holder, grad, i=1):
     total = holder[i]
     if (type(total) is numpy.ndarray and total.dtype == _F16 and type(grad) is numpy.ndarray
             and grad.dtype == _F16 and total.size >= MIN_SIZE and total.shape == grad.shape):
+        summed = add_halves(total, grad)  # one native pass
+        if summed is not None:
+            return summed
         wide = widen(total)
         wide += widen(grad)
         return store(wide, _F16)

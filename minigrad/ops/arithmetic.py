@@ -14,7 +14,7 @@ from minigrad import backend
 from minigrad import dtype as dtypes
 from minigrad._checks import check_broadcast, check_operand, check_relation
 from minigrad._config import config
-from minigrad._fp16_host import MIN_SIZE, convert, widen
+from minigrad._fp16_host import MIN_SIZE, add_halves, convert, widen
 from minigrad.tensor import Tensor, make
 from minigrad.autograd.function import OUTPUT, Function
 from minigrad.ops._rules import log, where
@@ -131,6 +131,9 @@ def _arith(op, a, b):
     """
     if (dtypes.is_low_precision(a.dtype) and type(a) is numpy.ndarray
             and type(b) is numpy.ndarray and max(a.size, b.size) >= MIN_SIZE):
+        summed = add_halves(a, b) if op is operator.add else None  # one native pass
+        if summed is not None:
+            return summed
         return convert(op(convert(a, dtypes.float32), convert(b, dtypes.float32)), a.dtype)
     return op(a, b)
 

@@ -442,3 +442,54 @@ def test_relu_passes_take_a_channels_last_batch_and_keep_its_layout():
     same_bits(_fp16_host.relu_backward_pass(g, mask), (g.view(numpy.int16) * mask).view(F16))
     # a gradient in another layout than the mask: left to NumPy
     assert _fp16_host.relu_backward_pass(numpy.ascontiguousarray(g), mask) is None
+
+
+# ---- fp16 addition ------------------------------------------------------------------------------
+
+
+def add_numpy(a, b):
+    """NumPy's fp16 addition (each element widened to fp32, added, rounded once)."""
+    return a + b
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 70000), st.integers(0, 2**32 - 1))
+def test_add_halves_matches_numpy_on_finite_sums(n, seed):
+    a, b = halves(n, seed), halves(n, seed + 1)
+    a[~numpy.isfinite(a)], b[~numpy.isfinite(b)] = 1.0, -0.0
+    a[numpy.abs(a) > 30000], b[numpy.abs(b) > 30000] = 2.5, -3.0  # sums stay finite
+    got, want = _fp16_host.add_halves(a, b), add_numpy(a, b)
+    same_bits(got, want)  # -0 + -0, subnormals, rounding ties to even
+
+
+def test_add_halves_every_half_against_its_neighbours():
+    a = all_halves()
+    finite = numpy.isfinite(a) & (numpy.abs(a) < 32752)  # sums of two stay below 65504
+    a = a[finite]
+    for b in (numpy.roll(a, 1), -a, a[::-1].copy()):  # cancellation to ±0 included
+        same_bits(_fp16_host.add_halves(a, b), add_numpy(a, b))
+
+
+@pytest.mark.parametrize("a_value, b_value", [(65504.0, 32.0), (numpy.inf, -numpy.inf),
+                                              (numpy.inf, 1.0), (numpy.nan, 1.0)])
+def test_add_halves_leaves_inf_and_nan_sums_to_numpy(a_value, b_value):
+    a, b = numpy.ones(5000, F16), numpy.ones(5000, F16)
+    a[4321], b[4321] = a_value, b_value
+    assert _fp16_host.add_halves(a, b) is None  # the caller's NumPy code warns as NumPy does
+    with numpy.errstate(all="ignore"):
+        same_bits((Tensor(a) + Tensor(b)).data, add_numpy(a, b))
+    with numpy.errstate(over="raise", invalid="raise"):
+        if numpy.isfinite(a_value + b_value) or a_value == -b_value:
+            with pytest.raises(FloatingPointError):
+                Tensor(a) + Tensor(b)
+
+
+def test_add_halves_takes_one_layout_only():
+    a = halves((8, 40, 30), 1).transpose(0, 2, 1)  # dense, not C-ordered
+    assert _fp16_host.add_halves(a, numpy.ascontiguousarray(a)) is None  # layouts differ
+    a[~(numpy.abs(a) < 30000)] = 0
+    out = _fp16_host.add_halves(a, a)
+    assert out.strides == a.strides
+    same_bits(out, add_numpy(a, a))
+    assert _fp16_host.add_halves(a.astype(F32), a.astype(F32)) is None
+    assert _fp16_host.add_halves(a[:, ::2], a[:, ::2]) is None
