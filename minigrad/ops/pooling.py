@@ -48,7 +48,12 @@ class _Pool2d(Function):
     def setup(self, x, kernel, stride, padding, fill):
         """The padded input, widened to the accumulation dtype; records the geometry."""
         self.record(x, kernel, stride, padding)
-        return widen(pad(x, padding, fill, self.channels_last) if any(padding) else x)
+        return self.padded(x, fill)
+
+    def padded(self, x, fill):
+        """``x`` padded with ``fill`` (the recorded padding), widened to the accumulation
+        dtype."""
+        return widen(pad(x, self.padding, fill, self.channels_last) if any(self.padding) else x)
 
     def record(self, x, kernel, stride, padding):
         """Keep the geometry of a pooling of ``x``: shapes, taps, and how windows overlap."""
@@ -135,7 +140,7 @@ class MaxPool2d(_Pool2d):
             if native is not None:
                 out, self.argmax = native
                 return store(out, x.dtype)
-        padded = self.setup(x, kernel, stride, padding, -numpy.inf)
+        padded = self.padded(x, -numpy.inf)
         (rows, cols), *others = self.taps
         out = self.image(xp, self.out_hw, padded.dtype)
         out[...] = padded[:, :, rows, cols]

@@ -22,14 +22,13 @@ from minigrad.ops import pooling
 def general_path():
     """Within the block every pooling takes the general path (shares summed in the
     accumulation dtype, no native pass), whatever its windows."""
-    setup = pooling._Pool2d.setup
+    record = pooling._Pool2d.record
 
     def without_fast_path(self, *args):
-        padded = setup(self, *args)
+        record(self, *args)
         self.disjoint = self.tiles = False
-        return padded
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pooling._Pool2d, "setup", without_fast_path)
+        patch.setattr(pooling._Pool2d, "record", without_fast_path)
         patch.setattr(pooling._pool_host, "max_pool", lambda *args: None)
         patch.setattr(pooling._pool_host, "max_pool_grad", lambda *args: None)
         yield
