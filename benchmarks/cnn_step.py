@@ -12,9 +12,10 @@ PyTorch's O2 counterpart is ``autocast("cpu", float16)`` with a ``GradScaler``.
 It prints and records:
 
 1. steps: median ms per step of each framework, the ratio minigrad / PyTorch, and minigrad's
-   O2 / fp32 ratio. PyTorch runs in a worker process; the two take turns (a block of steps of
-   one, a pause for the other's idle threads to stop spinning, a block of the other, for
-   ``--rounds`` rounds), so that machine noise hits both alike.
+   O2 / fp32 ratio. PyTorch runs in a worker process; the two take turns net by net (minigrad's
+   fp32 and O2 blocks of steps back to back, a pause for idle threads to stop spinning,
+   PyTorch's fp32 and O2 blocks, for ``--rounds`` rounds), so that machine noise hits both
+   alike and each ratio compares steps taken seconds apart.
 2. phases: where a step's time goes (ms per step): conv forward and backward (and, within them,
    the conv GEMMs), pooling, BatchNorm, activations (ReLU), the optimizer, and the rest (loss,
    Dense, residual adds, autograd). minigrad's are timed around its ops (a separate run);
@@ -376,12 +377,16 @@ def measure(args, worker, threads):
         seconds = _timing.wall_timer(steps[key], 3) / 3
         block[key] = max(2, round(args.block_seconds / seconds))
         samples[key] = {"minigrad": [], "torch": [], "skipped": 0}
+    # each round: a net's minigrad blocks back to back (fp32, then O2: the O2 / fp32 ratio
+    # compares steps seconds apart), then PyTorch's blocks of the same net
     for _ in range(args.rounds):
-        for key in configs:
-            for _ in range(block[key]):
-                samples[key]["minigrad"].append(_timing.wall_timer(steps[key], 1))
-                samples[key]["skipped"] += _skipped(cells[key])
-            if worker is not None:
+        for name in args.nets:
+            keys = [(name, precision) for precision in PRECISIONS]
+            for key in keys:
+                for _ in range(block[key]):
+                    samples[key]["minigrad"].append(_timing.wall_timer(steps[key], 1))
+                    samples[key]["skipped"] += _skipped(cells[key])
+            for key in keys if worker is not None else ():
                 time.sleep(PAUSE)
                 reply = worker.ask(cmd="steps", net=key[0], precision=key[1], count=block[key])
                 samples[key]["torch"] += reply["seconds"]
