@@ -65,44 +65,33 @@ inline void add_share(float* __restrict out, const float* __restrict g, const u8
         out[ch] += arg[ch] == k ? g[ch] : 0.0f;
 }
 
-/* dx row of one input element: the disjoint-window share copied as bits (Bits: u16 or u32). */
-template <class Bits>
-void grad_disjoint(const Pool& q, const void* g_, const u8* arg, void* dx_, i64 r0, i64 r1)
+/* dx rows r0..r1 of (n, h, w, c) elements T: each element from +0 (0 bits), then
+   share(out, g, arg, tap, c) for every window reading it, in tap order. */
+template <class T, class Share>
+void gather(const Pool& q, const T* g, const u8* arg, T* dx, i64 r0, i64 r1, Share share)
 {
-    const Bits* g = static_cast<const Bits*>(g_);
-    Bits* dx = static_cast<Bits*>(dx_);
     for (i64 r = r0; r < r1; ++r) {
         const i64 b = r / q.h, y = r % q.h;
         for (i64 x = 0; x < q.w; ++x) {
-            Bits* out = dx + (r * q.w + x) * q.c;
+            T* out = dx + (r * q.w + x) * q.c;
             for (i64 ch = 0; ch < q.c; ++ch)
                 out[ch] = 0;
             mg_windows_reading(y, q.top, q.sh, 1, q.kh, q.ho, [&](i64 i, i64 oy) {
                 mg_windows_reading(x, q.left, q.sw, 1, q.kw, q.wo, [&](i64 j, i64 ox) {
                     const i64 at = ((b * q.ho + oy) * q.wo + ox) * q.c;
-                    copy_share(out, g + at, arg + at, (u8)(i * q.kw + j), q.c);
+                    share(out, g + at, arg + at, (u8)(i * q.kw + j), q.c);
                 });
             });
         }
     }
 }
 
-void grad_overlapping(const Pool& q, const float* g, const u8* arg, float* dx, i64 r0, i64 r1)
+/* Disjoint windows: the one share copied as bits (Bits: u16 for fp16, u32 for float32). */
+template <class Bits>
+void gather_disjoint(const Pool& q, const void* g, const u8* arg, void* dx, i64 r0, i64 r1)
 {
-    for (i64 r = r0; r < r1; ++r) {
-        const i64 b = r / q.h, y = r % q.h;
-        for (i64 x = 0; x < q.w; ++x) {
-            float* out = dx + (r * q.w + x) * q.c;
-            for (i64 ch = 0; ch < q.c; ++ch)
-                out[ch] = 0.0f;
-            mg_windows_reading(y, q.top, q.sh, 1, q.kh, q.ho, [&](i64 i, i64 oy) {
-                mg_windows_reading(x, q.left, q.sw, 1, q.kw, q.wo, [&](i64 j, i64 ox) {
-                    const i64 at = ((b * q.ho + oy) * q.wo + ox) * q.c;
-                    add_share(out, g + at, arg + at, (u8)(i * q.kw + j), q.c);
-                });
-            });
-        }
-    }
+    gather(q, static_cast<const Bits*>(g), arg, static_cast<Bits*>(dx), r0, r1,
+           [](auto... a) { copy_share<Bits>(a...); });
 }
 
 }  // namespace
@@ -146,11 +135,11 @@ extern "C" void mg_maxpool_grad(const void* g, const u8* arg, void* dx, const i6
     const Pool q(p);
     mg_parallel_for(q.n * q.h, kPoolValues / (q.w * q.c), [&](i64 r0, i64 r1) {
         if (mode == 2)
-            grad_disjoint<std::uint16_t>(q, g, arg, dx, r0, r1);
+            gather_disjoint<std::uint16_t>(q, g, arg, dx, r0, r1);
         else if (mode == 4)
-            grad_disjoint<std::uint32_t>(q, g, arg, dx, r0, r1);
+            gather_disjoint<std::uint32_t>(q, g, arg, dx, r0, r1);
         else
-            grad_overlapping(q, static_cast<const float*>(g), arg, static_cast<float*>(dx),
-                             r0, r1);
+            gather(q, static_cast<const float*>(g), arg, static_cast<float*>(dx), r0, r1,
+                   [](auto... a) { add_share(a...); });
     });
 }
