@@ -74,9 +74,10 @@ def col2im(dcols, x_shape, geometry, out_hw):
 
 # Direct convolution (kernels/conv_host.cpp) against the patch matrix plus the BLAS products,
 # both on the host library's threads (3x3, batch 64, 2 cores; ``benchmarks/conv_kernels.py``,
-# ``results/conv_kernels.json``): the forward and weight-gradient passes together take 0.49x
-# the time at 16->16 (32x32 images), 0.70x at 32->64 (16x16), 0.92x at 64->64 (8x8) and 1.02x
-# at 64->128 (8x8), and 0.64x at 3->32 (32x32); the direct kernels also need no patch matrix
+# ``results/conv_kernels.json``): the forward and weight-gradient passes together take 0.33x
+# the time at 16->16 (32x32 images), 0.72x at 32->64 (16x16), 0.78x at 64->64 (8x8) and 0.96x
+# at 64->128 (8x8: level with the BLAS within this machine's run-to-run noise, 1.02x in an
+# earlier run), and 0.30x at 3->32 (32x32); the direct kernels also need no patch matrix
 # (kh·kw times the input). They take convolutions with output channels a multiple of 16 and at
 # most ``DIRECT_MAX_CHANNELS`` input and output channels.
 DIRECT_MAX_CHANNELS = 64
