@@ -107,6 +107,8 @@ extern "C" void mg_col2im_float(const float* __restrict d, float* __restrict dx,
     const i64 ho = p[7], wo = p[8], st_h = p[9], st_w = p[10], top = p[11], left = p[12];
     const i64 d_h = p[13], d_w = p[14];
     const i64 tap = n * ho * wo * cg;
+    if (n * h * w * cg == 0)
+        return;
     mg_parallel_for(n * h, kParallelValues / (w * cg), [&](i64 r0, i64 r1) {
         for (i64 r = r0; r < r1; ++r) {
             const i64 b = r / h, y = r % h;

@@ -101,6 +101,8 @@ extern "C" void mg_maxpool_float(const float* __restrict x, float* __restrict ou
                                  u8* __restrict arg, const i64* p)
 {
     const Pool q(p);
+    if (q.n * q.ho * q.wo * q.c == 0)
+        return;
     mg_parallel_for(q.n * q.ho, kPoolValues / (q.wo * q.c), [&](i64 r0, i64 r1) {
         for (i64 r = r0; r < r1; ++r) {
             const i64 b = r / q.ho, oy = r % q.ho;
@@ -133,6 +135,8 @@ extern "C" void mg_maxpool_float(const float* __restrict x, float* __restrict ou
 extern "C" void mg_maxpool_grad(const void* g, const u8* arg, void* dx, const i64* p, int mode)
 {
     const Pool q(p);
+    if (q.n * q.h * q.w * q.c == 0)
+        return;
     mg_parallel_for(q.n * q.h, kPoolValues / (q.w * q.c), [&](i64 r0, i64 r1) {
         if (mode == 2)
             gather_disjoint<std::uint16_t>(q, g, arg, dx, r0, r1);

@@ -61,7 +61,8 @@ def col2im(dcols, x_shape, geometry, out_hw):
     stride, padding, dilation, kernel = geometry
     cg = c // len(dcols)
     rows = (kernel[0] * kernel[1], n * out_hw[0] * out_hw[1], cg)
-    if host.lib is None or not all(_dense_f32(d) and d.shape == rows for d in dcols):
+    if (host.lib is None or 0 in x_shape
+            or not all(_dense_f32(d) and d.shape == rows for d in dcols)):
         return None
     dx = numpy.empty((n, h, w, c), _F32)
     params = numpy.array([n, h, w, c, cg, *kernel, *out_hw, *stride, padding[0], padding[2],

@@ -60,7 +60,8 @@ def max_pool_grad(g, argmax, x_shape, kernel, stride, padding, disjoint):
     if (host.lib is None or type(g) is not numpy.ndarray or g.dtype.kind != "f"
             or g.itemsize not in modes or (not disjoint and g.dtype != _F32)
             or not (is_channels_last(g) and is_channels_last(argmax) and g.flags.aligned)
-            or argmax.dtype != numpy.uint8 or g.shape != argmax.shape):
+            or argmax.dtype != numpy.uint8 or g.shape != argmax.shape
+            or not g.size or 0 in x_shape):
         return None
     n, c, h, w = x_shape
     dx = numpy.empty((n, h, w, c), g.dtype)  # every element written

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from helpers.layouts import layouts
+from helpers.layouts import channels_last, layouts
 from minigrad import Tensor, _native, ops
 from minigrad.ops import _image_host
 from minigrad.ops.conv import _windows
@@ -151,3 +151,11 @@ def test_col2im_declines_what_it_does_not_handle(case):
     d = {"float64": d.astype(numpy.float64), "wrong shape": d[:, :4],
          "non-contiguous": numpy.ones((9, 8, 6), F32)[:, :, ::2]}[case]
     assert _image_host.col2im([d], (2, 3, 4, 4), geometry, (2, 2)) is None
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [((1, 0, 5, 5), (4, 0, 3, 3)),  # no channels
+                                              ((1, 2, 5, 0), (4, 2, 3, 3))])  # no columns
+def test_col2im_of_an_empty_input_is_an_empty_gradient(x_shape, w_shape):
+    x = Tensor(channels_last(numpy.zeros(x_shape, F32)), requires_grad=True)
+    ops.conv2d(x, Tensor(numpy.ones(w_shape, F32)), stride=2, padding=2).sum().backward()
+    assert x.grad.shape == x_shape and not x.grad.data.any()

@@ -159,3 +159,14 @@ def test_max_pool_grad_declines_what_it_does_not_handle(case):
         argmax = argmax[:, :, :3]
     assert _pool_host.max_pool_grad(g, argmax, (1, 2, 8, 8), (2, 2), (2, 2), (0, 0, 0, 0),
                                     disjoint) is None
+
+
+@pytest.mark.parametrize("shape, geometry", [
+    ((1, 0, 4, 4), dict(kernel_size=2)),  # no channels
+    ((1, 2, 3, 0), dict(kernel_size=(1, 3), stride=1, padding=(0, 0, 2, 2))),  # no columns
+])
+def test_empty_batches_pool_and_give_empty_gradients(shape, geometry):
+    x = channels_last(numpy.zeros(shape, F32))
+    out_shape = ops.max_pool2d(Tensor(x), **geometry).shape
+    _, _, dx = pool_and_grad(x, channels_last(numpy.ones(out_shape, F32)), **geometry)
+    assert dx.shape == shape
