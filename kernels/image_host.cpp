@@ -103,25 +103,11 @@ static inline void add_run(float* __restrict dst, const float* __restrict src, i
    (kh*kw, n*ho*wo, cg); dx is (n, h, w, c), C-ordered, written at its first cg channels. */
 extern "C" void mg_col2im_float(const float* __restrict d, float* __restrict dx, const i64* p)
 {
-    const i64 n = p[0], h = p[1], w = p[2], c = p[3], cg = p[4], kh = p[5], kw = p[6];
-    const i64 ho = p[7], wo = p[8], st_h = p[9], st_w = p[10], top = p[11], left = p[12];
-    const i64 d_h = p[13], d_w = p[14];
-    const i64 tap = n * ho * wo * cg;
-    if (n * h * w * cg == 0)
-        return;
-    mg_parallel_for(n * h, kParallelValues / (w * cg), [&](i64 r0, i64 r1) {
-        for (i64 r = r0; r < r1; ++r) {
-            const i64 b = r / h, y = r % h;
-            for (i64 x = 0; x < w; ++x) {
-                float* out = dx + (r * w + x) * c;
-                zero_run(out, cg);
-                mg_windows_reading(y, top, st_h, d_h, kh, ho, [&](i64 i, i64 oy) {
-                    mg_windows_reading(x, left, st_w, d_w, kw, wo, [&](i64 j, i64 ox) {
-                        add_run(out, d + (i * kw + j) * tap + ((b * ho + oy) * wo + ox) * cg,
-                                cg);
-                    });
-                });
-            }
-        }
+    const i64 n = p[0], c = p[3], cg = p[4], ho = p[7], wo = p[8];
+    const MgWindows windows{n, p[1], p[2], p[5], p[6], ho, wo, p[9], p[10], p[11], p[12], p[13],
+                            p[14]};
+    const i64 tap_rows = n * ho * wo * cg;  // one tap's patch gradients
+    windows.gather(dx, c, cg, kParallelValues, [&](float* out, i64 window, i64 tap) {
+        add_run(out, d + tap * tap_rows + window * cg, cg);
     });
 }

@@ -22,6 +22,8 @@
 
 typedef std::int64_t i64;
 typedef std::uint8_t u8;
+typedef std::uint16_t u16;
+typedef std::uint32_t u32;
 
 // Elements written per thread below which a pass stays on fewer threads.
 const i64 kPoolValues = 1 << 15;
@@ -35,6 +37,7 @@ struct Pool {
     explicit Pool(const i64* p)
         : n(p[0]), c(p[1]), h(p[2]), w(p[3]), s_n(p[4]), s_h(p[5]), s_w(p[6]), kh(p[7]),
           kw(p[8]), ho(p[9]), wo(p[10]), sh(p[11]), sw(p[12]), top(p[13]), left(p[14]) {}
+    MgWindows windows() const { return {n, h, w, kh, kw, ho, wo, sh, sw, top, left, 1, 1}; }
 };
 
 /* One tap of a window over c channels: the running maximum and argmax (rules above). */
@@ -65,33 +68,14 @@ inline void add_share(float* __restrict out, const float* __restrict g, const u8
         out[ch] += arg[ch] == k ? g[ch] : 0.0f;
 }
 
-/* dx rows r0..r1 of (n, h, w, c) elements T: each element from +0 (0 bits), then
-   share(out, g, arg, tap, c) for every window reading it, in tap order. */
+/* dx from g: each element from +0 (0 bits), then share(out, g, arg, tap, c) for every window
+   reading it, in tap order. */
 template <class T, class Share>
-void gather(const Pool& q, const T* g, const u8* arg, T* dx, i64 r0, i64 r1, Share share)
+void gather(const Pool& q, const T* g, const u8* arg, T* dx, Share share)
 {
-    for (i64 r = r0; r < r1; ++r) {
-        const i64 b = r / q.h, y = r % q.h;
-        for (i64 x = 0; x < q.w; ++x) {
-            T* out = dx + (r * q.w + x) * q.c;
-            for (i64 ch = 0; ch < q.c; ++ch)
-                out[ch] = 0;
-            mg_windows_reading(y, q.top, q.sh, 1, q.kh, q.ho, [&](i64 i, i64 oy) {
-                mg_windows_reading(x, q.left, q.sw, 1, q.kw, q.wo, [&](i64 j, i64 ox) {
-                    const i64 at = ((b * q.ho + oy) * q.wo + ox) * q.c;
-                    share(out, g + at, arg + at, (u8)(i * q.kw + j), q.c);
-                });
-            });
-        }
-    }
-}
-
-/* Disjoint windows: the one share copied as bits (Bits: u16 for fp16, u32 for float32). */
-template <class Bits>
-void gather_disjoint(const Pool& q, const void* g, const u8* arg, void* dx, i64 r0, i64 r1)
-{
-    gather(q, static_cast<const Bits*>(g), arg, static_cast<Bits*>(dx), r0, r1,
-           [](auto... a) { copy_share<Bits>(a...); });
+    q.windows().gather(dx, q.c, q.c, kPoolValues, [&](T* out, i64 window, i64 tap) {
+        share(out, g + window * q.c, arg + window * q.c, (u8)tap, q.c);
+    });
 }
 
 }  // namespace
@@ -131,19 +115,17 @@ extern "C" void mg_maxpool_float(const float* __restrict x, float* __restrict ou
 }
 
 /* g, arg: C-ordered (n, ho, wo, c); dx: C-ordered (n, h, w, c). mode 2 or 4: disjoint windows,
-   elements of that many bytes; mode 0: overlapping windows, float32 sums. */
+   elements of that many bytes, g's bits copied; mode 0: overlapping windows, float32 sums. */
 extern "C" void mg_maxpool_grad(const void* g, const u8* arg, void* dx, const i64* p, int mode)
 {
     const Pool q(p);
-    if (q.n * q.h * q.w * q.c == 0)
-        return;
-    mg_parallel_for(q.n * q.h, kPoolValues / (q.w * q.c), [&](i64 r0, i64 r1) {
-        if (mode == 2)
-            gather_disjoint<std::uint16_t>(q, g, arg, dx, r0, r1);
-        else if (mode == 4)
-            gather_disjoint<std::uint32_t>(q, g, arg, dx, r0, r1);
-        else
-            gather(q, static_cast<const float*>(g), arg, static_cast<float*>(dx), r0, r1,
-                   [](auto... a) { add_share(a...); });
-    });
+    if (mode == 2)
+        gather(q, static_cast<const u16*>(g), arg, static_cast<u16*>(dx),
+               [](auto... a) { copy_share<u16>(a...); });
+    else if (mode == 4)
+        gather(q, static_cast<const u32*>(g), arg, static_cast<u32*>(dx),
+               [](auto... a) { copy_share<u32>(a...); });
+    else
+        gather(q, static_cast<const float*>(g), arg, static_cast<float*>(dx),
+               [](auto... a) { add_share(a...); });
 }
