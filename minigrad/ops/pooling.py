@@ -135,11 +135,12 @@ class MaxPool2d(_Pool2d):
     def forward(self, x, kernel, stride, padding):
         xp = backend.get_array_module(x)
         self.record(x, kernel, stride, padding)
+        x = widen(x)
         if self.channels_last and xp is numpy:  # one native pass, the padding read in place
-            native = _pool_host.max_pool(widen(x), kernel, stride, padding, self.out_hw)
+            native = _pool_host.max_pool(x, kernel, stride, padding, self.out_hw)
             if native is not None:
                 out, self.argmax = native
-                return store(out, x.dtype)
+                return store(out, self.x_dtype)
         padded = self.padded(x, -numpy.inf)
         (rows, cols), *others = self.taps
         out = self.image(xp, self.out_hw, padded.dtype)
@@ -151,7 +152,7 @@ class MaxPool2d(_Pool2d):
             better = candidate > out   # strict: an earlier tap keeps ties
             xp.maximum(out, candidate, out=out)
             xp.maximum(self.argmax, better * index.type(k), out=self.argmax)
-        return store(out, x.dtype)
+        return store(out, self.x_dtype)
 
     def backward(self, g):
         if isinstance(g, Tensor):
