@@ -16,7 +16,7 @@ from minigrad import _native
 from minigrad.backend import data_address
 from minigrad.ops.windows import is_channels_last
 
-_F32 = numpy.dtype(numpy.float32)
+_F16, _F32 = numpy.dtype(numpy.float16), numpy.dtype(numpy.float32)
 MAX_POOL_TAPS = 255  # the argmax is the tap index, a uint8
 
 
@@ -56,9 +56,8 @@ def max_pool_grad(g, argmax, x_shape, kernel, stride, padding, disjoint):
     windows copy g's bits (fp16 or float32, dx of g's dtype); overlapping ones add the shares
     in float32 in tap order (g float32). None where the pass does not apply."""
     host = _native.host_build or _native.loaded()
-    modes = {2: 2, 4: 4} if disjoint else {4: 0}
-    if (host.lib is None or type(g) is not numpy.ndarray or g.dtype.kind != "f"
-            or g.itemsize not in modes or (not disjoint and g.dtype != _F32)
+    if (host.lib is None or type(g) is not numpy.ndarray
+            or g.dtype not in ((_F16, _F32) if disjoint else (_F32,))
             or not (is_channels_last(g) and is_channels_last(argmax) and g.flags.aligned)
             or argmax.dtype != numpy.uint8 or g.shape != argmax.shape
             or not g.size or 0 in x_shape):
@@ -67,5 +66,5 @@ def max_pool_grad(g, argmax, x_shape, kernel, stride, padding, disjoint):
     dx = numpy.empty((n, h, w, c), g.dtype)  # every element written
     params = _geometry(x_shape, (0, 0, 0), kernel, g.shape[2:], stride, padding)
     host.lib.mg_maxpool_grad(data_address(g), data_address(argmax), data_address(dx),
-                             data_address(params), modes[g.itemsize])
+                             data_address(params), g.itemsize if disjoint else 0)
     return dx.transpose(0, 3, 1, 2)
