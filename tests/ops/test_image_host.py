@@ -36,14 +36,17 @@ def special_values(rng, shape):
     return x
 
 
+# conv geometries: batch, channels per group, groups, image, kernel, stride, dilation, padding
+GEOMETRY = dict(n=st.integers(1, 3), c=st.integers(1, 6), groups=st.integers(1, 3),
+                hw=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+                kernel=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+                stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+                dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+                padding=st.tuples(*[st.integers(0, 3)] * 4), seed=st.integers(0, 2**31))
+
+
 @needs_host
-@given(n=st.integers(1, 3), c=st.integers(1, 6), groups=st.integers(1, 3),
-       hw=st.tuples(st.integers(1, 9), st.integers(1, 9)),
-       kernel=st.tuples(st.integers(1, 4), st.integers(1, 4)),
-       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
-       padding=st.tuples(*[st.integers(0, 3)] * 4),
-       layout=st.sampled_from(["nchw", "channels_last", "strided"]), seed=st.integers(0, 2**31))
+@given(**GEOMETRY, layout=st.sampled_from(["nchw", "channels_last", "strided"]))
 def test_patch_matrix_is_numpys_copy_bit_for_bit(n, c, groups, hw, kernel, stride, dilation,
                                                   padding, layout, seed):
     (h, w), (kh, kw), (dh, dw), (top, bottom, left, right) = hw, kernel, dilation, padding
@@ -115,12 +118,7 @@ def test_conv2d_is_the_same_with_and_without_the_native_pass(layout, dtype):
 
 
 @needs_host
-@given(n=st.integers(1, 2), c=st.integers(1, 5), groups=st.integers(1, 3),
-       hw=st.tuples(st.integers(1, 8), st.integers(1, 8)),
-       kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
-       padding=st.tuples(*[st.integers(0, 2)] * 4), seed=st.integers(0, 2**31))
+@given(**GEOMETRY)
 def test_col2im_gives_the_tap_by_tap_adds_bits(n, c, groups, hw, kernel, stride, dilation,
                                                padding, seed):
     (h, w), (kh, kw), (dh, dw), (top, bottom, left, right) = hw, kernel, dilation, padding
